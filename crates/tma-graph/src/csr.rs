@@ -42,7 +42,10 @@ impl Csr {
 
     /// In-degrees of all nodes, as u32 (degrees of one node fit in u32 even when the edge count does not).
     pub fn degrees(&self) -> Vec<u32> {
-        self.indptr.windows(2).map(|w| (w[1] - w[0]) as u32).collect()
+        self.indptr
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as u32)
+            .collect()
     }
 
     /// Build from arcs `(src, dst)`: row `dst` gets `src`. Sorts each row, removes duplicate

@@ -7,12 +7,27 @@
 //! * [`Features`]: node features, dense row-major or sparse CSR (wide bag-of-words features are
 //!   never densified).
 //! * [`Dataset`]: a graph with features, labels and splits, loaded from a directory in the layout
-//!   of `datasets/FORMAT.md` ([`load_dataset`]) or generated ([`generate`]).
+//!   of `datasets/FORMAT.md` ([`load_dataset`]) or generated ([`generate_sbm`]).
+//! * Splits: [`random_node_split`] (node classification), [`link_split`] (link prediction with
+//!   fixed OGB-style negatives, no reverse-edge leakage).
+//! * Errors: [`GraphError`], every variant naming the offending file.
 //!
 //! Architecture invariant: this crate knows nothing of neural networks.
 
 pub mod csr;
+pub mod dataset;
+pub mod error;
 pub mod features;
+pub mod generate;
+mod npy;
+pub mod split;
 
 pub use csr::{Csr, GlobalNodeId};
+pub use dataset::{
+    load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, DENSIFY_DENSITY,
+    DENSIFY_MAX_DIM,
+};
+pub use error::{GraphError, Result};
 pub use features::Features;
+pub use generate::{generate_sbm, SbmConfig};
+pub use split::{link_split, random_node_split, LinkSplit};

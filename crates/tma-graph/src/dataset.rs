@@ -1,0 +1,617 @@
+//! Datasets: a graph with node features, labels and an optional split, loaded from a directory
+//! in the normalized layout of `datasets/FORMAT.md` ([`load_dataset`]).
+//!
+//! # Directory layout
+//!
+//! | file | dtype / shape | required |
+//! |---|---|---|
+//! | `meta.json` | JSON with at least `directed` (bool); `name`, `computed.nodes`, `x_shape` used when present | yes |
+//! | `edge_index.npy` | int64 `[2, E]`, row 0 = source, row 1 = destination | yes |
+//! | `x_indptr.npy`, `x_indices.npy`, `x_data.npy` | int64 `[N+1]`, int64 `[nnz]`, float32 `[nnz]`; shape in `meta.json:x_shape` | no (all three or none) |
+//! | `y.npy` | int64 `[N]` (class, `-1` = unlabelled) or uint8 `[N, C]` (multi-label 0/1) | no |
+//! | `train_idx.npy`, `val_idx.npy`, `test_idx.npy` | int64 `[k]` node ids | no (all three or none) |
+//! | `train_masks.npy`, `val_masks.npy`, `test_masks.npy` | bool `[S, N]` (C or Fortran order) | no (all three or none) |
+//!
+//! Other files (`traffic.npy`, `year.npy`, ...) are ignored.
+
+use std::path::{Path, PathBuf};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use crate::csr::Csr;
+use crate::error::{GraphError, Result};
+use crate::features::Features;
+use crate::npy::RawNpy;
+
+/// Node labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Labels {
+    /// The dataset has no labels (e.g. link-prediction-only graphs).
+    None,
+    /// Single-label classification. `y: [num_nodes]`, values in `0..num_classes`, `-1` marks an
+    /// unlabelled node. `num_classes = max(y) + 1` (0 if every node is unlabelled).
+    Classes { y: Vec<i32>, num_classes: usize },
+    /// Multi-label classification. `y: [num_nodes * num_labels]`, row-major, each entry 0 or 1.
+    MultiLabel { num_labels: usize, y: Vec<u8> },
+}
+
+impl Labels {
+    /// Whether node `v` carries a label (`Classes`: `y[v] >= 0`; `MultiLabel`: always;
+    /// `None`: never).
+    pub fn is_labelled(&self, v: usize) -> bool {
+        match self {
+            Labels::None => false,
+            Labels::Classes { y, .. } => y[v] >= 0,
+            Labels::MultiLabel { .. } => true,
+        }
+    }
+}
+
+/// A node split. Each list holds node ids (global, `< num_nodes`), sorted ascending, without
+/// duplicates. The three lists are disjoint when produced by [`crate::random_node_split`]; a
+/// dataset's own split is taken as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NodeSplit {
+    pub train: Vec<u32>,
+    pub val: Vec<u32>,
+    pub test: Vec<u32>,
+}
+
+/// A graph dataset.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    /// Dataset name (`meta.json:name`, else the directory name).
+    pub name: String,
+    /// Whether `edge_index` lists arcs (true) or both directions of undirected edges (false).
+    pub directed: bool,
+    /// In-neighbour CSR of the whole graph: row `v` holds the sources of arcs `u -> v`.
+    /// Sorted rows, no duplicate arcs, no self-loops. Undirected graphs are symmetric.
+    pub graph: Csr,
+    /// Node features `[num_nodes, dim]`.
+    pub features: Features,
+    /// True when the dataset has no features and [`structural_features`] were generated.
+    pub structural_features: bool,
+    /// Node labels.
+    pub labels: Labels,
+    /// The dataset's own split, if it ships one.
+    pub split: Option<NodeSplit>,
+}
+
+impl Dataset {
+    /// Number of nodes `N`.
+    pub fn num_nodes(&self) -> usize {
+        self.graph.num_nodes()
+    }
+
+    /// Number of stored arcs (an undirected edge counts twice, PyG convention).
+    pub fn num_edges(&self) -> usize {
+        self.graph.num_edges()
+    }
+
+    /// One line: name, nodes, arcs, feature dim dense/sparse, labels, split sizes.
+    ///
+    /// Example: `planetoid_cora: 2708 nodes, 10556 arcs (undirected), features 1433-d sparse
+    /// (nnz 49216), 7 classes, split 140/500/1000`.
+    pub fn summary(&self) -> String {
+        let feats = match &self.features {
+            Features::Dense { dim, .. } if self.structural_features => {
+                format!("features {dim}-d dense (structural: degree + random)")
+            }
+            Features::Dense { dim, .. } => format!("features {dim}-d dense"),
+            Features::Sparse { dim, indices, .. } => {
+                format!("features {dim}-d sparse (nnz {})", indices.len())
+            }
+        };
+        let labels = match &self.labels {
+            Labels::None => "no labels".to_string(),
+            Labels::Classes { num_classes, .. } => format!("{num_classes} classes"),
+            Labels::MultiLabel { num_labels, .. } => format!("multi-label {num_labels}"),
+        };
+        let split = match &self.split {
+            Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
+            None => "no split".to_string(),
+        };
+        format!(
+            "{}: {} nodes, {} arcs ({}), {}, {}, {}",
+            self.name,
+            self.num_nodes(),
+            self.num_edges(),
+            if self.directed {
+                "directed"
+            } else {
+                "undirected"
+            },
+            feats,
+            labels,
+            split
+        )
+    }
+}
+
+/// Options of [`load_dataset`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Which of the `S` mask splits to use when the dataset ships `*_masks.npy` (default 0).
+    pub split_index: usize,
+    /// Width of the generated [`structural_features`] for featureless graphs (default 32, must
+    /// be >= 1).
+    pub structural_dim: usize,
+    /// Seed of the random columns of the structural features (default 0).
+    pub seed: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            split_index: 0,
+            structural_dim: 32,
+            seed: 0,
+        }
+    }
+}
+
+fn invalid(path: &Path, reason: impl Into<String>) -> GraphError {
+    GraphError::Invalid {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Index of element `(r, c)` of a 2-D array with `shape = [rows, cols]` in storage order.
+#[inline]
+fn idx2(fortran: bool, rows: usize, cols: usize, r: usize, c: usize) -> usize {
+    if fortran {
+        c * rows + r
+    } else {
+        r * cols + c
+    }
+}
+
+/// Features with density above this fraction are stored dense.
+pub const DENSIFY_DENSITY: f64 = 0.2;
+/// Features with at most this many columns are stored dense.
+pub const DENSIFY_MAX_DIM: usize = 64;
+
+/// Load a dataset directory (layout of `datasets/FORMAT.md`, summarized in the module docs).
+///
+/// * **Nodes** `N` = `meta.json:computed.nodes` if present, else the largest of
+///   (max edge id + 1, `y` rows, `x_shape[0]`).
+/// * **Graph**: arcs `edge_index[0, e] -> edge_index[1, e]`, so row `dst` of the in-neighbour
+///   CSR gets `src`. Self-loops are dropped, duplicate arcs merged. Undirected files already
+///   hold both directions (checked: the result must be symmetric).
+/// * **Features**: the CSR files become [`Features::Sparse`], except that they are densified
+///   when `dim <= 64` ([`DENSIFY_MAX_DIM`]) or density `nnz / (N * dim) > 20%`
+///   ([`DENSIFY_DENSITY`]), where a dense matrix is both smaller and faster. Sparse rows keep
+///   the column order of the file. Without feature files, [`structural_features`] of width
+///   `opts.structural_dim` are generated and `structural_features` is set.
+/// * **Labels**: int64 `[N]` -> [`Labels::Classes`]; uint8 `[N, C]` -> [`Labels::MultiLabel`];
+///   no `y.npy` -> [`Labels::None`].
+/// * **Split**: `*_idx.npy` -> that split (sorted); else `*_masks.npy` `[S, N]` -> row
+///   `opts.split_index`; else `None`. Index files win when both kinds are present.
+///
+/// # Errors
+/// * [`GraphError::Io`]: a required file is missing/unreadable (`meta.json`, `edge_index.npy`,
+///   or one file of a partial x / idx / masks triple).
+/// * [`GraphError::Npy`]: bad magic, unsupported version, unparseable header, truncated data.
+/// * [`GraphError::Dtype`]: a dtype other than the table in the module docs.
+/// * [`GraphError::Shape`]: shapes inconsistent with the format, each other, or `meta.json`.
+/// * [`GraphError::IdOutOfRange`]: edge/index id not in `0..N`, feature column not in `0..dim`.
+/// * [`GraphError::Invalid`]: `meta.json` unparseable or missing `directed` / `x_shape`;
+///   `x_indptr` not starting at 0, not monotone or not ending at nnz; labels `< -1` or
+///   multi-labels not 0/1; duplicate split ids; undirected graph not symmetric;
+///   `opts.split_index >= S`; `opts.structural_dim == 0`.
+pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    let meta_path = dir.join("meta.json");
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| GraphError::Io {
+        path: meta_path.clone(),
+        source,
+    })?;
+    let meta: serde_json::Value = serde_json::from_str(&meta_text)
+        .map_err(|e| invalid(&meta_path, format!("not valid JSON: {e}")))?;
+    let name = meta
+        .get("name")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            dir.file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+    let directed = meta
+        .get("directed")
+        .and_then(|v| v.as_bool())
+        .ok_or_else(|| invalid(&meta_path, "missing or non-boolean field `directed`"))?;
+    let meta_nodes = match meta.get("computed").and_then(|c| c.get("nodes")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid(&meta_path, "`computed.nodes` is not an integer"))?,
+        ),
+    };
+
+    // ---- which optional files exist
+    let p = |f: &str| dir.join(f);
+    let x_files = [p("x_indptr.npy"), p("x_indices.npy"), p("x_data.npy")];
+    let has_x = x_files.iter().any(|f| f.exists());
+    let x_shape: Option<(u64, u64)> = if has_x {
+        let arr = meta
+            .get("x_shape")
+            .and_then(|v| v.as_array())
+            .ok_or_else(|| invalid(&meta_path, "feature files present but `x_shape` missing"))?;
+        match arr.as_slice() {
+            [a, b] => match (a.as_u64(), b.as_u64()) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => return Err(invalid(&meta_path, "`x_shape` must hold two integers")),
+            },
+            _ => return Err(invalid(&meta_path, "`x_shape` must hold two integers")),
+        }
+    } else {
+        None
+    };
+
+    // ---- edge_index
+    let ei = RawNpy::read(&p("edge_index.npy"))?;
+    ei.expect_ndim(2, "[2, E]")?;
+    if ei.shape[0] != 2 {
+        return Err(ei.shape_err("[2, E]"));
+    }
+    let e = ei.shape[1] as usize;
+    let ev = ei.i64s()?;
+    for &v in &ev {
+        if v < 0 {
+            return Err(GraphError::IdOutOfRange {
+                path: ei.path.clone(),
+                id: v,
+                num_nodes: meta_nodes.unwrap_or(u32::MAX as u64),
+            });
+        }
+    }
+
+    // ---- labels file (read early: it may define N)
+    let y_path = p("y.npy");
+    let y_raw = if y_path.exists() {
+        Some(RawNpy::read(&y_path)?)
+    } else {
+        None
+    };
+
+    // ---- N
+    let n: u64 = match meta_nodes {
+        Some(n) => n,
+        None => {
+            let mut n = ev.iter().copied().max().map(|m| m as u64 + 1).unwrap_or(0);
+            if let Some(y) = &y_raw {
+                n = n.max(y.shape.first().copied().unwrap_or(0));
+            }
+            if let Some((r, _)) = x_shape {
+                n = n.max(r);
+            }
+            n
+        }
+    };
+    if n > u32::MAX as u64 {
+        return Err(invalid(
+            &meta_path,
+            format!("{n} nodes exceed the u32 id space"),
+        ));
+    }
+    let nu = n as usize;
+
+    // ---- graph
+    let mut src = Vec::with_capacity(e);
+    let mut dst = Vec::with_capacity(e);
+    for k in 0..e {
+        let s = ev[idx2(ei.fortran_order, 2, e, 0, k)];
+        let d = ev[idx2(ei.fortran_order, 2, e, 1, k)];
+        for v in [s, d] {
+            if v as u64 >= n {
+                return Err(GraphError::IdOutOfRange {
+                    path: ei.path.clone(),
+                    id: v,
+                    num_nodes: n,
+                });
+            }
+        }
+        if s != d {
+            src.push(s as u32);
+            dst.push(d as u32);
+        }
+    }
+    drop(ev);
+    let graph = Csr::from_edges(nu, &src, &dst);
+    drop((src, dst));
+    if !directed {
+        check_symmetric(&graph, &ei.path)?;
+    }
+
+    // ---- features
+    let (features, structural) = if let Some((rows, dim)) = x_shape {
+        if rows != n {
+            return Err(invalid(
+                &meta_path,
+                format!("`x_shape[0]` = {rows} but the graph has {n} nodes"),
+            ));
+        }
+        (read_features(&x_files, nu, dim)?, false)
+    } else {
+        if opts.structural_dim == 0 {
+            return Err(invalid(dir, "LoadOptions::structural_dim must be >= 1"));
+        }
+        (
+            structural_features(&graph, directed, opts.structural_dim, opts.seed),
+            true,
+        )
+    };
+
+    // ---- labels
+    let labels = match y_raw {
+        None => Labels::None,
+        Some(y) => read_labels(&y, nu)?,
+    };
+
+    // ---- split
+    let idx_files = [p("train_idx.npy"), p("val_idx.npy"), p("test_idx.npy")];
+    let mask_files = [
+        p("train_masks.npy"),
+        p("val_masks.npy"),
+        p("test_masks.npy"),
+    ];
+    let split = if idx_files.iter().any(|f| f.exists()) {
+        let mut parts = Vec::with_capacity(3);
+        for f in &idx_files {
+            let r = RawNpy::read(f)?;
+            r.expect_ndim(1, "[k]")?;
+            let mut ids = r.ids(n)?;
+            ids.sort_unstable();
+            if ids.windows(2).any(|w| w[0] == w[1]) {
+                return Err(invalid(f, "duplicate node ids"));
+            }
+            parts.push(ids);
+        }
+        let test = parts.pop().unwrap();
+        let val = parts.pop().unwrap();
+        let train = parts.pop().unwrap();
+        Some(NodeSplit { train, val, test })
+    } else if mask_files.iter().any(|f| f.exists()) {
+        let mut parts = Vec::with_capacity(3);
+        let mut num_splits = None;
+        for f in &mask_files {
+            let r = RawNpy::read(f)?;
+            let (s, fortran) = match r.shape.as_slice() {
+                [len] if *len == n => (1usize, false),
+                [s, len] if *len == n => (*s as usize, r.fortran_order),
+                _ => return Err(r.shape_err(&format!("[S, {n}]"))),
+            };
+            if let Some(prev) = num_splits {
+                if prev != s {
+                    return Err(r.shape_err(&format!("[{prev}, {n}] (as the other mask files)")));
+                }
+            }
+            num_splits = Some(s);
+            if opts.split_index >= s {
+                return Err(invalid(
+                    f,
+                    format!(
+                        "split_index {} out of range: the file holds {s} splits",
+                        opts.split_index
+                    ),
+                ));
+            }
+            let m = r.bools()?;
+            let row = opts.split_index;
+            let ids: Vec<u32> = (0..nu)
+                .filter(|&v| m[idx2(fortran, s, nu, row, v)] != 0)
+                .map(|v| v as u32)
+                .collect();
+            parts.push(ids);
+        }
+        let test = parts.pop().unwrap();
+        let val = parts.pop().unwrap();
+        let train = parts.pop().unwrap();
+        Some(NodeSplit { train, val, test })
+    } else {
+        None
+    };
+
+    Ok(Dataset {
+        name,
+        directed,
+        graph,
+        features,
+        structural_features: structural,
+        labels,
+        split,
+    })
+}
+
+/// Check that every arc `u -> v` has its reverse (rows must be sorted).
+fn check_symmetric(g: &Csr, path: &Path) -> Result<()> {
+    for v in 0..g.num_nodes() {
+        for &u in g.neighbors(v) {
+            if g.neighbors(u as usize).binary_search(&(v as u32)).is_err() {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
+    let ip = RawNpy::read(&files[0])?;
+    let ix = RawNpy::read(&files[1])?;
+    let dx = RawNpy::read(&files[2])?;
+    if ip.shape.as_slice() != [n as u64 + 1] {
+        return Err(ip.shape_err(&format!("[{}] (num_nodes + 1)", n + 1)));
+    }
+    ix.expect_ndim(1, "[nnz]")?;
+    let nnz = ix.shape[0];
+    if dx.shape.as_slice() != [nnz] {
+        return Err(dx.shape_err(&format!("[{nnz}] (as x_indices)")));
+    }
+    let indptr_i = ip.i64s()?;
+    if indptr_i[0] != 0 {
+        return Err(invalid(
+            &ip.path,
+            format!("indptr[0] = {} (must be 0)", indptr_i[0]),
+        ));
+    }
+    for (v, w) in indptr_i.windows(2).enumerate() {
+        if w[1] < w[0] {
+            return Err(invalid(
+                &ip.path,
+                format!(
+                    "indptr not monotone: indptr[{}] = {} > indptr[{}] = {}",
+                    v,
+                    w[0],
+                    v + 1,
+                    w[1]
+                ),
+            ));
+        }
+    }
+    let last = *indptr_i.last().unwrap();
+    if last as u64 != nnz {
+        return Err(invalid(
+            &ip.path,
+            format!("indptr[N] = {last} but x_indices holds {nnz} entries"),
+        ));
+    }
+    let indices = ix.ids(dim)?;
+    let data = dx.f32s()?;
+    let dim = dim as usize;
+    let dense_cells = n as f64 * dim as f64;
+    let densify = dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * dense_cells;
+    if densify {
+        let mut out = vec![0f32; n * dim];
+        for v in 0..n {
+            let (a, b) = (indptr_i[v] as usize, indptr_i[v + 1] as usize);
+            for k in a..b {
+                out[v * dim + indices[k] as usize] += data[k];
+            }
+        }
+        Ok(Features::Dense {
+            num_nodes: n,
+            dim,
+            data: out,
+        })
+    } else {
+        Ok(Features::Sparse {
+            num_nodes: n,
+            dim,
+            indptr: indptr_i.into_iter().map(|x| x as u64).collect(),
+            indices,
+            data,
+        })
+    }
+}
+
+fn read_labels(y: &RawNpy, n: usize) -> Result<Labels> {
+    if y.descr == "|u1" {
+        match y.shape.as_slice() {
+            [r, c] if *r == n as u64 => {
+                let c = *c as usize;
+                let raw = y.u8s()?;
+                let mut out = vec![0u8; n * c];
+                for v in 0..n {
+                    for j in 0..c {
+                        let b = raw[idx2(y.fortran_order, n, c, v, j)];
+                        if b > 1 {
+                            return Err(invalid(
+                                &y.path,
+                                format!("multi-label entry ({v}, {j}) = {b}, must be 0 or 1"),
+                            ));
+                        }
+                        out[v * c + j] = b;
+                    }
+                }
+                Ok(Labels::MultiLabel {
+                    num_labels: c,
+                    y: out,
+                })
+            }
+            _ => Err(y.shape_err(&format!("[{n}, C]"))),
+        }
+    } else {
+        if y.descr != "<i8" {
+            return Err(GraphError::Dtype {
+                path: y.path.clone(),
+                expected: "<i8 ([N] classes) or |u1 ([N, C] multi-label)".into(),
+                found: y.descr.clone(),
+            });
+        }
+        if y.shape.as_slice() != [n as u64] {
+            return Err(y.shape_err(&format!("[{n}]")));
+        }
+        let vals = y.i64s()?;
+        let mut out = Vec::with_capacity(n);
+        let mut max = -1i64;
+        for (v, &c) in vals.iter().enumerate() {
+            if !(-1..=i32::MAX as i64).contains(&c) {
+                return Err(invalid(
+                    &y.path,
+                    format!("label of node {v} is {c} (must be -1 or a class id)"),
+                ));
+            }
+            max = max.max(c);
+            out.push(c as i32);
+        }
+        Ok(Labels::Classes {
+            y: out,
+            num_classes: (max + 1) as usize,
+        })
+    }
+}
+
+/// "Random node features + degree": structural input features for graphs without features
+/// (a known baseline for featureless graphs, cf. Cui et al., *On Positional and Structural Node
+/// Features for Graph Neural Networks on Non-attributed Graphs*, 2022).
+///
+/// Returns dense `[N, dim]` features where
+/// * column 0 = `ln(1 + degree)` standardized to mean 0, standard deviation 1 over all nodes
+///   (all zeros if every node has the same degree); degree = in-degree, plus out-degree when
+///   `directed`;
+/// * columns `1..dim` = i.i.d. `N(0, 1) / sqrt(dim)` drawn from `ChaCha8Rng::seed_from_u64(seed)`
+///   in row-major order, so the result is a deterministic function of `(graph, dim, seed)`.
+///
+/// # Panics
+/// If `dim == 0`.
+pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -> Features {
+    assert!(dim >= 1, "structural feature dim must be >= 1");
+    let n = graph.num_nodes();
+    let mut deg: Vec<f64> = graph.degrees().into_iter().map(|d| d as f64).collect();
+    if directed {
+        for &u in &graph.indices {
+            deg[u as usize] += 1.0;
+        }
+    }
+    let logd: Vec<f64> = deg.iter().map(|d| d.ln_1p()).collect();
+    let mean = logd.iter().sum::<f64>() / n.max(1) as f64;
+    let var = logd.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n.max(1) as f64;
+    let std = var.sqrt();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let scale = 1.0 / (dim as f64).sqrt();
+    let mut data = Vec::with_capacity(n * dim);
+    for &l in &logd {
+        data.push(if std > 1e-12 {
+            ((l - mean) / std) as f32
+        } else {
+            0.0
+        });
+        for _ in 1..dim {
+            let z: f64 = StandardNormal.sample(&mut rng);
+            data.push((z * scale) as f32);
+        }
+    }
+    Features::Dense {
+        num_nodes: n,
+        dim,
+        data,
+    }
+}
