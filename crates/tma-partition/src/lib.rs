@@ -1,1 +1,37 @@
-//! tma-partition
+//! Graph partitioners for tma: the randomized partitions of RandomTMA and SuperTMA
+//! (Zhu et al., arXiv 2305.09887) and the METIS min-cut partition of the PSGD-PA / LLCG baselines.
+//!
+//! * [`partition`] assigns every node of a [`Csr`] graph to one of `num_parts + drop_parts`
+//!   parts ([`Partition`]), by one of the [`PartitionMethod`]s:
+//!   - [`PartitionMethod::Random`]: every node independently, uniformly at random (RandomTMA);
+//!   - [`PartitionMethod::SuperNode`]: METIS k-way into `K` small clusters ("super-nodes"), which
+//!     are shuffled and dealt out in equal-count groups (SuperTMA);
+//!   - [`PartitionMethod::Metis`]: METIS `(num_parts + drop_parts)`-way, edge-balanced (PSGD-PA).
+//! * Parts `0..num_parts` go to the trainers ([`Partition::kept_parts`]); parts
+//!   `num_parts..num_parts + drop_parts` are the "failed trainers" of the robustness experiment and
+//!   are given to no one.
+//! * [`build_part`] / [`build_parts`] cut a part out of the graph: the node-induced subgraph on the
+//!   part's nodes, **cross-part edges dropped** (by design: with `M` random parts about `1/M` of the
+//!   edges survive in total).
+//! * [`partition_report`] measures partition quality: nodes, edges kept, and how far each part's
+//!   label and degree distributions are from the whole graph's (Jensen–Shannon divergence), the
+//!   "data uniformity" the paper argues for.
+//!
+//! Randomness is explicit: every method is a deterministic function of the graph and
+//! [`PartitionConfig::seed`] (ChaCha8 for our own draws, METIS' `seed` option for METIS), so the
+//! same config gives byte-identical [`Partition::to_bytes`] (the reference release's RandomTMA seed
+//! had no effect and its SuperTMA grouping was unseeded; ours are seeded).
+//!
+//! Architecture invariant: this crate knows nothing of neural networks.
+
+mod error;
+mod method;
+mod metis_call;
+mod part;
+mod report;
+
+pub use error::PartitionError;
+pub use method::{partition, Partition, PartitionConfig, PartitionMethod};
+pub use part::{build_part, build_parts, Part};
+pub use report::{js_divergence, log2_degree_bin, partition_report, PartStats, PartitionReport};
+pub use tma_graph::Csr;

@@ -1,0 +1,34 @@
+//! The error type of this crate.
+
+/// Why a partition could not be computed (or decoded).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PartitionError {
+    /// `num_parts` (the number of trainers, `M`) was zero.
+    #[error("num_parts must be at least 1")]
+    NoParts,
+    /// More parts (`num_parts + drop_parts`) than nodes: some part would be empty.
+    #[error(
+        "{num_assigned_parts} parts (num_parts + drop_parts) for a graph of {num_nodes} nodes"
+    )]
+    TooManyParts {
+        num_assigned_parts: usize,
+        num_nodes: usize,
+    },
+    /// SuperTMA needs at least as many (non-empty) super-nodes as parts.
+    #[error("{num_super_nodes} non-empty super-nodes cannot fill {num_assigned_parts} parts")]
+    TooFewSuperNodes {
+        num_super_nodes: usize,
+        num_assigned_parts: usize,
+    },
+    /// METIS takes 32-bit indices: the symmetrized graph must have fewer than 2^31 arcs and nodes.
+    #[error(
+        "graph too large for METIS (32-bit idx_t): {num_nodes} nodes, {num_arcs} symmetric arcs"
+    )]
+    TooLargeForMetis { num_nodes: usize, num_arcs: usize },
+    /// METIS itself reported an error.
+    #[error("METIS failed: {0}")]
+    Metis(String),
+    /// [`crate::Partition::from_bytes`] got bytes that are not a partition encoding.
+    #[error("invalid partition bytes: {0}")]
+    InvalidBytes(String),
+}
