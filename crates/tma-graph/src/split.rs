@@ -71,6 +71,7 @@ pub struct LinkSplit {
     /// the input; undirected graphs stay symmetric. Sorted rows.
     pub train_graph: Csr,
     /// Training edges, sorted: one entry per undirected edge (`u < v`), or per arc if directed.
+    /// Never contains a val/test pair in either direction.
     pub train_edges: Vec<(u32, u32)>,
     /// Validation positives `[n_val]`.
     pub val_pos: Vec<(u32, u32)>,
@@ -100,7 +101,9 @@ const NEG_MAX_TRIES: usize = 64;
 ///    `n_val = round(m * val_frac)` (capped at `max_eval_edges`) become validation positives,
 ///    the next `n_test = round(m * test_frac)` (capped likewise) test positives, the rest
 ///    training edges. With a cap this is sampling `n_val`/`n_test` edges without replacement;
-///    edges beyond the cap stay in training.
+///    edges beyond the cap stay in training. For directed graphs, a training arc `v -> u` whose
+///    reverse `u -> v` is held out is dropped as well (it would leak the answer), so
+///    `train_edges.len()` may be a little below `m - n_val - n_test`.
 /// 3. `train_graph` is rebuilt from the training edges (both directions if undirected), so no
 ///    val/test pair appears in it in either direction.
 /// 4. For each positive `(u, v)`, `num_neg` destinations `w` are drawn uniformly (with
@@ -175,6 +178,17 @@ pub fn link_split(
     let test_pos = edges[n_val..n_val + n_test].to_vec();
     let mut train_edges = edges.split_off(n_val + n_test);
     drop(edges);
+    if directed {
+        // a held-out arc u -> v also removes a reciprocal training arc v -> u
+        let held: std::collections::HashSet<(u32, u32)> = val_pos
+            .iter()
+            .chain(&test_pos)
+            .map(|&(u, v)| (v, u))
+            .collect();
+        if !held.is_empty() {
+            train_edges.retain(|e| !held.contains(e));
+        }
+    }
     train_edges.par_sort_unstable();
 
     // 3. training graph.

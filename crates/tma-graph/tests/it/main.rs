@@ -1,0 +1,7 @@
+//! Integration tests of tma-graph (one binary, ripgrep style).
+
+mod generate;
+mod load_real;
+mod malformed;
+mod split;
+mod util;
