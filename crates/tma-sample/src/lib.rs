@@ -14,3 +14,8 @@
 pub mod block;
 
 pub use block::{Block, BlockView};
+pub mod neighbor;
+pub mod util;
+
+pub use neighbor::{MiniBatch, NeighborSampler};
+pub use util::{shuffled_batches, uniform_negatives, unique_with_inverse};
