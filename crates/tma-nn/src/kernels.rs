@@ -1,0 +1,672 @@
+//! The compute kernels: sparse aggregation over blocks (forward and transposed backward),
+//! sparse-input linear products, LayerNorm, PReLU, dropout, row reductions.
+//!
+//! Everything works on contiguous row-major `f32` buffers, so a GPU backend can replace this
+//! module without touching the layers' logic in `model.rs`.
+//!
+//! Parallelism: rayon over rows of the **output** (every row written by exactly one task, no
+//! atomics). Reductions over rows (bias / LayerNorm / PReLU gradients) use fixed-size row chunks
+//! summed in chunk order, so results do not depend on the number of threads.
+
+use crate::mat::{matmul_a_bt, matmul_at_b};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use std::ops::Range;
+use tma_graph::Features;
+use tma_sample::BlockView;
+
+/// Rows per rayon task for row-parallel kernels of width `cols`: about 16K elements per task.
+#[inline]
+pub(crate) fn min_rows(cols: usize) -> usize {
+    (16384 / cols.max(1)).max(1)
+}
+
+#[inline]
+pub(crate) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y += a * x;
+    }
+}
+
+#[inline]
+fn add_into(y: &mut [f32], x: &[f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y += x;
+    }
+}
+
+/// Sum over row chunks of `f(rows, acc)`, each chunk with its own zeroed accumulator of `width`
+/// elements; chunks are `chunk_rows` long (fixed, so the sum order does not depend on threads).
+pub(crate) fn chunked_reduce(
+    rows: usize,
+    width: usize,
+    chunk_rows: usize,
+    f: impl Fn(Range<usize>, &mut [f32]) + Sync,
+) -> Vec<f32> {
+    let chunk_rows = chunk_rows.max(1);
+    let n_chunks = rows.div_ceil(chunk_rows);
+    let parts: Vec<Vec<f32>> = (0..n_chunks)
+        .into_par_iter()
+        .map(|c| {
+            let mut acc = vec![0.0f32; width];
+            f(c * chunk_rows..((c + 1) * chunk_rows).min(rows), &mut acc);
+            acc
+        })
+        .collect();
+    let mut total = vec![0.0f32; width];
+    for p in &parts {
+        add_into(&mut total, p);
+    }
+    total
+}
+
+/// `out[c] += Σ_r d[r, c]` (bias gradient), `d: [rows, cols]`.
+pub(crate) fn add_col_sums(d: &[f32], cols: usize, out: &mut [f32]) {
+    assert_eq!(out.len(), cols);
+    if cols == 0 {
+        return;
+    }
+    let rows = d.len() / cols;
+    let s = chunked_reduce(rows, cols, 4 * min_rows(cols), |r, acc| {
+        for i in r {
+            add_into(acc, &d[i * cols..(i + 1) * cols]);
+        }
+    });
+    add_into(out, &s);
+}
+
+/// `y[r, :] += b` for every row.
+pub(crate) fn add_bias(y: &mut [f32], b: &[f32]) {
+    let cols = b.len();
+    if cols == 0 {
+        return;
+    }
+    y.par_chunks_mut(cols)
+        .with_min_len(min_rows(cols))
+        .for_each(|row| add_into(row, b));
+}
+
+/// Transpose a `[rows, cols]` matrix.
+pub(crate) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0; rows * cols];
+    for i in 0..rows {
+        for j in 0..cols {
+            t[j * rows + i] = a[i * cols + j];
+        }
+    }
+    t
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layer inputs: dense matrices or sparse input features.
+
+/// A layer input, `[rows, dim]`: a dense row-major matrix or CSR sparse features.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum InputRef<'a> {
+    Dense {
+        rows: usize,
+        dim: usize,
+        data: &'a [f32],
+    },
+    Sparse {
+        rows: usize,
+        dim: usize,
+        indptr: &'a [u64],
+        indices: &'a [u32],
+        data: &'a [f32],
+    },
+}
+
+impl<'a> InputRef<'a> {
+    pub(crate) fn from_features(x: &'a Features) -> InputRef<'a> {
+        match x {
+            Features::Dense {
+                num_nodes,
+                dim,
+                data,
+            } => {
+                assert_eq!(data.len(), num_nodes * dim, "dense features: data length");
+                InputRef::Dense {
+                    rows: *num_nodes,
+                    dim: *dim,
+                    data,
+                }
+            }
+            Features::Sparse {
+                num_nodes,
+                dim,
+                indptr,
+                indices,
+                data,
+            } => {
+                assert_eq!(
+                    indptr.len(),
+                    num_nodes + 1,
+                    "sparse features: indptr length"
+                );
+                InputRef::Sparse {
+                    rows: *num_nodes,
+                    dim: *dim,
+                    indptr,
+                    indices,
+                    data,
+                }
+            }
+        }
+    }
+
+    pub(crate) fn from_mat(m: &'a crate::Mat) -> InputRef<'a> {
+        InputRef::Dense {
+            rows: m.rows,
+            dim: m.cols,
+            data: &m.data,
+        }
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        match self {
+            InputRef::Dense { rows, .. } | InputRef::Sparse { rows, .. } => *rows,
+        }
+    }
+
+    pub(crate) fn dim(&self) -> usize {
+        match self {
+            InputRef::Dense { dim, .. } | InputRef::Sparse { dim, .. } => *dim,
+        }
+    }
+
+    pub(crate) fn is_sparse(&self) -> bool {
+        matches!(self, InputRef::Sparse { .. })
+    }
+
+    /// The first `n` rows, dense. Panics on sparse input.
+    pub(crate) fn dense_prefix(&self, n: usize) -> &'a [f32] {
+        match self {
+            InputRef::Dense { dim, data, .. } => &data[..n * dim],
+            InputRef::Sparse { .. } => panic!("dense_prefix on sparse input"),
+        }
+    }
+
+    /// `y[n, out] (+)= X[..n] · Wᵀ` with `w: [out, dim]`. Sparse input: a sparse x dense
+    /// product, parallel over rows of `y`, never densifying `X`.
+    pub(crate) fn linear(&self, n: usize, w: &[f32], out: usize, y: &mut [f32], acc: bool) {
+        assert!(n <= self.rows());
+        assert_eq!(w.len(), out * self.dim());
+        assert_eq!(y.len(), n * out);
+        match *self {
+            InputRef::Dense { dim, data, .. } => {
+                matmul_a_bt(n, out, dim, &data[..n * dim], w, y, acc)
+            }
+            InputRef::Sparse {
+                dim,
+                indptr,
+                indices,
+                data,
+                ..
+            } => {
+                if out == 0 {
+                    return;
+                }
+                let wt = transpose(w, out, dim); // [dim, out]
+                y.par_chunks_mut(out)
+                    .with_min_len(min_rows(out * 4))
+                    .enumerate()
+                    .for_each(|(r, row)| {
+                        if !acc {
+                            row.fill(0.0);
+                        }
+                        for e in indptr[r] as usize..indptr[r + 1] as usize {
+                            let c = indices[e] as usize;
+                            axpy(row, data[e], &wt[c * out..(c + 1) * out]);
+                        }
+                    });
+            }
+        }
+    }
+
+    /// `dw[out, dim] += dyᵀ · X[..n]` with `dy: [n, out]`. Sparse input: builds the CSC of
+    /// `X[..n]` once and parallelizes over input columns (each row of `dwᵀ` written by one task).
+    pub(crate) fn linear_weight_grad(&self, n: usize, dy: &[f32], out: usize, dw: &mut [f32]) {
+        assert!(n <= self.rows());
+        assert_eq!(dw.len(), out * self.dim());
+        assert_eq!(dy.len(), n * out);
+        match *self {
+            InputRef::Dense { dim, data, .. } => {
+                matmul_at_b(out, dim, n, dy, &data[..n * dim], dw, true)
+            }
+            InputRef::Sparse {
+                dim,
+                indptr,
+                indices,
+                data,
+                ..
+            } => {
+                if out == 0 || dim == 0 {
+                    return;
+                }
+                let nnz = indptr[n] as usize;
+                // CSC of the first n rows: for every column, (row, value) pairs.
+                let mut cptr = vec![0usize; dim + 1];
+                for &c in &indices[..nnz] {
+                    cptr[c as usize + 1] += 1;
+                }
+                for c in 0..dim {
+                    cptr[c + 1] += cptr[c];
+                }
+                let mut fill = cptr.clone();
+                let mut crow = vec![0u32; nnz];
+                let mut cval = vec![0f32; nnz];
+                for r in 0..n {
+                    for e in indptr[r] as usize..indptr[r + 1] as usize {
+                        let c = indices[e] as usize;
+                        crow[fill[c]] = r as u32;
+                        cval[fill[c]] = data[e];
+                        fill[c] += 1;
+                    }
+                }
+                let mut dwt = vec![0.0f32; dim * out];
+                dwt.par_chunks_mut(out)
+                    .with_min_len(min_rows(out * 4))
+                    .enumerate()
+                    .for_each(|(c, row)| {
+                        for e in cptr[c]..cptr[c + 1] {
+                            let r = crow[e] as usize;
+                            axpy(row, cval[e], &dy[r * out..(r + 1) * out]);
+                        }
+                    });
+                for o in 0..out {
+                    let dst = &mut dw[o * dim..(o + 1) * dim];
+                    for (c, d) in dst.iter_mut().enumerate() {
+                        *d += dwt[c * out + o];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aggregation over a block.
+
+/// Coefficients of a linear neighbourhood aggregation over a block:
+/// `agg_i = gamma_i · h_i + alpha_i · Σ_{j ∈ N(i)} beta_j · h_j` for every destination `i`
+/// (`beta`/`gamma` absent = 1 / 0).
+#[derive(Clone, Debug)]
+pub(crate) struct AggCoefs {
+    pub alpha: Vec<f32>,
+    pub beta: Option<Vec<f32>>,
+    pub gamma: Option<Vec<f32>>,
+}
+
+impl AggCoefs {
+    /// Mean over the sampled neighbours (`alpha_i = 1/s_i`, 0 when `s_i = 0`).
+    pub(crate) fn mean(b: &BlockView) -> AggCoefs {
+        let alpha = (0..b.num_dst)
+            .map(|i| {
+                let s = b.indptr[i + 1] - b.indptr[i];
+                if s == 0 {
+                    0.0
+                } else {
+                    1.0 / s as f32
+                }
+            })
+            .collect();
+        AggCoefs {
+            alpha,
+            beta: None,
+            gamma: None,
+        }
+    }
+
+    /// GCN normalisation with self loops (Kipf & Welling 2017, eq. 2), rescaled for sampled
+    /// neighbourhoods: `w_ii = 1/(d_i+1)`, `w_ij = (d_i/s_i) / sqrt((d_i+1)(d_j+1))`
+    /// with `d` the full in-degree (`src_degree`) and `s_i` the sampled count (0 when `s_i = 0`).
+    pub(crate) fn gcn(b: &BlockView) -> AggCoefs {
+        assert_eq!(b.src_degree.len(), b.num_src, "block src_degree length");
+        let r: Vec<f32> = b
+            .src_degree
+            .iter()
+            .map(|&d| 1.0 / ((d as f64 + 1.0).sqrt() as f32))
+            .collect();
+        let mut alpha = Vec::with_capacity(b.num_dst);
+        let mut gamma = Vec::with_capacity(b.num_dst);
+        for i in 0..b.num_dst {
+            let d = b.src_degree[i] as f64;
+            let s = (b.indptr[i + 1] - b.indptr[i]) as f64;
+            gamma.push((1.0 / (d + 1.0)) as f32);
+            alpha.push(if s == 0.0 {
+                0.0
+            } else {
+                (d / s / (d + 1.0).sqrt()) as f32
+            });
+        }
+        AggCoefs {
+            alpha,
+            beta: Some(r),
+            gamma: Some(gamma),
+        }
+    }
+}
+
+/// `out[num_dst, dim] = aggregate(h[num_src, dim])`, parallel over destination rows.
+pub(crate) fn aggregate(b: &BlockView, c: &AggCoefs, h: &[f32], dim: usize, out: &mut [f32]) {
+    assert_eq!(
+        h.len(),
+        b.num_src * dim,
+        "aggregate: input rows != block num_src"
+    );
+    assert_eq!(out.len(), b.num_dst * dim);
+    assert_eq!(b.indptr.len(), b.num_dst + 1, "block indptr length");
+    if dim == 0 {
+        return;
+    }
+    out.par_chunks_mut(dim)
+        .with_min_len(min_rows(dim * 16))
+        .enumerate()
+        .for_each(|(i, row)| {
+            row.fill(0.0);
+            let nb = &b.indices[b.indptr[i] as usize..b.indptr[i + 1] as usize];
+            match &c.beta {
+                None => {
+                    for &j in nb {
+                        let j = j as usize;
+                        add_into(row, &h[j * dim..(j + 1) * dim]);
+                    }
+                }
+                Some(beta) => {
+                    for &j in nb {
+                        let j = j as usize;
+                        axpy(row, beta[j], &h[j * dim..(j + 1) * dim]);
+                    }
+                }
+            }
+            let a = c.alpha[i];
+            if a != 1.0 {
+                for v in row.iter_mut() {
+                    *v *= a;
+                }
+            }
+            if let Some(g) = &c.gamma {
+                axpy(row, g[i], &h[i * dim..(i + 1) * dim]);
+            }
+        });
+}
+
+/// The transposed block (CSC): for every source node, the destinations that read it.
+/// Built once per backward of an aggregation so the scatter to sources becomes a gather,
+/// parallel over source rows, without atomics.
+pub(crate) struct Transposed {
+    pub indptr: Vec<usize>,
+    pub indices: Vec<u32>,
+}
+
+impl Transposed {
+    pub(crate) fn new(b: &BlockView) -> Transposed {
+        let nnz = b.indptr[b.num_dst] as usize;
+        let mut indptr = vec![0usize; b.num_src + 1];
+        for &j in &b.indices[..nnz] {
+            indptr[j as usize + 1] += 1;
+        }
+        for j in 0..b.num_src {
+            indptr[j + 1] += indptr[j];
+        }
+        let mut fill = indptr.clone();
+        let mut indices = vec![0u32; nnz];
+        for i in 0..b.num_dst {
+            for &j in &b.indices[b.indptr[i] as usize..b.indptr[i + 1] as usize] {
+                let f = &mut fill[j as usize];
+                indices[*f] = i as u32;
+                *f += 1;
+            }
+        }
+        Transposed { indptr, indices }
+    }
+}
+
+/// Backward of [`aggregate`]: `dh[num_src, dim] (+)= aggregateᵀ(d_out[num_dst, dim])`, i.e.
+/// `dh_j = beta_j Σ_{i: j ∈ N(i)} alpha_i d_i + [j < num_dst] gamma_j d_j`; parallel over
+/// source rows through the transposed block.
+pub(crate) fn aggregate_backward(
+    b: &BlockView,
+    t: &Transposed,
+    c: &AggCoefs,
+    d_out: &[f32],
+    dim: usize,
+    dh: &mut [f32],
+    acc: bool,
+) {
+    assert_eq!(d_out.len(), b.num_dst * dim);
+    assert_eq!(dh.len(), b.num_src * dim);
+    if dim == 0 {
+        return;
+    }
+    dh.par_chunks_mut(dim)
+        .with_min_len(min_rows(dim * 16))
+        .enumerate()
+        .for_each_init(
+            || vec![0.0f32; dim],
+            |tmp, (j, row)| {
+                if !acc {
+                    row.fill(0.0);
+                }
+                let ts = &t.indices[t.indptr[j]..t.indptr[j + 1]];
+                match &c.beta {
+                    None => {
+                        for &i in ts {
+                            let i = i as usize;
+                            axpy(row, c.alpha[i], &d_out[i * dim..(i + 1) * dim]);
+                        }
+                    }
+                    Some(beta) => {
+                        if !ts.is_empty() {
+                            tmp.fill(0.0);
+                            for &i in ts {
+                                let i = i as usize;
+                                axpy(tmp, c.alpha[i], &d_out[i * dim..(i + 1) * dim]);
+                            }
+                            axpy(row, beta[j], tmp);
+                        }
+                    }
+                }
+                if let Some(g) = &c.gamma {
+                    if j < b.num_dst {
+                        axpy(row, g[j], &d_out[j * dim..(j + 1) * dim]);
+                    }
+                }
+            },
+        );
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm, PReLU, dropout.
+
+/// LayerNorm epsilon (PyTorch default).
+pub(crate) const LN_EPS: f32 = 1e-5;
+
+/// Normalise every row of `h: [rows, cols]` in place to `xhat = (h - mean) / sqrt(var + eps)`
+/// (biased variance, as PyTorch's LayerNorm); returns `rstd = 1/sqrt(var + eps)` per row.
+pub(crate) fn layer_norm_forward_inplace(h: &mut [f32], cols: usize) -> Vec<f32> {
+    let rows = h.len() / cols.max(1);
+    let mut rstd = vec![0.0f32; rows];
+    if cols == 0 {
+        return rstd;
+    }
+    h.par_chunks_mut(cols)
+        .zip(rstd.par_iter_mut())
+        .with_min_len(min_rows(cols))
+        .for_each(|(row, rs)| {
+            let n = cols as f32;
+            let mean = row.iter().sum::<f32>() / n;
+            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let r = 1.0 / (var + LN_EPS).sqrt();
+            for v in row.iter_mut() {
+                *v = (*v - mean) * r;
+            }
+            *rs = r;
+        });
+    rstd
+}
+
+/// Backward of [`layer_norm_forward_inplace`]: `d` holds `dL/dxhat` on entry and `dL/dh` on
+/// exit: `dh = rstd · (g − mean(g) − xhat · mean(g ⊙ xhat))`.
+pub(crate) fn layer_norm_backward_inplace(xhat: &[f32], rstd: &[f32], d: &mut [f32], cols: usize) {
+    assert_eq!(xhat.len(), d.len());
+    if cols == 0 {
+        return;
+    }
+    d.par_chunks_mut(cols)
+        .zip(xhat.par_chunks(cols))
+        .zip(rstd.par_iter())
+        .with_min_len(min_rows(cols))
+        .for_each(|((g, x), &r)| {
+            let n = cols as f32;
+            let mg = g.iter().sum::<f32>() / n;
+            let mgx = g.iter().zip(x).map(|(g, x)| g * x).sum::<f32>() / n;
+            for (g, x) in g.iter_mut().zip(x) {
+                *g = r * (*g - mg - x * mgx);
+            }
+        });
+}
+
+/// `a = prelu(xhat ⊙ gamma + beta)` row-wise (LayerNorm's affine part fused with PReLU,
+/// `prelu(y) = y if y > 0 else slope · y`).
+pub(crate) fn affine_prelu_forward(
+    xhat: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    slope: f32,
+) -> Vec<f32> {
+    let cols = gamma.len();
+    let mut a = vec![0.0f32; xhat.len()];
+    if cols == 0 {
+        return a;
+    }
+    a.par_chunks_mut(cols)
+        .zip(xhat.par_chunks(cols))
+        .with_min_len(min_rows(cols))
+        .for_each(|(a, x)| {
+            for c in 0..cols {
+                let y = x[c] * gamma[c] + beta[c];
+                a[c] = if y > 0.0 { y } else { slope * y };
+            }
+        });
+    a
+}
+
+/// Backward of [`affine_prelu_forward`]: `d` holds `dL/da` on entry and `dL/dxhat` on exit;
+/// accumulates `dgamma`, `dbeta` and returns `dL/dslope`.
+pub(crate) fn affine_prelu_backward(
+    xhat: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    slope: f32,
+    d: &mut [f32],
+    dgamma: &mut [f32],
+    dbeta: &mut [f32],
+) -> f32 {
+    let cols = gamma.len();
+    if cols == 0 {
+        return 0.0;
+    }
+    let rows = xhat.len() / cols;
+    let chunk = 4 * min_rows(cols);
+    // Pass 1 (reductions, read-only): acc = [dgamma | dbeta | dslope].
+    let acc = chunked_reduce(rows, 2 * cols + 1, chunk, |r, acc| {
+        for i in r {
+            let x = &xhat[i * cols..(i + 1) * cols];
+            let g = &d[i * cols..(i + 1) * cols];
+            for c in 0..cols {
+                let y = x[c] * gamma[c] + beta[c];
+                let dy = if y > 0.0 {
+                    g[c]
+                } else {
+                    acc[2 * cols] += g[c] * y;
+                    slope * g[c]
+                };
+                acc[c] += dy * x[c];
+                acc[cols + c] += dy;
+            }
+        }
+    });
+    // Pass 2: d <- dL/dxhat.
+    d.par_chunks_mut(cols)
+        .zip(xhat.par_chunks(cols))
+        .with_min_len(min_rows(cols))
+        .for_each(|(g, x)| {
+            for c in 0..cols {
+                let y = x[c] * gamma[c] + beta[c];
+                let dy = if y > 0.0 { g[c] } else { slope * g[c] };
+                g[c] = dy * gamma[c];
+            }
+        });
+    add_into(dgamma, &acc[..cols]);
+    add_into(dbeta, &acc[cols..2 * cols]);
+    acc[2 * cols]
+}
+
+/// PReLU with one shared slope: `a = x if x > 0 else slope · x`.
+pub(crate) fn prelu_forward(x: &[f32], slope: f32) -> Vec<f32> {
+    let mut a = x.to_vec();
+    a.par_chunks_mut(16384).for_each(|c| {
+        for v in c {
+            if *v <= 0.0 {
+                *v *= slope;
+            }
+        }
+    });
+    a
+}
+
+/// Backward of [`prelu_forward`]: `d` holds `dL/da` on entry and `dL/dx` on exit; returns
+/// `dL/dslope = Σ_{x ≤ 0} dL/da · x`.
+pub(crate) fn prelu_backward(x: &[f32], slope: f32, d: &mut [f32]) -> f32 {
+    const CH: usize = 16384;
+    let dslope = chunked_reduce(x.len(), 1, CH, |r, acc| {
+        for i in r {
+            if x[i] <= 0.0 {
+                acc[0] += d[i] * x[i];
+            }
+        }
+    })[0];
+    d.par_chunks_mut(CH)
+        .zip(x.par_chunks(CH))
+        .for_each(|(d, x)| {
+            for (d, x) in d.iter_mut().zip(x) {
+                if *x <= 0.0 {
+                    *d *= slope;
+                }
+            }
+        });
+    dslope
+}
+
+/// Inverted-dropout keep mask (1 = keep) for `len` elements with drop probability `p`.
+/// Drawn from one seed taken from `rng`, then per fixed chunk of 16K elements a ChaCha8 stream
+/// (`set_stream(chunk)`), in parallel: the mask depends on `rng` only, not on thread count.
+pub(crate) fn dropout_mask(rng: &mut ChaCha8Rng, len: usize, p: f32) -> Vec<u8> {
+    const CH: usize = 16384;
+    let seed: u64 = rng.random();
+    let mut mask = vec![0u8; len];
+    mask.par_chunks_mut(CH).enumerate().for_each(|(c, m)| {
+        let mut r = ChaCha8Rng::seed_from_u64(seed);
+        r.set_stream(c as u64);
+        for v in m {
+            *v = (r.random::<f32>() >= p) as u8;
+        }
+    });
+    mask
+}
+
+/// `x *= mask / (1 - p)` (forward and backward of inverted dropout alike; `p >= 1` zeroes).
+pub(crate) fn dropout_apply(x: &mut [f32], mask: &[u8], p: f32) {
+    assert_eq!(x.len(), mask.len());
+    let scale = if p >= 1.0 { 0.0 } else { 1.0 / (1.0 - p) };
+    x.par_chunks_mut(16384)
+        .zip(mask.par_chunks(16384))
+        .for_each(|(x, m)| {
+            for (x, &m) in x.iter_mut().zip(m) {
+                *x = if m != 0 { *x * scale } else { 0.0 };
+            }
+        });
+}

@@ -1,0 +1,866 @@
+//! The GNN models: encoder (SAGE / GCN / MLP layers with LayerNorm → PReLU → dropout between
+//! them), the link decoder, forward and hand-written backward.
+
+use crate::kernels::{
+    add_bias, add_col_sums, affine_prelu_backward, affine_prelu_forward, aggregate,
+    aggregate_backward, dropout_apply, dropout_mask, layer_norm_backward_inplace,
+    layer_norm_forward_inplace, min_rows, prelu_backward, prelu_forward, AggCoefs, InputRef,
+    Transposed,
+};
+use crate::mat::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
+use crate::{Mat, ParamSet, ParamSpec};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use std::fmt;
+use std::str::FromStr;
+use tma_graph::{Csr, Features};
+use tma_sample::BlockView;
+
+/// Which graph convolution the encoder stacks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EncoderKind {
+    /// GraphSAGE, mean aggregator (Hamilton et al. 2017, arXiv 1706.02216, Alg. 1 with
+    /// PyG's `SAGEConv(aggr="mean", root_weight=True)`):
+    /// `out_i = W_l · mean_{j ∈ N(i)} h_j + b_l + W_r · h_i`; empty neighbourhood ⇒ mean = 0.
+    Sage,
+    /// GCN (Kipf & Welling 2017, arXiv 1609.02907, eq. 2; PyG `GCNConv`): symmetric
+    /// normalisation with self loops, `out_i = b + Σ_{j ∈ N(i) ∪ {i}} w_ij · W h_j` with
+    /// `w_ii = 1/(d_i+1)` and `w_ij = (d_i/s_i) / sqrt((d_i+1)(d_j+1))` (`d` = full in-degree
+    /// from `src_degree`, `s_i` = sampled neighbours of `i`; with full neighbourhoods this is
+    /// exactly `D̂^{-1/2}(A+I)D̂^{-1/2} X Wᵀ`; `s_i = 0` keeps only the self term).
+    Gcn,
+    /// Plain MLP layer `out = W h_dst + b` (ignores edges).
+    Mlp,
+}
+
+impl fmt::Display for EncoderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EncoderKind::Sage => "sage",
+            EncoderKind::Gcn => "gcn",
+            EncoderKind::Mlp => "mlp",
+        })
+    }
+}
+
+impl FromStr for EncoderKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "sage" | "graphsage" => Ok(EncoderKind::Sage),
+            "gcn" => Ok(EncoderKind::Gcn),
+            "mlp" => Ok(EncoderKind::Mlp),
+            _ => Err(format!("unknown encoder {s:?} (expected sage, gcn or mlp)")),
+        }
+    }
+}
+
+/// What the model predicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Link prediction: the encoder outputs `hidden`-d embeddings, scored by the decoder
+    /// `s(u,v) = Linear(d,1)(PReLU(Linear(d,d)(h_u ⊙ h_v)))`.
+    Link,
+    /// Node classification: the last layer outputs `num_classes` logits.
+    Node { num_classes: usize },
+}
+
+/// Model hyper-parameters (SPEC defaults: hidden 256, 2 layers, dropout 0).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    pub encoder: EncoderKind,
+    pub in_dim: usize,
+    pub hidden: usize,
+    pub num_layers: usize,
+    pub dropout: f32,
+    pub head: Head,
+}
+
+impl ModelConfig {
+    /// SPEC defaults: hidden 256, 2 layers, dropout 0.
+    pub fn new(encoder: EncoderKind, in_dim: usize, head: Head) -> ModelConfig {
+        ModelConfig {
+            encoder,
+            in_dim,
+            hidden: 256,
+            num_layers: 2,
+            dropout: 0.0,
+            head,
+        }
+    }
+}
+
+/// Offsets of one encoder layer's parameters in the flat buffer.
+#[derive(Clone, Debug)]
+struct LayerLayout {
+    in_dim: usize,
+    out_dim: usize,
+    /// `lin_l.weight` (SAGE) / `lin.weight` (GCN) / `weight` (MLP), `[out, in]`.
+    w: usize,
+    /// SAGE `lin_r.weight`, `[out, in]`.
+    w_r: Option<usize>,
+    bias: usize,
+    /// LayerNorm weight/bias and PReLU slope (all layers but the last).
+    norm_w: Option<usize>,
+    norm_b: Option<usize>,
+    act: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct DecoderLayout {
+    dim: usize,
+    w1: usize,
+    b1: usize,
+    act: usize,
+    w2: usize,
+    b2: usize,
+}
+
+/// A GNN model: configuration plus the parameter layout. Parameters live outside, in a
+/// [`ParamSet`] (from [`Model::init_params`]), so trainers can average them freely.
+///
+/// Parameter names (PyG-style, weights `[out, in]` as PyTorch):
+/// `encoder.{l}.lin_l.weight`, `encoder.{l}.lin_l.bias`, `encoder.{l}.lin_r.weight` (SAGE);
+/// `encoder.{l}.lin.weight`, `encoder.{l}.bias` (GCN); `encoder.{l}.weight`,
+/// `encoder.{l}.bias` (MLP); between layers `encoder.norm.{l}.weight|bias` `[hidden]` and
+/// `encoder.act.{l}.weight` `[1]`; link head `decoder.lin1.weight` `[d, d]`,
+/// `decoder.lin1.bias` `[d]`, `decoder.act.weight` `[1]`, `decoder.lin2.weight` `[1, d]`,
+/// `decoder.lin2.bias` `[1]`.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub cfg: ModelConfig,
+    layers: Vec<LayerLayout>,
+    decoder: Option<DecoderLayout>,
+    specs: Vec<ParamSpec>,
+    num_params: usize,
+}
+
+/// Per-layer state kept by [`Model::forward`] for [`Model::backward`].
+struct LayerCache {
+    coefs: Option<AggCoefs>,
+    transform_first: bool,
+    /// Aggregate-first path: the aggregated input `[num_dst, in]`.
+    agg: Option<Mat>,
+    post: Option<PostCache>,
+}
+
+/// LayerNorm → PReLU → dropout state of a non-last layer.
+struct PostCache {
+    /// Normalised conv output `[num_dst, hidden]`.
+    xhat: Mat,
+    rstd: Vec<f32>,
+    mask: Option<Vec<u8>>,
+    /// Post-activation output, the next layer's input.
+    out: Mat,
+}
+
+/// What [`Model::forward`] keeps for [`Model::backward`]; borrows the blocks and the input
+/// features (no copies).
+pub struct ForwardCache<'a> {
+    blocks: Vec<BlockView<'a>>,
+    x: &'a Features,
+    layers: Vec<LayerCache>,
+}
+
+/// What [`Model::decode`] keeps for [`Model::decode_backward`]; borrows `h`.
+pub struct DecodeCache<'a> {
+    h: &'a Mat,
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    /// Decoder pre-activation `u = (h_u ⊙ h_v) W1ᵀ + b1`, `[B, d]`.
+    u: Mat,
+}
+
+/// Pairs per chunk in [`Model::score`].
+const SCORE_CHUNK: usize = 512;
+
+impl Model {
+    /// Lay out the parameters of `cfg`.
+    ///
+    /// # Panics
+    /// If `num_layers == 0`, a dimension is 0, or `dropout` is outside `[0, 1)`.
+    pub fn new(cfg: ModelConfig) -> Model {
+        assert!(cfg.num_layers >= 1, "num_layers must be >= 1");
+        assert!(cfg.in_dim > 0 && cfg.hidden > 0, "dimensions must be > 0");
+        assert!(
+            (0.0..1.0).contains(&cfg.dropout),
+            "dropout must be in [0, 1)"
+        );
+        let out_dim = match cfg.head {
+            Head::Link => cfg.hidden,
+            Head::Node { num_classes } => {
+                assert!(num_classes > 0, "num_classes must be > 0");
+                num_classes
+            }
+        };
+        let mut shapes: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut offset = 0usize;
+        let mut push = |shapes: &mut Vec<(String, Vec<usize>)>, name: String, shape: Vec<usize>| {
+            let o = offset;
+            offset += shape.iter().product::<usize>();
+            shapes.push((name, shape));
+            o
+        };
+        let mut layers = Vec::new();
+        for l in 0..cfg.num_layers {
+            let din = if l == 0 { cfg.in_dim } else { cfg.hidden };
+            let last = l + 1 == cfg.num_layers;
+            let dout = if last { out_dim } else { cfg.hidden };
+            let (w, w_r, bias) = match cfg.encoder {
+                EncoderKind::Sage => {
+                    let w = push(
+                        &mut shapes,
+                        format!("encoder.{l}.lin_l.weight"),
+                        vec![dout, din],
+                    );
+                    let b = push(&mut shapes, format!("encoder.{l}.lin_l.bias"), vec![dout]);
+                    let wr = push(
+                        &mut shapes,
+                        format!("encoder.{l}.lin_r.weight"),
+                        vec![dout, din],
+                    );
+                    (w, Some(wr), b)
+                }
+                EncoderKind::Gcn => {
+                    let w = push(
+                        &mut shapes,
+                        format!("encoder.{l}.lin.weight"),
+                        vec![dout, din],
+                    );
+                    let b = push(&mut shapes, format!("encoder.{l}.bias"), vec![dout]);
+                    (w, None, b)
+                }
+                EncoderKind::Mlp => {
+                    let w = push(&mut shapes, format!("encoder.{l}.weight"), vec![dout, din]);
+                    let b = push(&mut shapes, format!("encoder.{l}.bias"), vec![dout]);
+                    (w, None, b)
+                }
+            };
+            let (norm_w, norm_b, act) = if last {
+                (None, None, None)
+            } else {
+                (
+                    Some(push(
+                        &mut shapes,
+                        format!("encoder.norm.{l}.weight"),
+                        vec![dout],
+                    )),
+                    Some(push(
+                        &mut shapes,
+                        format!("encoder.norm.{l}.bias"),
+                        vec![dout],
+                    )),
+                    Some(push(
+                        &mut shapes,
+                        format!("encoder.act.{l}.weight"),
+                        vec![1],
+                    )),
+                )
+            };
+            layers.push(LayerLayout {
+                in_dim: din,
+                out_dim: dout,
+                w,
+                w_r,
+                bias,
+                norm_w,
+                norm_b,
+                act,
+            });
+        }
+        let decoder = match cfg.head {
+            Head::Link => {
+                let d = cfg.hidden;
+                Some(DecoderLayout {
+                    dim: d,
+                    w1: push(&mut shapes, "decoder.lin1.weight".into(), vec![d, d]),
+                    b1: push(&mut shapes, "decoder.lin1.bias".into(), vec![d]),
+                    act: push(&mut shapes, "decoder.act.weight".into(), vec![1]),
+                    w2: push(&mut shapes, "decoder.lin2.weight".into(), vec![1, d]),
+                    b2: push(&mut shapes, "decoder.lin2.bias".into(), vec![1]),
+                })
+            }
+            Head::Node { .. } => None,
+        };
+        let template = ParamSet::from_shapes(&shapes);
+        Model {
+            cfg,
+            layers,
+            decoder,
+            num_params: template.len(),
+            specs: template.specs,
+        }
+    }
+
+    /// The parameter layout (names, shapes, offsets) every [`ParamSet`] of this model has.
+    pub fn param_specs(&self) -> &[ParamSpec] {
+        &self.specs
+    }
+
+    /// Number of scalar parameters.
+    pub fn num_params(&self) -> usize {
+        self.num_params
+    }
+
+    /// Width of the encoder output: `hidden` (link head) or `num_classes` (node head).
+    pub fn out_dim(&self) -> usize {
+        self.layers.last().unwrap().out_dim
+    }
+
+    /// A zero-filled [`ParamSet`] with this model's layout (a gradient buffer).
+    pub fn zero_params(&self) -> ParamSet {
+        ParamSet {
+            specs: self.specs.clone(),
+            data: vec![0.0; self.num_params],
+        }
+    }
+
+    /// Fresh parameters: Glorot-uniform weights (`U(±sqrt(6/(in+out)))`, as PyG's `Linear`),
+    /// zero biases, LayerNorm weight 1 / bias 0, PReLU slope 0.25. Drawn in spec order.
+    pub fn init_params(&self, rng: &mut ChaCha8Rng) -> ParamSet {
+        let mut p = self.zero_params();
+        for s in &self.specs {
+            let v = &mut p.data[s.offset..s.offset + s.numel()];
+            if s.name.ends_with("act.weight") || s.name.contains(".act.") {
+                v.fill(0.25);
+            } else if s.name.starts_with("encoder.norm.") && s.name.ends_with(".weight") {
+                v.fill(1.0);
+            } else if s.name.ends_with("weight") && s.shape.len() == 2 {
+                let a = (6.0 / (s.shape[0] + s.shape[1]) as f64).sqrt() as f32;
+                for x in v.iter_mut() {
+                    *x = rng.random_range(-a..a);
+                }
+            } // biases stay 0
+        }
+        p
+    }
+
+    fn check_params(&self, p: &ParamSet, what: &str) {
+        assert_eq!(
+            p.data.len(),
+            self.num_params,
+            "{what}: parameter count does not match the model"
+        );
+    }
+
+    /// Encoder forward over sampled blocks (`blocks.len() == num_layers`, input layer first;
+    /// `x` = features of `blocks[0]`'s source nodes, `[blocks[0].num_src, in_dim]`, dense or
+    /// sparse). Returns `[last block's num_dst, out_dim]` and the cache for [`Model::backward`].
+    /// `training` enables dropout (drawn from `rng`); with dropout 0 `rng` is not touched.
+    ///
+    /// # Panics
+    /// On a wrong number of blocks, `x` shape, block chaining
+    /// (`blocks[l+1].num_src != blocks[l].num_dst`) or parameter count.
+    pub fn forward<'a>(
+        &self,
+        p: &ParamSet,
+        blocks: &[BlockView<'a>],
+        x: &'a Features,
+        training: bool,
+        rng: &mut ChaCha8Rng,
+    ) -> (Mat, ForwardCache<'a>) {
+        let (out, layers) = self.forward_impl(p, blocks, x, training, Some(rng), true);
+        (
+            out,
+            ForwardCache {
+                blocks: blocks.to_vec(),
+                x,
+                layers,
+            },
+        )
+    }
+
+    /// Exact layer-wise full-neighbour inference on a whole graph (eval mode: no dropout),
+    /// every layer over all `N` nodes before the next; only one layer's activations are alive
+    /// at a time. `degrees = graph.degrees()`, `x: [N, in_dim]`. Returns `[N, out_dim]`.
+    pub fn infer_full(&self, p: &ParamSet, graph: &Csr, degrees: &[u32], x: &Features) -> Mat {
+        let full = BlockView::full(graph, degrees);
+        let blocks = vec![full; self.layers.len()];
+        self.forward_impl(p, &blocks, x, false, None, false).0
+    }
+
+    fn forward_impl(
+        &self,
+        p: &ParamSet,
+        blocks: &[BlockView],
+        x: &Features,
+        training: bool,
+        mut rng: Option<&mut ChaCha8Rng>,
+        keep: bool,
+    ) -> (Mat, Vec<LayerCache>) {
+        self.check_params(p, "forward");
+        assert_eq!(blocks.len(), self.layers.len(), "need one block per layer");
+        let mut caches: Vec<LayerCache> = Vec::with_capacity(self.layers.len());
+        let mut h: Option<Mat> = None; // previous layer's output (when not kept in the cache)
+        for (l, (lay, b)) in self.layers.iter().zip(blocks).enumerate() {
+            let input = if l == 0 {
+                InputRef::from_features(x)
+            } else if keep {
+                InputRef::from_mat(&caches[l - 1].post.as_ref().unwrap().out)
+            } else {
+                InputRef::from_mat(h.as_ref().unwrap())
+            };
+            let (mut out, mut lc) = self.conv_forward(l, &p.data, b, input, keep);
+            if lay.norm_w.is_some() {
+                let cols = lay.out_dim;
+                let rstd = layer_norm_forward_inplace(&mut out.data, cols);
+                let (nw, nb, act) = (lay.norm_w.unwrap(), lay.norm_b.unwrap(), lay.act.unwrap());
+                let mut a = affine_prelu_forward(
+                    &out.data,
+                    &p.data[nw..nw + cols],
+                    &p.data[nb..nb + cols],
+                    p.data[act],
+                );
+                let mask = if training && self.cfg.dropout > 0.0 {
+                    let rng = rng.as_deref_mut().expect("training needs an rng");
+                    let m = dropout_mask(rng, a.len(), self.cfg.dropout);
+                    dropout_apply(&mut a, &m, self.cfg.dropout);
+                    Some(m)
+                } else {
+                    None
+                };
+                let a = Mat::from_vec(out.rows, cols, a);
+                if keep {
+                    lc.post = Some(PostCache {
+                        xhat: out,
+                        rstd,
+                        mask,
+                        out: a,
+                    });
+                } else {
+                    drop(out);
+                    h = Some(a);
+                }
+                caches.push(lc);
+            } else {
+                caches.push(lc);
+                return (out, caches);
+            }
+        }
+        unreachable!("the last layer returns")
+    }
+
+    /// One conv layer forward: `[num_dst, out]`.
+    fn conv_forward(
+        &self,
+        l: usize,
+        p: &[f32],
+        b: &BlockView,
+        x: InputRef,
+        keep: bool,
+    ) -> (Mat, LayerCache) {
+        let lay = &self.layers[l];
+        let (nd, ns, din, dout) = (b.num_dst, b.num_src, lay.in_dim, lay.out_dim);
+        assert_eq!(x.rows(), ns, "layer {l}: input rows != block num_src");
+        assert_eq!(x.dim(), din, "layer {l}: input dim");
+        assert!(nd <= ns, "layer {l}: num_dst > num_src");
+        assert_eq!(b.indptr.len(), nd + 1, "layer {l}: block indptr length");
+        let w = &p[lay.w..lay.w + dout * din];
+        let mut out = Mat::zeros(nd, dout);
+        let mut lc = LayerCache {
+            coefs: None,
+            transform_first: false,
+            agg: None,
+            post: None,
+        };
+        match self.cfg.encoder {
+            EncoderKind::Mlp => x.linear(nd, w, dout, &mut out.data, false),
+            EncoderKind::Sage | EncoderKind::Gcn => {
+                let coefs = if self.cfg.encoder == EncoderKind::Sage {
+                    AggCoefs::mean(b)
+                } else {
+                    AggCoefs::gcn(b)
+                };
+                // Aggregation is linear, so agg(X) Wᵀ = agg(X Wᵀ): transform first when that
+                // is cheaper, and always for sparse input (never densify X).
+                let tf = x.is_sparse() || dout < din;
+                if tf {
+                    let mut t = vec![0.0f32; ns * dout];
+                    x.linear(ns, w, dout, &mut t, false);
+                    aggregate(b, &coefs, &t, dout, &mut out.data);
+                } else {
+                    let mut a = Mat::zeros(nd, din);
+                    aggregate(b, &coefs, x.dense_prefix(ns), din, &mut a.data);
+                    matmul_a_bt(nd, dout, din, &a.data, w, &mut out.data, false);
+                    if keep {
+                        lc.agg = Some(a);
+                    }
+                }
+                if let Some(wr) = lay.w_r {
+                    x.linear(nd, &p[wr..wr + dout * din], dout, &mut out.data, true);
+                }
+                lc.transform_first = tf;
+                if keep {
+                    lc.coefs = Some(coefs);
+                }
+            }
+        }
+        add_bias(&mut out.data, &p[lay.bias..lay.bias + dout]);
+        (out, lc)
+    }
+
+    /// Backward of [`Model::forward`]: given `d_out = dL/d(output)`, **accumulates** (`+=`)
+    /// `dL/dθ` into `grads` (same layout as `p`). Consumes the cache, freeing activations as
+    /// it goes. No gradient is formed for the input features.
+    ///
+    /// # Panics
+    /// If `d_out`'s shape differs from the forward output or the parameter counts differ.
+    pub fn backward(&self, p: &ParamSet, cache: ForwardCache, d_out: &Mat, grads: &mut ParamSet) {
+        self.check_params(p, "backward");
+        self.check_params(grads, "backward grads");
+        let ForwardCache {
+            blocks,
+            x,
+            mut layers,
+        } = cache;
+        let nl = self.layers.len();
+        assert_eq!(layers.len(), nl);
+        let mut d_cur: Option<Mat> = None;
+        for l in (0..nl).rev() {
+            let lc = layers.pop().unwrap();
+            let d_conv = d_cur.as_ref().unwrap_or(d_out);
+            let dx = {
+                let input = if l == 0 {
+                    InputRef::from_features(x)
+                } else {
+                    InputRef::from_mat(&layers[l - 1].post.as_ref().unwrap().out)
+                };
+                self.conv_backward(
+                    l,
+                    &p.data,
+                    &blocks[l],
+                    input,
+                    lc,
+                    d_conv,
+                    &mut grads.data,
+                    l > 0,
+                )
+            };
+            if l > 0 {
+                let PostCache {
+                    xhat,
+                    rstd,
+                    mask,
+                    out,
+                } = layers[l - 1].post.take().unwrap();
+                drop(out);
+                let lay = &self.layers[l - 1];
+                let cols = lay.out_dim;
+                let mut d = dx.unwrap();
+                if let Some(m) = mask {
+                    dropout_apply(&mut d.data, &m, self.cfg.dropout);
+                }
+                let (nw, nb, act) = (lay.norm_w.unwrap(), lay.norm_b.unwrap(), lay.act.unwrap());
+                let mut dgamma = vec![0.0f32; cols];
+                let mut dbeta = vec![0.0f32; cols];
+                let dslope = affine_prelu_backward(
+                    &xhat.data,
+                    &p.data[nw..nw + cols],
+                    &p.data[nb..nb + cols],
+                    p.data[act],
+                    &mut d.data,
+                    &mut dgamma,
+                    &mut dbeta,
+                );
+                grads.data[act] += dslope;
+                for (g, v) in grads.data[nw..nw + cols].iter_mut().zip(&dgamma) {
+                    *g += v;
+                }
+                for (g, v) in grads.data[nb..nb + cols].iter_mut().zip(&dbeta) {
+                    *g += v;
+                }
+                layer_norm_backward_inplace(&xhat.data, &rstd, &mut d.data, cols);
+                d_cur = Some(d);
+            }
+        }
+    }
+
+    /// One conv layer backward; returns `dL/dx` (`[num_src, in]`) when `need_dx`.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_backward(
+        &self,
+        l: usize,
+        p: &[f32],
+        b: &BlockView,
+        x: InputRef,
+        lc: LayerCache,
+        d: &Mat,
+        g: &mut [f32],
+        need_dx: bool,
+    ) -> Option<Mat> {
+        let lay = &self.layers[l];
+        let (nd, ns, din, dout) = (b.num_dst, b.num_src, lay.in_dim, lay.out_dim);
+        assert_eq!((d.rows, d.cols), (nd, dout), "layer {l}: gradient shape");
+        add_col_sums(&d.data, dout, &mut g[lay.bias..lay.bias + dout]);
+        let w = &p[lay.w..lay.w + dout * din];
+        let mut dx = if need_dx {
+            Some(Mat::zeros(ns, din))
+        } else {
+            None
+        };
+        match self.cfg.encoder {
+            EncoderKind::Mlp => {
+                x.linear_weight_grad(nd, &d.data, dout, &mut g[lay.w..lay.w + dout * din]);
+                if let Some(dx) = dx.as_mut() {
+                    matmul_a_b(nd, din, dout, &d.data, w, &mut dx.data[..nd * din], true);
+                }
+            }
+            EncoderKind::Sage | EncoderKind::Gcn => {
+                if let Some(wr) = lay.w_r {
+                    x.linear_weight_grad(nd, &d.data, dout, &mut g[wr..wr + dout * din]);
+                    if let Some(dx) = dx.as_mut() {
+                        let w_r = &p[wr..wr + dout * din];
+                        matmul_a_b(nd, din, dout, &d.data, w_r, &mut dx.data[..nd * din], true);
+                    }
+                }
+                let coefs = lc.coefs.expect("forward cache without coefficients");
+                if lc.transform_first {
+                    let t = Transposed::new(b);
+                    let mut dt = vec![0.0f32; ns * dout];
+                    aggregate_backward(b, &t, &coefs, &d.data, dout, &mut dt, false);
+                    drop(t);
+                    x.linear_weight_grad(ns, &dt, dout, &mut g[lay.w..lay.w + dout * din]);
+                    if let Some(dx) = dx.as_mut() {
+                        matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, true);
+                    }
+                } else {
+                    let a = lc.agg.expect("forward cache without aggregate");
+                    matmul_at_b(
+                        dout,
+                        din,
+                        nd,
+                        &d.data,
+                        &a.data,
+                        &mut g[lay.w..lay.w + dout * din],
+                        true,
+                    );
+                    drop(a);
+                    if let Some(dx) = dx.as_mut() {
+                        let mut da = vec![0.0f32; nd * din];
+                        matmul_a_b(nd, din, dout, &d.data, w, &mut da, false);
+                        let t = Transposed::new(b);
+                        aggregate_backward(b, &t, &coefs, &da, din, &mut dx.data, true);
+                    }
+                }
+            }
+        }
+        dx
+    }
+
+    fn decoder(&self) -> &DecoderLayout {
+        self.decoder
+            .as_ref()
+            .expect("decode/score need a model with Head::Link")
+    }
+
+    /// Hadamard rows `z_i = h[src_i] ⊙ h[dst_i]` for pairs `range`, into `z`.
+    fn hadamard(h: &Mat, src: &[u32], dst: &[u32], z: &mut [f32]) {
+        let d = h.cols;
+        z.par_chunks_mut(d)
+            .with_min_len(min_rows(d))
+            .enumerate()
+            .for_each(|(i, row)| {
+                let (a, b) = (h.row(src[i] as usize), h.row(dst[i] as usize));
+                for ((z, a), b) in row.iter_mut().zip(a).zip(b) {
+                    *z = a * b;
+                }
+            });
+    }
+
+    /// Link decoder (SPEC / random-tma release): `s(u,v) = w2 · PReLU(W1 (h_u ⊙ h_v) + b1) + b2`,
+    /// a logit per pair. `h: [n, hidden]`; `src`, `dst`: row ids into `h`, same length `B`.
+    /// Returns `B` logits and the cache for [`Model::decode_backward`].
+    ///
+    /// # Panics
+    /// Without a link head, on `h.cols != hidden`, different pair lengths or out-of-range ids.
+    pub fn decode<'a>(
+        &self,
+        p: &ParamSet,
+        h: &'a Mat,
+        src: &[u32],
+        dst: &[u32],
+    ) -> (Vec<f32>, DecodeCache<'a>) {
+        self.check_params(p, "decode");
+        let dl = self.decoder();
+        let d = dl.dim;
+        assert_eq!(h.cols, d, "decode: h width");
+        assert_eq!(src.len(), dst.len(), "decode: pair lengths");
+        let bsz = src.len();
+        let mut u = Mat::zeros(bsz, d);
+        {
+            let mut z = vec![0.0f32; bsz * d];
+            Self::hadamard(h, src, dst, &mut z);
+            matmul_a_bt(
+                bsz,
+                d,
+                d,
+                &z,
+                &p.data[dl.w1..dl.w1 + d * d],
+                &mut u.data,
+                false,
+            );
+        }
+        add_bias(&mut u.data, &p.data[dl.b1..dl.b1 + d]);
+        let (slope, w2, b2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d], p.data[dl.b2]);
+        let logits: Vec<f32> = u
+            .data
+            .par_chunks(d)
+            .with_min_len(min_rows(d))
+            .map(|row| {
+                let mut s = b2;
+                for (&u, &w) in row.iter().zip(w2) {
+                    s += w * if u > 0.0 { u } else { slope * u };
+                }
+                s
+            })
+            .collect();
+        (
+            logits,
+            DecodeCache {
+                h,
+                src: src.to_vec(),
+                dst: dst.to_vec(),
+                u,
+            },
+        )
+    }
+
+    /// Backward of [`Model::decode`] for `d_logits = dL/dlogit` (length `B`): accumulates the
+    /// decoder's gradients into `grads` and returns `dL/dh` `[h.rows, hidden]` (contributions of
+    /// every pair scatter-added; computed as a gather per node row, parallel, no atomics).
+    pub fn decode_backward(
+        &self,
+        p: &ParamSet,
+        cache: DecodeCache,
+        d_logits: &[f32],
+        grads: &mut ParamSet,
+    ) -> Mat {
+        self.check_params(p, "decode_backward");
+        self.check_params(grads, "decode_backward grads");
+        let dl = self.decoder();
+        let d = dl.dim;
+        let DecodeCache { h, src, dst, u } = cache;
+        let bsz = src.len();
+        assert_eq!(d_logits.len(), bsz, "decode_backward: d_logits length");
+        let (slope, w2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d]);
+        // d_a = d_logit * w2; dw2 += Σ d_logit a; db2 += Σ d_logit.
+        grads.data[dl.b2] += d_logits.iter().map(|&v| v as f64).sum::<f64>() as f32;
+        let a = prelu_forward(&u.data, slope);
+        let mut dw2 = vec![0.0f32; d];
+        {
+            let g = crate::kernels::chunked_reduce(bsz, d, 4 * min_rows(d), |r, acc| {
+                for i in r {
+                    crate::kernels::axpy(acc, d_logits[i], &a[i * d..(i + 1) * d]);
+                }
+            });
+            dw2.copy_from_slice(&g);
+        }
+        drop(a);
+        for (g, v) in grads.data[dl.w2..dl.w2 + d].iter_mut().zip(&dw2) {
+            *g += v;
+        }
+        let mut du = vec![0.0f32; bsz * d];
+        du.par_chunks_mut(d)
+            .with_min_len(min_rows(d))
+            .enumerate()
+            .for_each(|(i, row)| {
+                for (r, &w) in row.iter_mut().zip(w2) {
+                    *r = d_logits[i] * w;
+                }
+            });
+        grads.data[dl.act] += prelu_backward(&u.data, slope, &mut du);
+        drop(u);
+        add_col_sums(&du, d, &mut grads.data[dl.b1..dl.b1 + d]);
+        let mut z = vec![0.0f32; bsz * d];
+        Self::hadamard(h, &src, &dst, &mut z);
+        matmul_at_b(
+            d,
+            d,
+            bsz,
+            &du,
+            &z,
+            &mut grads.data[dl.w1..dl.w1 + d * d],
+            true,
+        );
+        // dz = du W1, reusing z's buffer.
+        matmul_a_b(bsz, d, d, &du, &p.data[dl.w1..dl.w1 + d * d], &mut z, false);
+        let dz = z;
+        drop(du);
+        // Scatter dz to the endpoints as a gather: list the (pair, other end) of every node.
+        let n = h.rows;
+        let mut ptr = vec![0usize; n + 1];
+        for i in 0..bsz {
+            ptr[src[i] as usize + 1] += 1;
+            ptr[dst[i] as usize + 1] += 1;
+        }
+        for v in 0..n {
+            ptr[v + 1] += ptr[v];
+        }
+        let mut fill = ptr.clone();
+        let mut items = vec![(0u32, 0u32); 2 * bsz];
+        for i in 0..bsz {
+            let (s, t) = (src[i] as usize, dst[i] as usize);
+            items[fill[s]] = (i as u32, t as u32);
+            fill[s] += 1;
+            items[fill[t]] = (i as u32, s as u32);
+            fill[t] += 1;
+        }
+        let mut dh = Mat::zeros(n, d);
+        dh.data
+            .par_chunks_mut(d)
+            .with_min_len(min_rows(d * 4))
+            .enumerate()
+            .for_each(|(v, row)| {
+                for &(i, other) in &items[ptr[v]..ptr[v + 1]] {
+                    let (dzi, ho) = (
+                        &dz[i as usize * d..(i as usize + 1) * d],
+                        h.row(other as usize),
+                    );
+                    for ((r, a), b) in row.iter_mut().zip(dzi).zip(ho) {
+                        *r += a * b;
+                    }
+                }
+            });
+        dh
+    }
+
+    /// Inference-only decoder scores (logits) for many pairs, e.g. MRR with 1000 negatives per
+    /// positive: parallel over chunks of 512 pairs, each chunk one `gemm` on the calling thread.
+    /// Same values as [`Model::decode`].
+    pub fn score(&self, p: &ParamSet, h: &Mat, src: &[u32], dst: &[u32]) -> Vec<f32> {
+        self.check_params(p, "score");
+        let dl = self.decoder();
+        let d = dl.dim;
+        assert_eq!(h.cols, d, "score: h width");
+        assert_eq!(src.len(), dst.len(), "score: pair lengths");
+        let (w1, b1) = (&p.data[dl.w1..dl.w1 + d * d], &p.data[dl.b1..dl.b1 + d]);
+        let (slope, w2, b2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d], p.data[dl.b2]);
+        let mut out = vec![0.0f32; src.len()];
+        out.par_chunks_mut(SCORE_CHUNK)
+            .zip(src.par_chunks(SCORE_CHUNK))
+            .zip(dst.par_chunks(SCORE_CHUNK))
+            .for_each_init(
+                || (vec![0.0f32; SCORE_CHUNK * d], vec![0.0f32; SCORE_CHUNK * d]),
+                |(z, u), ((out, s), t)| {
+                    let c = s.len();
+                    for i in 0..c {
+                        let (a, b) = (h.row(s[i] as usize), h.row(t[i] as usize));
+                        for ((z, a), b) in z[i * d..(i + 1) * d].iter_mut().zip(a).zip(b) {
+                            *z = a * b;
+                        }
+                    }
+                    matmul_a_bt_serial(c, d, d, &z[..c * d], w1, &mut u[..c * d], false);
+                    for i in 0..c {
+                        let mut acc = b2;
+                        for ((&u, &w), &bb) in u[i * d..(i + 1) * d].iter().zip(w2).zip(b1) {
+                            let v = u + bb;
+                            acc += w * if v > 0.0 { v } else { slope * v };
+                        }
+                        out[i] = acc;
+                    }
+                },
+            );
+        out
+    }
+}
