@@ -13,7 +13,9 @@ pub struct GlobalNodeId(pub u32);
 /// Neighbour lists are sorted ascending and hold no duplicates when built by [`Csr::from_edges`].
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Csr {
+    /// Row offsets `[num_nodes + 1]`: row `v` is `indices[indptr[v]..indptr[v + 1]]`.
     pub indptr: Vec<u64>,
+    /// In-neighbour ids `[num_edges]`, concatenated row by row.
     pub indices: Vec<u32>,
 }
 

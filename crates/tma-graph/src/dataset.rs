@@ -32,9 +32,19 @@ pub enum Labels {
     None,
     /// Single-label classification. `y: [num_nodes]`, values in `0..num_classes`, `-1` marks an
     /// unlabelled node. `num_classes = max(y) + 1` (0 if every node is unlabelled).
-    Classes { y: Vec<i32>, num_classes: usize },
+    Classes {
+        /// Class per node `[num_nodes]`, `-1` = unlabelled.
+        y: Vec<i32>,
+        /// Number of classes (`max(y) + 1`).
+        num_classes: usize,
+    },
     /// Multi-label classification. `y: [num_nodes * num_labels]`, row-major, each entry 0 or 1.
-    MultiLabel { num_labels: usize, y: Vec<u8> },
+    MultiLabel {
+        /// Number of labels `C`.
+        num_labels: usize,
+        /// `[num_nodes * num_labels]`, row-major, 0/1.
+        y: Vec<u8>,
+    },
 }
 
 impl Labels {
@@ -54,8 +64,11 @@ impl Labels {
 /// dataset's own split is taken as stored.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct NodeSplit {
+    /// Training nodes.
     pub train: Vec<u32>,
+    /// Validation nodes.
     pub val: Vec<u32>,
+    /// Test nodes.
     pub test: Vec<u32>,
 }
 

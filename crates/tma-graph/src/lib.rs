@@ -5,7 +5,7 @@
 //!   GNN layer aggregates row `v` to compute `v`'s new representation. For undirected graphs
 //!   (both directions stored, PyG convention) in- and out-neighbours coincide.
 //! * [`Features`]: node features, dense row-major or sparse CSR (wide bag-of-words features are
-//!   never densified).
+//!   never densified; see [`load_dataset`] for the rule).
 //! * [`Dataset`]: a graph with features, labels and splits, loaded from a directory in the layout
 //!   of `datasets/FORMAT.md` ([`load_dataset`]) or generated ([`generate_sbm`]).
 //! * Splits: [`random_node_split`] (node classification), [`link_split`] (link prediction with
@@ -13,6 +13,8 @@
 //! * Errors: [`GraphError`], every variant naming the offending file.
 //!
 //! Architecture invariant: this crate knows nothing of neural networks.
+
+#![warn(missing_docs)]
 
 pub mod csr;
 pub mod dataset;

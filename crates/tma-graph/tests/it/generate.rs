@@ -103,3 +103,24 @@ fn sbm_tiny_edge_cases() {
     });
     assert_eq!(b.num_nodes(), 3);
 }
+
+/// Scale check (run with `--ignored`): 1M nodes / ~20M arcs in seconds.
+#[test]
+#[ignore]
+fn sbm_million_scale() {
+    let t = std::time::Instant::now();
+    let a = generate_sbm(&SbmConfig {
+        num_nodes: 1_000_000,
+        ..SbmConfig::default()
+    });
+    eprintln!("sbm 1M nodes, {} arcs in {:?}", a.num_edges(), t.elapsed());
+    assert!(a.num_edges() > 19_900_000);
+    let t = std::time::Instant::now();
+    let ls = tma_graph::link_split(&a.graph, false, 0.001, 0.001, None, 1000, 0);
+    eprintln!(
+        "link_split: {} val, {} test, 1000 negatives each, in {:?}",
+        ls.val_pos.len(),
+        ls.test_pos.len(),
+        t.elapsed()
+    );
+}
