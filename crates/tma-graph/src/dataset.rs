@@ -628,3 +628,33 @@ pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -
         data,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structural_features_degree_column() {
+        // star: 0 is the centre of 1, 2, 3 (undirected): degrees 3, 1, 1, 1
+        let g = Csr::from_edges(4, &[1, 2, 3, 0, 0, 0], &[0, 0, 0, 1, 2, 3]);
+        let Features::Dense { dim, data, .. } = structural_features(&g, false, 3, 9) else {
+            panic!()
+        };
+        assert_eq!(dim, 3);
+        // ln4 vs ln2 (x3): standardized to +sqrt(3), -1/sqrt(3)
+        let s3 = 3f32.sqrt();
+        assert!((data[0] - s3).abs() < 1e-5);
+        for v in 1..4 {
+            assert!((data[v * 3] + 1.0 / s3).abs() < 1e-5);
+        }
+        // random columns: scaled by 1/sqrt(dim), deterministic
+        let again = structural_features(&g, false, 3, 9);
+        assert_eq!(again, structural_features(&g, false, 3, 9));
+        // directed: in + out degree; arcs 1->0, 2->0: degrees 2, 1, 1, 0
+        let d = Csr::from_edges(4, &[1, 2], &[0, 0]);
+        let Features::Dense { data, .. } = structural_features(&d, true, 1, 0) else {
+            panic!()
+        };
+        assert!(data[0] > data[1] && data[1] == data[2] && data[2] > data[3]);
+    }
+}

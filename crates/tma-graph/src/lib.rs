@@ -13,6 +13,29 @@
 //! * Errors: [`GraphError`], every variant naming the offending file.
 //!
 //! Architecture invariant: this crate knows nothing of neural networks.
+//!
+//! # Example
+//! ```
+//! use tma_graph::{generate_sbm, link_split, SbmConfig};
+//!
+//! let ds = generate_sbm(&SbmConfig { num_nodes: 1_000, feature_dim: 8, ..SbmConfig::default() });
+//! assert_eq!(ds.num_nodes(), 1_000);
+//! // 10% validation, 10% test edges, 100 fixed negatives per positive
+//! let ls = link_split(&ds.graph, ds.directed, 0.1, 0.1, None, 100, 0);
+//! assert_eq!(ls.val_neg.len(), ls.val_pos.len() * 100);
+//! for &(u, v) in &ls.val_pos {
+//!     assert!(!ls.train_graph.neighbors(v as usize).contains(&u)); // no leakage
+//!     assert!(!ls.train_graph.neighbors(u as usize).contains(&v)); // not even reversed
+//! }
+//! ```
+//!
+//! Loading a dataset directory (see [`dataset`] for the layout and [`GraphError`] for errors):
+//! ```no_run
+//! use tma_graph::{load_dataset, LoadOptions};
+//! let ds = load_dataset("datasets/planetoid_cora".as_ref(), &LoadOptions::default())?;
+//! println!("{}", ds.summary());
+//! # Ok::<(), tma_graph::GraphError>(())
+//! ```
 
 #![warn(missing_docs)]
 
