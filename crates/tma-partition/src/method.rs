@@ -40,7 +40,9 @@ pub enum PartitionMethod {
         num_super_nodes: usize,
     },
     /// PSGD-PA / LLCG baseline: METIS k-way into exactly `num_parts + drop_parts` parts, balanced
-    /// by edges (vertex weight = in-degree + 1).
+    /// by edges (vertex weight = in-degree in the given CSR + 1, i.e. the arcs a node's row brings
+    /// into its part; divided by a common factor, rounding up, if the total would not fit in
+    /// `idx_t / 2`).
     #[serde(rename = "metis")]
     Metis,
 }
@@ -254,8 +256,12 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
         }
         PartitionMethod::Metis => {
             let g = symmetrize(graph)?;
+            // METIS sums vertex weights in idx_t: scale them down if E + n could overflow it.
+            let total = graph.num_edges() + n;
+            let budget = metis::Idx::MAX as usize / 2;
+            let scale = total.div_ceil(budget).max(1);
             let vwgt: Vec<metis::Idx> = (0..n)
-                .map(|v| (graph.degree(v) + 1).min(metis::Idx::MAX as usize / parts) as metis::Idx)
+                .map(|v| (graph.degree(v) + 1).div_ceil(scale) as metis::Idx)
                 .collect();
             part_kway(&g, parts, Some(&vwgt), cfg.seed)?
         }

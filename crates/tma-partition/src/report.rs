@@ -86,6 +86,10 @@ pub struct PartStats {
     /// (random parts of `M` shift degrees down by about `log2 M` bins; the value is comparable
     /// between methods at equal `M`).
     pub degree_divergence: f64,
+    /// JS divergence (base 2, `[0, 1]`) between the log2-binned histogram of the part's nodes'
+    /// in-degrees **in the whole graph** and that of all nodes: whether the part *selects* a
+    /// degree-biased set of nodes (0 for a uniform random sample, whatever `M` is).
+    pub global_degree_divergence: f64,
     /// `[NUM_DEGREE_BINS]`: the part's log2-binned in-part degree histogram (node counts).
     pub degree_histogram: Vec<u64>,
     /// `[num_classes]`: labelled nodes of the part per class (empty without labels).
@@ -125,6 +129,8 @@ pub struct PartitionReport {
     pub mean_label_divergence: Option<f64>,
     /// Mean of `degree_divergence` over kept parts.
     pub mean_degree_divergence: f64,
+    /// Mean of `global_degree_divergence` over kept parts.
+    pub mean_global_degree_divergence: f64,
     /// `[NUM_DEGREE_BINS]`: log2-binned in-degree histogram of the whole graph.
     pub graph_degree_histogram: Vec<u64>,
     /// `[num_classes]`: labelled nodes of the whole graph per class (empty without labels).
@@ -137,6 +143,7 @@ struct Acc {
     nodes: Vec<u64>,
     edges: Vec<u64>,
     deg_hist: Vec<u64>,   // [parts * NUM_DEGREE_BINS]
+    gdeg_hist: Vec<u64>,  // [parts * NUM_DEGREE_BINS], whole-graph degrees
     label_hist: Vec<u64>, // [parts * num_classes]
     graph_deg_hist: Vec<u64>,
 }
@@ -147,6 +154,7 @@ impl Acc {
             nodes: vec![0; parts],
             edges: vec![0; parts],
             deg_hist: vec![0; parts * NUM_DEGREE_BINS],
+            gdeg_hist: vec![0; parts * NUM_DEGREE_BINS],
             label_hist: vec![0; parts * classes],
             graph_deg_hist: vec![0; NUM_DEGREE_BINS],
         }
@@ -157,6 +165,7 @@ impl Acc {
             (&mut self.nodes, &o.nodes),
             (&mut self.edges, &o.edges),
             (&mut self.deg_hist, &o.deg_hist),
+            (&mut self.gdeg_hist, &o.gdeg_hist),
             (&mut self.label_hist, &o.label_hist),
             (&mut self.graph_deg_hist, &o.graph_deg_hist),
         ] {
@@ -203,7 +212,9 @@ pub fn partition_report(
                 acc.nodes[pu] += 1;
                 acc.edges[pu] += inside as u64;
                 acc.deg_hist[pu * NUM_DEGREE_BINS + log2_degree_bin(inside as u32)] += 1;
-                acc.graph_deg_hist[log2_degree_bin(nb.len() as u32)] += 1;
+                let gbin = log2_degree_bin(nb.len() as u32);
+                acc.graph_deg_hist[gbin] += 1;
+                acc.gdeg_hist[pu * NUM_DEGREE_BINS + gbin] += 1;
                 if let Some((l, _)) = labels {
                     let c = l[v];
                     if c >= 0 {
@@ -250,6 +261,10 @@ pub fn partition_report(
                 edge_fraction_kept: frac(acc.edges[p]),
                 label_divergence,
                 degree_divergence: js_counts(&deg_hist, &acc.graph_deg_hist),
+                global_degree_divergence: js_counts(
+                    &acc.gdeg_hist[p * NUM_DEGREE_BINS..(p + 1) * NUM_DEGREE_BINS],
+                    &acc.graph_deg_hist,
+                ),
                 degree_histogram: deg_hist,
                 label_histogram: label_hist,
             }
@@ -285,6 +300,8 @@ pub fn partition_report(
             Some(label_divs.iter().sum::<f64>() / label_divs.len() as f64)
         },
         mean_degree_divergence: kept.iter().map(|s| s.degree_divergence).sum::<f64>() / k,
+        mean_global_degree_divergence: kept.iter().map(|s| s.global_degree_divergence).sum::<f64>()
+            / k,
         graph_degree_histogram: acc.graph_deg_hist,
         graph_label_histogram,
         parts: stats,
@@ -296,10 +313,10 @@ impl PartitionReport {
     ///
     /// ```text
     /// partition: random  M=4 d=0 seed=0  nodes=10000 edges=40000  sha256=1f2e…
-    /// part  role        nodes        edges  edge_frac  label_js  degree_js
-    ///    0  kept         2497         2512    0.06280    0.0011     0.4321
+    /// part  role           nodes        edges  edge_frac  label_js  degree_js gdegree_js
+    ///    0  kept             691          724    0.06859    0.0039     0.3812     0.0021
     /// ...
-    /// kept  total       10000        10040    0.25100    0.0012     0.4300   node_imb=1.012 edge_imb=1.031
+    /// kept  total           2708         2660    0.25199    0.0026     0.4047     0.0030   node_imb=1.021 edge_imb=1.089
     /// ```
     pub fn to_table(&self) -> String {
         use std::fmt::Write;
@@ -318,27 +335,28 @@ impl PartitionReport {
         );
         let _ = writeln!(
             s,
-            "{:>4}  {:<7} {:>12} {:>12} {:>10} {:>9} {:>10}",
-            "part", "role", "nodes", "edges", "edge_frac", "label_js", "degree_js"
+            "{:>4}  {:<7} {:>12} {:>12} {:>10} {:>9} {:>10} {:>10}",
+            "part", "role", "nodes", "edges", "edge_frac", "label_js", "degree_js", "gdegree_js"
         );
         for p in &self.parts {
             let _ = writeln!(
                 s,
-                "{:>4}  {:<7} {:>12} {:>12} {:>10.5} {:>9} {:>10.4}",
+                "{:>4}  {:<7} {:>12} {:>12} {:>10.5} {:>9} {:>10.4} {:>10.4}",
                 p.part,
                 if p.dropped { "dropped" } else { "kept" },
                 p.num_nodes,
                 p.num_edges,
                 p.edge_fraction_kept,
                 opt(p.label_divergence),
-                p.degree_divergence
+                p.degree_divergence,
+                p.global_degree_divergence
             );
         }
         let kept = self.parts.iter().filter(|p| !p.dropped);
         let (nodes, edges) = kept.fold((0, 0), |(n, e), p| (n + p.num_nodes, e + p.num_edges));
         let _ = writeln!(
             s,
-            "{:>4}  {:<7} {:>12} {:>12} {:>10.5} {:>9} {:>10.4}   node_imb={:.3} edge_imb={:.3}",
+            "{:>4}  {:<7} {:>12} {:>12} {:>10.5} {:>9} {:>10.4} {:>10.4}   node_imb={:.3} edge_imb={:.3}",
             "kept",
             "total",
             nodes,
@@ -346,6 +364,7 @@ impl PartitionReport {
             self.total_edge_fraction_kept,
             opt(self.mean_label_divergence),
             self.mean_degree_divergence,
+            self.mean_global_degree_divergence,
             self.node_imbalance,
             self.edge_imbalance
         );
@@ -420,6 +439,8 @@ mod tests {
         assert_eq!(&r.parts[0].degree_histogram[..3], &[0, 2, 0]);
         let expect = js_divergence(&[0.0, 1.0, 0.0], &[0.0, 0.5, 0.5]);
         assert!((r.parts[0].degree_divergence - expect).abs() < 1e-12);
+        // part 0's whole-graph degrees 1, 2 -> same shape as the graph's -> 0
+        assert_eq!(r.parts[0].global_degree_divergence, 0.0);
         assert_eq!(r.node_imbalance, 1.0);
         assert_eq!(r.edge_imbalance, 1.0);
         // labels all in one class per part -> disjoint from... check a skewed labelling
