@@ -11,20 +11,29 @@ pub enum PartitionError {
         "{num_assigned_parts} parts (num_parts + drop_parts) for a graph of {num_nodes} nodes"
     )]
     TooManyParts {
+        /// `num_parts + drop_parts`.
         num_assigned_parts: usize,
+        /// Nodes of the graph.
         num_nodes: usize,
     },
     /// SuperTMA needs at least as many (non-empty) super-nodes as parts.
     #[error("{num_super_nodes} non-empty super-nodes cannot fill {num_assigned_parts} parts")]
     TooFewSuperNodes {
+        /// Non-empty super-nodes METIS produced.
         num_super_nodes: usize,
+        /// `num_parts + drop_parts`.
         num_assigned_parts: usize,
     },
     /// METIS takes 32-bit indices: the symmetrized graph must have fewer than 2^31 arcs and nodes.
     #[error(
         "graph too large for METIS (32-bit idx_t): {num_nodes} nodes, {num_arcs} symmetric arcs"
     )]
-    TooLargeForMetis { num_nodes: usize, num_arcs: usize },
+    TooLargeForMetis {
+        /// Nodes of the graph.
+        num_nodes: usize,
+        /// Arcs of the symmetrized graph (or an estimate, `2 * num_edges`).
+        num_arcs: usize,
+    },
     /// METIS itself reported an error.
     #[error("METIS failed: {0}")]
     Metis(String),

@@ -24,6 +24,8 @@
 //!
 //! Architecture invariant: this crate knows nothing of neural networks.
 
+#![warn(missing_docs)]
+
 mod error;
 mod method;
 mod metis_call;
@@ -31,7 +33,9 @@ mod part;
 mod report;
 
 pub use error::PartitionError;
-pub use method::{partition, Partition, PartitionConfig, PartitionMethod};
+pub use method::{partition, Partition, PartitionConfig, PartitionMethod, DEFAULT_NUM_SUPER_NODES};
 pub use part::{build_part, build_parts, Part};
-pub use report::{js_divergence, log2_degree_bin, partition_report, PartStats, PartitionReport};
+pub use report::{
+    js_divergence, log2_degree_bin, partition_report, PartStats, PartitionReport, NUM_DEGREE_BINS,
+};
 pub use tma_graph::Csr;

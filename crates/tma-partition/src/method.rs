@@ -512,6 +512,28 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn super_node_k_near_or_above_n() {
+        let g = test_graph(200);
+        for k in [150, 199, 200, 10_000] {
+            let c = cfg(PartitionMethod::SuperNode { num_super_nodes: k }, 4, 0, 1);
+            let p = partition(&g, &c).unwrap();
+            assert!(p.part_sizes().iter().all(|&s| s > 0), "k={k}");
+        }
+        // K >= n: every node is its own super-node -> sizes differ by at most one
+        let c = cfg(
+            PartitionMethod::SuperNode {
+                num_super_nodes: 500,
+            },
+            3,
+            0,
+            4,
+        );
+        let mut sizes = partition(&g, &c).unwrap().part_sizes();
+        sizes.sort();
+        assert_eq!(sizes, vec![66, 67, 67]);
+    }
+
+    #[test]
     fn drop_parts_assigned_but_not_kept() {
         let g = test_graph(500);
         let p = partition(&g, &cfg(PartitionMethod::Random, 3, 2, 0)).unwrap();

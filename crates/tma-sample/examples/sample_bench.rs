@@ -11,7 +11,10 @@ use tma_graph::Csr;
 use tma_sample::{shuffled_batches, NeighborSampler};
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().unwrap()).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
     let n = *args.first().unwrap_or(&500_000);
     let avg = *args.get(1).unwrap_or(&20);
     let batch = *args.get(2).unwrap_or(&1024);

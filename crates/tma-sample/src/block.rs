@@ -12,10 +12,15 @@ use tma_graph::Csr;
 /// so `sampled_i = indptr[i+1]-indptr[i]` may be smaller when the fanout cut it).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Block {
+    /// Destination (output) nodes: local ids `0..num_dst`.
     pub num_dst: usize,
+    /// Source (input) nodes: local ids `0..num_src`, `num_src >= num_dst`.
     pub num_src: usize,
+    /// `[num_dst + 1]`: row offsets into `indices`.
     pub indptr: Vec<u64>,
+    /// `[nnz]`: local source ids of each destination's (sampled) in-neighbours.
     pub indices: Vec<u32>,
+    /// `[num_src]`: full in-degree of every source node in the sampled graph.
     pub src_degree: Vec<u32>,
 }
 
@@ -23,14 +28,20 @@ pub struct Block {
 /// which is what exact full-neighbour layer-wise inference runs on without copying the graph.
 #[derive(Clone, Copy, Debug)]
 pub struct BlockView<'a> {
+    /// See [`Block::num_dst`].
     pub num_dst: usize,
+    /// See [`Block::num_src`].
     pub num_src: usize,
+    /// See [`Block::indptr`].
     pub indptr: &'a [u64],
+    /// See [`Block::indices`].
     pub indices: &'a [u32],
+    /// See [`Block::src_degree`].
     pub src_degree: &'a [u32],
 }
 
 impl Block {
+    /// Borrow as a [`BlockView`].
     pub fn view(&self) -> BlockView<'_> {
         BlockView {
             num_dst: self.num_dst,
@@ -62,6 +73,7 @@ impl<'a> BlockView<'a> {
         &self.indices[self.indptr[i] as usize..self.indptr[i + 1] as usize]
     }
 
+    /// Number of arcs (`indices.len()`).
     pub fn num_edges(&self) -> usize {
         self.indices.len()
     }

@@ -11,6 +11,8 @@
 //!
 //! Architecture invariant: this crate knows nothing of neural networks.
 
+#![warn(missing_docs)]
+
 pub mod block;
 
 pub use block::{Block, BlockView};
