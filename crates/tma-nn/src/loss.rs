@@ -49,9 +49,9 @@ pub fn softmax_cross_entropy(logits: &Mat, labels: &[u32]) -> (f32, Mat) {
     }
     let inv = 1.0 / n as f64;
     let mut loss = 0.0f64;
-    for i in 0..n {
+    for (i, &y) in labels.iter().enumerate() {
         let row = logits.row(i);
-        let y = labels[i] as usize;
+        let y = y as usize;
         assert!(y < c, "label {y} out of range for {c} classes");
         let mx = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
         let z: f64 = row.iter().map(|&v| (v as f64 - mx).exp()).sum();

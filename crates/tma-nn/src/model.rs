@@ -402,10 +402,9 @@ impl Model {
                 InputRef::from_mat(h.as_ref().unwrap())
             };
             let (mut out, mut lc) = self.conv_forward(l, &p.data, b, input, keep);
-            if lay.norm_w.is_some() {
+            if let (Some(nw), Some(nb), Some(act)) = (lay.norm_w, lay.norm_b, lay.act) {
                 let cols = lay.out_dim;
                 let rstd = layer_norm_forward_inplace(&mut out.data, cols);
-                let (nw, nb, act) = (lay.norm_w.unwrap(), lay.norm_b.unwrap(), lay.act.unwrap());
                 let mut a = affine_prelu_forward(
                     &out.data,
                     &p.data[nw..nw + cols],

@@ -1,1 +1,738 @@
+//! Model-level and kernel-level tests: exact values on hand examples and finite-difference
+//! checks of every backward.
 
+use crate::kernels::*;
+use crate::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+use tma_graph::{Csr, Features};
+use tma_sample::{Block, BlockView};
+
+fn rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+fn randn(r: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| r.random_range(-1.0f32..1.0)).collect()
+}
+
+/// A random block: every destination gets 0..=max_nb distinct sources (some get none);
+/// `src_degree >= sampled` for destinations.
+fn rand_block(r: &mut ChaCha8Rng, num_dst: usize, num_src: usize, max_nb: usize) -> Block {
+    let mut indptr = vec![0u64];
+    let mut indices = Vec::new();
+    let mut sampled = vec![0u32; num_dst];
+    for (i, s) in sampled.iter_mut().enumerate() {
+        let k = if i == 1 {
+            0
+        } else {
+            r.random_range(1..=max_nb)
+        };
+        let mut nb: Vec<u32> = Vec::new();
+        while nb.len() < k.min(num_src) {
+            let j = r.random_range(0..num_src as u32);
+            if !nb.contains(&j) {
+                nb.push(j);
+            }
+        }
+        *s = nb.len() as u32;
+        indices.extend(nb);
+        indptr.push(indices.len() as u64);
+    }
+    let src_degree = (0..num_src)
+        .map(|j| {
+            let base = if j < num_dst { sampled[j] } else { 0 };
+            base + r.random_range(0..4)
+        })
+        .collect();
+    Block {
+        num_dst,
+        num_src,
+        indptr,
+        indices,
+        src_degree,
+    }
+}
+
+/// Two chained random blocks: 9 -> 5 -> 3 nodes.
+fn two_blocks(r: &mut ChaCha8Rng) -> Vec<Block> {
+    vec![rand_block(r, 5, 9, 4), rand_block(r, 3, 5, 3)]
+}
+
+fn dense(rows: usize, dim: usize, data: Vec<f32>) -> Features {
+    Features::Dense {
+        num_nodes: rows,
+        dim,
+        data,
+    }
+}
+
+/// Dense -> sparse (zeros dropped).
+fn to_sparse(rows: usize, dim: usize, data: &[f32]) -> Features {
+    let mut indptr = vec![0u64];
+    let (mut idx, mut val) = (Vec::new(), Vec::new());
+    for i in 0..rows {
+        for c in 0..dim {
+            let v = data[i * dim + c];
+            if v != 0.0 {
+                idx.push(c as u32);
+                val.push(v);
+            }
+        }
+        indptr.push(idx.len() as u64);
+    }
+    Features::Sparse {
+        num_nodes: rows,
+        dim,
+        indptr,
+        indices: idx,
+        data: val,
+    }
+}
+
+/// Central-difference check of `grad` against `f` at `x` (f64 loss, f32 inputs).
+fn fd_check(name: &str, f: &mut dyn FnMut(&[f32]) -> f64, x: &[f32], grad: &[f32]) {
+    assert_eq!(x.len(), grad.len());
+    let eps = 1e-3f32;
+    let mut worst = (0.0f64, 0usize);
+    for i in 0..x.len() {
+        let mut xp = x.to_vec();
+        xp[i] += eps;
+        let mut xm = x.to_vec();
+        xm[i] -= eps;
+        let num = (f(&xp) - f(&xm)) / (2.0 * eps as f64);
+        let ana = grad[i] as f64;
+        let err = (num - ana).abs() / (3e-3 + 1e-2 * num.abs().max(ana.abs()));
+        if err > worst.0 {
+            worst = (err, i);
+        }
+        assert!(
+            err <= 1.0,
+            "{name}[{i}]: numeric {num:.6} vs analytic {ana:.6}"
+        );
+    }
+    // the check must have looked at something non-trivial
+    let gn: f64 = grad.iter().map(|&g| (g as f64).abs()).sum();
+    assert!(
+        gn > 1e-3,
+        "{name}: gradient is (almost) zero, test is vacuous"
+    );
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&a, &b)| a as f64 * b as f64).sum()
+}
+
+// ------------------------------------------------------------------------------------------
+// Exact values.
+
+#[test]
+fn sage_forward_hand_example() {
+    // 3 nodes; in-neighbours: 0 <- {1, 2}, 1 <- {0}, 2 <- {} ; x = [[1,2],[3,4],[5,6]]
+    // W_l = [[1, -1]], b_l = [0.1], W_r = [[0.5, 2]]
+    // out_0 = W_l·mean(x1, x2) + b + W_r·x0 = (4 - 5) + 0.1 + (0.5 + 4) = 3.6
+    // out_1 = W_l·x0 + b + W_r·x1 = (1 - 2) + 0.1 + (1.5 + 8) = 8.6
+    // out_2 = 0 (empty neighbourhood) + 0.1 + (2.5 + 12) = 14.6
+    let g = Csr::from_edges(3, &[1, 2, 0], &[0, 0, 1]);
+    let deg = g.degrees();
+    for in_dim_first in [false, true] {
+        // also run the aggregate-first path: out_dim 2 >= in_dim 2 with a zero second output
+        let classes = if in_dim_first { 2 } else { 1 };
+        let m = Model::new(ModelConfig {
+            encoder: EncoderKind::Sage,
+            in_dim: 2,
+            hidden: 4,
+            num_layers: 1,
+            dropout: 0.0,
+            head: Head::Node {
+                num_classes: classes,
+            },
+        });
+        let mut p = m.zero_params();
+        let (wl, wr, b) = if classes == 1 {
+            (vec![1.0, -1.0], vec![0.5, 2.0], vec![0.1])
+        } else {
+            (
+                vec![1.0, -1.0, 0.0, 0.0],
+                vec![0.5, 2.0, 0.0, 0.0],
+                vec![0.1, 0.0],
+            )
+        };
+        p.get_mut("encoder.0.lin_l.weight")
+            .unwrap()
+            .copy_from_slice(&wl);
+        p.get_mut("encoder.0.lin_r.weight")
+            .unwrap()
+            .copy_from_slice(&wr);
+        p.get_mut("encoder.0.lin_l.bias")
+            .unwrap()
+            .copy_from_slice(&b);
+        let x = dense(3, 2, vec![1., 2., 3., 4., 5., 6.]);
+        let out = m.infer_full(&p, &g, &deg, &x);
+        let col0: Vec<f32> = (0..3).map(|i| out.row(i)[0]).collect();
+        for (a, e) in col0.iter().zip([3.6f32, 8.6, 14.6]) {
+            assert!((a - e).abs() < 1e-5, "{col0:?}");
+        }
+    }
+}
+
+/// Dense reference `D̂^{-1/2}(A+I)D̂^{-1/2} X Wᵀ + b`.
+fn gcn_reference(g: &Csr, x: &[f32], din: usize, w: &[f32], b: &[f32]) -> Vec<f32> {
+    let n = g.num_nodes();
+    let dout = b.len();
+    let mut a = vec![0.0f64; n * n];
+    for i in 0..n {
+        a[i * n + i] += 1.0;
+        for &j in g.neighbors(i) {
+            a[i * n + j as usize] += 1.0;
+        }
+    }
+    let dhat: Vec<f64> = (0..n).map(|i| g.degree(i) as f64 + 1.0).collect();
+    let mut out = vec![0.0f32; n * dout];
+    for i in 0..n {
+        for o in 0..dout {
+            let mut s = b[o] as f64;
+            for j in 0..n {
+                let ahat = a[i * n + j] / (dhat[i] * dhat[j]).sqrt();
+                if ahat == 0.0 {
+                    continue;
+                }
+                let xw: f64 = (0..din)
+                    .map(|c| x[j * din + c] as f64 * w[o * din + c] as f64)
+                    .sum();
+                s += ahat * xw;
+            }
+            out[i * dout + o] = s as f32;
+        }
+    }
+    out
+}
+
+#[test]
+fn gcn_full_neighbourhood_equals_normalized_adjacency() {
+    let mut r = rng(3);
+    // undirected 6-node graph incl. an isolated node 5
+    let und = [(0u32, 1u32), (0, 2), (1, 2), (2, 3), (3, 4)];
+    let (src, dst): (Vec<u32>, Vec<u32>) = und.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).unzip();
+    let g = Csr::from_edges(6, &src, &dst);
+    let deg = g.degrees();
+    for (din, dout) in [(3usize, 4usize), (4, 2)] {
+        // both aggregation orders
+        let m = Model::new(ModelConfig {
+            encoder: EncoderKind::Gcn,
+            in_dim: din,
+            hidden: 8,
+            num_layers: 1,
+            dropout: 0.0,
+            head: Head::Node { num_classes: dout },
+        });
+        let mut p = m.init_params(&mut r);
+        let b = randn(&mut r, dout);
+        p.get_mut("encoder.0.bias").unwrap().copy_from_slice(&b);
+        let x = randn(&mut r, 6 * din);
+        let out = m.infer_full(&p, &g, &deg, &dense(6, din, x.clone()));
+        let want = gcn_reference(&g, &x, din, p.get("encoder.0.lin.weight").unwrap(), &b);
+        for (a, e) in out.data.iter().zip(&want) {
+            assert!((a - e).abs() < 1e-5, "{a} vs {e}");
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Kernel gradient checks.
+
+#[test]
+fn aggregation_backward_matches_finite_differences() {
+    let mut r = rng(5);
+    let blk = rand_block(&mut r, 5, 9, 4);
+    let b = blk.view();
+    let dim = 3;
+    let h = randn(&mut r, 9 * dim);
+    let w = randn(&mut r, 5 * dim);
+    for coefs in [AggCoefs::mean(&b), AggCoefs::gcn(&b)] {
+        let t = Transposed::new(&b);
+        let mut dh = vec![0.0; 9 * dim];
+        aggregate_backward(&b, &t, &coefs, &w, dim, &mut dh, false);
+        let mut f = |h: &[f32]| {
+            let mut out = vec![0.0; 5 * dim];
+            aggregate(&b, &coefs, h, dim, &mut out);
+            dot(&out, &w)
+        };
+        fd_check("aggregate", &mut f, &h, &dh);
+    }
+}
+
+#[test]
+fn sparse_linear_and_weight_grad_match_dense() {
+    let mut r = rng(6);
+    let (rows, din, dout, n) = (7, 6, 4, 5);
+    let mut x = randn(&mut r, rows * din);
+    for (i, v) in x.iter_mut().enumerate() {
+        if i % 3 != 0 {
+            *v = 0.0;
+        }
+    }
+    let sp = to_sparse(rows, din, &x);
+    let de = dense(rows, din, x.clone());
+    let w = randn(&mut r, dout * din);
+    let dy = randn(&mut r, n * dout);
+    let (si, di) = (InputRef::from_features(&sp), InputRef::from_features(&de));
+    let (mut ys, mut yd) = (vec![0.0; n * dout], vec![0.0; n * dout]);
+    si.linear(n, &w, dout, &mut ys, false);
+    di.linear(n, &w, dout, &mut yd, false);
+    for (a, b) in ys.iter().zip(&yd) {
+        assert!((a - b).abs() < 1e-5);
+    }
+    let (mut gs, mut gd) = (vec![0.0; dout * din], vec![0.0; dout * din]);
+    si.linear_weight_grad(n, &dy, dout, &mut gs);
+    di.linear_weight_grad(n, &dy, dout, &mut gd);
+    for (a, b) in gs.iter().zip(&gd) {
+        assert!((a - b).abs() < 1e-5);
+    }
+    // and the weight gradient is d/dW of <X[..n] Wᵀ, dy>
+    let mut f = |w: &[f32]| {
+        let mut y = vec![0.0; n * dout];
+        si.linear(n, w, dout, &mut y, false);
+        dot(&y, &dy)
+    };
+    fd_check("sparse linear dW", &mut f, &w, &gs);
+}
+
+#[test]
+fn layernorm_prelu_dropout_backward() {
+    let mut r = rng(7);
+    let (rows, cols) = (4, 6);
+    let x = randn(&mut r, rows * cols);
+    let gamma: Vec<f32> = (0..cols).map(|_| r.random_range(0.5f32..1.5)).collect();
+    let beta = randn(&mut r, cols);
+    let w = randn(&mut r, rows * cols);
+    // loss(x, gamma, beta, slope) = <prelu(LN(x)·gamma + beta), w>
+    let fwd = |x: &[f32], g: &[f32], b: &[f32], s: f32| {
+        let mut h = x.to_vec();
+        layer_norm_forward_inplace(&mut h, cols);
+        dot(&affine_prelu_forward(&h, g, b, s), &w)
+    };
+    for slope in [0.25f32, 1.0] {
+        // slope 1: pure LayerNorm
+        let mut xhat = x.clone();
+        let rstd = layer_norm_forward_inplace(&mut xhat, cols);
+        let mut d = w.clone();
+        let (mut dg, mut db) = (vec![0.0; cols], vec![0.0; cols]);
+        let ds = affine_prelu_backward(&xhat, &gamma, &beta, slope, &mut d, &mut dg, &mut db);
+        layer_norm_backward_inplace(&xhat, &rstd, &mut d, cols);
+        fd_check("LN dx", &mut |x| fwd(x, &gamma, &beta, slope), &x, &d);
+        fd_check("LN dgamma", &mut |g| fwd(&x, g, &beta, slope), &gamma, &dg);
+        fd_check("LN dbeta", &mut |b| fwd(&x, &gamma, b, slope), &beta, &db);
+        if slope != 1.0 {
+            fd_check(
+                "PReLU slope",
+                &mut |s| fwd(&x, &gamma, &beta, s[0]),
+                &[slope],
+                &[ds],
+            );
+        }
+    }
+    // standalone PReLU
+    let u = randn(&mut r, 20);
+    let wu = randn(&mut r, 20);
+    let mut du = wu.clone();
+    let ds = prelu_backward(&u, 0.3, &mut du);
+    fd_check(
+        "prelu dx",
+        &mut |u| dot(&prelu_forward(u, 0.3), &wu),
+        &u,
+        &du,
+    );
+    fd_check(
+        "prelu slope",
+        &mut |s| dot(&prelu_forward(&u, s[0]), &wu),
+        &[0.3],
+        &[ds],
+    );
+    assert_eq!(prelu_forward(&[2.0, -2.0, 0.0], 0.25), vec![2.0, -0.5, 0.0]);
+    // dropout with a fixed mask
+    let mask = dropout_mask(&mut rng(1), 20, 0.4);
+    assert!(mask.contains(&0) && mask.contains(&1));
+    assert_eq!(
+        mask,
+        dropout_mask(&mut rng(1), 20, 0.4),
+        "mask is a function of the rng"
+    );
+    let mut dd = wu.clone();
+    dropout_apply(&mut dd, &mask, 0.4);
+    let mut f = |u: &[f32]| {
+        let mut v = u.to_vec();
+        dropout_apply(&mut v, &mask, 0.4);
+        dot(&v, &wu)
+    };
+    fd_check("dropout", &mut f, &u, &dd);
+    let mut v = vec![1.0f32; 20];
+    dropout_apply(&mut v, &mask, 0.4);
+    for (v, &m) in v.iter().zip(&mask) {
+        assert!((v - m as f32 / 0.6).abs() < 1e-6);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Whole-model gradient checks.
+
+fn model(enc: EncoderKind, head: Head, in_dim: usize, dropout: f32) -> Model {
+    Model::new(ModelConfig {
+        encoder: enc,
+        in_dim,
+        hidden: 6,
+        num_layers: 2,
+        dropout,
+        head,
+    })
+}
+
+/// Check the encoder's gradient w.r.t. every parameter for loss = <out, R>.
+fn check_model_grad(m: &Model, x: &Features, blocks: &[Block], training: bool, seed: u64) {
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let p = m.init_params(&mut rng(seed));
+    // perturb LayerNorm/PReLU/bias params away from their init so all paths matter
+    let mut p = p;
+    let mut r = rng(seed + 1);
+    for s in p.specs.clone() {
+        if !(s.name.ends_with("lin_l.weight") || s.name.ends_with("lin_r.weight")) {
+            for v in &mut p.data[s.offset..s.offset + s.numel()] {
+                *v += r.random_range(-0.3f32..0.3);
+            }
+        }
+    }
+    let (out, cache) = m.forward(&p, &views, x, training, &mut rng(99));
+    let rmat = Mat::from_vec(out.rows, out.cols, randn(&mut r, out.rows * out.cols));
+    let mut g = m.zero_params();
+    m.backward(&p, cache, &rmat, &mut g);
+    let mut f = |d: &[f32]| {
+        let q = ParamSet {
+            specs: p.specs.clone(),
+            data: d.to_vec(),
+        };
+        let (o, _) = m.forward(&q, &views, x, training, &mut rng(99));
+        dot(&o.data, &rmat.data)
+    };
+    fd_check(
+        &format!("{} {:?}", m.cfg.encoder, m.cfg.head),
+        &mut f,
+        &p.data,
+        &g.data,
+    );
+    // every encoder tensor receives gradient; the decoder (not used here) none
+    for s in &g.specs {
+        let v = &g.data[s.offset..s.offset + s.numel()];
+        let nz = v.iter().any(|&x| x != 0.0);
+        assert_eq!(
+            nz,
+            !s.name.starts_with("decoder."),
+            "gradient reaching {}",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn model_gradients_all_encoders_and_heads() {
+    let mut r = rng(11);
+    let blocks = two_blocks(&mut r);
+    let x = dense(9, 4, randn(&mut r, 9 * 4));
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        for head in [Head::Link, Head::Node { num_classes: 3 }] {
+            // in 4 -> hidden 6 (aggregate first), 6 -> 3 (transform first) / 6 -> 6 (aggregate first)
+            check_model_grad(&model(enc, head, 4, 0.0), &x, &blocks, true, 21);
+        }
+    }
+}
+
+#[test]
+fn model_gradients_wide_input_and_sparse_input() {
+    let mut r = rng(12);
+    let blocks = two_blocks(&mut r);
+    let mut xd = randn(&mut r, 9 * 10);
+    for (i, v) in xd.iter_mut().enumerate() {
+        if i % 4 != 1 {
+            *v = 0.0;
+        }
+    }
+    let dense_x = dense(9, 10, xd.clone());
+    let sparse_x = to_sparse(9, 10, &xd);
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        let m = model(enc, Head::Node { num_classes: 3 }, 10, 0.0);
+        check_model_grad(&m, &dense_x, &blocks, true, 31); // 10 -> 6: transform first
+        check_model_grad(&m, &sparse_x, &blocks, true, 31);
+    }
+}
+
+#[test]
+fn model_gradients_with_dropout() {
+    let mut r = rng(13);
+    let blocks = two_blocks(&mut r);
+    let x = dense(9, 4, randn(&mut r, 9 * 4));
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn] {
+        check_model_grad(&model(enc, Head::Link, 4, 0.3), &x, &blocks, true, 41);
+    }
+    // eval mode ignores dropout: same as a dropout-free model
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let m0 = model(EncoderKind::Sage, Head::Link, 4, 0.0);
+    let m1 = model(EncoderKind::Sage, Head::Link, 4, 0.5);
+    let p = m0.init_params(&mut rng(1));
+    let a = m0.forward(&p, &views, &x, true, &mut rng(2)).0;
+    let b = m1.forward(&p, &views, &x, false, &mut rng(2)).0;
+    let c = m1.forward(&p, &views, &x, true, &mut rng(2)).0;
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn sparse_and_dense_input_give_same_result() {
+    let mut r = rng(14);
+    let blocks = two_blocks(&mut r);
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let mut xd = randn(&mut r, 9 * 5);
+    for (i, v) in xd.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            *v = 0.0;
+        }
+    }
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        // in 5 < hidden 6: dense input aggregates first, sparse transforms first
+        let m = model(enc, Head::Link, 5, 0.0);
+        let p = m.init_params(&mut rng(2));
+        let de = dense(9, 5, xd.clone());
+        let (a, ca) = m.forward(&p, &views, &de, true, &mut rng(0));
+        let sp = to_sparse(9, 5, &xd);
+        let (b, cb) = m.forward(&p, &views, &sp, true, &mut rng(0));
+        for (x, y) in a.data.iter().zip(&b.data) {
+            assert!((x - y).abs() < 1e-5);
+        }
+        let d = Mat::from_vec(a.rows, a.cols, randn(&mut r, a.data.len()));
+        let (mut ga, mut gb) = (m.zero_params(), m.zero_params());
+        m.backward(&p, ca, &d, &mut ga);
+        m.backward(&p, cb, &d, &mut gb);
+        for (x, y) in ga.data.iter().zip(&gb.data) {
+            assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Decoder.
+
+#[test]
+fn decoder_gradients_and_score_agree() {
+    let mut r = rng(15);
+    let m = model(EncoderKind::Sage, Head::Link, 4, 0.0);
+    let mut p = m.init_params(&mut r);
+    for n in ["decoder.lin1.bias", "decoder.lin2.bias"] {
+        for v in p.get_mut(n).unwrap() {
+            *v = r.random_range(-0.5f32..0.5);
+        }
+    }
+    let h = Mat::from_vec(5, 6, randn(&mut r, 30));
+    // node 2 appears on both sides and twice; a self pair too
+    let src = [0u32, 2, 2, 4, 3];
+    let dst = [1u32, 3, 0, 4, 2];
+    let w = randn(&mut r, 5);
+    let (logits, cache) = m.decode(&p, &h, &src, &dst);
+    let mut g = m.zero_params();
+    let dh = m.decode_backward(&p, cache, &w, &mut g);
+    // score == decode
+    let s = m.score(&p, &h, &src, &dst);
+    for (a, b) in s.iter().zip(&logits) {
+        assert!((a - b).abs() < 1e-5);
+    }
+    // d/dh
+    let mut f = |hd: &[f32]| {
+        let hm = Mat::from_vec(5, 6, hd.to_vec());
+        dot(&m.decode(&p, &hm, &src, &dst).0, &w)
+    };
+    fd_check("decoder dh", &mut f, &h.data, &dh.data);
+    // d/dθ (decoder part); encoder grads must stay zero
+    let mut f = |d: &[f32]| {
+        let q = ParamSet {
+            specs: p.specs.clone(),
+            data: d.to_vec(),
+        };
+        dot(&m.decode(&q, &h, &src, &dst).0, &w)
+    };
+    fd_check("decoder dθ", &mut f, &p.data, &g.data);
+    for s in &g.specs {
+        let nz = g.get(&s.name).unwrap().iter().any(|&v| v != 0.0);
+        assert_eq!(nz, s.name.starts_with("decoder."), "{}", s.name);
+    }
+    // score across several chunks (parallel path) matches decode
+    let n = 2000;
+    let big_src: Vec<u32> = (0..n).map(|_| r.random_range(0..5)).collect();
+    let big_dst: Vec<u32> = (0..n).map(|_| r.random_range(0..5)).collect();
+    let a = m.score(&p, &h, &big_src, &big_dst);
+    let b = m.decode(&p, &h, &big_src, &big_dst).0;
+    for (a, b) in a.iter().zip(&b) {
+        assert!((a - b).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn link_training_loss_decreases_with_adam() {
+    // end to end: encoder + decoder + BCE + clipping + Adam on a tiny graph
+    let mut r = rng(16);
+    let blocks = two_blocks(&mut r);
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let x = dense(9, 4, randn(&mut r, 36));
+    let m = model(EncoderKind::Sage, Head::Link, 4, 0.0);
+    let mut p = m.init_params(&mut r);
+    let mut opt = Adam::new(m.num_params(), 0.01);
+    let (src, dst, t) = ([0u32, 1, 2, 0], [1u32, 2, 0, 2], [1.0f32, 1.0, 0.0, 0.0]);
+    let mut losses = Vec::new();
+    for _ in 0..50 {
+        let (h, cache) = m.forward(&p, &views, &x, true, &mut r);
+        let (logits, dc) = m.decode(&p, &h, &src, &dst);
+        let (loss, dl) = bce_with_logits(&logits, &t);
+        losses.push(loss);
+        let mut g = m.zero_params();
+        let dh = m.decode_backward(&p, dc, &dl, &mut g);
+        m.backward(&p, cache, &dh, &mut g);
+        clip_grad_norm(&mut g, 1.0);
+        opt.step(&mut p, &g);
+    }
+    assert!(losses[49] < 0.5 * losses[0], "{losses:?}");
+}
+
+// ------------------------------------------------------------------------------------------
+// Full-graph inference vs sampled-block forward.
+
+/// Full-neighbour blocks for `seeds` (as a sampler with fanout = all would build them, with
+/// destinations as the source prefix), input layer first, plus the input node ids.
+fn full_blocks(g: &Csr, deg: &[u32], seeds: &[u32], layers: usize) -> (Vec<Block>, Vec<u32>) {
+    let mut blocks = Vec::new();
+    let mut dst: Vec<u32> = seeds.to_vec();
+    for _ in 0..layers {
+        let mut src = dst.clone();
+        let mut local: HashMap<u32, u32> = src
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v, i as u32))
+            .collect();
+        let mut indptr = vec![0u64];
+        let mut indices = Vec::new();
+        for &v in &dst {
+            for &u in g.neighbors(v as usize) {
+                let id = *local.entry(u).or_insert_with(|| {
+                    src.push(u);
+                    (src.len() - 1) as u32
+                });
+                indices.push(id);
+            }
+            indptr.push(indices.len() as u64);
+        }
+        blocks.push(Block {
+            num_dst: dst.len(),
+            num_src: src.len(),
+            indptr,
+            indices,
+            src_degree: src.iter().map(|&v| deg[v as usize]).collect(),
+        });
+        dst = src;
+    }
+    blocks.reverse();
+    (blocks, dst)
+}
+
+#[test]
+fn infer_full_equals_forward_on_full_neighbour_blocks() {
+    let mut r = rng(17);
+    let n = 40;
+    let (mut s, mut d) = (Vec::new(), Vec::new());
+    for _ in 0..120 {
+        let (a, b) = (r.random_range(0..n as u32), r.random_range(0..n as u32));
+        if a != b {
+            s.push(a);
+            d.push(b);
+        }
+    }
+    let g = Csr::from_edges(n, &s, &d);
+    let deg = g.degrees();
+    let xall = randn(&mut r, n * 7);
+    let feats = dense(n, 7, xall);
+    let seeds = [3u32, 17, 0, 39, 22];
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        for head in [Head::Link, Head::Node { num_classes: 4 }] {
+            let m = Model::new(ModelConfig {
+                encoder: enc,
+                in_dim: 7,
+                hidden: 8,
+                num_layers: 2,
+                dropout: 0.5, // eval mode must ignore it
+                head,
+            });
+            let p = m.init_params(&mut r);
+            let full = m.infer_full(&p, &g, &deg, &feats);
+            assert_eq!((full.rows, full.cols), (n, m.out_dim()));
+            let (blocks, input) = full_blocks(&g, &deg, &seeds, 2);
+            let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+            let x = feats.gather(&input);
+            let (out, _) = m.forward(&p, &views, &x, false, &mut r);
+            for (i, &v) in seeds.iter().enumerate() {
+                for (a, b) in out.row(i).iter().zip(full.row(v as usize)) {
+                    assert!((a - b).abs() < 1e-4, "{enc} node {v}: {a} vs {b}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn init_params_layout_and_values() {
+    let m = Model::new(ModelConfig::new(EncoderKind::Sage, 128, Head::Link));
+    let p = m.init_params(&mut rng(0));
+    let names: Vec<&str> = p.specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "encoder.0.lin_l.weight",
+            "encoder.0.lin_l.bias",
+            "encoder.0.lin_r.weight",
+            "encoder.norm.0.weight",
+            "encoder.norm.0.bias",
+            "encoder.act.0.weight",
+            "encoder.1.lin_l.weight",
+            "encoder.1.lin_l.bias",
+            "encoder.1.lin_r.weight",
+            "decoder.lin1.weight",
+            "decoder.lin1.bias",
+            "decoder.act.weight",
+            "decoder.lin2.weight",
+            "decoder.lin2.bias",
+        ]
+    );
+    assert_eq!(
+        p.spec("encoder.0.lin_l.weight").unwrap().shape,
+        vec![256, 128]
+    );
+    assert_eq!(p.get("encoder.act.0.weight").unwrap(), &[0.25]);
+    assert_eq!(p.get("decoder.act.weight").unwrap(), &[0.25]);
+    assert!(p
+        .get("encoder.norm.0.weight")
+        .unwrap()
+        .iter()
+        .all(|&v| v == 1.0));
+    assert!(p
+        .get("encoder.0.lin_l.bias")
+        .unwrap()
+        .iter()
+        .all(|&v| v == 0.0));
+    let w = p.get("encoder.0.lin_l.weight").unwrap();
+    let a = (6.0f32 / (256.0 + 128.0)).sqrt();
+    assert!(w.iter().all(|&v| v.abs() <= a));
+    let var = w.iter().map(|&v| v * v).sum::<f32>() / w.len() as f32;
+    assert!(
+        (var - a * a / 3.0).abs() < 0.05 * a * a / 3.0,
+        "uniform variance"
+    );
+    // deterministic in the seed
+    assert_eq!(p, m.init_params(&mut rng(0)));
+    assert_eq!("gcn".parse::<EncoderKind>().unwrap(), EncoderKind::Gcn);
+    assert_eq!(EncoderKind::Mlp.to_string(), "mlp");
+    assert!("gat".parse::<EncoderKind>().is_err());
+}
