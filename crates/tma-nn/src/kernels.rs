@@ -546,16 +546,17 @@ pub(crate) fn affine_prelu_forward(
         .zip(xhat.par_chunks(cols))
         .with_min_len(min_rows(cols))
         .for_each(|(a, x)| {
-            for c in 0..cols {
-                let y = x[c] * gamma[c] + beta[c];
-                a[c] = if y > 0.0 { y } else { slope * y };
+            for (((a, &x), &g), &b) in a.iter_mut().zip(x).zip(gamma).zip(beta) {
+                let y = x * g + b;
+                *a = prelu1(y, slope);
             }
         });
     a
 }
 
 /// Backward of [`affine_prelu_forward`]: `d` holds `dL/da` on entry and `dL/dxhat` on exit;
-/// accumulates `dgamma`, `dbeta` and returns `dL/dslope`.
+/// accumulates `dgamma`, `dbeta` and returns `dL/dslope`. One pass, parallel over fixed row
+/// chunks, per-chunk accumulators summed in chunk order.
 pub(crate) fn affine_prelu_backward(
     xhat: &[f32],
     gamma: &[f32],
@@ -569,40 +570,56 @@ pub(crate) fn affine_prelu_backward(
     if cols == 0 {
         return 0.0;
     }
-    let rows = xhat.len() / cols;
-    let chunk = 4 * min_rows(cols);
-    // Pass 1 (reductions, read-only): acc = [dgamma | dbeta | dslope].
-    let acc = chunked_reduce(rows, 2 * cols + 1, chunk, |r, acc| {
-        for i in r {
-            let x = &xhat[i * cols..(i + 1) * cols];
-            let g = &d[i * cols..(i + 1) * cols];
-            for c in 0..cols {
-                let y = x[c] * gamma[c] + beta[c];
-                let dy = if y > 0.0 {
-                    g[c]
-                } else {
-                    acc[2 * cols] += g[c] * y;
-                    slope * g[c]
-                };
-                acc[c] += dy * x[c];
-                acc[cols + c] += dy;
+    let chunk = 4 * min_rows(cols) * cols;
+    // acc = [dgamma | dbeta | dslope per column]
+    let parts: Vec<Vec<f32>> = d
+        .par_chunks_mut(chunk)
+        .zip(xhat.par_chunks(chunk))
+        .map(|(d, xh)| {
+            let mut acc = vec![0.0f32; 3 * cols];
+            let (ag, rest) = acc.split_at_mut(cols);
+            let (ab, asl) = rest.split_at_mut(cols);
+            for (g, x) in d.chunks_exact_mut(cols).zip(xh.chunks_exact(cols)) {
+                for (((((g, &x), &ga), &be), ag), (ab, asl)) in g
+                    .iter_mut()
+                    .zip(x)
+                    .zip(gamma)
+                    .zip(beta)
+                    .zip(ag.iter_mut())
+                    .zip(ab.iter_mut().zip(asl.iter_mut()))
+                {
+                    let y = x * ga + be;
+                    let dy = *g * prelu_grad1(y, slope);
+                    *asl += *g * y.min(0.0);
+                    *ag += dy * x;
+                    *ab += dy;
+                    *g = dy * ga;
+                }
             }
-        }
-    });
-    // Pass 2: d <- dL/dxhat.
-    d.par_chunks_mut(cols)
-        .zip(xhat.par_chunks(cols))
-        .with_min_len(min_rows(cols))
-        .for_each(|(g, x)| {
-            for c in 0..cols {
-                let y = x[c] * gamma[c] + beta[c];
-                let dy = if y > 0.0 { g[c] } else { slope * g[c] };
-                g[c] = dy * gamma[c];
-            }
-        });
-    add_into(dgamma, &acc[..cols]);
-    add_into(dbeta, &acc[cols..2 * cols]);
-    acc[2 * cols]
+            acc
+        })
+        .collect();
+    let mut dslope = 0.0f32;
+    for p in &parts {
+        add_into(dgamma, &p[..cols]);
+        add_into(dbeta, &p[cols..2 * cols]);
+        dslope += p[2 * cols..].iter().sum::<f32>();
+    }
+    dslope
+}
+
+/// Branch-free PReLU of one value (`y if y > 0 else slope · y`); vectorizes, and random signs
+/// cost no branch mispredictions.
+#[inline(always)]
+pub(crate) fn prelu1(y: f32, slope: f32) -> f32 {
+    y.max(0.0) + slope * y.min(0.0)
+}
+
+/// Branch-free PReLU derivative w.r.t. its input: 1 for `y > 0`, else `slope`.
+#[inline(always)]
+pub(crate) fn prelu_grad1(y: f32, slope: f32) -> f32 {
+    let pos = (y > 0.0) as u32 as f32;
+    slope + (1.0 - slope) * pos
 }
 
 /// PReLU with one shared slope: `a = x if x > 0 else slope · x`.
@@ -610,9 +627,7 @@ pub(crate) fn prelu_forward(x: &[f32], slope: f32) -> Vec<f32> {
     let mut a = x.to_vec();
     a.par_chunks_mut(16384).for_each(|c| {
         for v in c {
-            if *v <= 0.0 {
-                *v *= slope;
-            }
+            *v = prelu1(*v, slope);
         }
     });
     a
@@ -624,18 +639,14 @@ pub(crate) fn prelu_backward(x: &[f32], slope: f32, d: &mut [f32]) -> f32 {
     const CH: usize = 16384;
     let dslope = chunked_reduce(x.len(), 1, CH, |r, acc| {
         for i in r {
-            if x[i] <= 0.0 {
-                acc[0] += d[i] * x[i];
-            }
+            acc[0] += d[i] * x[i].min(0.0);
         }
     })[0];
     d.par_chunks_mut(CH)
         .zip(x.par_chunks(CH))
         .for_each(|(d, x)| {
             for (d, x) in d.iter_mut().zip(x) {
-                if *x <= 0.0 {
-                    *d *= slope;
-                }
+                *d *= prelu_grad1(*x, slope);
             }
         });
     dslope

@@ -4,8 +4,8 @@
 use crate::kernels::{
     add_bias, add_col_sums, affine_prelu_backward, affine_prelu_forward, aggregate,
     aggregate_backward, dropout_apply, dropout_mask, layer_norm_backward_inplace,
-    layer_norm_forward_inplace, min_rows, prelu_backward, prelu_forward, AggCoefs, InputRef,
-    Transposed,
+    layer_norm_forward_inplace, min_rows, prelu1, prelu_backward, prelu_forward, AggCoefs,
+    InputRef, Transposed,
 };
 use crate::mat::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
 use crate::{Mat, ParamSet, ParamSpec};
@@ -709,7 +709,7 @@ impl Model {
             .map(|row| {
                 let mut s = b2;
                 for (&u, &w) in row.iter().zip(w2) {
-                    s += w * if u > 0.0 { u } else { slope * u };
+                    s += w * prelu1(u, slope);
                 }
                 s
             })
@@ -854,7 +854,7 @@ impl Model {
                         let mut acc = b2;
                         for ((&u, &w), &bb) in u[i * d..(i + 1) * d].iter().zip(w2).zip(b1) {
                             let v = u + bb;
-                            acc += w * if v > 0.0 { v } else { slope * v };
+                            acc += w * prelu1(v, slope);
                         }
                         out[i] = acc;
                     }
