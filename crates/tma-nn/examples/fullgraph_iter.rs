@@ -19,6 +19,20 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// CPU seconds (user + system) used by this process so far, from /proc/self/stat.
+fn cpu_seconds() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        f.get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // fields 14 and 15 (utime, stime) are at 11, 12 after the ")"; 100 ticks per second
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -79,8 +93,10 @@ fn main() {
         model.num_params()
     );
     let mut totals = Vec::new();
+    let mut cpus = Vec::new();
     pool.install(|| {
         for it in 0..iters {
+            let c0 = cpu_seconds();
             let t0 = Instant::now();
             let (out, cache) = model.forward(&params, &blocks, &x, true, &mut rng);
             let (loss, d_out) = softmax_cross_entropy(&out, &labels);
@@ -91,18 +107,22 @@ fn main() {
             adam.step(&mut params, &grads);
             let t2 = Instant::now();
             let total = (t2 - t0).as_secs_f64();
+            let cpu = cpu_seconds() - c0;
             println!(
-                "iter {it}: loss {loss:.4}  forward+loss {:.3} s  backward+adam {:.3} s  total {total:.3} s",
+                "iter {it}: loss {loss:.4}  forward+loss {:.3} s  backward+adam {:.3} s  total {total:.3} s  (cpu {cpu:.2} s)",
                 (t1 - t0).as_secs_f64(),
                 (t2 - t1).as_secs_f64()
             );
             totals.push(total);
+            cpus.push(cpu);
         }
     });
     totals.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    cpus.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "median {:.3} s/iter; peak RSS {:.0} MiB",
+        "median {:.3} s/iter (median cpu {:.2} s/iter); peak RSS {:.0} MiB",
         totals[totals.len() / 2],
+        cpus[cpus.len() / 2],
         peak_rss_mib().unwrap_or(f64::NAN)
     );
 }

@@ -16,6 +16,37 @@ use std::ops::Range;
 use tma_graph::Features;
 use tma_sample::BlockView;
 
+/// Call `f(args..)` (an `#[inline(always)]` row kernel) through a copy compiled for AVX2+FMA
+/// when the CPU has them (runtime detection, cached by std), else the baseline build.
+macro_rules! simd_dispatch {
+    ($f:ident($($a:expr),* $(,)?)) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2,fma")]
+            #[allow(clippy::too_many_arguments)]
+            unsafe fn avx2_copy(f: impl FnOnce()) {
+                f()
+            }
+            if crate::kernels::has_avx2() {
+                // SAFETY: the CPU supports AVX2 and FMA (checked at run time).
+                unsafe { avx2_copy(|| $f($($a),*)) }
+            } else {
+                $f($($a),*)
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            $f($($a),*)
+        }
+    }};
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn has_avx2() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+}
+
 /// Rows per rayon task for row-parallel kernels of width `cols`: about 16K elements per task.
 #[inline]
 pub(crate) fn min_rows(cols: usize) -> usize {
@@ -364,33 +395,37 @@ pub(crate) fn aggregate(b: &BlockView, c: &AggCoefs, h: &[f32], dim: usize, out:
     out.par_chunks_mut(dim)
         .with_min_len(min_rows(dim * 16))
         .enumerate()
-        .for_each(|(i, row)| {
-            row.fill(0.0);
-            let nb = &b.indices[b.indptr[i] as usize..b.indptr[i + 1] as usize];
-            match &c.beta {
-                None => {
-                    for &j in nb {
-                        let j = j as usize;
-                        add_into(row, &h[j * dim..(j + 1) * dim]);
-                    }
-                }
-                Some(beta) => {
-                    for &j in nb {
-                        let j = j as usize;
-                        axpy(row, beta[j], &h[j * dim..(j + 1) * dim]);
-                    }
-                }
+        .for_each(|(i, row)| simd_dispatch!(agg_row(row, i, b, c, h, dim)));
+}
+
+/// One destination row of [`aggregate`].
+#[inline(always)]
+fn agg_row(row: &mut [f32], i: usize, b: &BlockView, c: &AggCoefs, h: &[f32], dim: usize) {
+    row.fill(0.0);
+    let nb = &b.indices[b.indptr[i] as usize..b.indptr[i + 1] as usize];
+    match &c.beta {
+        None => {
+            for &j in nb {
+                let j = j as usize;
+                add_into(row, &h[j * dim..(j + 1) * dim]);
             }
-            let a = c.alpha[i];
-            if a != 1.0 {
-                for v in row.iter_mut() {
-                    *v *= a;
-                }
+        }
+        Some(beta) => {
+            for &j in nb {
+                let j = j as usize;
+                axpy(row, beta[j], &h[j * dim..(j + 1) * dim]);
             }
-            if let Some(g) = &c.gamma {
-                axpy(row, g[i], &h[i * dim..(i + 1) * dim]);
-            }
-        });
+        }
+    }
+    let a = c.alpha[i];
+    if a != 1.0 {
+        for v in row.iter_mut() {
+            *v *= a;
+        }
+    }
+    if let Some(g) = &c.gamma {
+        axpy(row, g[i], &h[i * dim..(i + 1) * dim]);
+    }
 }
 
 /// The transposed block (CSC): for every source node, the destinations that read it.
@@ -446,36 +481,51 @@ pub(crate) fn aggregate_backward(
         .enumerate()
         .for_each_init(
             || vec![0.0f32; dim],
-            |tmp, (j, row)| {
-                if !acc {
-                    row.fill(0.0);
-                }
-                let ts = &t.indices[t.indptr[j]..t.indptr[j + 1]];
-                match &c.beta {
-                    None => {
-                        for &i in ts {
-                            let i = i as usize;
-                            axpy(row, c.alpha[i], &d_out[i * dim..(i + 1) * dim]);
-                        }
-                    }
-                    Some(beta) => {
-                        if !ts.is_empty() {
-                            tmp.fill(0.0);
-                            for &i in ts {
-                                let i = i as usize;
-                                axpy(tmp, c.alpha[i], &d_out[i * dim..(i + 1) * dim]);
-                            }
-                            axpy(row, beta[j], tmp);
-                        }
-                    }
-                }
-                if let Some(g) = &c.gamma {
-                    if j < b.num_dst {
-                        axpy(row, g[j], &d_out[j * dim..(j + 1) * dim]);
-                    }
-                }
-            },
+            |tmp, (j, row)| simd_dispatch!(agg_t_row(row, tmp, j, b, t, c, d_out, dim, acc)),
         );
+}
+
+/// One source row of [`aggregate_backward`].
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn agg_t_row(
+    row: &mut [f32],
+    tmp: &mut [f32],
+    j: usize,
+    b: &BlockView,
+    t: &Transposed,
+    c: &AggCoefs,
+    d_out: &[f32],
+    dim: usize,
+    acc: bool,
+) {
+    if !acc {
+        row.fill(0.0);
+    }
+    let ts = &t.indices[t.indptr[j]..t.indptr[j + 1]];
+    match &c.beta {
+        None => {
+            for &i in ts {
+                let i = i as usize;
+                axpy(row, c.alpha[i], &d_out[i * dim..(i + 1) * dim]);
+            }
+        }
+        Some(beta) => {
+            if !ts.is_empty() {
+                tmp.fill(0.0);
+                for &i in ts {
+                    let i = i as usize;
+                    axpy(tmp, c.alpha[i], &d_out[i * dim..(i + 1) * dim]);
+                }
+                axpy(row, beta[j], tmp);
+            }
+        }
+    }
+    if let Some(g) = &c.gamma {
+        if j < b.num_dst {
+            axpy(row, g[j], &d_out[j * dim..(j + 1) * dim]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Losses with their gradients (all means, as PyTorch's default `reduction="mean"`).
 
 use crate::Mat;
+use rayon::prelude::*;
 
 /// Binary cross-entropy on logits, mean over the batch (PyTorch `BCEWithLogitsLoss`):
 /// `l_i = max(x_i, 0) − x_i t_i + ln(1 + e^{−|x_i|})` — finite for any finite logit.
@@ -48,21 +49,26 @@ pub fn softmax_cross_entropy(logits: &Mat, labels: &[u32]) -> (f32, Mat) {
         return (0.0, grad);
     }
     let inv = 1.0 / n as f64;
-    let mut loss = 0.0f64;
-    for (i, &y) in labels.iter().enumerate() {
-        let row = logits.row(i);
-        let y = y as usize;
-        assert!(y < c, "label {y} out of range for {c} classes");
-        let mx = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-        let z: f64 = row.iter().map(|&v| (v as f64 - mx).exp()).sum();
-        let lse = mx + z.ln();
-        loss += lse - row[y] as f64;
-        let g = grad.row_mut(i);
-        for (k, (g, &v)) in g.iter_mut().zip(row).enumerate() {
-            let p = (v as f64 - lse).exp();
-            *g = ((p - if k == y { 1.0 } else { 0.0 }) * inv) as f32;
-        }
-    }
+    let loss: f64 = grad
+        .data
+        .par_chunks_mut(c.max(1))
+        .with_min_len(256)
+        .zip(labels.par_iter())
+        .enumerate()
+        .map(|(i, (g, &y))| {
+            let row = logits.row(i);
+            let y = y as usize;
+            assert!(y < c, "label {y} out of range for {c} classes");
+            let mx = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+            let z: f64 = row.iter().map(|&v| (v as f64 - mx).exp()).sum();
+            let lse = mx + z.ln();
+            for (k, (g, &v)) in g.iter_mut().zip(row).enumerate() {
+                let p = (v as f64 - lse).exp();
+                *g = ((p - if k == y { 1.0 } else { 0.0 }) * inv) as f32;
+            }
+            lse - row[y] as f64
+        })
+        .sum();
     ((loss * inv) as f32, grad)
 }
 

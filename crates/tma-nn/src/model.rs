@@ -602,17 +602,10 @@ impl Model {
             EncoderKind::Mlp => {
                 x.linear_weight_grad(nd, &d.data, dout, &mut g[lay.w..lay.w + dout * din]);
                 if let Some(dx) = dx.as_mut() {
-                    matmul_a_b(nd, din, dout, &d.data, w, &mut dx.data[..nd * din], true);
+                    matmul_a_b(nd, din, dout, &d.data, w, &mut dx.data[..nd * din], false);
                 }
             }
             EncoderKind::Sage | EncoderKind::Gcn => {
-                if let Some(wr) = lay.w_r {
-                    x.linear_weight_grad(nd, &d.data, dout, &mut g[wr..wr + dout * din]);
-                    if let Some(dx) = dx.as_mut() {
-                        let w_r = &p[wr..wr + dout * din];
-                        matmul_a_b(nd, din, dout, &d.data, w_r, &mut dx.data[..nd * din], true);
-                    }
-                }
                 let coefs = lc.coefs.expect("forward cache without coefficients");
                 if lc.transform_first {
                     let t = Transposed::new(b);
@@ -621,7 +614,7 @@ impl Model {
                     drop(t);
                     x.linear_weight_grad(ns, &dt, dout, &mut g[lay.w..lay.w + dout * din]);
                     if let Some(dx) = dx.as_mut() {
-                        matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, true);
+                        matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, false);
                     }
                 } else {
                     let a = lc.agg.expect("forward cache without aggregate");
@@ -639,7 +632,16 @@ impl Model {
                         let mut da = vec![0.0f32; nd * din];
                         matmul_a_b(nd, din, dout, &d.data, w, &mut da, false);
                         let t = Transposed::new(b);
-                        aggregate_backward(b, &t, &coefs, &da, din, &mut dx.data, true);
+                        aggregate_backward(b, &t, &coefs, &da, din, &mut dx.data, false);
+                    }
+                }
+                // Root term last: the paths above overwrite dx (first touch of fresh pages
+                // is a write, never a read-then-write).
+                if let Some(wr) = lay.w_r {
+                    x.linear_weight_grad(nd, &d.data, dout, &mut g[wr..wr + dout * din]);
+                    if let Some(dx) = dx.as_mut() {
+                        let w_r = &p[wr..wr + dout * din];
+                        matmul_a_b(nd, din, dout, &d.data, w_r, &mut dx.data[..nd * din], true);
                     }
                 }
             }
