@@ -2,10 +2,10 @@
 //! them), the link decoder, forward and hand-written backward.
 
 use crate::kernels::{
-    add_bias, add_col_sums, affine_prelu_backward, affine_prelu_forward, aggregate,
+    add_bias, add_col_sums, affine_prelu_backward, affine_prelu_forward_into, aggregate,
     aggregate_backward, dropout_apply, dropout_mask, layer_norm_backward_inplace,
     layer_norm_forward_inplace, min_rows, prelu1, prelu_backward, prelu_forward, AggCoefs,
-    InputRef, Transposed,
+    BufferPool, InputRef, Transposed,
 };
 use crate::mat::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
 use crate::{Mat, ParamSet, ParamSpec};
@@ -134,6 +134,8 @@ pub struct Model {
     decoder: Option<DecoderLayout>,
     specs: Vec<ParamSpec>,
     num_params: usize,
+    /// Recycled activation / gradient buffers (see `BufferPool`).
+    pool: BufferPool,
 }
 
 /// Per-layer state kept by [`Model::forward`] for [`Model::backward`].
@@ -290,6 +292,21 @@ impl Model {
             decoder,
             num_params: template.len(),
             specs: template.specs,
+            pool: BufferPool::default(),
+        }
+    }
+
+    /// Free the activation buffers this model keeps for reuse between iterations (up to 8
+    /// large buffers, about one iteration's activations).
+    pub fn release_buffers(&self) {
+        self.pool.clear();
+    }
+
+    /// Fill the buffer pool with NaN buffers (tests: stale pooled contents must never leak).
+    #[cfg(test)]
+    pub(crate) fn poison_pool(&self) {
+        for k in 0..BufferPool::MAX {
+            self.pool.give(vec![f32::NAN; 70_000 + k * 30_000]);
         }
     }
 
@@ -405,11 +422,13 @@ impl Model {
             if let (Some(nw), Some(nb), Some(act)) = (lay.norm_w, lay.norm_b, lay.act) {
                 let cols = lay.out_dim;
                 let rstd = layer_norm_forward_inplace(&mut out.data, cols);
-                let mut a = affine_prelu_forward(
+                let mut a = self.pool.take(out.data.len());
+                affine_prelu_forward_into(
                     &out.data,
                     &p.data[nw..nw + cols],
                     &p.data[nb..nb + cols],
                     p.data[act],
+                    &mut a,
                 );
                 let mask = if training && self.cfg.dropout > 0.0 {
                     let rng = rng.as_deref_mut().expect("training needs an rng");
@@ -428,8 +447,10 @@ impl Model {
                         out: a,
                     });
                 } else {
-                    drop(out);
-                    h = Some(a);
+                    self.pool.give(out.data);
+                    if let Some(prev) = h.replace(a) {
+                        self.pool.give(prev.data);
+                    }
                 }
                 caches.push(lc);
             } else {
@@ -456,7 +477,8 @@ impl Model {
         assert!(nd <= ns, "layer {l}: num_dst > num_src");
         assert_eq!(b.indptr.len(), nd + 1, "layer {l}: block indptr length");
         let w = &p[lay.w..lay.w + dout * din];
-        let mut out = Mat::zeros(nd, dout);
+        // every path below overwrites `out` before reading it
+        let mut out = Mat::from_vec(nd, dout, self.pool.take(nd * dout));
         let mut lc = LayerCache {
             coefs: None,
             transform_first: false,
@@ -475,15 +497,18 @@ impl Model {
                 // is cheaper, and always for sparse input (never densify X).
                 let tf = x.is_sparse() || dout < din;
                 if tf {
-                    let mut t = vec![0.0f32; ns * dout];
+                    let mut t = self.pool.take(ns * dout);
                     x.linear(ns, w, dout, &mut t, false);
                     aggregate(b, &coefs, &t, dout, &mut out.data);
+                    self.pool.give(t);
                 } else {
-                    let mut a = Mat::zeros(nd, din);
+                    let mut a = Mat::from_vec(nd, din, self.pool.take(nd * din));
                     aggregate(b, &coefs, x.dense_prefix(ns), din, &mut a.data);
                     matmul_a_bt(nd, dout, din, &a.data, w, &mut out.data, false);
                     if keep {
                         lc.agg = Some(a);
+                    } else {
+                        self.pool.give(a.data);
                     }
                 }
                 if let Some(wr) = lay.w_r {
@@ -543,7 +568,7 @@ impl Model {
                     mask,
                     out,
                 } = layers[l - 1].post.take().unwrap();
-                drop(out);
+                self.pool.give(out.data);
                 let lay = &self.layers[l - 1];
                 let cols = lay.out_dim;
                 let mut d = dx.unwrap();
@@ -570,7 +595,10 @@ impl Model {
                     *g += v;
                 }
                 layer_norm_backward_inplace(&xhat.data, &rstd, &mut d.data, cols);
-                d_cur = Some(d);
+                self.pool.give(xhat.data);
+                if let Some(prev) = d_cur.replace(d) {
+                    self.pool.give(prev.data);
+                }
             }
         }
     }
@@ -593,10 +621,13 @@ impl Model {
         assert_eq!((d.rows, d.cols), (nd, dout), "layer {l}: gradient shape");
         add_col_sums(&d.data, dout, &mut g[lay.bias..lay.bias + dout]);
         let w = &p[lay.w..lay.w + dout * din];
-        let mut dx = if need_dx {
-            Some(Mat::zeros(ns, din))
-        } else {
+        // SAGE/GCN overwrite all of dx first; MLP only writes the first nd rows
+        let mut dx = if !need_dx {
             None
+        } else if self.cfg.encoder == EncoderKind::Mlp && nd < ns {
+            Some(Mat::from_vec(ns, din, self.pool.take_zeroed(ns * din)))
+        } else {
+            Some(Mat::from_vec(ns, din, self.pool.take(ns * din)))
         };
         match self.cfg.encoder {
             EncoderKind::Mlp => {
@@ -609,13 +640,14 @@ impl Model {
                 let coefs = lc.coefs.expect("forward cache without coefficients");
                 if lc.transform_first {
                     let t = Transposed::new(b);
-                    let mut dt = vec![0.0f32; ns * dout];
+                    let mut dt = self.pool.take(ns * dout);
                     aggregate_backward(b, &t, &coefs, &d.data, dout, &mut dt, false);
                     drop(t);
                     x.linear_weight_grad(ns, &dt, dout, &mut g[lay.w..lay.w + dout * din]);
                     if let Some(dx) = dx.as_mut() {
                         matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, false);
                     }
+                    self.pool.give(dt);
                 } else {
                     let a = lc.agg.expect("forward cache without aggregate");
                     matmul_at_b(
@@ -627,12 +659,13 @@ impl Model {
                         &mut g[lay.w..lay.w + dout * din],
                         true,
                     );
-                    drop(a);
+                    self.pool.give(a.data);
                     if let Some(dx) = dx.as_mut() {
-                        let mut da = vec![0.0f32; nd * din];
+                        let mut da = self.pool.take(nd * din);
                         matmul_a_b(nd, din, dout, &d.data, w, &mut da, false);
                         let t = Transposed::new(b);
                         aggregate_backward(b, &t, &coefs, &da, din, &mut dx.data, false);
+                        self.pool.give(da);
                     }
                 }
                 // Root term last: the paths above overwrite dx (first touch of fresh pages

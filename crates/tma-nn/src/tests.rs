@@ -736,3 +736,60 @@ fn init_params_layout_and_values() {
     assert_eq!(EncoderKind::Mlp.to_string(), "mlp");
     assert!("gat".parse::<EncoderKind>().is_err());
 }
+
+#[test]
+fn pooled_buffers_never_leak_stale_values() {
+    // blocks large enough (>= 65536-element activations) to go through the buffer pool
+    let mut r = rng(18);
+    let blocks = vec![
+        rand_block(&mut r, 2500, 4000, 6),
+        rand_block(&mut r, 1200, 2500, 6),
+    ];
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let mut xd = randn(&mut r, 4000 * 40);
+    for (i, v) in xd.iter_mut().enumerate() {
+        if i % 5 != 0 {
+            *v = 0.0;
+        }
+    }
+    let de = dense(4000, 40, xd.clone());
+    let sp = to_sparse(4000, 40, &xd);
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        for x in [&de, &sp] {
+            let m = Model::new(ModelConfig {
+                encoder: enc,
+                in_dim: 40,
+                hidden: 64,
+                num_layers: 2,
+                dropout: 0.0,
+                head: Head::Link,
+            });
+            let p = m.init_params(&mut rng(3));
+            let run = |m: &Model| {
+                let (out, cache) = m.forward(&p, &views, x, true, &mut rng(0));
+                let mut g = m.zero_params();
+                m.backward(&p, cache, &out, &mut g); // d_out = out: a non-trivial gradient
+                (out, g)
+            };
+            let (o1, g1) = run(&m);
+            m.poison_pool();
+            let (o2, g2) = run(&m);
+            let (o3, g3) = run(&m); // buffers recycled from the previous iteration
+            assert!(o1.data.iter().all(|v| v.is_finite()));
+            assert!(g1.data.iter().all(|v| v.is_finite()));
+            // (assert! rather than assert_eq!: the values are too long to print)
+            assert!(
+                o1 == o2 && g1 == g2,
+                "{enc}: poisoned pool changed the result"
+            );
+            assert!(
+                o1 == o3 && g1 == g3,
+                "{enc}: recycled buffers changed the result"
+            );
+            let full = m.infer_full(&p, &Csr::from_edges(4000, &[1, 2], &[0, 0]), &[0; 4000], x);
+            m.poison_pool();
+            let full2 = m.infer_full(&p, &Csr::from_edges(4000, &[1, 2], &[0, 0]), &[0; 4000], x);
+            assert!(full == full2, "{enc}: infer_full with a poisoned pool");
+        }
+    }
+}
