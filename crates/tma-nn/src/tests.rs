@@ -741,7 +741,7 @@ fn init_params_layout_and_values() {
 fn pooled_buffers_never_leak_stale_values() {
     // blocks large enough (>= 65536-element activations) to go through the buffer pool
     let mut r = rng(18);
-    let blocks = vec![
+    let blocks = [
         rand_block(&mut r, 2500, 4000, 6),
         rand_block(&mut r, 1200, 2500, 6),
     ];
