@@ -1,1 +1,42 @@
-fn main() {}
+//! `tma`: train GNNs with time-based model averaging over randomized partitions.
+
+mod train_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// tma trains graph neural networks on graphs too large for one trainer: independent
+/// trainers, each on a randomized partition of the graph, whose models are averaged every
+/// fixed span of wall-clock time (RandomTMA / SuperTMA, Zhu et al. 2023, arXiv 2305.09887).
+#[derive(Parser)]
+#[command(name = "tma", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train a model (in-process trainers). With no --dataset, trains on a built-in generated graph.
+    Train(Box<train_cmd::TrainOpts>),
+    /// Print a dataset's summary (nodes, edges, features, labels, splits).
+    Info(train_cmd::InfoOpts),
+    /// Partition a dataset and print per-part statistics.
+    Partition(train_cmd::PartitionOpts),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Train(o) => train_cmd::train(*o),
+        Command::Info(o) => train_cmd::info(o),
+        Command::Partition(o) => train_cmd::partition(o),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

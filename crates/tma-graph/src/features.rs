@@ -94,6 +94,29 @@ impl Features {
         }
     }
 
+    /// Scales every row to sum to one (rows summing to zero are left as they are): PyG's
+    /// `NormalizeFeatures`, the usual preprocessing of bag-of-words features (Planetoid).
+    pub fn row_normalize(&mut self) {
+        fn scale(row: &mut [f32]) {
+            let s: f32 = row.iter().sum();
+            if s != 0.0 {
+                row.iter_mut().for_each(|x| *x /= s);
+            }
+        }
+        match self {
+            Features::Dense { dim, data, .. } => {
+                if *dim > 0 {
+                    data.chunks_mut(*dim).for_each(scale);
+                }
+            }
+            Features::Sparse { indptr, data, .. } => {
+                for w in indptr.windows(2) {
+                    scale(&mut data[w[0] as usize..w[1] as usize]);
+                }
+            }
+        }
+    }
+
     /// Bytes held by the feature arrays.
     pub fn size_bytes(&self) -> usize {
         match self {
@@ -111,6 +134,35 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_normalize_exact() {
+        let mut d = Features::Dense {
+            num_nodes: 2,
+            dim: 2,
+            data: vec![1., 3., 0., 0.],
+        };
+        d.row_normalize();
+        assert_eq!(
+            d,
+            Features::Dense {
+                num_nodes: 2,
+                dim: 2,
+                data: vec![0.25, 0.75, 0., 0.]
+            }
+        );
+        let mut s = Features::Sparse {
+            num_nodes: 2,
+            dim: 4,
+            indptr: vec![0, 2, 3],
+            indices: vec![0, 3, 1],
+            data: vec![1., 1., 2.],
+        };
+        s.row_normalize();
+        if let Features::Sparse { data, .. } = s {
+            assert_eq!(data, vec![0.5, 0.5, 1.0]);
+        }
+    }
 
     #[test]
     fn gather_dense_and_sparse() {

@@ -1,0 +1,539 @@
+//! `tma train`, `tma info`, `tma partition`.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tma_graph::{Dataset, LoadOptions, SbmConfig};
+use tma_train::{
+    coordinator::{FailPlan, Observer, RoundRecord},
+    Clock, Method, RealClock, RunDir, Task, TrainConfig,
+};
+
+/// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
+/// (keys are the long names with `_` for `-`, e.g. `sync_every = "30s"`); flags override the file.
+#[derive(Args, Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainOpts {
+    /// Dataset directory in the .npy layout of datasets/FORMAT.md. Omitted: a generated
+    /// stochastic block model graph (see --gen-nodes).
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// Task: `link` (link prediction, MRR) or `node` (node classification, accuracy). Default: node.
+    #[arg(long)]
+    pub task: Option<Task>,
+    /// Training method: random-tma, super-tma, psgd-pa (METIS parts + averaging) or centralized (one trainer, whole graph). Default: random-tma.
+    #[arg(long)]
+    pub method: Option<Method>,
+    /// Number of trainers M. Default: 4.
+    #[arg(long = "trainers", value_name = "M")]
+    #[serde(rename = "num_trainers")]
+    pub num_trainers: Option<usize>,
+    /// Partition for M + d parts and give d of them to no trainer (failure experiment). Default: 0.
+    #[arg(long, value_name = "D")]
+    pub drop_parts: Option<usize>,
+    /// K, the number of METIS super-nodes for super-tma (K >> M). Default: 1000.
+    #[arg(long, value_name = "K")]
+    pub super_nodes: Option<usize>,
+    /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
+    #[arg(long, value_name = "DURATION")]
+    pub sync_every: Option<String>,
+    /// Wall-clock training budget, e.g. 30s, 10min, 4h. Default: 30s (the reference release: 4h).
+    #[arg(long, value_name = "DURATION")]
+    pub time_limit: Option<String>,
+    /// Weighting of the model average: uniform (the paper's plain mean), nodes or edges. Default: uniform.
+    #[arg(long, value_name = "W")]
+    pub average_weight: Option<String>,
+    /// Encoder: sage (GraphSAGE, mean aggr), gcn or mlp. Default: sage.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Hidden width. Default: 256.
+    #[arg(long)]
+    pub hidden: Option<usize>,
+    /// Number of GNN layers. Default: 2.
+    #[arg(long = "layers")]
+    #[serde(rename = "num_layers")]
+    pub num_layers: Option<usize>,
+    /// Dropout probability after each hidden layer. Default: 0.
+    #[arg(long)]
+    pub dropout: Option<f32>,
+    /// Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours. Default: 10,25.
+    #[arg(long, value_delimiter = ',')]
+    pub fanouts: Option<Vec<usize>>,
+    /// Mini-batch size: positive edges (link) or seed nodes (node). Default: 65536 edges / 1024 nodes.
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Adam learning rate. Default: 0.001.
+    #[arg(long)]
+    pub lr: Option<f32>,
+    /// L2 weight decay added to gradients before Adam (PyTorch semantics). Default: 0.
+    #[arg(long)]
+    pub weight_decay: Option<f32>,
+    /// Gradient-clipping max norm (applied from epoch 2). Default: 1.0.
+    #[arg(long)]
+    pub clip_norm: Option<f32>,
+    /// First epoch (1-based) with gradient clipping. Default: 2.
+    #[arg(long)]
+    pub clip_from_epoch: Option<usize>,
+    /// Uniform negatives per positive edge in training (link). Default: 1.
+    #[arg(long)]
+    pub num_neg: Option<usize>,
+    /// Fixed negatives per positive for MRR (link). Default: 1000.
+    #[arg(long)]
+    pub eval_num_neg: Option<usize>,
+    /// At most this many validation and test positives (link; each is ranked against eval-num-neg negatives). Default: 1000.
+    #[arg(long)]
+    pub eval_max_edges: Option<usize>,
+    /// Fraction of edges held out for validation (link). Default: 0.05.
+    #[arg(long)]
+    pub val_frac: Option<f64>,
+    /// Fraction of edges held out for test (link). Default: 0.05.
+    #[arg(long)]
+    pub test_frac: Option<f64>,
+    /// Scale each node's feature row to sum 1 (PyG NormalizeFeatures; standard for Planetoid). Default: false.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub normalize_features: Option<bool>,
+    /// Which of a dataset's fixed mask splits to use (node). Default: 0.
+    #[arg(long)]
+    pub split_index: Option<usize>,
+    /// Seed of every random choice (split, partition, init, sampling). Default: 0.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Worker threads in all, shared equally by trainers (0 = all cores). Default: 0.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Inject a failure: trainer T stops for good at training time DURATION (repeatable), e.g. 1@10s.
+    #[arg(long, value_name = "T@DURATION")]
+    pub fail: Option<Vec<String>>,
+    /// Nodes of the generated graph when no --dataset is given. Default: 10000.
+    #[arg(long, value_name = "N")]
+    pub gen_nodes: Option<usize>,
+    /// Run directory for config, metrics and models. Default: runs/<dataset>-<method>-<time>.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub out: Option<PathBuf>,
+    /// TOML file with any of these options (flags win).
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Print only the final summary (no progress bar or round lines).
+    #[arg(long)]
+    #[serde(skip)]
+    pub quiet: bool,
+}
+
+macro_rules! merge {
+    ($dst:ident, $src:ident, $($f:ident),*) => { $( if $dst.$f.is_none() { $dst.$f = $src.$f.take(); } )* };
+}
+
+/// The configuration as resolved, written to RUN_DIR/config.toml (and accepted back by --config).
+#[derive(Serialize)]
+struct Resolved<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dataset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gen_nodes: Option<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fail: Vec<String>,
+    #[serde(flatten)]
+    train: &'a TrainConfig,
+}
+
+fn parse_duration(name: &str, s: &str) -> Result<Duration> {
+    humantime::parse_duration(s)
+        .with_context(|| format!("--{name}: '{s}' is not a duration (examples: 30s, 2min, 1h)"))
+}
+
+fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
+    if let Some(path) = o.config.clone() {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        let mut f: TrainOpts = toml::from_str(&text)
+            .with_context(|| format!("config file {} is not valid", path.display()))?;
+        merge!(
+            o,
+            f,
+            dataset,
+            task,
+            method,
+            num_trainers,
+            drop_parts,
+            super_nodes,
+            sync_every,
+            time_limit,
+            average_weight,
+            model,
+            hidden,
+            num_layers,
+            dropout,
+            fanouts,
+            batch_size,
+            lr,
+            weight_decay,
+            clip_norm,
+            clip_from_epoch,
+            num_neg,
+            eval_num_neg,
+            eval_max_edges,
+            val_frac,
+            test_frac,
+            normalize_features,
+            split_index,
+            seed,
+            threads,
+            fail,
+            gen_nodes,
+            out
+        );
+    }
+    let d = TrainConfig::default();
+    let task = o.task.unwrap_or(d.task);
+    let cfg = TrainConfig {
+        task,
+        method: o.method.unwrap_or(d.method),
+        num_trainers: o.num_trainers.unwrap_or(d.num_trainers),
+        drop_parts: o.drop_parts.unwrap_or(d.drop_parts),
+        super_nodes: o.super_nodes.unwrap_or(d.super_nodes),
+        sync_every: match &o.sync_every {
+            Some(s) => parse_duration("sync-every", s)?,
+            None => d.sync_every,
+        },
+        time_limit: match &o.time_limit {
+            Some(s) => parse_duration("time-limit", s)?,
+            None => d.time_limit,
+        },
+        average_weight: match &o.average_weight {
+            Some(s) => s.parse().map_err(anyhow::Error::msg)?,
+            None => d.average_weight,
+        },
+        model: o.model.clone().unwrap_or(d.model),
+        hidden: o.hidden.unwrap_or(d.hidden),
+        num_layers: o.num_layers.unwrap_or(d.num_layers),
+        dropout: o.dropout.unwrap_or(d.dropout),
+        fanouts: o.fanouts.clone().unwrap_or(d.fanouts),
+        batch_size: o.batch_size.unwrap_or(match task {
+            Task::Link => 65536,
+            Task::Node => d.batch_size,
+        }),
+        lr: o.lr.unwrap_or(d.lr),
+        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
+        clip_norm: o.clip_norm.unwrap_or(d.clip_norm),
+        clip_from_epoch: o.clip_from_epoch.unwrap_or(d.clip_from_epoch),
+        num_neg: o.num_neg.unwrap_or(d.num_neg),
+        eval_num_neg: o.eval_num_neg.unwrap_or(d.eval_num_neg),
+        eval_max_edges: o.eval_max_edges.unwrap_or(d.eval_max_edges),
+        val_frac: o.val_frac.unwrap_or(d.val_frac),
+        test_frac: o.test_frac.unwrap_or(d.test_frac),
+        normalize_features: o.normalize_features.unwrap_or(d.normalize_features),
+        split_index: o.split_index.unwrap_or(d.split_index),
+        seed: o.seed.unwrap_or(d.seed),
+        threads: o.threads.unwrap_or(d.threads),
+    };
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("invalid option: {e}"))?;
+    let mut fail = FailPlan::new();
+    for f in o.fail.iter().flatten() {
+        let (t, at) = f
+            .split_once('@')
+            .with_context(|| format!("--fail '{f}': expected TRAINER@DURATION, e.g. 1@10s"))?;
+        let t: usize = t
+            .parse()
+            .with_context(|| format!("--fail '{f}': '{t}' is not a trainer index"))?;
+        if t >= cfg.effective_trainers() {
+            bail!(
+                "--fail '{f}': trainer {t} does not exist (trainers are 0..{})",
+                cfg.effective_trainers()
+            );
+        }
+        fail.insert(t, parse_duration("fail", at)?);
+    }
+    Ok((o, cfg, fail))
+}
+
+fn load(dataset: &Option<PathBuf>, gen_nodes: Option<usize>, cfg: &TrainConfig) -> Result<Dataset> {
+    match dataset {
+        Some(dir) => {
+            let opts = LoadOptions {
+                split_index: cfg.split_index,
+                seed: cfg.seed,
+                ..LoadOptions::default()
+            };
+            tma_graph::load_dataset(dir, &opts)
+                .with_context(|| format!("cannot load dataset {}", dir.display()))
+        }
+        None => {
+            let sbm = SbmConfig {
+                num_nodes: gen_nodes.unwrap_or(10_000),
+                seed: cfg.seed,
+                ..SbmConfig::default()
+            };
+            Ok(tma_graph::generate_sbm(&sbm))
+        }
+    }
+}
+
+fn default_out(ds: &Dataset, cfg: &TrainConfig) -> PathBuf {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let stamp: String = now
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .collect();
+    PathBuf::from("runs").join(format!("{}-{}-{}", ds.name, cfg.method, stamp))
+}
+
+struct Printer {
+    bar: Option<ProgressBar>,
+    run_dir: RunDir,
+    metric_err: Option<anyhow::Error>,
+}
+
+impl Observer for Printer {
+    fn on_round(&mut self, r: &RoundRecord) {
+        let mut line = format!(
+            "round {:>3}  t={:>7.1}s  steps={:?}  loss={:.4}  val {}={:.4}{}",
+            r.round,
+            r.elapsed_s,
+            r.steps,
+            r.train_loss,
+            r.val.metric,
+            r.val.value,
+            if r.is_best { " *" } else { "" }
+        );
+        if !r.missing.is_empty() {
+            line.push_str(&format!("  missing={:?}", r.missing));
+        }
+        match &self.bar {
+            Some(b) if !b.is_hidden() => b.println(line),
+            Some(_) => eprintln!("{line}"),
+            None => {}
+        }
+        if let Err(e) = self.run_dir.append_round(r) {
+            self.metric_err.get_or_insert(e.into());
+        }
+    }
+}
+
+pub fn train(o: TrainOpts) -> Result<()> {
+    let quiet = o.quiet;
+    let (o, cfg, fail) = resolve(o)?;
+    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
+    let out = o.out.clone().unwrap_or_else(|| default_out(&ds, &cfg));
+    let run_dir = RunDir::create(&out)?;
+    if !quiet {
+        eprintln!("dataset   {}", ds.summary());
+        if ds.structural_features {
+            eprintln!("          (no node features: using 32-d structural features, see docs)");
+        }
+    }
+    let resolved = Resolved {
+        dataset: o.dataset.as_ref().map(|p| p.display().to_string()),
+        gen_nodes: if o.dataset.is_none() {
+            Some(o.gen_nodes.unwrap_or(10_000))
+        } else {
+            None
+        },
+        fail: o.fail.clone().unwrap_or_default(),
+        train: &cfg,
+    };
+    run_dir.write(
+        "config.toml",
+        toml::to_string(&resolved)
+            .context("serializing the resolved config")?
+            .as_bytes(),
+    )?;
+
+    let spinner = (!quiet).then(|| {
+        let s = ProgressBar::new_spinner();
+        s.set_message(format!(
+            "splitting and partitioning ({}, {} trainers)",
+            cfg.method,
+            cfg.effective_trainers()
+        ));
+        s.enable_steady_tick(Duration::from_millis(100));
+        s
+    });
+    let prep = tma_train::prepare(ds, &cfg)?;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    if let Some(rep) = &prep.report {
+        if !quiet {
+            eprintln!("{}", rep.to_table());
+        }
+        let pj = serde_json::json!({
+            "method": cfg.method.to_string(),
+            "seed": cfg.seed,
+            "num_parts": cfg.num_trainers,
+            "drop_parts": cfg.drop_parts,
+            "super_nodes": cfg.super_nodes,
+            "assignment_sha256": prep.partition_hash,
+            "report": rep,
+        });
+        run_dir.write("partition.json", &serde_json::to_vec_pretty(&pj)?)?;
+    }
+    if !quiet {
+        eprintln!(
+            "training  {} trainers, {} model, sync every {}, time limit {} -> {}",
+            prep.trainers.len(),
+            cfg.model,
+            humantime::format_duration(cfg.sync_every),
+            humantime::format_duration(cfg.time_limit),
+            out.display()
+        );
+    }
+
+    let bar = (!quiet).then(|| {
+        let b = ProgressBar::new(cfg.time_limit.as_millis() as u64);
+        b.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {msg}")
+                .expect("template"),
+        );
+        b
+    });
+    let clock: Arc<dyn Clock> = Arc::new(RealClock::start());
+    let done = Arc::new(AtomicBool::new(false));
+    let ticker = bar.clone().map(|b| {
+        let clock = clock.clone();
+        let done = done.clone();
+        let limit = cfg.time_limit;
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                let e = clock.elapsed().min(limit);
+                b.set_position(e.as_millis() as u64);
+                b.set_message(format!(
+                    "{:.0}s / {:.0}s",
+                    e.as_secs_f64(),
+                    limit.as_secs_f64()
+                ));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    });
+    let mut printer = Printer {
+        bar: bar.clone(),
+        run_dir,
+        metric_err: None,
+    };
+    let result = tma_train::run_in_process(&prep, &cfg, &fail, clock, &mut printer);
+    done.store(true, Ordering::Relaxed);
+    if let Some(t) = ticker {
+        let _ = t.join();
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let result = result?;
+    if let Some(e) = printer.metric_err.take() {
+        return Err(e.context("writing rounds.jsonl"));
+    }
+    printer.run_dir.finish(&result)?;
+    let s = &result.summary;
+    println!(
+        "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best (round {}) val={:.4} test={:.4}",
+        s.rounds,
+        s.train_time_s,
+        s.final_val.metric,
+        s.final_val.value,
+        s.final_test.value,
+        s.best_round,
+        s.best_val.value,
+        s.best_test.value
+    );
+    if !s.failed_trainers.is_empty() {
+        println!("failed trainers: {:?}", s.failed_trainers);
+    }
+    println!("run directory: {}", out.display());
+    Ok(())
+}
+
+/// Options of `tma info`.
+#[derive(Args, Debug)]
+pub struct InfoOpts {
+    /// Dataset directory (.npy layout). Omitted: the generated graph.
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+}
+
+pub fn info(o: InfoOpts) -> Result<()> {
+    let ds = load(&o.dataset, None, &TrainConfig::default())?;
+    println!("{}", ds.summary());
+    if let Some(s) = &ds.split {
+        println!(
+            "split: train {} / val {} / test {}",
+            s.train.len(),
+            s.val.len(),
+            s.test.len()
+        );
+    }
+    Ok(())
+}
+
+/// Options of `tma partition`.
+#[derive(Args, Debug)]
+pub struct PartitionOpts {
+    /// Dataset directory (.npy layout). Omitted: the generated graph.
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// random (RandomTMA), super (SuperTMA) or metis (PSGD-PA).
+    #[arg(long, default_value = "random")]
+    pub method: String,
+    /// Number of parts M.
+    #[arg(long = "parts", default_value_t = 4)]
+    pub num_parts: usize,
+    /// Extra parts given to no one.
+    #[arg(long, default_value_t = 0)]
+    pub drop_parts: usize,
+    /// Super-nodes K (method super).
+    #[arg(long, default_value_t = 1000)]
+    pub super_nodes: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Write the per-part statistics as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+pub fn partition(o: PartitionOpts) -> Result<()> {
+    use tma_partition::{PartitionConfig, PartitionMethod};
+    let ds = load(&o.dataset, None, &TrainConfig::default())?;
+    let method = match o.method.as_str() {
+        "random" => PartitionMethod::Random,
+        "super" => PartitionMethod::SuperNode {
+            num_super_nodes: o.super_nodes,
+        },
+        "metis" => PartitionMethod::Metis,
+        m => bail!("unknown partition method '{m}' (expected random, super or metis)"),
+    };
+    let pcfg = PartitionConfig {
+        method,
+        num_parts: o.num_parts,
+        drop_parts: o.drop_parts,
+        seed: o.seed,
+    };
+    let t = std::time::Instant::now();
+    let p = tma_partition::partition(&ds.graph, &pcfg)?;
+    let secs = t.elapsed().as_secs_f64();
+    let labels = match &ds.labels {
+        tma_graph::Labels::Classes { y, num_classes } => Some((y.as_slice(), *num_classes)),
+        _ => None,
+    };
+    let rep = tma_partition::partition_report(&ds.graph, &p, labels);
+    println!("{}", ds.summary());
+    println!("{}", rep.to_table());
+    println!(
+        "partitioned in {secs:.2}s; assignment sha256 {}",
+        p.hash_hex()
+    );
+    if let Some(path) = o.json {
+        write_json(&path, &rep)?;
+    }
+    Ok(())
+}
+
+fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
+    tma_train::output::write_atomic(path, &serde_json::to_vec_pretty(v)?)
+        .with_context(|| format!("writing {}", path.display()))
+}

@@ -1,0 +1,69 @@
+//! Model averaging (the "A" in TMA): the coordinator's operator over trainers' parameters.
+//!
+//! Source: Zhu et al. 2023 (arXiv 2305.09887), Sec. 3: every `sync_every` of wall-clock time
+//! the parameters of all participating trainers are replaced by their arithmetic mean.
+//! Adam moments are neither averaged nor reset. Weighting by nodes/edges is an option.
+
+/// Weighted mean of flat parameter vectors, written into `out`.
+///
+/// `models[i]` are trainer `i`'s parameters (all the same length as `out`); `weights[i] >= 0`
+/// (they need not sum to one; uniform weights give the paper's plain mean). Sums in f64 so the
+/// result does not depend on the order of trainers beyond rounding of the final cast.
+///
+/// # Panics
+/// If `models` is empty, lengths differ, or all weights are zero.
+pub fn average_models(models: &[&[f32]], weights: &[f64], out: &mut [f32]) {
+    assert!(!models.is_empty(), "average over no model");
+    assert_eq!(models.len(), weights.len());
+    let total: f64 = weights.iter().sum();
+    assert!(total > 0.0, "all averaging weights are zero");
+    for m in models {
+        assert_eq!(m.len(), out.len(), "parameter vectors differ in length");
+    }
+    let w: Vec<f64> = weights.iter().map(|w| w / total).collect();
+    use rayon::prelude::*;
+    out.par_chunks_mut(1 << 14)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let base = c << 14;
+            for (j, o) in chunk.iter_mut().enumerate() {
+                let mut acc = 0f64;
+                for (m, &wi) in models.iter().zip(&w) {
+                    acc += m[base + j] as f64 * wi;
+                }
+                *o = acc as f32;
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_mean_exact() {
+        let a = [1.0f32, 2.0, -3.0];
+        let b = [3.0f32, 0.0, 3.0];
+        let c = [2.0f32, 1.0, 0.0];
+        let mut out = [0f32; 3];
+        average_models(&[&a, &b, &c], &[1.0, 1.0, 1.0], &mut out);
+        assert_eq!(out, [2.0, 1.0, 0.0]);
+    }
+
+    #[test]
+    fn weighted_mean_exact() {
+        let a = [0.0f32, 4.0];
+        let b = [4.0f32, 0.0];
+        let mut out = [0f32; 2];
+        average_models(&[&a, &b], &[3.0, 1.0], &mut out);
+        assert_eq!(out, [1.0, 3.0]);
+    }
+
+    #[test]
+    fn single_model_is_identity() {
+        let a: Vec<f32> = (0..40000).map(|i| i as f32 * 0.5).collect();
+        let mut out = vec![0f32; a.len()];
+        average_models(&[&a], &[7.0], &mut out);
+        assert_eq!(out, a);
+    }
+}

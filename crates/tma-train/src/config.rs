@@ -1,0 +1,318 @@
+//! Run configuration: every knob of a training run, with the reference release's defaults.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The learning task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    /// Link prediction (the release's only task): Hadamard-product MLP decoder, BCE with logits,
+    /// MRR against fixed negatives.
+    Link,
+    /// Node classification: cross-entropy (or per-label BCE for multi-label), accuracy / micro-F1.
+    Node,
+}
+
+/// How the graph is split over trainers and how their models are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// RandomTMA: every node to a uniformly random trainer, time-based model averaging.
+    RandomTma,
+    /// SuperTMA: METIS super-nodes shuffled into trainer groups, time-based model averaging.
+    SuperTma,
+    /// PSGD-PA baseline: METIS M-way edge-balanced partition, time-based model averaging.
+    PsgdPa,
+    /// One trainer on the whole graph.
+    Centralized,
+}
+
+impl Method {
+    pub const ALL: [Method; 4] = [
+        Method::RandomTma,
+        Method::SuperTma,
+        Method::PsgdPa,
+        Method::Centralized,
+    ];
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Method::RandomTma => "random-tma",
+            Method::SuperTma => "super-tma",
+            Method::PsgdPa => "psgd-pa",
+            Method::Centralized => "centralized",
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Method::ALL
+            .iter()
+            .copied()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown method '{s}' (expected one of: {})",
+                    Method::ALL.map(|m| m.as_str()).join(", ")
+                )
+            })
+    }
+}
+
+impl fmt::Display for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Task::Link => "link",
+            Task::Node => "node",
+        })
+    }
+}
+
+impl FromStr for Task {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "link" => Ok(Task::Link),
+            "node" => Ok(Task::Node),
+            _ => Err(format!("unknown task '{s}' (expected link or node)")),
+        }
+    }
+}
+
+/// How trainers' parameters are weighted in the average.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AverageWeight {
+    /// Plain arithmetic mean (the paper's operator).
+    #[default]
+    Uniform,
+    /// Weight trainer `i` by its number of nodes.
+    Nodes,
+    /// Weight trainer `i` by its number of training edges (arcs of its subgraph).
+    Edges,
+}
+
+impl FromStr for AverageWeight {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "uniform" => Ok(AverageWeight::Uniform),
+            "nodes" => Ok(AverageWeight::Nodes),
+            "edges" => Ok(AverageWeight::Edges),
+            _ => Err(format!(
+                "unknown average weight '{s}' (expected uniform, nodes or edges)"
+            )),
+        }
+    }
+}
+
+/// Everything one training run needs (libraries take this struct; only the CLI reads files or
+/// the environment).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TrainConfig {
+    pub task: Task,
+    pub method: Method,
+    /// Number of trainers M (ignored by `centralized`, which uses 1).
+    pub num_trainers: usize,
+    /// Parts created but given to no trainer (failure experiment): partition for M + d.
+    pub drop_parts: usize,
+    /// K, the number of METIS super-nodes for SuperTMA.
+    pub super_nodes: usize,
+    /// Wall-clock span between model averaging rounds.
+    #[serde(with = "humantime_serde_compat")]
+    pub sync_every: Duration,
+    /// Wall-clock training budget.
+    #[serde(with = "humantime_serde_compat")]
+    pub time_limit: Duration,
+    /// Averaging weights (uniform = the paper's plain mean).
+    pub average_weight: AverageWeight,
+    /// Encoder: "sage", "gcn" or "mlp".
+    pub model: String,
+    pub hidden: usize,
+    pub num_layers: usize,
+    pub dropout: f32,
+    /// Neighbour fanouts, `fanouts[0]` nearest the seeds; 0 means all neighbours.
+    pub fanouts: Vec<usize>,
+    /// Mini-batch size: positive edges (link) or seed nodes (node).
+    pub batch_size: usize,
+    pub lr: f32,
+    /// L2 penalty added to the gradient before Adam (PyTorch `Adam(weight_decay=...)`); 0 = off.
+    pub weight_decay: f32,
+    /// Gradient clipping max norm, applied from epoch `clip_from_epoch` (1-based) on.
+    pub clip_norm: f32,
+    pub clip_from_epoch: usize,
+    /// Uniform negatives per positive edge in training.
+    pub num_neg: usize,
+    /// Fixed negatives per positive edge for MRR evaluation (OGB: 1000).
+    pub eval_num_neg: usize,
+    /// Cap on validation / test positive edges (MRR costs `eval_num_neg` decoder calls each).
+    pub eval_max_edges: usize,
+    /// Fractions of edges held out for validation and test (link task).
+    pub val_frac: f64,
+    pub test_frac: f64,
+    /// Scale every feature row to sum 1 (PyG `NormalizeFeatures`, standard for Planetoid).
+    pub normalize_features: bool,
+    /// Which of a dataset's fixed mask splits to use (node task).
+    pub split_index: usize,
+    pub seed: u64,
+    /// Worker threads in all (0 = all cores); trainers get equal shares.
+    pub threads: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            task: Task::Node,
+            method: Method::RandomTma,
+            num_trainers: 4,
+            drop_parts: 0,
+            super_nodes: 1000,
+            sync_every: Duration::from_secs(5),
+            time_limit: Duration::from_secs(30),
+            average_weight: AverageWeight::Uniform,
+            model: "sage".into(),
+            hidden: 256,
+            num_layers: 2,
+            dropout: 0.0,
+            fanouts: vec![10, 25],
+            batch_size: 1024,
+            lr: 1e-3,
+            weight_decay: 0.0,
+            clip_norm: 1.0,
+            clip_from_epoch: 2,
+            num_neg: 1,
+            eval_num_neg: 1000,
+            eval_max_edges: 1000,
+            val_frac: 0.05,
+            test_frac: 0.05,
+            normalize_features: false,
+            split_index: 0,
+            seed: 0,
+            threads: 0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Number of trainers that actually train.
+    pub fn effective_trainers(&self) -> usize {
+        match self.method {
+            Method::Centralized => 1,
+            _ => self.num_trainers,
+        }
+    }
+
+    /// Checks values a user can get wrong; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.num_trainers == 0 {
+            return Err("trainers must be >= 1".into());
+        }
+        if self.sync_every.is_zero() {
+            return Err("sync-every must be > 0".into());
+        }
+        if self.time_limit.is_zero() {
+            return Err("time-limit must be > 0".into());
+        }
+        if self.num_layers == 0 {
+            return Err("num-layers must be >= 1".into());
+        }
+        if self.fanouts.len() != self.num_layers {
+            return Err(format!(
+                "fanouts has {} entries but the model has {} layers (one fanout per layer)",
+                self.fanouts.len(),
+                self.num_layers
+            ));
+        }
+        if self.hidden == 0 || self.batch_size == 0 {
+            return Err("hidden and batch-size must be >= 1".into());
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err("dropout must be in [0, 1)".into());
+        }
+        if self.lr.is_nan() || self.lr <= 0.0 {
+            return Err("lr must be > 0".into());
+        }
+        if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
+            return Err("weight-decay must be >= 0".into());
+        }
+        if !(self.val_frac >= 0.0 && self.test_frac >= 0.0 && self.val_frac + self.test_frac < 1.0)
+        {
+            return Err("val-frac + test-frac must be in [0, 1)".into());
+        }
+        if self.method == Method::SuperTma && self.super_nodes < self.num_trainers + self.drop_parts
+        {
+            return Err(format!(
+                "super-nodes ({}) must be >= trainers + drop-parts ({})",
+                self.super_nodes,
+                self.num_trainers + self.drop_parts
+            ));
+        }
+        if !["sage", "gcn", "mlp"].contains(&self.model.as_str()) {
+            return Err(format!(
+                "unknown model '{}' (expected sage, gcn or mlp)",
+                self.model
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Durations in config files are human-readable ("30s", "2min", "1h 30m").
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_roundtrip_json() {
+        let c = TrainConfig::default();
+        c.validate().unwrap();
+        let s = serde_json::to_string(&c).unwrap();
+        assert!(s.contains("\"sync_every\":\"5s\""), "{s}");
+        let back: TrainConfig = serde_json::from_str(&s).unwrap();
+        assert_eq!(back.sync_every, Duration::from_secs(5));
+        assert_eq!(back.method, Method::RandomTma);
+    }
+
+    #[test]
+    fn validate_rejects_bad_values() {
+        let c = TrainConfig {
+            fanouts: vec![10],
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().contains("fanouts"));
+        let c = TrainConfig {
+            model: "gat".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().contains("gat"));
+        assert_eq!("super-tma".parse::<Method>().unwrap(), Method::SuperTma);
+        assert!("llama"
+            .parse::<Method>()
+            .unwrap_err()
+            .contains("random-tma"));
+    }
+}

@@ -1,0 +1,127 @@
+//! Evaluation metrics: MRR and Hits@K (link prediction, OGB style), accuracy and micro-F1
+//! (node classification).
+
+use serde::Serialize;
+
+/// Link-prediction ranking metrics over positives, each ranked against its own negatives.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct RankMetrics {
+    /// Mean reciprocal rank in [0, 1].
+    pub mrr: f64,
+    /// Fraction of positives ranked within the top 1, 10, 50, 100.
+    pub hits_at_1: f64,
+    pub hits_at_10: f64,
+    pub hits_at_50: f64,
+    pub hits_at_100: f64,
+    /// Number of positives evaluated.
+    pub count: usize,
+}
+
+/// Ranks each positive score against its negatives, OGB's convention (ogbl-citation2): rank =
+/// 1 + (#negatives scoring higher) + (#negatives tying) / 2, i.e. the mean of the optimistic
+/// and pessimistic ranks.
+///
+/// Shapes: `pos: [P]`, `neg: [P * k]` row-major (`neg[i*k..(i+1)*k]` belong to `pos[i]`).
+///
+/// # Panics
+/// If `neg.len() != pos.len() * k`.
+pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
+    assert_eq!(neg.len(), pos.len() * k, "negatives must be [P * k]");
+    if pos.is_empty() {
+        return RankMetrics::default();
+    }
+    let (mut rr, mut h1, mut h10, mut h50, mut h100) = (0f64, 0usize, 0usize, 0usize, 0usize);
+    for (i, &p) in pos.iter().enumerate() {
+        let row = &neg[i * k..(i + 1) * k];
+        let greater = row.iter().filter(|&&n| n > p).count();
+        let ties = row.iter().filter(|&&n| n == p).count();
+        let rank = 1.0 + greater as f64 + ties as f64 / 2.0;
+        rr += 1.0 / rank;
+        h1 += (rank <= 1.0) as usize;
+        h10 += (rank <= 10.0) as usize;
+        h50 += (rank <= 50.0) as usize;
+        h100 += (rank <= 100.0) as usize;
+    }
+    let n = pos.len() as f64;
+    RankMetrics {
+        mrr: rr / n,
+        hits_at_1: h1 as f64 / n,
+        hits_at_10: h10 as f64 / n,
+        hits_at_50: h50 as f64 / n,
+        hits_at_100: h100 as f64 / n,
+        count: pos.len(),
+    }
+}
+
+/// Fraction of `nodes` whose arg-max logit equals the label. `logits: [N, C]` row-major.
+pub fn accuracy(logits: &[f32], num_classes: usize, labels: &[i32], nodes: &[u32]) -> f64 {
+    if nodes.is_empty() {
+        return 0.0;
+    }
+    let correct = nodes
+        .iter()
+        .filter(|&&v| {
+            let row = &logits[v as usize * num_classes..(v as usize + 1) * num_classes];
+            let mut best = 0;
+            for c in 1..num_classes {
+                if row[c] > row[best] {
+                    best = c;
+                }
+            }
+            labels[v as usize] == best as i32
+        })
+        .count();
+    correct as f64 / nodes.len() as f64
+}
+
+/// Micro-averaged F1 for multi-label prediction (a label is predicted when its logit > 0).
+/// `logits: [N, L]`, `targets: [N, L]` (0/1), both row-major; only rows in `nodes` count.
+pub fn micro_f1(logits: &[f32], targets: &[u8], num_labels: usize, nodes: &[u32]) -> f64 {
+    let (mut tp, mut fp, mut fneg) = (0usize, 0usize, 0usize);
+    for &v in nodes {
+        let r = v as usize * num_labels;
+        for j in 0..num_labels {
+            let pred = logits[r + j] > 0.0;
+            let truth = targets[r + j] != 0;
+            match (pred, truth) {
+                (true, true) => tp += 1,
+                (true, false) => fp += 1,
+                (false, true) => fneg += 1,
+                _ => {}
+            }
+        }
+    }
+    if tp == 0 {
+        return 0.0;
+    }
+    2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_metrics_exact() {
+        // positive 0 beats all 3 negatives (rank 1); positive 1 loses to two, ties one (rank 3.5)
+        let pos = [0.9f32, 0.1];
+        let neg = [0.1f32, 0.2, 0.3, 0.5, 0.1, 0.7];
+        let m = rank_metrics(&pos, &neg, 3);
+        assert!((m.mrr - (1.0 + 1.0 / 3.5) / 2.0).abs() < 1e-12);
+        assert_eq!(m.hits_at_1, 0.5);
+        assert_eq!(m.hits_at_10, 1.0);
+        assert_eq!(m.count, 2);
+    }
+
+    #[test]
+    fn accuracy_and_f1_exact() {
+        let logits = [1.0f32, 0.0, 0.0, 2.0, 5.0, 1.0];
+        let labels = [0, 1, 1];
+        assert_eq!(accuracy(&logits, 2, &labels, &[0, 1, 2]), 2.0 / 3.0);
+        assert_eq!(accuracy(&logits, 2, &labels, &[1]), 1.0);
+        // 2 nodes, 2 labels: preds [1,0],[1,1]; truth [1,1],[0,1] -> tp 2, fp 1, fn 1
+        let l = [1.0f32, -1.0, 2.0, 3.0];
+        let t = [1u8, 1, 0, 1];
+        assert!((micro_f1(&l, &t, 2, &[0, 1]) - 4.0 / 6.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,104 @@
+//! The run directory: what a user keeps from a run.
+//!
+//! ```text
+//! RUN_DIR/
+//!   config.toml              the resolved configuration (every default filled in)
+//!   partition.json           partition method, seed, hash and per-part statistics (if partitioned)
+//!   rounds.jsonl             one JSON object per averaging round (appended as the run goes)
+//!   model_final.safetensors  the last averaged model
+//!   model_best.safetensors   the averaged model with the best validation metric
+//!   summary.json             final and best validation/test metrics; written LAST, so a run
+//!                            directory without it is incomplete
+//! ```
+//! Every file but `rounds.jsonl` is written to a temporary file and renamed into place.
+
+use crate::coordinator::{RoundRecord, RunResult};
+use crate::TrainError;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A run directory being written.
+pub struct RunDir {
+    pub path: PathBuf,
+    rounds: File,
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> TrainError {
+    TrainError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+/// Writes `bytes` to `path` atomically (temporary file in the same folder, then rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("")
+    ));
+    let mut f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
+    f.sync_all().map_err(|e| io_err(&tmp, e))?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+}
+
+impl RunDir {
+    /// Creates `path` (and parents). Refuses a directory that already holds files, so an
+    /// earlier run is never overwritten.
+    ///
+    /// # Errors
+    /// [`TrainError::RunDirExists`] if `path` is a non-empty directory; [`TrainError::Io`].
+    pub fn create(path: &Path) -> Result<RunDir, TrainError> {
+        if path.exists() {
+            let non_empty = fs::read_dir(path)
+                .map_err(|e| io_err(path, e))?
+                .next()
+                .is_some();
+            if non_empty {
+                return Err(TrainError::RunDirExists(path.to_path_buf()));
+            }
+        }
+        fs::create_dir_all(path).map_err(|e| io_err(path, e))?;
+        let rp = path.join("rounds.jsonl");
+        let rounds = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&rp)
+            .map_err(|e| io_err(&rp, e))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            rounds,
+        })
+    }
+
+    /// Writes a file of the run directory atomically.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<(), TrainError> {
+        write_atomic(&self.path.join(name), bytes)
+    }
+
+    /// Appends one round to `rounds.jsonl`.
+    pub fn append_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
+        let mut line = serde_json::to_string(r).expect("round record serializes");
+        line.push('\n');
+        let p = self.path.join("rounds.jsonl");
+        self.rounds
+            .write_all(line.as_bytes())
+            .map_err(|e| io_err(&p, e))?;
+        self.rounds.flush().map_err(|e| io_err(&p, e))
+    }
+
+    /// Writes both models and, last, `summary.json`.
+    pub fn finish(&self, result: &RunResult) -> Result<(), TrainError> {
+        let save = |name: &str, p: &tma_nn::ParamSet| -> Result<(), TrainError> {
+            let path = self.path.join(name);
+            p.save_safetensors(&path)
+                .map_err(|e| TrainError::Model(e.to_string()))
+        };
+        save("model_final.safetensors", &result.final_params)?;
+        save("model_best.safetensors", &result.best_params)?;
+        let s = serde_json::to_vec_pretty(&result.summary).expect("summary serializes");
+        self.write("summary.json", &s)
+    }
+}

@@ -1,0 +1,263 @@
+//! A trainer: mini-batch training on its own part, joining averaging rounds when they are due.
+//!
+//! Each trainer owns its sampler, its negatives, its RNG and its Adam state (SPEC "Roles"). After
+//! every optimizer step it checks whether the coordinator has called a round; if so it sends
+//! its parameters and blocks until the averaged model comes back (fast trainers simply make more
+//! steps between rounds).
+
+use crate::clock::Clock;
+use crate::cluster::{Reply, TrainerEndpoint, TrainerReport};
+use crate::config::TrainConfig;
+use crate::data::{NodeTargets, TrainTarget, TrainerData};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use std::time::Duration;
+use tma_nn::{Adam, Mat, Model, ParamSet};
+use tma_sample::{unique_with_inverse, BlockView, NeighborSampler};
+
+/// How a trainer's run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrainerExit {
+    /// The coordinator ended the run.
+    Stopped,
+    /// Failure injected at this time (`--fail TRAINER@TIME`).
+    Failed(Duration),
+    /// The coordinator went away.
+    Orphaned,
+}
+
+/// One optimisation step's state, reused across steps.
+pub struct Trainer {
+    pub data: TrainerData,
+    model: Model,
+    params: ParamSet,
+    grads: ParamSet,
+    adam: Adam,
+    sampler: NeighborSampler,
+    rng: ChaCha8Rng,
+    cfg: TrainConfig,
+    /// Epoch order and position in it.
+    order: Vec<u32>,
+    cursor: usize,
+    pub epochs: u64,
+    pub steps: u64,
+}
+
+/// Sampler fanouts from config values (0 = all neighbours).
+pub fn sampler_fanouts(fanouts: &[usize]) -> Vec<usize> {
+    fanouts
+        .iter()
+        .map(|&f| if f == 0 { usize::MAX } else { f })
+        .collect()
+}
+
+impl Trainer {
+    /// A trainer with the given model and initial parameters; RNG seeded from
+    /// `(cfg.seed, data.trainer)`.
+    pub fn new(data: TrainerData, model: Model, params: ParamSet, cfg: &TrainConfig) -> Trainer {
+        let grads = params.zeros_like();
+        let adam = Adam::new(params.len(), cfg.lr);
+        let rng = ChaCha8Rng::seed_from_u64(
+            cfg.seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(data.trainer as u64 + 1)),
+        );
+        let sampler = NeighborSampler {
+            fanouts: sampler_fanouts(&cfg.fanouts),
+        };
+        Trainer {
+            data,
+            model,
+            params,
+            grads,
+            adam,
+            sampler,
+            rng,
+            cfg: cfg.clone(),
+            order: Vec::new(),
+            cursor: 0,
+            epochs: 0,
+            steps: 0,
+        }
+    }
+
+    pub fn params(&self) -> &ParamSet {
+        &self.params
+    }
+
+    pub fn set_params(&mut self, data: &[f32]) {
+        self.params.data.copy_from_slice(data);
+    }
+
+    fn num_examples(&self) -> usize {
+        match &self.data.target {
+            TrainTarget::Link { edges } => edges.len(),
+            TrainTarget::Node { nodes, .. } => nodes.len(),
+        }
+    }
+
+    /// Next mini-batch of example indices (an epoch is one shuffled pass).
+    fn next_batch(&mut self) -> Vec<u32> {
+        let n = self.num_examples();
+        if self.cursor >= self.order.len() {
+            if !self.order.is_empty() {
+                self.epochs += 1;
+            }
+            self.order = (0..n as u32).collect();
+            self.order.shuffle(&mut self.rng);
+            self.cursor = 0;
+        }
+        let end = (self.cursor + self.cfg.batch_size).min(self.order.len());
+        let b = self.order[self.cursor..end].to_vec();
+        self.cursor = end;
+        b
+    }
+
+    /// One optimizer step on one mini-batch; returns the batch loss.
+    pub fn step(&mut self) -> f32 {
+        let batch = self.next_batch();
+        self.grads.data.iter_mut().for_each(|g| *g = 0.0);
+        let loss = match &self.data.target {
+            TrainTarget::Link { edges } => {
+                let n = self.data.num_nodes();
+                let k = self.cfg.num_neg;
+                let mut src = Vec::with_capacity(batch.len() * (1 + k));
+                let mut dst = Vec::with_capacity(batch.len() * (1 + k));
+                for &e in &batch {
+                    let (u, v) = edges[e as usize];
+                    src.push(u);
+                    dst.push(v);
+                }
+                for _ in 0..k {
+                    for &e in &batch {
+                        src.push(edges[e as usize].0);
+                        dst.push(self.rng.random_range(0..n as u32));
+                    }
+                }
+                let mut all = Vec::with_capacity(src.len() * 2);
+                all.extend_from_slice(&src);
+                all.extend_from_slice(&dst);
+                let (seeds, inv) = unique_with_inverse(&all);
+                let (src_idx, dst_idx) = inv.split_at(src.len());
+                let mb = self.sampler.sample(
+                    &self.data.graph,
+                    &self.data.degrees,
+                    &seeds,
+                    &mut self.rng,
+                );
+                let x = self.data.features.gather(&mb.input_nodes);
+                let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
+                let (h, cache) = self
+                    .model
+                    .forward(&self.params, &views, &x, true, &mut self.rng);
+                let (logits, dcache) = self.model.decode(&self.params, &h, src_idx, dst_idx);
+                let mut targets = vec![0f32; logits.len()];
+                targets[..batch.len()].iter_mut().for_each(|t| *t = 1.0);
+                let (loss, dlogits) = tma_nn::bce_with_logits(&logits, &targets);
+                let dh =
+                    self.model
+                        .decode_backward(&self.params, dcache, &dlogits, &mut self.grads);
+                self.model
+                    .backward(&self.params, cache, &dh, &mut self.grads);
+                loss
+            }
+            TrainTarget::Node { nodes, targets } => {
+                let seeds: Vec<u32> = batch.iter().map(|&i| nodes[i as usize]).collect();
+                let mb = self.sampler.sample(
+                    &self.data.graph,
+                    &self.data.degrees,
+                    &seeds,
+                    &mut self.rng,
+                );
+                let x = self.data.features.gather(&mb.input_nodes);
+                let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
+                let (out, cache) =
+                    self.model
+                        .forward(&self.params, &views, &x, true, &mut self.rng);
+                let (loss, dout) = node_loss(&out, &mb.seeds, targets);
+                self.model
+                    .backward(&self.params, cache, &dout, &mut self.grads);
+                loss
+            }
+        };
+        if self.cfg.weight_decay > 0.0 {
+            let wd = self.cfg.weight_decay;
+            for (g, p) in self.grads.data.iter_mut().zip(&self.params.data) {
+                *g += wd * p;
+            }
+        }
+        // SPEC: gradient clipping at norm 1.0 from epoch 2 (epochs counted from 1)
+        if self.epochs + 1 >= self.cfg.clip_from_epoch as u64 {
+            tma_nn::clip_grad_norm(&mut self.grads, self.cfg.clip_norm);
+        }
+        self.adam.step(&mut self.params, &self.grads);
+        self.steps += 1;
+        loss
+    }
+
+    /// The trainer's main loop: waits for the initial model, trains, joins every due round,
+    /// stops when the coordinator says so (or at an injected failure time).
+    pub fn run(
+        mut self,
+        endpoint: &mut dyn TrainerEndpoint,
+        clock: Arc<dyn Clock>,
+        fail_at: Option<Duration>,
+    ) -> TrainerExit {
+        let init = match endpoint.initial_params() {
+            Some(p) => p,
+            None => return TrainerExit::Orphaned,
+        };
+        self.set_params(&init);
+        let mut joined = 0u64;
+        let (mut loss_sum, mut loss_count) = (0f64, 0u64);
+        loop {
+            if let Some(t) = fail_at {
+                if clock.elapsed() >= t {
+                    return TrainerExit::Failed(t);
+                }
+            }
+            let due = endpoint.due_round();
+            if due > joined {
+                let report = TrainerReport {
+                    steps: self.steps,
+                    epochs: self.epochs,
+                    loss_sum,
+                    loss_count,
+                };
+                loss_sum = 0.0;
+                loss_count = 0;
+                joined = due;
+                match endpoint.join_round(due, &self.params.data, report) {
+                    Some(Reply::Continue(p)) => self.set_params(&p),
+                    Some(Reply::Stop(_)) => return TrainerExit::Stopped,
+                    None => return TrainerExit::Orphaned,
+                }
+                continue;
+            }
+            let l = self.step();
+            if l.is_finite() {
+                loss_sum += l as f64;
+                loss_count += 1;
+            }
+        }
+    }
+}
+
+/// Loss of the node task on the seeds' outputs; returns (mean loss, d loss / d out).
+/// Unlabelled seeds (class -1) never reach here: training nodes are labelled.
+pub fn node_loss(out: &Mat, seeds: &[u32], targets: &NodeTargets) -> (f32, Mat) {
+    match targets {
+        NodeTargets::Classes { y, .. } => {
+            let labels: Vec<u32> = seeds.iter().map(|&s| y[s as usize].max(0) as u32).collect();
+            tma_nn::softmax_cross_entropy(out, &labels)
+        }
+        NodeTargets::MultiLabel { y, num_labels } => {
+            let l = *num_labels;
+            let mut t = Vec::with_capacity(seeds.len() * l);
+            for &s in seeds {
+                t.extend_from_slice(&y[s as usize * l..(s as usize + 1) * l]);
+            }
+            tma_nn::multilabel_bce(out, &t)
+        }
+    }
+}
