@@ -12,6 +12,29 @@
 //! PyTorch; blocks follow `tma_sample`'s conventions (destination nodes are the first
 //! `num_dst` source nodes, input layer first). Parallel kernels size themselves from the
 //! **current** rayon pool, so a trainer running inside its own pool uses only that pool.
+//!
+//! Kernel choices:
+//! - Aggregation forward: CSR gather, parallel over destination rows (no atomics, no `E × F`
+//!   message tensor). Backward: the transposed block (CSC) is built once per layer backward
+//!   (O(E), sequential) and the scatter to sources becomes a gather parallel over source rows.
+//! - "Transform then aggregate" when `out < in` and always for sparse input (`X·Wᵀ` as a
+//!   sparse × dense product; `dW = dYᵀ·X` through the CSC of `X`; `X` is never densified and no
+//!   gradient is formed for the input features).
+//! - Hot row kernels run through an AVX2+FMA copy when the CPU has it (runtime detection).
+//! - [`Model`] recycles large activation/gradient buffers between iterations (avoids page
+//!   faults; [`Model::release_buffers`] frees them).
+//!
+//! Typical training step:
+//! ```ignore
+//! let (h, cache) = model.forward(&params, &blocks, &x, true, &mut rng);
+//! let (logits, dcache) = model.decode(&params, &h, &src, &dst);
+//! let (loss, d_logits) = bce_with_logits(&logits, &targets);
+//! grads.fill_zero();
+//! let d_h = model.decode_backward(&params, dcache, &d_logits, &mut grads);
+//! model.backward(&params, cache, &d_h, &mut grads);
+//! clip_grad_norm(&mut grads, 1.0);
+//! adam.step(&mut params, &grads);
+//! ```
 
 mod error;
 mod kernels;
