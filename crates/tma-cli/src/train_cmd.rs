@@ -417,7 +417,14 @@ pub fn train(o: TrainOpts) -> Result<()> {
         run_dir,
         metric_err: None,
     };
-    let result = tma_train::run_in_process(&prep, &cfg, &fail, clock, &mut printer);
+    let result = tma_train::run_in_process(
+        &prep,
+        &cfg,
+        &fail,
+        clock,
+        &mut printer,
+        tma_train::Extras::default(),
+    );
     done.store(true, Ordering::Relaxed);
     if let Some(t) = ticker {
         let _ = t.join();

@@ -76,7 +76,37 @@ pub struct Summary {
 
 /// Receives what happens during a run (the CLI prints it; tests record it).
 pub trait Observer {
+    /// A round's averaged model has been validated (called in round order).
     fn on_round(&mut self, _r: &RoundRecord) {}
+    /// Right after [`Observer::on_round`], with that round's averaged parameters (flat, in
+    /// [`ParamSet`] order): the place to checkpoint. An error ends the run.
+    fn on_round_model(&mut self, _r: &RoundRecord, _params: &[f32]) -> Result<(), TrainError> {
+        Ok(())
+    }
+}
+
+/// Changes the averaged model before it is sent back to the trainers (LLCG's global
+/// correction steps on the full graph).
+pub trait Corrector: Send {
+    fn correct(&mut self, round: u64, params: &mut ParamSet);
+}
+
+/// Where a resumed run continues from.
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// Last completed round; the run continues with round `round + 1`.
+    pub round: u64,
+    /// Averaged parameters after that round.
+    pub params: Vec<f32>,
+    /// Best round so far, its validation result and parameters.
+    pub best: Option<(u64, EvalResult, Vec<f32>)>,
+}
+
+/// Optional parts of the coordinator's loop.
+#[derive(Default)]
+pub struct Extras<'a> {
+    pub corrector: Option<&'a mut dyn Corrector>,
+    pub resume: Option<Resume>,
 }
 
 /// An observer that ignores everything.
@@ -205,6 +235,7 @@ pub fn run_in_process(
     fail: &FailPlan,
     clock: Arc<dyn Clock>,
     observer: &mut dyn Observer,
+    extras: Extras<'_>,
 ) -> Result<RunResult, TrainError> {
     let model = build_model(cfg, prep)?;
     let mut init_rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -252,7 +283,7 @@ pub fn run_in_process(
             );
         }
         let result = coordinate(
-            &mut coord, prep, cfg, &model, init, &weights, &*clock, &eval_pool, observer,
+            &mut coord, prep, cfg, &model, init, &weights, &*clock, &eval_pool, observer, extras,
         );
         let mut failed = Vec::new();
         for (t, h) in handles.into_iter().enumerate() {
@@ -291,14 +322,26 @@ pub fn coordinate(
     clock: &dyn Clock,
     eval_pool: &rayon::ThreadPool,
     observer: &mut dyn Observer,
+    extras: Extras<'_>,
 ) -> Result<RunResult, TrainError> {
     let n = coord.num_trainers();
     let round_timeout = cfg.sync_every.max(Duration::from_secs(60)) * 4;
     let mut current = init;
+    let Extras {
+        mut corrector,
+        resume,
+    } = extras;
+    let mut best: Option<(u64, EvalResult, Arc<Vec<f32>>)> = None;
+    let mut first_round = 0u64;
+    if let Some(r) = resume {
+        current.data.copy_from_slice(&r.params);
+        first_round = r.round;
+        best = r.best.map(|(k, v, p)| (k, v, Arc::new(p)));
+    }
     let mut latest = Arc::new(current.data.clone());
     coord.broadcast_initial(latest.clone());
     let mut records: Vec<RoundRecord> = Vec::new();
-    let mut best: Option<(u64, EvalResult, Arc<Vec<f32>>)> = None;
+    let hook_err: std::cell::RefCell<Option<TrainError>> = Default::default();
     let mut last_steps = vec![0u64; n];
     let (job_tx, job_rx) = std::sync::mpsc::channel::<PendingRound>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<PendingRound>();
@@ -314,6 +357,9 @@ pub fn coordinate(
         }
         p.record.is_best = is_best;
         observer.on_round(&p.record);
+        if let Err(e) = observer.on_round_model(&p.record, &p.params) {
+            hook_err.borrow_mut().get_or_insert(e);
+        }
         records.push(p.record);
     };
 
@@ -336,7 +382,7 @@ pub fn coordinate(
             })
             .expect("spawn evaluator thread");
 
-        let mut round = 0u64;
+        let mut round = first_round;
         loop {
             round += 1;
             let due = round_due_at(round, cfg.sync_every, cfg.time_limit);
@@ -361,6 +407,9 @@ pub fn coordinate(
             let models: Vec<&[f32]> = contribs.iter().map(|c| c.params.as_slice()).collect();
             let w: Vec<f64> = contribs.iter().map(|c| weights[c.trainer]).collect();
             eval_pool.install(|| average_models(&models, &w, &mut current.data));
+            if let Some(c) = corrector.as_deref_mut() {
+                eval_pool.install(|| c.correct(round, &mut current));
+            }
             latest = Arc::new(current.data.clone());
             let participants: Vec<usize> = contribs.iter().map(|c| c.trainer).collect();
             coord.reply(
@@ -394,7 +443,7 @@ pub fn coordinate(
                 record,
                 params: latest.clone(),
             });
-            if stop {
+            if stop || hook_err.borrow().is_some() {
                 break;
             }
         }
@@ -408,6 +457,9 @@ pub fn coordinate(
         }
         Ok(())
     })?;
+    if let Some(e) = hook_err.into_inner() {
+        return Err(e);
+    }
 
     let Some((best_round, best_val, best_data)) = best else {
         return Err(TrainError::AllTrainersFailed);

@@ -24,8 +24,8 @@ pub use averaging::average_models;
 pub use clock::{Clock, ManualClock, RealClock};
 pub use config::{AverageWeight, Method, Task, TrainConfig};
 pub use coordinator::{
-    evaluate, run_in_process, EvalResult, FailPlan, Observer, Quiet, RoundRecord, RunResult, Split,
-    Summary,
+    evaluate, run_in_process, Corrector, EvalResult, Extras, FailPlan, Observer, Quiet, Resume,
+    RoundRecord, RunResult, Split, Summary,
 };
 pub use data::{prepare, Prepared};
 pub use output::RunDir;
