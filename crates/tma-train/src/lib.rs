@@ -17,7 +17,10 @@ pub mod config;
 pub mod coordinator;
 pub mod data;
 pub mod eval;
+pub mod ggs;
+pub mod llcg;
 pub mod output;
+pub mod store;
 pub mod trainer;
 
 pub use averaging::average_models;
@@ -49,6 +52,8 @@ pub enum TrainError {
         "run directory {0} already exists and is not empty (choose another --out, or remove it)"
     )]
     RunDirExists(PathBuf),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

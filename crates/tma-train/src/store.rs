@@ -1,0 +1,974 @@
+//! Partition directories: a prepared job (split + partition + per-trainer data) on disk, so
+//! trainers on other hosts each load only their own part (`tma partition --out DIR`,
+//! `tma train --partitions DIR`).
+//!
+//! # Layout (format version 1)
+//! ```text
+//! DIR/
+//!   manifest.json        format_version, dataset, task, method, seed, num_parts, drop_parts,
+//!                        super_nodes (K), the data options the split used, in_dim/out_dim,
+//!                        per-part statistics, the partition report, and the sha256 of every
+//!                        other file (relative path -> hex digest). Written last.
+//!   coordinator/         what rank 0 evaluates on (never read by trainers)
+//!     indptr.npy         u64 [N+1]   evaluation graph (link: training graph, held-out edges
+//!     indices.npy        u32 [E]     removed; node: whole graph), row v = in-neighbours of v
+//!     features           see below
+//!     link: val_pos.npy, test_pos.npy  u32 [P,2];  val_neg.npy, test_neg.npy u32 [P*num_neg]
+//!     node: y.npy (i32 [N] classes, -1 unlabelled | u8 [N,L] multi-label),
+//!           train.npy, val.npy, test.npy  u32 node ids
+//!   part-000/ ...        one folder per trainer (index t = folder number)
+//!     indptr.npy, indices.npy   the part's node-induced subgraph, local ids
+//!     global_ids.npy     u32 [n]     local -> global node id (global = coordinator graph ids)
+//!     features           rows of the part's nodes, local order
+//!     link: train_edges.npy  u32 [e,2] positive training edges (local ids)
+//!     node: train_nodes.npy  u32 local training nodes; y.npy local targets
+//! features: dense  -> features.npy f32 [n,d];
+//!           sparse -> feat_indptr.npy u64 [n+1], feat_indices.npy u32 [nnz],
+//!                     feat_data.npy f32 [nnz] (width d in the manifest)
+//! ```
+//! Every array is a little-endian NumPy `.npy` v1.0 file whose header is padded to 64 bytes,
+//! so the payload can be memory-mapped (`numpy.load(f, mmap_mode="r")`) and read from NumPy as
+//! is. Writing goes to a staging folder `.DIR.tmp` (each file fsync'd, manifest last) that is
+//! renamed to `DIR` at the end, so `DIR` either holds a complete partition or does not exist.
+//! Reading checks the format version and the sha256 of every file it opens against the
+//! manifest; the manifest's own sha256 ([`Manifest`] `hash`) identifies the partition in
+//! checkpoints.
+
+use crate::config::{Method, Task, TrainConfig};
+use crate::data::{EvalData, NodeTargets, Prepared, TrainTarget, TrainerData};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tma_graph::{Csr, Features, LinkSplit, NodeSplit};
+
+/// The on-disk format version this code writes and the only one it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Errors reading or writing a partition directory; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file could not be read, written or renamed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The manifest names a format version this build does not read.
+    #[error("{path}: partition format version {found} is not supported (this tma reads version {supported}); re-run `tma partition --out`")]
+    Version {
+        path: PathBuf,
+        found: String,
+        supported: u32,
+    },
+    /// A file's content does not match the sha256 recorded in the manifest.
+    #[error("{path}: content hash mismatch (manifest records sha256 {expected}, file has {found}); the partition directory is corrupted or was modified, re-run `tma partition --out`")]
+    HashMismatch {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    /// The file is not what the manifest says (bad JSON, dtype, shape, missing entry, ...).
+    #[error("{path}: {reason}")]
+    Format { path: PathBuf, reason: String },
+    /// The output directory exists and is not empty.
+    #[error("{0}: exists and is not empty; choose another --out or remove it")]
+    Exists(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn fmt_err(path: &Path, reason: impl Into<String>) -> StoreError {
+    StoreError::Format {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// The options that fixed the split and partition; a run on this directory uses them.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DataConfig {
+    pub task: Task,
+    pub method: Method,
+    pub num_trainers: usize,
+    pub drop_parts: usize,
+    pub super_nodes: usize,
+    pub seed: u64,
+    pub val_frac: f64,
+    pub test_frac: f64,
+    pub eval_num_neg: usize,
+    pub eval_max_edges: usize,
+    pub normalize_features: bool,
+    pub split_index: usize,
+}
+
+impl DataConfig {
+    /// The data options of `cfg`.
+    pub fn of(cfg: &TrainConfig) -> DataConfig {
+        DataConfig {
+            task: cfg.task,
+            method: cfg.method,
+            num_trainers: cfg.effective_trainers(),
+            drop_parts: cfg.drop_parts,
+            super_nodes: cfg.super_nodes,
+            seed: cfg.seed,
+            val_frac: cfg.val_frac,
+            test_frac: cfg.test_frac,
+            eval_num_neg: cfg.eval_num_neg,
+            eval_max_edges: cfg.eval_max_edges,
+            normalize_features: cfg.normalize_features,
+            split_index: cfg.split_index,
+        }
+    }
+
+    /// Copies these options into `cfg` (the partition directory decides them).
+    pub fn apply(&self, cfg: &mut TrainConfig) {
+        cfg.task = self.task;
+        cfg.method = self.method;
+        cfg.num_trainers = self.num_trainers;
+        cfg.drop_parts = self.drop_parts;
+        cfg.super_nodes = self.super_nodes;
+        cfg.seed = self.seed;
+        cfg.val_frac = self.val_frac;
+        cfg.test_frac = self.test_frac;
+        cfg.eval_num_neg = self.eval_num_neg;
+        cfg.eval_max_edges = self.eval_max_edges;
+        cfg.normalize_features = self.normalize_features;
+        cfg.split_index = self.split_index;
+    }
+}
+
+/// Statistics of one part, as recorded in the manifest.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PartEntry {
+    /// Trainer index (= folder number).
+    pub trainer: usize,
+    /// Part id in the partition (`0..num_parts + drop_parts`).
+    pub part: usize,
+    /// Folder name relative to the partition directory, e.g. `part-000`.
+    pub dir: String,
+    pub num_nodes: usize,
+    pub num_edges: usize,
+    /// Training examples: positive edges (link) or labelled training nodes (node).
+    pub num_train: usize,
+    /// Bytes of the part's files on disk.
+    pub size_bytes: u64,
+}
+
+/// `manifest.json` of a partition directory.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    /// Dataset name (`Dataset::name`).
+    pub dataset: String,
+    pub data: DataConfig,
+    /// Model input width (feature dimension) and output width (classes / labels; hidden for link).
+    pub in_dim: usize,
+    pub out_dim: usize,
+    /// Whether the training graph is directed (link positives are then arcs, not pairs).
+    pub directed: bool,
+    /// `"dense"` or `"sparse"` features.
+    pub features: String,
+    /// `"link"`, `"classes"` or `"multilabel"` targets.
+    pub targets: String,
+    /// Nodes and arcs of the coordinator's evaluation graph.
+    pub num_nodes: usize,
+    pub num_edges: usize,
+    /// sha256 of the partition assignment (`Partition::hash_hex`), None for centralized.
+    pub assignment_sha256: Option<String>,
+    pub parts: Vec<PartEntry>,
+    /// Partition quality report (edges kept, label/degree divergence), if partitioned.
+    pub report: Option<serde_json::Value>,
+    /// sha256 (hex) of every other file, by path relative to the directory.
+    pub files: BTreeMap<String, String>,
+    /// sha256 of `manifest.json` itself (not stored in the file; filled in when read/written).
+    #[serde(skip)]
+    pub hash: String,
+}
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An element type of our `.npy` files.
+pub trait NpyElem: Copy {
+    /// NumPy dtype string.
+    const DESCR: &'static str;
+    /// Bytes per element.
+    const SIZE: usize;
+    fn put(self, out: &mut Vec<u8>);
+    fn get(b: &[u8]) -> Self;
+}
+
+macro_rules! elem {
+    ($t:ty, $d:expr) => {
+        impl NpyElem for $t {
+            const DESCR: &'static str = $d;
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn get(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("element width"))
+            }
+        }
+    };
+}
+elem!(u64, "<u8");
+elem!(u32, "<u4");
+elem!(i32, "<i4");
+elem!(f32, "<f4");
+elem!(u8, "|u1");
+
+/// Encodes `data` with `shape` as a `.npy` v1.0 file, header padded so the payload starts at
+/// a multiple of 64 bytes.
+pub fn encode_npy<T: NpyElem>(data: &[T], shape: &[usize]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape_s = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+        T::DESCR,
+        shape_s
+    );
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat(total.next_multiple_of(64) - total));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + data.len() * T::SIZE);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for &x in data {
+        x.put(&mut out);
+    }
+    out
+}
+
+/// Decodes a `.npy` file written by [`encode_npy`]: checks dtype and that the shape's first
+/// dimensions match `cols` (trailing dimensions; `None` = any). Returns (data, shape).
+///
+/// # Errors
+/// [`StoreError::Format`] naming `path` for a bad header, dtype, shape or length.
+pub fn decode_npy<T: NpyElem>(
+    path: &Path,
+    bytes: &[u8],
+    ndim: usize,
+) -> Result<(Vec<T>, Vec<usize>), StoreError> {
+    if bytes.len() < 10 || &bytes[..8] != b"\x93NUMPY\x01\x00" {
+        return Err(fmt_err(path, "not a .npy v1.0 file (bad magic)"));
+    }
+    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    if bytes.len() < 10 + hlen {
+        return Err(fmt_err(path, "truncated .npy header"));
+    }
+    let header = npyz::NpyHeader::from_reader(&bytes[..10 + hlen])
+        .map_err(|e| fmt_err(path, format!("unparseable .npy header: {e}")))?;
+    let descr = header.dtype().descr();
+    if descr.trim_matches('\'') != T::DESCR {
+        return Err(fmt_err(
+            path,
+            format!("dtype {descr}, expected {}", T::DESCR),
+        ));
+    }
+    if header.order() != npyz::Order::C {
+        return Err(fmt_err(path, "Fortran order is not supported"));
+    }
+    let shape: Vec<usize> = header.shape().iter().map(|&d| d as usize).collect();
+    if shape.len() != ndim {
+        return Err(fmt_err(
+            path,
+            format!(
+                "shape {shape:?} has {} dimensions, expected {ndim}",
+                shape.len()
+            ),
+        ));
+    }
+    let n: usize = shape.iter().product();
+    let payload = &bytes[10 + hlen..];
+    if payload.len() != n * T::SIZE {
+        return Err(fmt_err(
+            path,
+            format!(
+                "payload of {} bytes, shape {shape:?} needs {}",
+                payload.len(),
+                n * T::SIZE
+            ),
+        ));
+    }
+    Ok((payload.chunks_exact(T::SIZE).map(T::get).collect(), shape))
+}
+
+/// Writes files into a staging directory, recording their hashes.
+struct Writer {
+    root: PathBuf,
+    files: BTreeMap<String, String>,
+    sizes: BTreeMap<String, u64>,
+}
+
+impl Writer {
+    fn file(&mut self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let mut f = fs::File::create(&path).map_err(io(&path))?;
+        f.write_all(bytes).map_err(io(&path))?;
+        f.sync_all().map_err(io(&path))?;
+        self.files
+            .insert(rel.to_string(), hex(&Sha256::digest(bytes)));
+        self.sizes.insert(rel.to_string(), bytes.len() as u64);
+        Ok(())
+    }
+    fn npy<T: NpyElem>(
+        &mut self,
+        rel: &str,
+        data: &[T],
+        shape: &[usize],
+    ) -> Result<(), StoreError> {
+        self.file(rel, &encode_npy(data, shape))
+    }
+    fn csr(&mut self, dir: &str, g: &Csr) -> Result<(), StoreError> {
+        self.npy(&format!("{dir}/indptr.npy"), &g.indptr, &[g.indptr.len()])?;
+        self.npy(
+            &format!("{dir}/indices.npy"),
+            &g.indices,
+            &[g.indices.len()],
+        )
+    }
+    fn features(&mut self, dir: &str, f: &Features) -> Result<(), StoreError> {
+        match f {
+            Features::Dense {
+                num_nodes,
+                dim,
+                data,
+            } => self.npy(&format!("{dir}/features.npy"), data, &[*num_nodes, *dim]),
+            Features::Sparse {
+                indptr,
+                indices,
+                data,
+                ..
+            } => {
+                self.npy(&format!("{dir}/feat_indptr.npy"), indptr, &[indptr.len()])?;
+                self.npy(
+                    &format!("{dir}/feat_indices.npy"),
+                    indices,
+                    &[indices.len()],
+                )?;
+                self.npy(&format!("{dir}/feat_data.npy"), data, &[data.len()])
+            }
+        }
+    }
+    fn pairs(&mut self, rel: &str, p: &[(u32, u32)]) -> Result<(), StoreError> {
+        let flat: Vec<u32> = p.iter().flat_map(|&(a, b)| [a, b]).collect();
+        self.npy(rel, &flat, &[p.len(), 2])
+    }
+    fn targets(&mut self, rel: &str, t: &NodeTargets) -> Result<(), StoreError> {
+        match t {
+            NodeTargets::Classes { y, .. } => self.npy(rel, y, &[y.len()]),
+            NodeTargets::MultiLabel { y, num_labels } => {
+                self.npy(rel, y, &[y.len() / num_labels.max(&1), *num_labels])
+            }
+        }
+    }
+}
+
+/// Writes `prep` (from [`crate::prepare`] with `cfg`) as a partition directory at `dir`.
+///
+/// # Errors
+/// [`StoreError::Exists`] if `dir` holds files; [`StoreError::Io`] naming the file that could
+/// not be written.
+pub fn write_partition_dir(
+    dir: &Path,
+    prep: &Prepared,
+    cfg: &TrainConfig,
+    dataset: &str,
+    directed: bool,
+) -> Result<Manifest, StoreError> {
+    if dir.exists() {
+        let non_empty = fs::read_dir(dir).map_err(io(dir))?.next().is_some();
+        if non_empty {
+            return Err(StoreError::Exists(dir.to_path_buf()));
+        }
+    }
+    let name = dir
+        .file_name()
+        .ok_or_else(|| fmt_err(dir, "not a directory name"))?
+        .to_string_lossy()
+        .to_string();
+    let staging = dir.with_file_name(format!(".{name}.tmp"));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).map_err(io(&staging))?;
+    }
+    fs::create_dir_all(&staging).map_err(io(&staging))?;
+    let mut w = Writer {
+        root: staging.clone(),
+        files: BTreeMap::new(),
+        sizes: BTreeMap::new(),
+    };
+    w.csr("coordinator", &prep.graph)?;
+    w.features("coordinator", &prep.features)?;
+    let targets = match &prep.eval {
+        EvalData::Link { split } => {
+            w.pairs("coordinator/val_pos.npy", &split.val_pos)?;
+            w.pairs("coordinator/test_pos.npy", &split.test_pos)?;
+            w.npy(
+                "coordinator/val_neg.npy",
+                &split.val_neg,
+                &[split.val_neg.len()],
+            )?;
+            w.npy(
+                "coordinator/test_neg.npy",
+                &split.test_neg,
+                &[split.test_neg.len()],
+            )?;
+            "link"
+        }
+        EvalData::Node { split, targets } => {
+            w.targets("coordinator/y.npy", targets)?;
+            for (n, v) in [
+                ("train", &split.train),
+                ("val", &split.val),
+                ("test", &split.test),
+            ] {
+                w.npy(&format!("coordinator/{n}.npy"), v, &[v.len()])?;
+            }
+            match targets {
+                NodeTargets::Classes { .. } => "classes",
+                NodeTargets::MultiLabel { .. } => "multilabel",
+            }
+        }
+    };
+    let mut parts = Vec::with_capacity(prep.trainers.len());
+    for t in &prep.trainers {
+        let d = format!("part-{:03}", t.trainer);
+        w.csr(&d, &t.graph)?;
+        w.npy(
+            &format!("{d}/global_ids.npy"),
+            &t.global_ids,
+            &[t.global_ids.len()],
+        )?;
+        w.features(&d, &t.features)?;
+        let num_train = match &t.target {
+            TrainTarget::Link { edges } => {
+                w.pairs(&format!("{d}/train_edges.npy"), edges)?;
+                edges.len()
+            }
+            TrainTarget::Node { nodes, targets } => {
+                w.npy(&format!("{d}/train_nodes.npy"), nodes, &[nodes.len()])?;
+                w.targets(&format!("{d}/y.npy"), targets)?;
+                nodes.len()
+            }
+        };
+        let prefix = format!("{d}/");
+        let size_bytes = w
+            .sizes
+            .iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .map(|(_, v)| v)
+            .sum();
+        parts.push(PartEntry {
+            trainer: t.trainer,
+            part: t.part,
+            dir: d,
+            num_nodes: t.num_nodes(),
+            num_edges: t.num_edges(),
+            num_train,
+            size_bytes,
+        });
+    }
+    let mut m = Manifest {
+        format_version: FORMAT_VERSION,
+        dataset: dataset.to_string(),
+        data: DataConfig::of(cfg),
+        in_dim: prep.in_dim,
+        out_dim: prep.out_dim,
+        directed,
+        features: match prep.features {
+            Features::Dense { .. } => "dense".into(),
+            Features::Sparse { .. } => "sparse".into(),
+        },
+        targets: targets.into(),
+        num_nodes: prep.graph.num_nodes(),
+        num_edges: prep.graph.num_edges(),
+        assignment_sha256: prep.partition_hash.clone(),
+        parts,
+        report: prep
+            .report
+            .as_ref()
+            .map(|r| serde_json::to_value(r).expect("report serializes")),
+        files: w.files.clone(),
+        hash: String::new(),
+    };
+    let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
+    w.file("manifest.json", &json)?;
+    m.hash = hex(&Sha256::digest(&json));
+    if dir.exists() {
+        fs::remove_dir(dir).map_err(io(dir))?;
+    }
+    fs::rename(&staging, dir).map_err(io(dir))?;
+    Ok(m)
+}
+
+/// Reads and checks `DIR/manifest.json` (format version, structure).
+///
+/// # Errors
+/// [`StoreError::Io`] if missing, [`StoreError::Version`] for another format version,
+/// [`StoreError::Format`] for invalid JSON or missing fields.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
+    let path = dir.join("manifest.json");
+    let bytes = fs::read(&path).map_err(io(&path))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| fmt_err(&path, format!("not valid JSON: {e}")))?;
+    match v.get("format_version") {
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(FORMAT_VERSION as u64) => {}
+        other => {
+            return Err(StoreError::Version {
+                path,
+                found: other.map_or("(missing)".into(), |x| x.to_string()),
+                supported: FORMAT_VERSION,
+            })
+        }
+    }
+    let mut m: Manifest =
+        serde_json::from_value(v).map_err(|e| fmt_err(&path, format!("invalid manifest: {e}")))?;
+    m.hash = hex(&Sha256::digest(&bytes));
+    for (i, p) in m.parts.iter().enumerate() {
+        if p.trainer != i || p.dir != format!("part-{i:03}") {
+            return Err(fmt_err(
+                &path,
+                format!(
+                    "parts[{i}] is trainer {} in {}, expected part-{i:03}",
+                    p.trainer, p.dir
+                ),
+            ));
+        }
+    }
+    Ok(m)
+}
+
+/// Reads files of one partition directory, checking each against the manifest's hash.
+struct Reader<'a> {
+    dir: &'a Path,
+    m: &'a Manifest,
+}
+
+impl Reader<'_> {
+    fn bytes(&self, rel: &str) -> Result<Vec<u8>, StoreError> {
+        let path = self.dir.join(rel);
+        let expected = self.m.files.get(rel).ok_or_else(|| {
+            fmt_err(
+                &self.dir.join("manifest.json"),
+                format!("lists no hash for {rel}"),
+            )
+        })?;
+        let bytes = fs::read(&path).map_err(io(&path))?;
+        let found = hex(&Sha256::digest(&bytes));
+        if &found != expected {
+            return Err(StoreError::HashMismatch {
+                path,
+                expected: expected.clone(),
+                found,
+            });
+        }
+        Ok(bytes)
+    }
+    fn npy<T: NpyElem>(&self, rel: &str, ndim: usize) -> Result<(Vec<T>, Vec<usize>), StoreError> {
+        let b = self.bytes(rel)?;
+        decode_npy(&self.dir.join(rel), &b, ndim)
+    }
+    fn vec<T: NpyElem>(&self, rel: &str) -> Result<Vec<T>, StoreError> {
+        Ok(self.npy(rel, 1)?.0)
+    }
+    fn csr(&self, d: &str) -> Result<Csr, StoreError> {
+        let indptr: Vec<u64> = self.vec(&format!("{d}/indptr.npy"))?;
+        let indices: Vec<u32> = self.vec(&format!("{d}/indices.npy"))?;
+        let n = indptr.len().saturating_sub(1);
+        let ok = !indptr.is_empty()
+            && indptr[0] == 0
+            && indptr.windows(2).all(|w| w[0] <= w[1])
+            && *indptr.last().unwrap() as usize == indices.len()
+            && indices.iter().all(|&i| (i as usize) < n);
+        if !ok {
+            return Err(fmt_err(
+                &self.dir.join(d),
+                "indptr/indices do not form a valid CSR graph",
+            ));
+        }
+        Ok(Csr { indptr, indices })
+    }
+    fn features(&self, d: &str, num_nodes: usize) -> Result<Features, StoreError> {
+        let dim = self.m.in_dim;
+        let f = if self.m.features == "dense" {
+            let (data, shape) = self.npy::<f32>(&format!("{d}/features.npy"), 2)?;
+            if shape != [num_nodes, dim] {
+                return Err(fmt_err(
+                    &self.dir.join(d).join("features.npy"),
+                    format!("shape {shape:?}, expected [{num_nodes}, {dim}]"),
+                ));
+            }
+            Features::Dense {
+                num_nodes,
+                dim,
+                data,
+            }
+        } else {
+            let indptr: Vec<u64> = self.vec(&format!("{d}/feat_indptr.npy"))?;
+            let indices: Vec<u32> = self.vec(&format!("{d}/feat_indices.npy"))?;
+            let data: Vec<f32> = self.vec(&format!("{d}/feat_data.npy"))?;
+            let ok = indptr.len() == num_nodes + 1
+                && indptr[0] == 0
+                && indptr.windows(2).all(|w| w[0] <= w[1])
+                && indptr[num_nodes] as usize == indices.len()
+                && indices.len() == data.len()
+                && indices.iter().all(|&c| (c as usize) < dim);
+            if !ok {
+                return Err(fmt_err(
+                    &self.dir.join(d).join("feat_indptr.npy"),
+                    "sparse features are inconsistent",
+                ));
+            }
+            Features::Sparse {
+                num_nodes,
+                dim,
+                indptr,
+                indices,
+                data,
+            }
+        };
+        Ok(f)
+    }
+    fn pairs(&self, rel: &str, bound: usize) -> Result<Vec<(u32, u32)>, StoreError> {
+        let (flat, shape) = self.npy::<u32>(rel, 2)?;
+        if shape[1] != 2 || flat.iter().any(|&v| v as usize >= bound) {
+            return Err(fmt_err(
+                &self.dir.join(rel),
+                format!("expected [P, 2] node ids < {bound}"),
+            ));
+        }
+        Ok(flat.chunks_exact(2).map(|c| (c[0], c[1])).collect())
+    }
+    fn ids(&self, rel: &str, bound: usize) -> Result<Vec<u32>, StoreError> {
+        let v: Vec<u32> = self.vec(rel)?;
+        if v.iter().any(|&x| x as usize >= bound) {
+            return Err(fmt_err(&self.dir.join(rel), format!("node id >= {bound}")));
+        }
+        Ok(v)
+    }
+    fn targets(&self, rel: &str, n: usize) -> Result<NodeTargets, StoreError> {
+        let path = self.dir.join(rel);
+        if self.m.targets == "classes" {
+            let y: Vec<i32> = self.vec(rel)?;
+            if y.len() != n
+                || y.iter()
+                    .any(|&c| c < -1 || c as i64 >= self.m.out_dim as i64)
+            {
+                return Err(fmt_err(
+                    &path,
+                    format!("expected {n} classes in -1..{}", self.m.out_dim),
+                ));
+            }
+            Ok(NodeTargets::Classes {
+                y,
+                num_classes: self.m.out_dim,
+            })
+        } else {
+            let (y, shape) = self.npy::<u8>(rel, 2)?;
+            if shape != [n, self.m.out_dim] {
+                return Err(fmt_err(
+                    &path,
+                    format!("shape {shape:?}, expected [{n}, {}]", self.m.out_dim),
+                ));
+            }
+            Ok(NodeTargets::MultiLabel {
+                y,
+                num_labels: self.m.out_dim,
+            })
+        }
+    }
+}
+
+/// Loads trainer `t`'s part (and nothing else) from a partition directory.
+///
+/// # Errors
+/// [`StoreError::Format`] if `t` is not a part of the directory or a file is malformed,
+/// [`StoreError::HashMismatch`] / [`StoreError::Io`] naming the file.
+pub fn read_part(dir: &Path, m: &Manifest, t: usize) -> Result<TrainerData, StoreError> {
+    let entry = m.parts.get(t).ok_or_else(|| {
+        fmt_err(
+            &dir.join("manifest.json"),
+            format!("has {} parts, trainer {t} has none", m.parts.len()),
+        )
+    })?;
+    let r = Reader { dir, m };
+    let d = &entry.dir;
+    let graph = r.csr(d)?;
+    let n = graph.num_nodes();
+    let global_ids = r.ids(&format!("{d}/global_ids.npy"), m.num_nodes)?;
+    if global_ids.len() != n {
+        return Err(fmt_err(
+            &dir.join(d).join("global_ids.npy"),
+            format!("{} ids for {n} nodes", global_ids.len()),
+        ));
+    }
+    let features = r.features(d, n)?;
+    let target = if m.targets == "link" {
+        TrainTarget::Link {
+            edges: r.pairs(&format!("{d}/train_edges.npy"), n)?,
+        }
+    } else {
+        TrainTarget::Node {
+            nodes: r.ids(&format!("{d}/train_nodes.npy"), n)?,
+            targets: r.targets(&format!("{d}/y.npy"), n)?,
+        }
+    };
+    Ok(TrainerData {
+        trainer: t,
+        part: entry.part,
+        degrees: graph.degrees(),
+        graph,
+        features,
+        target,
+        global_ids,
+    })
+}
+
+/// Loads the coordinator's evaluation data; `trainers` is left empty (use [`read_part`]).
+///
+/// # Errors
+/// As [`read_part`].
+pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError> {
+    let r = Reader { dir, m };
+    let graph = r.csr("coordinator")?;
+    let n = graph.num_nodes();
+    let features = r.features("coordinator", n)?;
+    let eval = if m.targets == "link" {
+        let val_pos = r.pairs("coordinator/val_pos.npy", n)?;
+        let test_pos = r.pairs("coordinator/test_pos.npy", n)?;
+        let val_neg = r.ids("coordinator/val_neg.npy", n)?;
+        let test_neg = r.ids("coordinator/test_neg.npy", n)?;
+        let k = m.data.eval_num_neg;
+        if val_neg.len() != val_pos.len() * k || test_neg.len() != test_pos.len() * k {
+            return Err(fmt_err(
+                &dir.join("coordinator/val_neg.npy"),
+                format!("expected {k} negatives per positive"),
+            ));
+        }
+        EvalData::Link {
+            split: LinkSplit {
+                // the coordinator evaluates on `Prepared::graph`; the split's own copy of the
+                // training graph and its training edges are trainer data, not loaded here
+                train_graph: Csr {
+                    indptr: vec![0],
+                    indices: Vec::new(),
+                },
+                train_edges: Vec::new(),
+                val_pos,
+                test_pos,
+                val_neg,
+                test_neg,
+                num_neg: k,
+            },
+        }
+    } else {
+        EvalData::Node {
+            targets: r.targets("coordinator/y.npy", n)?,
+            split: NodeSplit {
+                train: r.ids("coordinator/train.npy", n)?,
+                val: r.ids("coordinator/val.npy", n)?,
+                test: r.ids("coordinator/test.npy", n)?,
+            },
+        }
+    };
+    Ok(Prepared {
+        degrees: graph.degrees(),
+        graph,
+        features,
+        eval,
+        trainers: Vec::new(),
+        report: None,
+        partition_hash: m.assignment_sha256.clone(),
+        in_dim: m.in_dim,
+        out_dim: m.out_dim,
+    })
+}
+
+/// Loads everything (coordinator data and every part): the in-process engine on a partition
+/// directory.
+///
+/// # Errors
+/// As [`read_part`].
+pub fn read_all(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError> {
+    let mut p = read_coordinator(dir, m)?;
+    p.trainers = (0..m.parts.len())
+        .map(|t| read_part(dir, m, t))
+        .collect::<Result<_, _>>()?;
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tma_graph::{generate_sbm, SbmConfig};
+
+    fn prep(task: Task) -> (TrainConfig, Prepared) {
+        let cfg = TrainConfig {
+            task,
+            num_trainers: 3,
+            eval_num_neg: 20,
+            eval_max_edges: 50,
+            ..TrainConfig::default()
+        };
+        let ds = generate_sbm(&SbmConfig {
+            num_nodes: 600,
+            feature_dim: 8,
+            seed: 3,
+            ..SbmConfig::default()
+        });
+        let p = crate::prepare(ds, &cfg).unwrap();
+        (cfg, p)
+    }
+
+    fn same_part(a: &TrainerData, b: &TrainerData) {
+        assert_eq!(a.graph, b.graph);
+        assert_eq!(a.degrees, b.degrees);
+        assert_eq!(a.features, b.features);
+        assert_eq!(a.global_ids, b.global_ids);
+        assert_eq!((a.trainer, a.part), (b.trainer, b.part));
+        match (&a.target, &b.target) {
+            (TrainTarget::Link { edges: x }, TrainTarget::Link { edges: y }) => assert_eq!(x, y),
+            (
+                TrainTarget::Node {
+                    nodes: x,
+                    targets:
+                        NodeTargets::Classes {
+                            y: yx,
+                            num_classes: cx,
+                        },
+                },
+                TrainTarget::Node {
+                    nodes: y,
+                    targets:
+                        NodeTargets::Classes {
+                            y: yy,
+                            num_classes: cy,
+                        },
+                },
+            ) => {
+                assert_eq!((x, yx, cx), (y, yy, cy));
+            }
+            _ => panic!("targets differ in kind"),
+        }
+    }
+
+    #[test]
+    fn roundtrip_node_and_link() {
+        for task in [Task::Node, Task::Link] {
+            let (cfg, p) = prep(task);
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("parts");
+            let m = write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+            assert!(!tmp.path().join(".parts.tmp").exists());
+            let m2 = read_manifest(&dir).unwrap();
+            assert_eq!(m.hash, m2.hash);
+            assert_eq!(m2.hash.len(), 64);
+            assert_eq!(m2.data, DataConfig::of(&cfg));
+            assert_eq!(m2.parts.len(), 3);
+            for t in 0..3 {
+                let d = read_part(&dir, &m2, t).unwrap();
+                same_part(&d, &p.trainers[t]);
+                assert_eq!(m2.parts[t].num_nodes, d.num_nodes());
+            }
+            let c = read_coordinator(&dir, &m2).unwrap();
+            assert_eq!(c.graph, p.graph);
+            assert_eq!(c.features, p.features);
+            assert_eq!(c.partition_hash, p.partition_hash);
+            match (&c.eval, &p.eval) {
+                (EvalData::Link { split: a }, EvalData::Link { split: b }) => {
+                    assert_eq!(a.val_pos, b.val_pos);
+                    assert_eq!(a.test_neg, b.test_neg);
+                    assert_eq!(a.num_neg, 20);
+                }
+                (EvalData::Node { split: a, .. }, EvalData::Node { split: b, .. }) => {
+                    assert_eq!(a.val, b.val);
+                    assert_eq!(a.test, b.test);
+                }
+                _ => panic!("eval kind differs"),
+            }
+            // a second write of the same job gives the same manifest hash (deterministic bytes)
+            let dir2 = tmp.path().join("again");
+            let m3 = write_partition_dir(&dir2, &p, &cfg, "sbm", false).unwrap();
+            assert_eq!(m3.hash, m.hash);
+            // refuses to overwrite
+            assert!(matches!(
+                write_partition_dir(&dir, &p, &cfg, "sbm", false),
+                Err(StoreError::Exists(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn corrupted_file_and_unknown_version_are_refused() {
+        let (cfg, p) = prep(Task::Node);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("parts");
+        write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        let m = read_manifest(&dir).unwrap();
+        // flip one byte of part 1's indices
+        let f = dir.join("part-001/indices.npy");
+        let mut b = fs::read(&f).unwrap();
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        fs::write(&f, &b).unwrap();
+        read_part(&dir, &m, 0).unwrap(); // other parts still load
+        let e = read_part(&dir, &m, 1).unwrap_err();
+        assert!(matches!(e, StoreError::HashMismatch { .. }), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("part-001/indices.npy") && msg.contains("hash mismatch"),
+            "{msg}"
+        );
+        // a missing part
+        assert!(read_part(&dir, &m, 3)
+            .unwrap_err()
+            .to_string()
+            .contains("trainer 3"));
+        // another format version
+        let mf = dir.join("manifest.json");
+        let text = fs::read_to_string(&mf).unwrap();
+        fs::write(
+            &mf,
+            text.replace("\"format_version\": 1", "\"format_version\": 99"),
+        )
+        .unwrap();
+        let e = read_manifest(&dir).unwrap_err();
+        assert!(matches!(e, StoreError::Version { .. }), "{e}");
+        assert!(e.to_string().contains("version 99"), "{e}");
+        assert!(e.to_string().contains("manifest.json"), "{e}");
+    }
+
+    #[test]
+    fn npy_header_is_aligned_and_numpy_compatible() {
+        let b = encode_npy(&[1u64, 2, 3], &[3]);
+        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + hlen) % 64, 0);
+        assert_eq!(b.len(), 10 + hlen + 24);
+        let h = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+        assert!(h.starts_with("{'descr': '<u8', 'fortran_order': False, 'shape': (3,), }"));
+        assert!(h.ends_with('\n'));
+        let (v, s) = decode_npy::<u64>(Path::new("x.npy"), &b, 1).unwrap();
+        assert_eq!((v, s), (vec![1, 2, 3], vec![3]));
+        let e = decode_npy::<u32>(Path::new("x.npy"), &b, 1).unwrap_err();
+        assert!(e.to_string().contains("expected <u4"), "{e}");
+    }
+}
