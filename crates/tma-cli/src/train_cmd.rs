@@ -16,7 +16,7 @@ use tma_train::{
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
 /// (keys are the long names with `_` for `-`, e.g. `sync_every = "30s"`); flags override the file.
-#[derive(Args, Deserialize, Default, Debug)]
+#[derive(Args, Serialize, Deserialize, Default, Debug)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
     /// Dataset directory in the .npy layout of datasets/FORMAT.md. Omitted: a generated
@@ -26,7 +26,7 @@ pub struct TrainOpts {
     /// Task: `link` (link prediction, MRR) or `node` (node classification, accuracy). Default: node.
     #[arg(long)]
     pub task: Option<Task>,
-    /// Training method: random-tma, super-tma, psgd-pa (METIS parts + averaging) or centralized (one trainer, whole graph). Default: random-tma.
+    /// Training method: random-tma, super-tma, psgd-pa (METIS parts + averaging), llcg (psgd-pa + global correction steps), ggs (synchronous data parallel, whole-graph sampling) or centralized (one trainer, whole graph). Default: random-tma.
     #[arg(long)]
     pub method: Option<Method>,
     /// Number of trainers M. Default: 4.
@@ -45,6 +45,12 @@ pub struct TrainOpts {
     /// Wall-clock training budget, e.g. 30s, 10min, 4h. Default: 30s (the reference release: 4h).
     #[arg(long, value_name = "DURATION")]
     pub time_limit: Option<String>,
+    /// Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock). Default: 0.
+    #[arg(long, value_name = "N")]
+    pub sync_every_steps: Option<u64>,
+    /// LLCG: global correction mini-batch steps on the full graph after each averaging. Default: 2.
+    #[arg(long, value_name = "N")]
+    pub llcg_steps: Option<usize>,
     /// Weighting of the model average: uniform (the paper's plain mean), nodes or edges. Default: uniform.
     #[arg(long, value_name = "W")]
     pub average_weight: Option<String>,
@@ -61,6 +67,9 @@ pub struct TrainOpts {
     /// Dropout probability after each hidden layer. Default: 0.
     #[arg(long)]
     pub dropout: Option<f32>,
+    /// LayerNorm between layers (true, SPEC's stack) or not (false, as Kipf & Welling's GCN). Default: true.
+    #[arg(long, value_name = "BOOL")]
+    pub layer_norm: Option<bool>,
     /// Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours. Default: 10,25.
     #[arg(long, value_delimiter = ',')]
     pub fanouts: Option<Vec<usize>>,
@@ -125,8 +134,23 @@ pub struct TrainOpts {
     pub quiet: bool,
 }
 
-macro_rules! merge {
-    ($dst:ident, $src:ident, $($f:ident),*) => { $( if $dst.$f.is_none() { $dst.$f = $src.$f.take(); } )* };
+/// `top`'s options where set, else `base`'s (flags over the config file). Works on the
+/// serialized form, so every option takes part without being listed here.
+fn overlay(base: TrainOpts, top: TrainOpts) -> Result<TrainOpts> {
+    let (config, quiet) = (top.config.clone(), top.quiet);
+    let mut merged = serde_json::to_value(&base)?;
+    let top = serde_json::to_value(&top)?;
+    if let (Some(m), Some(t)) = (merged.as_object_mut(), top.as_object()) {
+        for (k, v) in t {
+            if !v.is_null() {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let mut out: TrainOpts = serde_json::from_value(merged)?;
+    out.config = config;
+    out.quiet = quiet;
+    Ok(out)
 }
 
 /// The configuration as resolved, written to RUN_DIR/config.toml (and accepted back by --config).
@@ -147,47 +171,13 @@ fn parse_duration(name: &str, s: &str) -> Result<Duration> {
         .with_context(|| format!("--{name}: '{s}' is not a duration (examples: 30s, 2min, 1h)"))
 }
 
-fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
+pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
     if let Some(path) = o.config.clone() {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
-        let mut f: TrainOpts = toml::from_str(&text)
+        let f: TrainOpts = toml::from_str(&text)
             .with_context(|| format!("config file {} is not valid", path.display()))?;
-        merge!(
-            o,
-            f,
-            dataset,
-            task,
-            method,
-            num_trainers,
-            drop_parts,
-            super_nodes,
-            sync_every,
-            time_limit,
-            average_weight,
-            model,
-            hidden,
-            num_layers,
-            dropout,
-            fanouts,
-            batch_size,
-            lr,
-            weight_decay,
-            clip_norm,
-            clip_from_epoch,
-            num_neg,
-            eval_num_neg,
-            eval_max_edges,
-            val_frac,
-            test_frac,
-            normalize_features,
-            split_index,
-            seed,
-            threads,
-            fail,
-            gen_nodes,
-            out
-        );
+        o = overlay(f, o)?;
     }
     let d = TrainConfig::default();
     let task = o.task.unwrap_or(d.task);
@@ -205,6 +195,8 @@ fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
             Some(s) => parse_duration("time-limit", s)?,
             None => d.time_limit,
         },
+        sync_every_steps: o.sync_every_steps.unwrap_or(d.sync_every_steps),
+        llcg_steps: o.llcg_steps.unwrap_or(d.llcg_steps),
         average_weight: match &o.average_weight {
             Some(s) => s.parse().map_err(anyhow::Error::msg)?,
             None => d.average_weight,
@@ -213,6 +205,7 @@ fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
         hidden: o.hidden.unwrap_or(d.hidden),
         num_layers: o.num_layers.unwrap_or(d.num_layers),
         dropout: o.dropout.unwrap_or(d.dropout),
+        layer_norm: o.layer_norm.unwrap_or(d.layer_norm),
         fanouts: o.fanouts.clone().unwrap_or(d.fanouts),
         batch_size: o.batch_size.unwrap_or(match task {
             Task::Link => 65536,
@@ -253,7 +246,11 @@ fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
     Ok((o, cfg, fail))
 }
 
-fn load(dataset: &Option<PathBuf>, gen_nodes: Option<usize>, cfg: &TrainConfig) -> Result<Dataset> {
+pub(crate) fn load(
+    dataset: &Option<PathBuf>,
+    gen_nodes: Option<usize>,
+    cfg: &TrainConfig,
+) -> Result<Dataset> {
     match dataset {
         Some(dir) => {
             let opts = LoadOptions {

@@ -73,6 +73,7 @@ fn main() {
         .map(|_| rng.random_range(0..classes as u32))
         .collect();
     let model = Model::new(ModelConfig {
+        layer_norm: true,
         encoder: EncoderKind::Sage,
         in_dim,
         hidden,

@@ -75,6 +75,9 @@ pub struct ModelConfig {
     pub num_layers: usize,
     pub dropout: f32,
     pub head: Head,
+    /// LayerNorm between layers (SPEC's stack: conv → LayerNorm → PReLU → dropout → conv).
+    /// `false` gives conv → PReLU → dropout → conv (Kipf & Welling's GCN has no norm).
+    pub layer_norm: bool,
 }
 
 impl ModelConfig {
@@ -87,6 +90,7 @@ impl ModelConfig {
             num_layers: 2,
             dropout: 0.0,
             head,
+            layer_norm: true,
         }
     }
 }
@@ -241,6 +245,16 @@ impl Model {
             };
             let (norm_w, norm_b, act) = if last {
                 (None, None, None)
+            } else if !cfg.layer_norm {
+                (
+                    None,
+                    None,
+                    Some(push(
+                        &mut shapes,
+                        format!("encoder.act.{l}.weight"),
+                        vec![1],
+                    )),
+                )
             } else {
                 (
                     Some(push(
@@ -419,17 +433,25 @@ impl Model {
                 InputRef::from_mat(h.as_ref().unwrap())
             };
             let (mut out, mut lc) = self.conv_forward(l, &p.data, b, input, keep);
-            if let (Some(nw), Some(nb), Some(act)) = (lay.norm_w, lay.norm_b, lay.act) {
+            if let Some(act) = lay.act {
                 let cols = lay.out_dim;
-                let rstd = layer_norm_forward_inplace(&mut out.data, cols);
+                let ones;
+                let zeros;
+                let (gamma, beta, rstd) = match (lay.norm_w, lay.norm_b) {
+                    (Some(nw), Some(nb)) => (
+                        &p.data[nw..nw + cols],
+                        &p.data[nb..nb + cols],
+                        layer_norm_forward_inplace(&mut out.data, cols),
+                    ),
+                    _ => {
+                        // no norm: PReLU straight on the conv output (affine = identity)
+                        ones = vec![1.0f32; cols];
+                        zeros = vec![0.0f32; cols];
+                        (&ones[..], &zeros[..], Vec::new())
+                    }
+                };
                 let mut a = self.pool.take(out.data.len());
-                affine_prelu_forward_into(
-                    &out.data,
-                    &p.data[nw..nw + cols],
-                    &p.data[nb..nb + cols],
-                    p.data[act],
-                    &mut a,
-                );
+                affine_prelu_forward_into(&out.data, gamma, beta, p.data[act], &mut a);
                 let mask = if training && self.cfg.dropout > 0.0 {
                     let rng = rng.as_deref_mut().expect("training needs an rng");
                     let m = dropout_mask(rng, a.len(), self.cfg.dropout);
@@ -575,26 +597,33 @@ impl Model {
                 if let Some(m) = mask {
                     dropout_apply(&mut d.data, &m, self.cfg.dropout);
                 }
-                let (nw, nb, act) = (lay.norm_w.unwrap(), lay.norm_b.unwrap(), lay.act.unwrap());
+                let act = lay.act.unwrap();
                 let mut dgamma = vec![0.0f32; cols];
                 let mut dbeta = vec![0.0f32; cols];
+                let (ones, zeros) = (vec![1.0f32; cols], vec![0.0f32; cols]);
+                let (gamma, beta) = match (lay.norm_w, lay.norm_b) {
+                    (Some(nw), Some(nb)) => (&p.data[nw..nw + cols], &p.data[nb..nb + cols]),
+                    _ => (&ones[..], &zeros[..]),
+                };
                 let dslope = affine_prelu_backward(
                     &xhat.data,
-                    &p.data[nw..nw + cols],
-                    &p.data[nb..nb + cols],
+                    gamma,
+                    beta,
                     p.data[act],
                     &mut d.data,
                     &mut dgamma,
                     &mut dbeta,
                 );
                 grads.data[act] += dslope;
-                for (g, v) in grads.data[nw..nw + cols].iter_mut().zip(&dgamma) {
-                    *g += v;
+                if let (Some(nw), Some(nb)) = (lay.norm_w, lay.norm_b) {
+                    for (g, v) in grads.data[nw..nw + cols].iter_mut().zip(&dgamma) {
+                        *g += v;
+                    }
+                    for (g, v) in grads.data[nb..nb + cols].iter_mut().zip(&dbeta) {
+                        *g += v;
+                    }
+                    layer_norm_backward_inplace(&xhat.data, &rstd, &mut d.data, cols);
                 }
-                for (g, v) in grads.data[nb..nb + cols].iter_mut().zip(&dbeta) {
-                    *g += v;
-                }
-                layer_norm_backward_inplace(&xhat.data, &rstd, &mut d.data, cols);
                 self.pool.give(xhat.data);
                 if let Some(prev) = d_cur.replace(d) {
                     self.pool.give(prev.data);

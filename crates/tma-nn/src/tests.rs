@@ -140,6 +140,7 @@ fn sage_forward_hand_example() {
         // also run the aggregate-first path: out_dim 2 >= in_dim 2 with a zero second output
         let classes = if in_dim_first { 2 } else { 1 };
         let m = Model::new(ModelConfig {
+            layer_norm: true,
             encoder: EncoderKind::Sage,
             in_dim: 2,
             hidden: 4,
@@ -220,6 +221,7 @@ fn gcn_full_neighbourhood_equals_normalized_adjacency() {
     for (din, dout) in [(3usize, 4usize), (4, 2)] {
         // both aggregation orders
         let m = Model::new(ModelConfig {
+            layer_norm: true,
             encoder: EncoderKind::Gcn,
             in_dim: din,
             hidden: 8,
@@ -379,6 +381,7 @@ fn layernorm_prelu_dropout_backward() {
 
 fn model(enc: EncoderKind, head: Head, in_dim: usize, dropout: f32) -> Model {
     Model::new(ModelConfig {
+        layer_norm: true,
         encoder: enc,
         in_dim,
         hidden: 6,
@@ -444,6 +447,41 @@ fn model_gradients_all_encoders_and_heads() {
             check_model_grad(&model(enc, head, 4, 0.0), &x, &blocks, true, 21);
         }
     }
+}
+
+#[test]
+fn model_gradients_without_layer_norm() {
+    let mut r = rng(12);
+    let blocks = two_blocks(&mut r);
+    let x = dense(9, 4, randn(&mut r, 9 * 4));
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        for head in [Head::Link, Head::Node { num_classes: 3 }] {
+            let m = Model::new(ModelConfig {
+                layer_norm: false,
+                ..model(enc, head, 4, 0.3).cfg
+            });
+            assert!(m.param_specs().iter().all(|s| !s.name.contains("norm")));
+            check_model_grad(&m, &x, &blocks, true, 23);
+        }
+    }
+    // without LayerNorm a hidden layer is PReLU(conv): check one value by hand on an MLP
+    let m = Model::new(ModelConfig {
+        layer_norm: false,
+        hidden: 1,
+        num_layers: 2,
+        ..model(EncoderKind::Mlp, Head::Node { num_classes: 1 }, 1, 0.0).cfg
+    });
+    let mut p = m.zero_params();
+    // encoder.0.weight = [2], bias 0, act slope 0.25, encoder.1.weight = [3], bias 1
+    p.get_mut("encoder.0.weight").unwrap()[0] = 2.0;
+    p.get_mut("encoder.act.0.weight").unwrap()[0] = 0.25;
+    p.get_mut("encoder.1.weight").unwrap()[0] = 3.0;
+    p.get_mut("encoder.1.bias").unwrap()[0] = 1.0;
+    let g = Csr::from_edges(2, &[], &[]);
+    let deg = g.degrees();
+    let out = m.infer_full(&p, &g, &deg, &dense(2, 1, vec![1.0, -1.0]));
+    // x=1: 3*PReLU(2)+1 = 7; x=-1: 3*PReLU(-2)+1 = 3*(-0.5)+1 = -0.5
+    assert_eq!(out.data, vec![7.0, -0.5]);
 }
 
 #[test]
@@ -659,6 +697,7 @@ fn infer_full_equals_forward_on_full_neighbour_blocks() {
     for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
         for head in [Head::Link, Head::Node { num_classes: 4 }] {
             let m = Model::new(ModelConfig {
+                layer_norm: true,
                 encoder: enc,
                 in_dim: 7,
                 hidden: 8,
@@ -757,6 +796,7 @@ fn pooled_buffers_never_leak_stale_values() {
     for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
         for x in [&de, &sp] {
             let m = Model::new(ModelConfig {
+                layer_norm: true,
                 encoder: enc,
                 in_dim: 40,
                 hidden: 64,

@@ -6,7 +6,7 @@
 use crate::averaging::average_models;
 use crate::clock::{round_due_at, Clock};
 use crate::cluster::{CoordinatorEndpoint, InProcess, Reply};
-use crate::config::{AverageWeight, TrainConfig};
+use crate::config::{AverageWeight, Method, TrainConfig};
 use crate::data::{EvalData, NodeTargets, Prepared};
 use crate::eval::{accuracy, micro_f1, rank_metrics};
 use crate::trainer::{Trainer, TrainerExit};
@@ -140,6 +140,7 @@ pub fn build_model(cfg: &TrainConfig, prep: &Prepared) -> Result<Model, TrainErr
         num_layers: cfg.num_layers,
         dropout: cfg.dropout,
         head,
+        layer_norm: cfg.layer_norm,
     }))
 }
 
@@ -237,9 +238,22 @@ pub fn run_in_process(
     observer: &mut dyn Observer,
     extras: Extras<'_>,
 ) -> Result<RunResult, TrainError> {
+    if cfg.method == Method::Ggs {
+        return crate::ggs::run_ggs(prep, cfg, fail, clock, observer, extras);
+    }
     let model = build_model(cfg, prep)?;
     let mut init_rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let init = model.init_params(&mut init_rng);
+    // LLCG: global correction on the full graph after each averaging (unless a caller set one)
+    let Extras { corrector, resume } = extras;
+    let mut llcg = (cfg.method == Method::Llcg && corrector.is_none())
+        .then(|| crate::llcg::Llcg::new(prep, cfg, model.clone(), init.clone()));
+    let corrector: Option<&mut dyn Corrector> = match (corrector, llcg.as_mut()) {
+        (Some(c), _) => Some(c),
+        (None, Some(l)) => Some(l),
+        (None, None) => None,
+    };
+    let extras = Extras { corrector, resume };
     let m = prep.trainers.len();
     let (mut coord, endpoints) = InProcess::new(m);
     let threads = total_threads(cfg);
@@ -385,7 +399,13 @@ pub fn coordinate(
         let mut round = first_round;
         loop {
             round += 1;
-            let due = round_due_at(round, cfg.sync_every, cfg.time_limit);
+            // step-count schedule: call the round at once; trainers join it after their steps
+            let step_mode = cfg.sync_every_steps > 0;
+            let due = if step_mode {
+                Duration::ZERO
+            } else {
+                round_due_at(round, cfg.sync_every, cfg.time_limit)
+            };
             loop {
                 while let Ok(p) = done_rx.try_recv() {
                     accept(p, &mut records, &mut best);
@@ -396,10 +416,11 @@ pub fn coordinate(
                 }
                 clock.sleep((due - now).min(Duration::from_millis(20)));
             }
-            let stop = due >= cfg.time_limit;
+            let mut stop = due >= cfg.time_limit;
             coord.call_round(round);
             let contribs = coord.gather(round, round_timeout, &latest);
             let elapsed = clock.elapsed();
+            stop |= step_mode && elapsed >= cfg.time_limit;
             if contribs.is_empty() {
                 // nobody left to average: every trainer is gone
                 break;
