@@ -119,8 +119,8 @@ fn partition_method(cfg: &TrainConfig) -> Option<PartitionMethod> {
         Method::SuperTma => Some(PartitionMethod::SuperNode {
             num_super_nodes: cfg.super_nodes,
         }),
-        Method::PsgdPa => Some(PartitionMethod::Metis),
-        Method::Centralized => None,
+        Method::PsgdPa | Method::Llcg => Some(PartitionMethod::Metis),
+        Method::Centralized | Method::Ggs => None,
     }
 }
 
@@ -250,7 +250,19 @@ pub fn prepare(mut ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainErro
     let (trainers, report, partition_hash) = match partition_method(cfg) {
         None => {
             let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
-            (vec![build(0, 0, all, graph.clone())], None, None)
+            let full = build(0, 0, all, graph.clone());
+            let trainers = if cfg.method == Method::Ggs {
+                // GGS: whole graph everywhere, disjoint shares of the training examples
+                crate::ggs::share_examples(
+                    &full,
+                    cfg.num_trainers + cfg.drop_parts,
+                    cfg.num_trainers,
+                    cfg.seed,
+                )
+            } else {
+                vec![full]
+            };
+            (trainers, None, None)
         }
         Some(method) => {
             let pcfg = PartitionConfig {

@@ -115,6 +115,29 @@ impl Trainer {
 
     /// One optimizer step on one mini-batch; returns the batch loss.
     pub fn step(&mut self) -> f32 {
+        let loss = self.compute_gradients();
+        self.apply_own_gradients();
+        loss
+    }
+
+    /// The gradients of the last [`Trainer::compute_gradients`] (flat, in [`ParamSet`] order).
+    pub fn grads(&self) -> &ParamSet {
+        &self.grads
+    }
+
+    /// Adam step with a gradient computed elsewhere (GGS: the mean over trainers, weight decay
+    /// and clipping already applied by the coordinator). `grads.len()` must equal the number of
+    /// parameters. Counts as one optimizer step.
+    pub fn apply_gradient(&mut self, grads: &[f32]) {
+        self.grads.data.copy_from_slice(grads);
+        self.adam.step(&mut self.params, &self.grads);
+        self.steps += 1;
+    }
+
+    /// Forward and backward pass on the next mini-batch of this trainer's examples: fills
+    /// [`Trainer::grads`] with the raw loss gradient (no weight decay, no clipping, no update)
+    /// and returns the batch loss.
+    pub fn compute_gradients(&mut self) -> f32 {
         let batch = self.next_batch();
         self.grads.data.iter_mut().for_each(|g| *g = 0.0);
         let loss = match &self.data.target {
@@ -180,6 +203,11 @@ impl Trainer {
                 loss
             }
         };
+        loss
+    }
+
+    /// Weight decay, clipping and the Adam update with this trainer's own gradients.
+    fn apply_own_gradients(&mut self) {
         if self.cfg.weight_decay > 0.0 {
             let wd = self.cfg.weight_decay;
             for (g, p) in self.grads.data.iter_mut().zip(&self.params.data) {
@@ -192,7 +220,6 @@ impl Trainer {
         }
         self.adam.step(&mut self.params, &self.grads);
         self.steps += 1;
-        loss
     }
 
     /// The trainer's main loop: waits for the initial model, trains, joins every due round,
@@ -209,6 +236,10 @@ impl Trainer {
         };
         self.set_params(&init);
         let mut joined = 0u64;
+        // step-count schedule (`sync_every_steps` > 0): join a called round only after that many
+        // steps since the last join, and wait for the call once there
+        let every = self.cfg.sync_every_steps;
+        let mut steps_at_join = self.steps;
         let (mut loss_sum, mut loss_count) = (0f64, 0u64);
         loop {
             if let Some(t) = fail_at {
@@ -217,7 +248,13 @@ impl Trainer {
                 }
             }
             let due = endpoint.due_round();
-            if due > joined {
+            let enough = every == 0 || self.steps >= steps_at_join + every;
+            if every > 0 && enough && due <= joined {
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+            if due > joined && (enough || due == u64::MAX) {
+                steps_at_join = self.steps;
                 let report = TrainerReport {
                     steps: self.steps,
                     epochs: self.epochs,

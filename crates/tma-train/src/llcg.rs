@@ -1,0 +1,80 @@
+//! LLCG baseline: "Learn Locally, Correct Globally" (Ramezani et al., ICLR 2022), as the
+//! TMA paper (Zhu et al. 2023, arXiv 2305.09887, Sec. 5) runs it: trainers on METIS parts with
+//! time-based averaging exactly as PSGD-PA, then, after every averaging round, the coordinator
+//! takes `llcg_steps` mini-batch steps on the **full** training graph (its own Adam, a neighbour
+//! sampler over the whole graph) and broadcasts the corrected model.
+//!
+//! The correction is a [`Corrector`]: `coordinate` calls it on the averaged model before it
+//! replies, so the corrected model is what trainers continue from and what is evaluated.
+
+use crate::config::TrainConfig;
+use crate::coordinator::Corrector;
+use crate::data::{EvalData, Prepared, TrainTarget, TrainerData};
+use crate::trainer::Trainer;
+use tma_nn::{Model, ParamSet};
+
+/// The coordinator's global-correction state: a [`Trainer`] over the full training graph.
+pub struct Llcg {
+    trainer: Trainer,
+    steps: usize,
+    /// Correction steps taken so far.
+    pub total_steps: u64,
+    /// Loss of the last correction mini-batch (NaN before the first).
+    pub last_loss: f32,
+}
+
+/// The full training graph as one trainer's data: every node, the evaluation graph (link: the
+/// training graph with held-out edges removed; node: the whole graph), every training example.
+/// `trainer` is the index the sampler RNG is derived from.
+pub fn full_graph_data(prep: &Prepared, trainer: usize) -> TrainerData {
+    let n = prep.graph.num_nodes() as u32;
+    let target = match &prep.eval {
+        EvalData::Link { split } => TrainTarget::Link {
+            edges: split.train_edges.clone(),
+        },
+        EvalData::Node { split, targets } => TrainTarget::Node {
+            nodes: split.train.clone(),
+            targets: targets.clone(),
+        },
+    };
+    TrainerData {
+        trainer,
+        part: 0,
+        graph: prep.graph.clone(),
+        degrees: prep.degrees.clone(),
+        features: prep.features.clone(),
+        target,
+        global_ids: (0..n).collect(),
+    }
+}
+
+impl Llcg {
+    /// Correction state for a run: `cfg.llcg_steps` steps per round, batch size, fanouts, lr,
+    /// weight decay and clipping from `cfg`; sampler RNG derived from `(cfg.seed, M)` where
+    /// `M = prep.trainers.len()` (distinct from every trainer's).
+    pub fn new(prep: &Prepared, cfg: &TrainConfig, model: Model, init: ParamSet) -> Llcg {
+        let data = full_graph_data(prep, prep.trainers.len());
+        Llcg {
+            trainer: Trainer::new(data, model, init, cfg),
+            steps: cfg.llcg_steps,
+            total_steps: 0,
+            last_loss: f32::NAN,
+        }
+    }
+}
+
+impl Corrector for Llcg {
+    /// Takes `llcg_steps` Adam steps on full-graph mini-batches starting from `params` (the
+    /// averaged model) and writes the result back into `params`.
+    fn correct(&mut self, _round: u64, params: &mut ParamSet) {
+        if self.steps == 0 {
+            return;
+        }
+        self.trainer.set_params(&params.data);
+        for _ in 0..self.steps {
+            self.last_loss = self.trainer.step();
+            self.total_steps += 1;
+        }
+        params.data.copy_from_slice(&self.trainer.params().data);
+    }
+}
