@@ -73,6 +73,43 @@ impl RunDir {
         })
     }
 
+    /// Reopens the run directory of an interrupted run to resume it after round `last_round`:
+    /// `rounds.jsonl` keeps only rounds `<= last_round` (a round logged after the last
+    /// checkpoint is dropped and will be run again) and is then appended to.
+    ///
+    /// # Errors
+    /// [`TrainError::Config`] if the run already finished (`summary.json` exists);
+    /// [`TrainError::Io`].
+    pub fn reopen(path: &Path, last_round: u64) -> Result<RunDir, TrainError> {
+        if path.join("summary.json").exists() {
+            return Err(TrainError::Config(format!(
+                "{} holds a finished run (summary.json exists); nothing to resume",
+                path.display()
+            )));
+        }
+        let rp = path.join("rounds.jsonl");
+        let text = fs::read_to_string(&rp).unwrap_or_default();
+        let mut kept = String::new();
+        for line in text.lines() {
+            let round = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("round").and_then(|r| r.as_u64()));
+            if matches!(round, Some(r) if r <= last_round) {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+        write_atomic(&rp, kept.as_bytes())?;
+        let rounds = OpenOptions::new()
+            .append(true)
+            .open(&rp)
+            .map_err(|e| io_err(&rp, e))?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            rounds,
+        })
+    }
+
     /// Writes a file of the run directory atomically.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<(), TrainError> {
         write_atomic(&self.path.join(name), bytes)

@@ -1,0 +1,376 @@
+//! Checkpoints: after every validated round the coordinator writes the averaged model and the
+//! run's state into `RUN_DIR/checkpoint/`, so `tma train --resume RUN_DIR` continues from the
+//! last round (losing at most the round in flight).
+//!
+//! ```text
+//! RUN_DIR/checkpoint/
+//!   round-000012.safetensors   averaged model after round 12
+//!   best-000009.safetensors    best model so far (round 9)
+//!   state.json                 {format_version, round, elapsed_s, seed, trainer_seed,
+//!                               partition_hash, manifest_sha256, model, best}; written last
+//! ```
+//! Every file is written to a temporary name and renamed; `state.json` names the model files
+//! it belongs to, so a kill between two writes leaves the previous, consistent checkpoint.
+//! Model files no longer named by `state.json` are removed after it is written.
+//!
+//! RNG state: every random stream of a run is a pure function of `seed` and a counter (split,
+//! partition and init use `seed`; trainer `t` after a resume from round `k` uses
+//! [`resume_seed`]`(seed, k)` in place of `seed`), so the checkpoint records the seed and the
+//! round, not generator internals. Adam moments are local to each trainer and restart at zero
+//! after a resume.
+
+use crate::clock::Clock;
+use crate::coordinator::{EvalResult, Observer, Resume, RoundRecord};
+use crate::output::write_atomic;
+use crate::TrainError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tma_nn::ParamSet;
+
+/// Version of `state.json`.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// A validation result as stored in `state.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SavedEval {
+    pub metric: String,
+    pub value: f64,
+    pub all: BTreeMap<String, f64>,
+}
+
+impl From<&EvalResult> for SavedEval {
+    fn from(e: &EvalResult) -> Self {
+        SavedEval {
+            metric: e.metric.clone(),
+            value: e.value,
+            all: e.all.clone(),
+        }
+    }
+}
+
+impl From<SavedEval> for EvalResult {
+    fn from(e: SavedEval) -> Self {
+        EvalResult {
+            metric: e.metric,
+            value: e.value,
+            all: e.all,
+        }
+    }
+}
+
+/// The best round so far in a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SavedBest {
+    pub round: u64,
+    pub val: SavedEval,
+    /// File name in `checkpoint/`.
+    pub model: String,
+}
+
+/// `checkpoint/state.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointState {
+    pub format_version: u32,
+    /// Last completed (validated) round.
+    pub round: u64,
+    /// Training time at which that round's average was formed, seconds; the resumed clock
+    /// starts here.
+    pub elapsed_s: f64,
+    /// The run's seed.
+    pub seed: u64,
+    /// Seed the trainers were started with in this segment of the run (see [`resume_seed`]).
+    pub trainer_seed: u64,
+    /// sha256 of the partition assignment (None for centralized).
+    pub partition_hash: Option<String>,
+    /// sha256 of the partition directory's manifest, when trained from one.
+    pub manifest_sha256: Option<String>,
+    /// File name of the averaged model after `round`.
+    pub model: String,
+    pub best: Option<SavedBest>,
+}
+
+/// Seed of the trainers' random streams after a resume from round `round`: a fresh stream per
+/// resume point, so a resumed run does not replay the samples of its first segment.
+pub fn resume_seed(seed: u64, round: u64) -> u64 {
+    if round == 0 {
+        seed
+    } else {
+        seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(round)
+    }
+}
+
+/// Writes a checkpoint after every round (an [`Observer`] wrapped around another one).
+pub struct Checkpointer<'a> {
+    inner: &'a mut dyn Observer,
+    dir: PathBuf,
+    template: ParamSet,
+    seed: u64,
+    trainer_seed: u64,
+    partition_hash: Option<String>,
+    manifest_sha256: Option<String>,
+    best: Option<SavedBest>,
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> TrainError {
+    TrainError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+impl<'a> Checkpointer<'a> {
+    /// Checkpoints into `run_dir/checkpoint/`, forwarding every event to `inner`. `template`
+    /// gives the parameter names and shapes; `resumed` is the state a resumed run starts from.
+    ///
+    /// # Errors
+    /// [`TrainError::Io`] if the folder cannot be created.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        inner: &'a mut dyn Observer,
+        run_dir: &Path,
+        template: ParamSet,
+        seed: u64,
+        trainer_seed: u64,
+        partition_hash: Option<String>,
+        manifest_sha256: Option<String>,
+        resumed: Option<&CheckpointState>,
+    ) -> Result<Self, TrainError> {
+        let dir = run_dir.join("checkpoint");
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        Ok(Checkpointer {
+            inner,
+            dir,
+            template,
+            seed,
+            trainer_seed,
+            partition_hash,
+            manifest_sha256,
+            best: resumed.and_then(|s| s.best.clone()),
+        })
+    }
+
+    fn save_model(&mut self, name: &str, params: &[f32]) -> Result<(), TrainError> {
+        self.template.data.copy_from_slice(params);
+        self.template
+            .save_safetensors(&self.dir.join(name))
+            .map_err(|e| TrainError::Model(e.to_string()))
+    }
+}
+
+impl Observer for Checkpointer<'_> {
+    fn on_round(&mut self, r: &RoundRecord) {
+        self.inner.on_round(r);
+    }
+
+    fn on_round_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
+        self.inner.on_round_model(r, params)?;
+        let model = format!("round-{:06}.safetensors", r.round);
+        self.save_model(&model, params)?;
+        if r.is_best {
+            let name = format!("best-{:06}.safetensors", r.round);
+            self.save_model(&name, params)?;
+            self.best = Some(SavedBest {
+                round: r.round,
+                val: (&r.val).into(),
+                model: name,
+            });
+        }
+        let state = CheckpointState {
+            format_version: CHECKPOINT_VERSION,
+            round: r.round,
+            elapsed_s: r.elapsed_s,
+            seed: self.seed,
+            trainer_seed: self.trainer_seed,
+            partition_hash: self.partition_hash.clone(),
+            manifest_sha256: self.manifest_sha256.clone(),
+            model: model.clone(),
+            best: self.best.clone(),
+        };
+        write_atomic(
+            &self.dir.join("state.json"),
+            &serde_json::to_vec_pretty(&state).expect("state serializes"),
+        )?;
+        // remove model files the new state no longer names
+        let keep: Vec<&str> = [
+            Some(model.as_str()),
+            self.best.as_ref().map(|b| b.model.as_str()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                if name.ends_with(".safetensors") && !keep.contains(&name.as_str()) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads `run_dir/checkpoint/` back: the state and the [`Resume`] for the coordinator.
+///
+/// # Errors
+/// [`TrainError::Io`] if there is no checkpoint; [`TrainError::Config`] for an unknown
+/// version; [`TrainError::Model`] if a model file is unreadable or does not fit `template`.
+pub fn load_checkpoint(
+    run_dir: &Path,
+    template: &ParamSet,
+) -> Result<(CheckpointState, Resume), TrainError> {
+    let dir = run_dir.join("checkpoint");
+    let sp = dir.join("state.json");
+    let bytes = std::fs::read(&sp).map_err(|e| io_err(&sp, e))?;
+    let state: CheckpointState = serde_json::from_slice(&bytes).map_err(|e| {
+        TrainError::Config(format!(
+            "{}: not a valid checkpoint state: {e}",
+            sp.display()
+        ))
+    })?;
+    if state.format_version != CHECKPOINT_VERSION {
+        return Err(TrainError::Config(format!(
+            "{}: checkpoint format version {} is not supported (expected {CHECKPOINT_VERSION})",
+            sp.display(),
+            state.format_version
+        )));
+    }
+    let load = |name: &str| -> Result<Vec<f32>, TrainError> {
+        let path = dir.join(name);
+        let p = ParamSet::load_safetensors(&path).map_err(|e| TrainError::Model(e.to_string()))?;
+        if p.data.len() != template.data.len() {
+            return Err(TrainError::Model(format!(
+                "{}: {} parameters, the configured model has {}",
+                path.display(),
+                p.data.len(),
+                template.data.len()
+            )));
+        }
+        Ok(p.data)
+    };
+    let params = load(&state.model)?;
+    let best = match &state.best {
+        Some(b) => Some((b.round, b.val.clone().into(), load(&b.model)?)),
+        None => None,
+    };
+    let resume = Resume {
+        round: state.round,
+        params,
+        best,
+    };
+    Ok((state, resume))
+}
+
+/// A clock that starts at `offset` (a resumed run continues the saved training time).
+pub struct OffsetClock<C: Clock> {
+    pub inner: C,
+    pub offset: Duration,
+}
+
+impl<C: Clock> Clock for OffsetClock<C> {
+    fn elapsed(&self) -> Duration {
+        self.offset + self.inner.elapsed()
+    }
+    fn sleep(&self, d: Duration) {
+        self.inner.sleep(d)
+    }
+}
+
+/// Wraps `clock` so it starts at `offset`.
+pub fn offset_clock<C: Clock + 'static>(clock: C, offset: Duration) -> Arc<dyn Clock> {
+    Arc::new(OffsetClock {
+        inner: clock,
+        offset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::coordinator::Quiet;
+
+    fn record(round: u64, val: f64, is_best: bool) -> RoundRecord {
+        RoundRecord {
+            round,
+            elapsed_s: round as f64 * 2.0,
+            participants: vec![0],
+            missing: vec![],
+            steps: vec![round],
+            epochs: vec![0],
+            train_loss: 0.5,
+            val: EvalResult {
+                metric: "accuracy".into(),
+                value: val,
+                all: BTreeMap::new(),
+            },
+            eval_s: 0.0,
+            is_best,
+        }
+    }
+
+    #[test]
+    fn checkpoint_roundtrip_keeps_last_and_best_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let template = ParamSet::from_shapes(&[("w".into(), vec![2, 2])]);
+        let mut quiet = Quiet;
+        let mut c = Checkpointer::new(
+            &mut quiet,
+            tmp.path(),
+            template.clone(),
+            7,
+            7,
+            Some("abc".into()),
+            None,
+            None,
+        )
+        .unwrap();
+        c.on_round_model(&record(1, 0.5, true), &[1.0; 4]).unwrap();
+        c.on_round_model(&record(2, 0.7, true), &[2.0; 4]).unwrap();
+        c.on_round_model(&record(3, 0.6, false), &[3.0; 4]).unwrap();
+        let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!(state.round, 3);
+        assert_eq!(state.elapsed_s, 6.0);
+        assert_eq!(state.partition_hash.as_deref(), Some("abc"));
+        assert_eq!(resume.round, 3);
+        assert_eq!(resume.params, vec![3.0; 4]);
+        let (br, bv, bp) = resume.best.unwrap();
+        assert_eq!((br, bv.value, bp), (2, 0.7, vec![2.0; 4]));
+        let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("checkpoint"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            vec![
+                "best-000002.safetensors",
+                "round-000003.safetensors",
+                "state.json"
+            ]
+        );
+        // a model of another size is refused
+        let other = ParamSet::from_shapes(&[("w".into(), vec![3])]);
+        assert!(load_checkpoint(tmp.path(), &other)
+            .unwrap_err()
+            .to_string()
+            .contains("4 parameters"));
+    }
+
+    #[test]
+    fn offset_clock_continues_and_resume_seed_differs() {
+        let m = ManualClock::default();
+        let c = OffsetClock {
+            inner: m.clone(),
+            offset: Duration::from_secs(10),
+        };
+        assert_eq!(c.elapsed(), Duration::from_secs(10));
+        m.advance(Duration::from_secs(2));
+        assert_eq!(c.elapsed(), Duration::from_secs(12));
+        assert_eq!(resume_seed(5, 0), 5);
+        assert_ne!(resume_seed(5, 1), resume_seed(5, 2));
+    }
+}
