@@ -11,6 +11,7 @@
 //! Randomized Partitions Improve Model Aggregation*, arXiv 2305.09887.
 
 pub mod averaging;
+pub mod checkpoint;
 pub mod clock;
 pub mod cluster;
 pub mod config;
