@@ -222,6 +222,20 @@ pub fn total_threads(cfg: &TrainConfig) -> usize {
     }
 }
 
+/// Averaging weight of each trainer of `prep`: 1 (uniform, the paper's plain mean), its number
+/// of nodes, or its number of arcs (training edges of its subgraph), per `cfg.average_weight`.
+/// The coordinator normalizes over the trainers present in a round.
+pub fn average_weights(cfg: &TrainConfig, prep: &Prepared) -> Vec<f64> {
+    prep.trainers
+        .iter()
+        .map(|t| match cfg.average_weight {
+            AverageWeight::Uniform => 1.0,
+            AverageWeight::Nodes => t.num_nodes() as f64,
+            AverageWeight::Edges => t.num_edges() as f64,
+        })
+        .collect()
+}
+
 /// Trainers that fail at a given time (failure experiment), by trainer index.
 pub type FailPlan = BTreeMap<usize, Duration>;
 
@@ -264,15 +278,7 @@ pub fn run_in_process(
         .build()
         .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
 
-    let weights: Vec<f64> = prep
-        .trainers
-        .iter()
-        .map(|t| match cfg.average_weight {
-            AverageWeight::Uniform => 1.0,
-            AverageWeight::Nodes => t.num_nodes() as f64,
-            AverageWeight::Edges => t.num_edges() as f64,
-        })
-        .collect();
+    let weights = average_weights(cfg, prep);
 
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(m);
