@@ -1,0 +1,537 @@
+//! The baselines' defining behaviours (issue 3): LLCG's global correction, GGS's identical
+//! parameters, PSGD-PA's METIS partition, weighted averaging, trainer failures and the
+//! step-count schedule. All on small generated graphs; each test runs in about a second.
+
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use tma_graph::{generate_sbm, SbmConfig};
+use tma_nn::ParamSet;
+use tma_train::cluster::{Contribution, CoordinatorEndpoint, InProcess, Reply, TrainerReport};
+use tma_train::coordinator::{average_weights, build_model, coordinate};
+use tma_train::ggs::{ggs_coordinate, ggs_worker, share_examples};
+use tma_train::llcg::{full_graph_data, Llcg};
+use tma_train::trainer::Trainer;
+use tma_train::{
+    average_models, prepare, run_in_process, AverageWeight, Corrector, Extras, FailPlan,
+    ManualClock, Method, Observer, Prepared, Quiet, RealClock, RoundRecord, Task, TrainConfig,
+};
+
+fn rng(seed: u64) -> rand_chacha::ChaCha8Rng {
+    rand::SeedableRng::seed_from_u64(seed)
+}
+
+fn cfg(method: Method, task: Task) -> TrainConfig {
+    TrainConfig {
+        task,
+        method,
+        num_trainers: 3,
+        hidden: 16,
+        fanouts: vec![5, 5],
+        batch_size: 64,
+        lr: 0.01,
+        eval_num_neg: 20,
+        eval_max_edges: 100,
+        threads: 2,
+        seed: 7,
+        ..TrainConfig::default()
+    }
+}
+
+fn prep(c: &TrainConfig) -> Prepared {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 600,
+        avg_degree: 10.0,
+        feature_dim: 8,
+        num_classes: 4,
+        seed: 3,
+        ..SbmConfig::default()
+    });
+    prepare(ds, c).unwrap()
+}
+
+/// A transport with scripted trainers: round `k` gets the listed contributions; every reply is
+/// recorded. Lets the coordinator's arithmetic be checked exactly.
+struct Scripted {
+    n: usize,
+    rounds: BTreeMap<u64, Vec<Contribution>>,
+    alive: Vec<bool>,
+    replies: Vec<(Vec<usize>, Vec<f32>)>,
+    initial: Option<Vec<f32>>,
+}
+
+impl CoordinatorEndpoint for Scripted {
+    fn num_trainers(&self) -> usize {
+        self.n
+    }
+    fn broadcast_initial(&mut self, params: Arc<Vec<f32>>) {
+        self.initial = Some(params.to_vec());
+    }
+    fn call_round(&mut self, _round: u64) {}
+    fn gather(&mut self, round: u64, _t: Duration, _l: &Arc<Vec<f32>>) -> Vec<Contribution> {
+        let got = self.rounds.remove(&round).unwrap_or_default();
+        // a trainer absent from a round is dead from then on
+        for t in 0..self.n {
+            if !got.iter().any(|c| c.trainer == t) {
+                self.alive[t] = false;
+            }
+        }
+        got
+    }
+    fn reply(&mut self, to: &[usize], reply: Reply) {
+        let p = match reply {
+            Reply::Continue(p) | Reply::Stop(p) => p.to_vec(),
+        };
+        self.replies.push((to.to_vec(), p));
+    }
+    fn is_alive(&self, t: usize) -> bool {
+        self.alive[t]
+    }
+}
+
+fn contribution(trainer: usize, params: Vec<f32>) -> Contribution {
+    Contribution {
+        trainer,
+        params,
+        report: TrainerReport {
+            steps: 10,
+            epochs: 1,
+            loss_sum: 1.0,
+            loss_count: 1,
+        },
+    }
+}
+
+/// Parameters of trainer `t`: the init shifted by a per-trainer, per-coordinate amount.
+fn shifted(init: &ParamSet, t: usize) -> Vec<f32> {
+    init.data
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| x + ((i % 7) as f32 - 3.0) * 0.01 * (t as f32 + 1.0))
+        .collect()
+}
+
+struct Record(Vec<RoundRecord>, Vec<Vec<f32>>);
+impl Observer for Record {
+    fn on_round(&mut self, r: &RoundRecord) {
+        self.0.push(r.clone());
+    }
+    fn on_round_model(
+        &mut self,
+        _r: &RoundRecord,
+        params: &[f32],
+    ) -> Result<(), tma_train::TrainError> {
+        self.1.push(params.to_vec());
+        Ok(())
+    }
+}
+
+/// Runs `coordinate` over a scripted transport with a manual clock: `rounds` rounds of 1 s.
+fn scripted_run(
+    c: &TrainConfig,
+    p: &Prepared,
+    script: BTreeMap<u64, Vec<Contribution>>,
+    corrector: Option<&mut dyn Corrector>,
+) -> (Scripted, Record, ParamSet) {
+    let model = build_model(c, p).unwrap();
+    let init = model.init_params(&mut rng(c.seed));
+    let mut coord = Scripted {
+        n: p.trainers.len(),
+        rounds: script,
+        alive: vec![true; p.trainers.len()],
+        replies: Vec::new(),
+        initial: None,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut rec = Record(Vec::new(), Vec::new());
+    let clock = ManualClock::default();
+    let weights = average_weights(c, p);
+    coordinate(
+        &mut coord,
+        p,
+        c,
+        &model,
+        init.clone(),
+        &weights,
+        &clock,
+        &pool,
+        &mut rec,
+        Extras {
+            corrector,
+            resume: None,
+        },
+    )
+    .unwrap();
+    (coord, rec, init)
+}
+
+fn mean(models: &[&[f32]], weights: &[f64]) -> Vec<f32> {
+    let mut out = vec![0f32; models[0].len()];
+    average_models(models, weights, &mut out);
+    out
+}
+
+#[test]
+fn llcg_correction_changes_the_average_and_trainers_receive_the_corrected_model() {
+    let c = TrainConfig {
+        sync_every: Duration::from_secs(1),
+        time_limit: Duration::from_secs(1),
+        ..cfg(Method::Llcg, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, &p).unwrap();
+    let init = model.init_params(&mut rng(c.seed));
+    let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
+    let script = BTreeMap::from([(1, (0..3).map(|t| contribution(t, ts[t].clone())).collect())]);
+    let mut llcg = Llcg::new(&p, &c, model.clone(), init.clone());
+    let (coord, rec, _) = scripted_run(&c, &p, script, Some(&mut llcg));
+    assert_eq!(llcg.total_steps, 2, "llcg_steps = 2 per round, one round");
+
+    let avg = mean(&[&ts[0], &ts[1], &ts[2]], &[1.0; 3]);
+    // expected: two Adam steps of a fresh full-graph trainer from the plain average
+    let mut reference = Trainer::new(full_graph_data(&p, 3), model, init, &c);
+    reference.set_params(&avg);
+    reference.step();
+    reference.step();
+    let corrected = reference.params().data.clone();
+    assert_ne!(corrected, avg, "correction steps must move the model");
+
+    // round 1's reply (to every participant) is the corrected model, not the plain mean
+    let (to, sent) = &coord.replies[0];
+    assert_eq!(to, &vec![0, 1, 2]);
+    assert_eq!(sent, &corrected);
+    // and that is the model evaluated and reported for the round
+    assert_eq!(rec.1[0], corrected);
+    assert_eq!(rec.0[0].participants, vec![0, 1, 2]);
+}
+
+#[test]
+fn llcg_correction_sees_the_whole_training_graph() {
+    let c = cfg(Method::Llcg, Task::Link);
+    let p = prep(&c);
+    let full = full_graph_data(&p, 3);
+    assert_eq!(full.num_nodes(), p.graph.num_nodes());
+    let tma_train::data::TrainTarget::Link { edges } = &full.target else {
+        panic!("link target expected")
+    };
+    let parts: usize = p
+        .trainers
+        .iter()
+        .map(|t| match &t.target {
+            tma_train::data::TrainTarget::Link { edges } => edges.len(),
+            _ => 0,
+        })
+        .sum();
+    // METIS parts lose the cut edges; the corrector trains on all of them
+    assert!(edges.len() > parts, "{} vs {}", edges.len(), parts);
+}
+
+#[test]
+fn failed_trainer_is_excluded_from_the_next_mean() {
+    let c = TrainConfig {
+        sync_every: Duration::from_secs(1),
+        time_limit: Duration::from_secs(3),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, &p).unwrap();
+    let init = model.init_params(&mut rng(c.seed));
+    let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
+    // round 1: everyone; rounds 2 and 3: trainer 1 is gone
+    let script = BTreeMap::from([
+        (1, (0..3).map(|t| contribution(t, ts[t].clone())).collect()),
+        (
+            2,
+            vec![
+                contribution(0, ts[0].clone()),
+                contribution(2, ts[2].clone()),
+            ],
+        ),
+        (
+            3,
+            vec![
+                contribution(0, ts[0].clone()),
+                contribution(2, ts[2].clone()),
+            ],
+        ),
+    ]);
+    let (coord, rec, _) = scripted_run(&c, &p, script, None);
+    assert_eq!(
+        coord.replies[0].1,
+        mean(&[&ts[0], &ts[1], &ts[2]], &[1.0; 3])
+    );
+    let survivors = mean(&[&ts[0], &ts[2]], &[1.0; 2]);
+    assert_eq!(coord.replies[1], (vec![0, 2], survivors.clone()));
+    assert_eq!(rec.0.len(), 3);
+    assert_eq!(rec.0[1].participants, vec![0, 2]);
+    assert_eq!(rec.0[1].missing, vec![1]);
+    assert_eq!(rec.0[2].missing, vec![1]);
+}
+
+#[test]
+fn weighted_averaging_uses_nodes_or_edges() {
+    let base = TrainConfig {
+        sync_every: Duration::from_secs(1),
+        time_limit: Duration::from_secs(1),
+        ..cfg(Method::PsgdPa, Task::Node)
+    };
+    let p = prep(&base);
+    let nodes: Vec<f64> = p.trainers.iter().map(|t| t.num_nodes() as f64).collect();
+    let edges: Vec<f64> = p.trainers.iter().map(|t| t.num_edges() as f64).collect();
+    assert_eq!(
+        nodes.iter().sum::<f64>(),
+        600.0,
+        "parts cover every node once"
+    );
+    for (w, expect) in [
+        (AverageWeight::Uniform, vec![1.0; 3]),
+        (AverageWeight::Nodes, nodes),
+        (AverageWeight::Edges, edges),
+    ] {
+        let c = TrainConfig {
+            average_weight: w,
+            ..base.clone()
+        };
+        assert_eq!(average_weights(&c, &p), expect, "{w:?}");
+        let model = build_model(&c, &p).unwrap();
+        let init = model.init_params(&mut rng(c.seed));
+        let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
+        let script =
+            BTreeMap::from([(1, (0..3).map(|t| contribution(t, ts[t].clone())).collect())]);
+        let (coord, _, _) = scripted_run(&c, &p, script, None);
+        assert_eq!(
+            coord.replies[0].1,
+            mean(&[&ts[0], &ts[1], &ts[2]], &expect),
+            "{w:?}"
+        );
+    }
+}
+
+#[test]
+fn psgd_pa_and_llcg_train_on_the_metis_partition() {
+    let c = cfg(Method::PsgdPa, Task::Node);
+    let p = prep(&c);
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 600,
+        avg_degree: 10.0,
+        feature_dim: 8,
+        num_classes: 4,
+        seed: 3,
+        ..SbmConfig::default()
+    });
+    let metis = tma_partition::partition(
+        &ds.graph,
+        &tma_partition::PartitionConfig {
+            method: tma_partition::PartitionMethod::Metis,
+            num_parts: 3,
+            drop_parts: 0,
+            seed: c.seed,
+        },
+    )
+    .unwrap();
+    assert_eq!(p.partition_hash.as_deref(), Some(metis.hash_hex().as_str()));
+    for (t, data) in p.trainers.iter().enumerate() {
+        let part = tma_partition::build_part(&ds.graph, &metis, t);
+        assert_eq!(data.global_ids, part.global_ids, "trainer {t}");
+    }
+    let l = prep(&TrainConfig {
+        method: Method::Llcg,
+        ..c.clone()
+    });
+    assert_eq!(l.partition_hash, p.partition_hash);
+    let r = prep(&TrainConfig {
+        method: Method::RandomTma,
+        ..c
+    });
+    assert_ne!(r.partition_hash, p.partition_hash);
+}
+
+#[test]
+fn ggs_shares_are_disjoint_and_cover_the_training_examples() {
+    let c = cfg(Method::Ggs, Task::Link);
+    let p = prep(&c);
+    let full = full_graph_data(&p, 0);
+    let shares = share_examples(&full, 4, 4, 1);
+    let mut all: Vec<(u32, u32)> = Vec::new();
+    for s in &shares {
+        assert_eq!(s.num_nodes(), p.graph.num_nodes(), "whole graph everywhere");
+        let tma_train::data::TrainTarget::Link { edges } = &s.target else {
+            panic!()
+        };
+        all.extend(edges);
+    }
+    let tma_train::data::TrainTarget::Link { edges } = &full.target else {
+        panic!()
+    };
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "shares are disjoint");
+    let mut e = edges.clone();
+    e.sort();
+    assert_eq!(all, e, "shares cover every training edge");
+    // prepare() gives ggs trainers those shares; dropped shares are nobody's
+    assert_eq!(p.trainers.len(), 3);
+    assert_eq!(share_examples(&full, 4, 3, 1).len(), 3);
+}
+
+#[test]
+fn ggs_trainers_hold_identical_parameters_after_every_step() {
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(300),
+        time_limit: Duration::from_millis(900),
+        weight_decay: 1e-3,
+        clip_from_epoch: 1,
+        ..cfg(Method::Ggs, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, &p).unwrap();
+    let init = model.init_params(&mut rng(c.seed));
+    let (mut coord, endpoints) = InProcess::new(p.trainers.len());
+    let clock: Arc<RealClock> = Arc::new(RealClock::start());
+    let (tx, rx) = mpsc::channel::<(usize, u64, Vec<f32>)>();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let result = std::thread::scope(|s| {
+        for (data, mut ep) in p.trainers.iter().zip(endpoints) {
+            let trainer = Trainer::new(data.clone(), model.clone(), init.clone(), &c);
+            let tx = tx.clone();
+            let clock = clock.clone();
+            let id = data.trainer;
+            s.spawn(move || {
+                ggs_worker(trainer, &mut ep, clock, None, |step, params| {
+                    tx.send((id, step, params.data.clone())).unwrap();
+                })
+            });
+        }
+        drop(tx);
+        ggs_coordinate(
+            &mut coord,
+            &p,
+            &c,
+            &model,
+            init.clone(),
+            &*clock,
+            &pool,
+            &mut Quiet,
+            Extras::default(),
+        )
+        .unwrap()
+    });
+    let mut by_step: BTreeMap<u64, Vec<(usize, Vec<f32>)>> = BTreeMap::new();
+    for (t, step, params) in rx {
+        by_step.entry(step).or_default().push((t, params));
+    }
+    let steps = by_step.len() as u64;
+    assert!(steps >= 3, "only {steps} steps in 0.9 s");
+    assert_eq!(
+        *by_step.keys().last().unwrap(),
+        steps,
+        "steps 1..=S, none skipped"
+    );
+    for (step, ps) in &by_step {
+        assert_eq!(ps.len(), 3, "step {step}: every trainer applied it");
+        for (t, x) in ps {
+            assert_eq!(
+                x, &ps[0].1,
+                "step {step}: trainer {t} differs from trainer {}",
+                ps[0].0
+            );
+        }
+    }
+    assert_ne!(
+        by_step[&1][0].1, init.data,
+        "the first step moves the model"
+    );
+    // the coordinator's copy (evaluated, saved) is the trainers' final model
+    assert_eq!(by_step[&steps][0].1, result.final_params.data);
+    assert_eq!(result.summary.steps_per_trainer, vec![steps; 3]);
+}
+
+#[test]
+fn ggs_run_survives_a_failed_trainer() {
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(300),
+        time_limit: Duration::from_millis(1200),
+        ..cfg(Method::Ggs, Task::Node)
+    };
+    let p = prep(&c);
+    let fail = FailPlan::from([(1, Duration::from_millis(400))]);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let r = run_in_process(
+        &p,
+        &c,
+        &fail,
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras::default(),
+    )
+    .unwrap();
+    assert_eq!(r.summary.failed_trainers.len(), 1);
+    assert_eq!(r.summary.failed_trainers[0].0, 1);
+    let last = rec.0.last().unwrap();
+    assert_eq!(last.participants, vec![0, 2]);
+    assert_eq!(last.missing, vec![1]);
+    assert!(r.summary.steps_per_trainer[1] < r.summary.steps_per_trainer[0]);
+}
+
+#[test]
+fn trainer_failing_mid_run_is_excluded_and_the_run_finishes() {
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(250),
+        time_limit: Duration::from_millis(1000),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let fail = FailPlan::from([(2, Duration::from_millis(300))]);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let r = run_in_process(
+        &p,
+        &c,
+        &fail,
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras::default(),
+    )
+    .unwrap();
+    assert_eq!(rec.0.len(), 4, "every round happens");
+    assert_eq!(rec.0[0].participants, vec![0, 1, 2], "before the failure");
+    for r in &rec.0[2..] {
+        assert_eq!(r.participants, vec![0, 1]);
+        assert_eq!(r.missing, vec![2]);
+    }
+    assert_eq!(r.summary.failed_trainers.len(), 1);
+    assert!(r.summary.final_val.value.is_finite());
+}
+
+#[test]
+fn step_count_schedule_makes_round_k_after_k_times_n_steps() {
+    let c = TrainConfig {
+        sync_every_steps: 3,
+        time_limit: Duration::from_millis(800),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let r = run_in_process(
+        &p,
+        &c,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras::default(),
+    )
+    .unwrap();
+    assert!(rec.0.len() >= 3, "only {} rounds", rec.0.len());
+    for r in &rec.0 {
+        assert_eq!(r.steps, vec![3 * r.round; 3], "round {}", r.round);
+    }
+    let last = rec.0.last().unwrap().round;
+    assert_eq!(r.summary.steps_per_trainer, vec![3 * last; 3]);
+    assert!(rec.0.last().unwrap().elapsed_s >= 0.8);
+}
