@@ -1,5 +1,6 @@
 //! `tma`: train GNNs with time-based model averaging over randomized partitions.
 
+mod bench;
 mod train_cmd;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,9 @@ enum Command {
     Info(train_cmd::InfoOpts),
     /// Partition a dataset and print per-part statistics.
     Partition(train_cmd::PartitionOpts),
+    /// Performance suite: every figure with its fraction of the machine's ceiling and, with
+    /// --peers, its ratio to PyG / DGL (see bench/README.md).
+    Bench(Box<bench::BenchOpts>),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
         Command::Train(o) => train_cmd::train(*o),
         Command::Info(o) => train_cmd::info(o),
         Command::Partition(o) => train_cmd::partition(o),
+        Command::Bench(o) => bench::bench(*o),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
