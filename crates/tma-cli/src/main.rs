@@ -1,6 +1,8 @@
 //! `tma`: train GNNs with time-based model averaging over randomized partitions.
 
 mod bench;
+mod compare;
+mod plot;
 mod train_cmd;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,9 @@ enum Command {
     Info(train_cmd::InfoOpts),
     /// Partition a dataset and print per-part statistics.
     Partition(train_cmd::PartitionOpts),
+    /// Run several methods on the same data, model and budget over several seeds; write a
+    /// table, results.json and a plot of validation metric vs training time.
+    Compare(Box<compare::CompareOpts>),
     /// Performance suite: every figure with its fraction of the machine's ceiling and, with
     /// --peers, its ratio to PyG / DGL (see bench/README.md).
     Bench(Box<bench::BenchOpts>),
@@ -35,6 +40,7 @@ fn main() -> ExitCode {
         Command::Train(o) => train_cmd::train(*o),
         Command::Info(o) => train_cmd::info(o),
         Command::Partition(o) => train_cmd::partition(o),
+        Command::Compare(o) => compare::compare(*o),
         Command::Bench(o) => bench::bench(*o),
     };
     match r {

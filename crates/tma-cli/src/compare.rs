@@ -1,0 +1,469 @@
+//! `tma compare`: several methods on the same data, partition seeds, model and wall-clock
+//! budget, over several seeds; a table, a JSON result file and a plot of the validation metric
+//! against wall-clock time.
+//!
+//! ```text
+//! OUT/
+//!   results.json        every run (validation curve + summary) and the aggregated table
+//!   table.md            the table (mean ± sample std over seeds)
+//!   val_vs_time.svg     validation metric vs training time, mean over seeds, one line per method
+//!   <method>-seed<s>/   each run's own run directory (config.toml, rounds.jsonl, summary.json, models)
+//! ```
+
+use crate::plot::{line_plot_svg, Series};
+use crate::train_cmd::{load, resolve, TrainOpts};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use tma_train::coordinator::{Observer, RoundRecord};
+use tma_train::{Method, RealClock, RunDir, Summary};
+
+/// Options of `tma compare`: every `tma train` option (applied to every run) plus the methods,
+/// seeds and target. `--method` and `--seed` are replaced by `--methods` and `--seeds`.
+/// `--drop-parts` and `--fail` apply to every method except `centralized` (one trainer).
+#[derive(Args, Debug)]
+pub struct CompareOpts {
+    #[command(flatten)]
+    pub train: TrainOpts,
+    /// Methods to compare, comma separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "random-tma,super-tma,psgd-pa,llcg,ggs,centralized"
+    )]
+    pub methods: Vec<Method>,
+    /// Seeds (split, partition, init, sampling), comma separated; every method runs once per seed.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2")]
+    pub seeds: Vec<u64>,
+    /// Validation metric a run must reach for "time to target". Default: 95% of the best mean
+    /// best-validation metric among the methods.
+    #[arg(long)]
+    pub target: Option<f64>,
+    /// Title of the plot and the table. Default: dataset, task and budget.
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+/// One point of a validation curve.
+#[derive(Serialize, Clone, Debug)]
+pub struct CurvePoint {
+    pub round: u64,
+    /// Training time of the averaged model, seconds.
+    pub elapsed_s: f64,
+    /// Primary validation metric.
+    pub val: f64,
+    /// Trainers that took part in the round.
+    pub participants: usize,
+}
+
+/// One run of one method with one seed.
+#[derive(Serialize, Debug)]
+pub struct RunOutcome {
+    pub method: String,
+    pub seed: u64,
+    /// Seconds spent splitting and partitioning (not counted in the training budget).
+    pub prepare_s: f64,
+    pub curve: Vec<CurvePoint>,
+    pub summary: Summary,
+}
+
+/// Mean and sample standard deviation (n - 1; 0 for a single value).
+#[derive(Serialize, Clone, Copy, Debug, PartialEq)]
+pub struct Stat {
+    pub mean: f64,
+    pub std: f64,
+    pub n: usize,
+}
+
+impl Stat {
+    /// Statistics of `xs` (`None` if empty).
+    pub fn of(xs: &[f64]) -> Option<Stat> {
+        if xs.is_empty() {
+            return None;
+        }
+        let n = xs.len();
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let std = if n > 1 {
+            (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Stat { mean, std, n })
+    }
+    fn show(s: Option<Stat>, digits: usize) -> String {
+        match s {
+            Some(s) => format!("{:.*} ± {:.*}", digits, s.mean, digits, s.std),
+            None => "—".into(),
+        }
+    }
+}
+
+/// One method's row of the table.
+#[derive(Serialize, Debug)]
+pub struct Row {
+    pub method: String,
+    pub runs: usize,
+    pub final_val: Option<Stat>,
+    pub final_test: Option<Stat>,
+    pub best_val: Option<Stat>,
+    /// Test metric of the best-validation model.
+    pub best_test: Option<Stat>,
+    /// Seconds until the validation metric first reached the target, over runs that reached it.
+    pub time_to_target_s: Option<Stat>,
+    /// Runs that reached the target.
+    pub reached_target: usize,
+    pub rounds: Option<Stat>,
+    /// Optimizer steps per trainer (mean over each run's trainers that made any step).
+    pub steps_per_trainer: Option<Stat>,
+}
+
+/// Seconds until `curve` first reaches `target` (None if never).
+pub fn time_to_target(curve: &[CurvePoint], target: f64) -> Option<f64> {
+    curve.iter().find(|p| p.val >= target).map(|p| p.elapsed_s)
+}
+
+/// Aggregates the runs of `method`.
+pub fn row(method: &str, runs: &[&RunOutcome], target: f64) -> Row {
+    let v =
+        |f: &dyn Fn(&RunOutcome) -> f64| Stat::of(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
+    let reached: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| time_to_target(&r.curve, target))
+        .collect();
+    Row {
+        method: method.to_string(),
+        runs: runs.len(),
+        final_val: v(&|r| r.summary.final_val.value),
+        final_test: v(&|r| r.summary.final_test.value),
+        best_val: v(&|r| r.summary.best_val.value),
+        best_test: v(&|r| r.summary.best_test.value),
+        time_to_target_s: Stat::of(&reached),
+        reached_target: reached.len(),
+        rounds: v(&|r| r.summary.rounds as f64),
+        steps_per_trainer: v(&|r| {
+            let s: Vec<f64> = r
+                .summary
+                .steps_per_trainer
+                .iter()
+                .filter(|&&s| s > 0)
+                .map(|&s| s as f64)
+                .collect();
+            s.iter().sum::<f64>() / s.len().max(1) as f64
+        }),
+    }
+}
+
+/// Mean validation curve of `runs` aligned by round index (up to the shortest run): x = mean
+/// elapsed seconds, y = mean metric.
+pub fn mean_curve(runs: &[&RunOutcome]) -> Vec<(f64, f64)> {
+    let n = runs.iter().map(|r| r.curve.len()).min().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            let k = runs.len() as f64;
+            (
+                runs.iter().map(|r| r.curve[i].elapsed_s).sum::<f64>() / k,
+                runs.iter().map(|r| r.curve[i].val).sum::<f64>() / k,
+            )
+        })
+        .collect()
+}
+
+/// The table in Markdown.
+pub fn table_markdown(rows: &[Row], metric: &str, target: f64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| method | final val {metric} | final test {metric} | best val {metric} | test @ best val | time to val ≥ {target:.4} (s) | rounds | steps / trainer |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} ({}/{}) | {} | {} |",
+            r.method,
+            Stat::show(r.final_val, 4),
+            Stat::show(r.final_test, 4),
+            Stat::show(r.best_val, 4),
+            Stat::show(r.best_test, 4),
+            Stat::show(r.time_to_target_s, 1),
+            r.reached_target,
+            r.runs,
+            Stat::show(r.rounds, 1),
+            Stat::show(r.steps_per_trainer, 0),
+        );
+    }
+    s
+}
+
+/// Records rounds into the run directory and prints one line per round.
+struct Recorder {
+    label: String,
+    quiet: bool,
+    run_dir: RunDir,
+    curve: Vec<CurvePoint>,
+    err: Option<anyhow::Error>,
+}
+
+impl Observer for Recorder {
+    fn on_round(&mut self, r: &RoundRecord) {
+        if !self.quiet {
+            eprintln!(
+                "  {:<24} round {:>3} t={:>6.1}s val {}={:.4}{}",
+                self.label,
+                r.round,
+                r.elapsed_s,
+                r.val.metric,
+                r.val.value,
+                if r.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" missing={:?}", r.missing)
+                }
+            );
+        }
+        self.curve.push(CurvePoint {
+            round: r.round,
+            elapsed_s: r.elapsed_s,
+            val: r.val.value,
+            participants: r.participants.len(),
+        });
+        if let Err(e) = self.run_dir.append_round(r) {
+            self.err.get_or_insert(e.into());
+        }
+    }
+}
+
+/// A copy of `o` (through its serialized form, which holds every training option).
+fn clone_opts(o: &TrainOpts) -> Result<TrainOpts> {
+    Ok(serde_json::from_value(serde_json::to_value(o)?)?)
+}
+
+fn run_one(
+    base: &TrainOpts,
+    method: Method,
+    seed: u64,
+    out: &Path,
+    quiet: bool,
+) -> Result<RunOutcome> {
+    let mut o = clone_opts(base)?;
+    o.config = None; // already merged into `base`
+    o.method = Some(method);
+    o.seed = Some(seed);
+    o.out = None;
+    if method == Method::Centralized {
+        o.drop_parts = None;
+        o.fail = None;
+    }
+    let (o, cfg, fail) = resolve(o)?;
+    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
+    let dir = out.join(format!("{method}-seed{seed}"));
+    let run_dir = RunDir::create(&dir)?;
+    run_dir.write(
+        "config.toml",
+        toml::to_string(&cfg)
+            .context("serializing the config")?
+            .as_bytes(),
+    )?;
+    let t0 = Instant::now();
+    let prep = tma_train::prepare(ds, &cfg)?;
+    let prepare_s = t0.elapsed().as_secs_f64();
+    let mut rec = Recorder {
+        label: format!("{method} seed {seed}"),
+        quiet,
+        run_dir,
+        curve: Vec::new(),
+        err: None,
+    };
+    let result = tma_train::run_in_process(
+        &prep,
+        &cfg,
+        &fail,
+        Arc::new(RealClock::start()),
+        &mut rec,
+        tma_train::Extras::default(),
+    )
+    .with_context(|| format!("{method} seed {seed}"))?;
+    if let Some(e) = rec.err.take() {
+        return Err(e.context(format!("writing {}/rounds.jsonl", dir.display())));
+    }
+    rec.run_dir.finish(&result)?;
+    let s = &result.summary;
+    eprintln!(
+        "{method:<12} seed {seed}: {} rounds, final val {}={:.4} test={:.4}; best val={:.4} test={:.4}",
+        s.rounds, s.final_val.metric, s.final_val.value, s.final_test.value, s.best_val.value, s.best_test.value
+    );
+    Ok(RunOutcome {
+        method: method.to_string(),
+        seed,
+        prepare_s,
+        curve: rec.curve,
+        summary: result.summary,
+    })
+}
+
+/// Runs the comparison and writes OUT/{results.json, table.md, val_vs_time.svg}.
+pub fn compare(o: CompareOpts) -> Result<()> {
+    if o.train.method.is_some() || o.train.seed.is_some() {
+        bail!("tma compare takes --methods and --seeds (not --method / --seed)");
+    }
+    if o.methods.is_empty() || o.seeds.is_empty() {
+        bail!("--methods and --seeds must name at least one each");
+    }
+    let quiet = o.train.quiet;
+    // merge a --config file once, so every run sees the same options
+    let (base, cfg0, _) = resolve(clone_opts_with_config(&o.train)?)?;
+    let name = base
+        .dataset
+        .as_ref()
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "generated".into());
+    let out = base.out.clone().unwrap_or_else(|| {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let stamp: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
+        PathBuf::from("runs").join(format!("compare-{name}-{}-{stamp}", cfg0.task))
+    });
+    if out.join("results.json").exists() {
+        bail!(
+            "{} already holds a comparison (results.json); choose another --out",
+            out.display()
+        );
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut runs = Vec::new();
+    for &seed in &o.seeds {
+        for &m in &o.methods {
+            eprintln!("== {m} seed {seed} ({name}, {})", cfg0.task);
+            runs.push(run_one(&base, m, seed, &out, quiet)?);
+        }
+    }
+    let metric = runs
+        .first()
+        .map(|r| r.summary.final_val.metric.clone())
+        .unwrap_or_default();
+    let by_method = |m: &Method| -> Vec<&RunOutcome> {
+        runs.iter().filter(|r| r.method == m.as_str()).collect()
+    };
+    let target = o.target.unwrap_or_else(|| {
+        0.95 * o
+            .methods
+            .iter()
+            .filter_map(|m| row(m.as_str(), &by_method(m), f64::INFINITY).best_val)
+            .map(|s| s.mean)
+            .fold(f64::NEG_INFINITY, f64::max)
+    });
+    let rows: Vec<Row> = o
+        .methods
+        .iter()
+        .map(|m| row(m.as_str(), &by_method(m), target))
+        .collect();
+    let failure = match (cfg0.drop_parts, base.fail.as_deref()) {
+        (0, None | Some([])) => String::new(),
+        (d, f) => format!(
+            ", drop-parts {d}{}",
+            f.map(|f| format!(", fail {}", f.join(" ")))
+                .unwrap_or_default()
+        ),
+    };
+    let title = o.title.clone().unwrap_or_else(|| {
+        format!(
+            "{name}, {} ({metric}), {} trainers, {} budget{failure}",
+            cfg0.task,
+            cfg0.num_trainers,
+            humantime::format_duration(cfg0.time_limit)
+        )
+    });
+    let table = table_markdown(&rows, &metric, target);
+    let seeds_s: Vec<String> = o.seeds.iter().map(|s| s.to_string()).collect();
+    let md = format!(
+        "### {title}\n\nseeds {}; mean ± sample std over seeds; time to target over the runs that reached it\n\n{table}",
+        seeds_s.join(", ")
+    );
+    tma_train::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
+    let series: Vec<Series> = o
+        .methods
+        .iter()
+        .map(|m| Series {
+            label: m.to_string(),
+            points: mean_curve(&by_method(m)),
+        })
+        .collect();
+    let svg = out.join("val_vs_time.svg");
+    line_plot_svg(
+        &svg,
+        &title,
+        "training time (s)",
+        &format!("validation {metric} (mean over {} seeds)", o.seeds.len()),
+        &series,
+        Some((target, "target")),
+        (900, 560),
+    )?;
+    let results = serde_json::json!({
+        "command": std::env::args().collect::<Vec<_>>(),
+        "dataset": name,
+        "task": cfg0.task.to_string(),
+        "metric": metric,
+        "methods": o.methods.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+        "seeds": o.seeds,
+        "target": target,
+        "config": cfg0,
+        "fail": base.fail,
+        "table": rows,
+        "runs": runs,
+    });
+    tma_train::output::write_atomic(
+        &out.join("results.json"),
+        &serde_json::to_vec_pretty(&results)?,
+    )?;
+    println!("{md}");
+    println!(
+        "results: {}  plot: {}",
+        out.join("results.json").display(),
+        svg.display()
+    );
+    Ok(())
+}
+
+/// `o` with its `--config` file merged in (flags win), `method`/`seed` left unset.
+fn clone_opts_with_config(o: &TrainOpts) -> Result<TrainOpts> {
+    let mut c = clone_opts(o)?;
+    c.config = o.config.clone();
+    // resolve() needs a method to validate; any partitioned one will do for the shared options
+    c.method = Some(Method::RandomTma);
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(t: f64, v: f64) -> CurvePoint {
+        CurvePoint {
+            round: 0,
+            elapsed_s: t,
+            val: v,
+            participants: 1,
+        }
+    }
+
+    #[test]
+    fn stat_is_mean_and_sample_std() {
+        let s = Stat::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.mean, s.std, s.n), (2.0, 1.0, 3));
+        assert_eq!(Stat::of(&[5.0]).unwrap().std, 0.0);
+        assert!(Stat::of(&[]).is_none());
+        assert_eq!(Stat::show(Stat::of(&[1.0, 2.0, 3.0]), 2), "2.00 ± 1.00");
+    }
+
+    #[test]
+    fn time_to_target_is_first_crossing() {
+        let c = vec![pt(1.0, 0.2), pt(2.0, 0.6), pt(3.0, 0.5), pt(4.0, 0.7)];
+        assert_eq!(time_to_target(&c, 0.55), Some(2.0));
+        assert_eq!(time_to_target(&c, 0.7), Some(4.0));
+        assert_eq!(time_to_target(&c, 0.9), None);
+    }
+}
