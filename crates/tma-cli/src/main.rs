@@ -1,6 +1,9 @@
 //! `tma`: train GNNs with time-based model averaging over randomized partitions.
 
 mod bench;
+mod dist;
+#[cfg(feature = "mpi")]
+mod mpi_run;
 mod compare;
 mod plot;
 mod train_cmd;

@@ -128,6 +128,19 @@ pub struct TrainOpts {
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+    /// Train on a partition directory written by `tma partition --out` (its manifest fixes task, method, trainers, seed and split); replaces --dataset.
+    #[arg(long, value_name = "DIR")]
+    pub partitions: Option<PathBuf>,
+    /// Transport of the trainers: in-process (threads) or mpi (one process per rank under mpirun/srun: rank 0 coordinates, ranks 1..=M train; needs --partitions and a build with --features mpi). Default: in-process.
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// MPI: how long the coordinator waits for every trainer rank to load its part and join, and at the end to exit, before reporting the missing ranks and aborting the job. Default: 120s.
+    #[arg(long, value_name = "DURATION")]
+    pub join_timeout: Option<String>,
+    /// Continue the interrupted run in RUN_DIR from its last checkpoint (its config.toml is the config; flags still win).
+    #[arg(long, value_name = "RUN_DIR")]
+    #[serde(skip)]
+    pub resume: Option<PathBuf>,
     /// Print only the final summary (no progress bar or round lines).
     #[arg(long)]
     #[serde(skip)]
@@ -162,6 +175,12 @@ struct Resolved<'a> {
     gen_nodes: Option<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     fail: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partitions: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    join_timeout: Option<String>,
     #[serde(flatten)]
     train: &'a TrainConfig,
 }
@@ -272,16 +291,16 @@ pub(crate) fn load(
     }
 }
 
-fn default_out(ds: &Dataset, cfg: &TrainConfig) -> PathBuf {
+fn default_out(name: &str, cfg: &TrainConfig) -> PathBuf {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let stamp: String = now
         .chars()
         .filter(|c| c.is_ascii_digit() || *c == 'T')
         .collect();
-    PathBuf::from("runs").join(format!("{}-{}-{}", ds.name, cfg.method, stamp))
+    PathBuf::from("runs").join(format!("{}-{}-{}", name, cfg.method, stamp))
 }
 
-struct Printer {
+pub(crate) struct Printer {
     bar: Option<ProgressBar>,
     run_dir: RunDir,
     metric_err: Option<anyhow::Error>,
@@ -315,32 +334,95 @@ impl Observer for Printer {
 
 pub fn train(o: TrainOpts) -> Result<()> {
     let quiet = o.quiet;
-    let (o, cfg, fail) = resolve(o)?;
-    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
-    let out = o.out.clone().unwrap_or_else(|| default_out(&ds, &cfg));
-    let run_dir = RunDir::create(&out)?;
+    let o = crate::dist::apply_resume(o)?;
+    // (resume is not a config-file key, so it does not survive the overlay in resolve)
+    let resume_dir = o.resume.clone();
+    let (o, mut cfg, fail) = resolve(o)?;
+    let parts = crate::dist::open_partitions(&o, &mut cfg)?;
+    let engine = crate::dist::Engine::parse(o.engine.as_deref())?;
+    #[cfg(not(feature = "mpi"))]
+    let _ = engine;
+    #[cfg(feature = "mpi")]
+    let mpi_ctx = match engine {
+        crate::dist::Engine::Mpi => {
+            let Some((pdir, m)) = &parts else {
+                bail!("--engine mpi needs --partitions DIR (write one with `tma partition --out DIR`)");
+            };
+            let ctx = crate::mpi_run::MpiContext::init(&o)?;
+            if ctx.rank() != 0 {
+                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail, quiet);
+            }
+            Some(ctx)
+        }
+        crate::dist::Engine::InProcess => None,
+    };
+    let resumed = match &resume_dir {
+        Some(dir) => Some(tma_train::checkpoint::read_state(dir)?),
+        None => None,
+    };
+    let ds = match &parts {
+        Some(_) => None,
+        None => Some(load(&o.dataset, o.gen_nodes, &cfg)?),
+    };
+    let ds_name = match (&ds, &parts) {
+        (Some(ds), _) => ds.name.clone(),
+        (None, Some((_, m))) => m.dataset.clone(),
+        (None, None) => unreachable!("a dataset or a partition directory"),
+    };
+    let out = o.out.clone().unwrap_or_else(|| default_out(&ds_name, &cfg));
+    let run_dir = match &resumed {
+        Some(st) => RunDir::reopen(&out, st.round)?,
+        None => RunDir::create(&out)?,
+    };
     if !quiet {
-        eprintln!("dataset   {}", ds.summary());
-        if ds.structural_features {
-            eprintln!("          (no node features: using 32-d structural features, see docs)");
+        match (&ds, &parts) {
+            (Some(ds), _) => {
+                eprintln!("dataset   {}", ds.summary());
+                if ds.structural_features {
+                    eprintln!(
+                        "          (no node features: using 32-d structural features, see docs)"
+                    );
+                }
+            }
+            (None, Some((dir, m))) => eprintln!(
+                "dataset   {} from partition directory {} ({} parts, manifest sha256 {})",
+                m.dataset,
+                dir.display(),
+                m.parts.len(),
+                &m.hash[..16]
+            ),
+            _ => {}
+        }
+        if let Some(st) = &resumed {
+            eprintln!(
+                "resuming  from round {} at t={:.1}s ({})",
+                st.round,
+                st.elapsed_s,
+                out.display()
+            );
         }
     }
     let resolved = Resolved {
         dataset: o.dataset.as_ref().map(|p| p.display().to_string()),
-        gen_nodes: if o.dataset.is_none() {
+        gen_nodes: if o.dataset.is_none() && o.partitions.is_none() {
             Some(o.gen_nodes.unwrap_or(10_000))
         } else {
             None
         },
         fail: o.fail.clone().unwrap_or_default(),
+        partitions: o.partitions.as_ref().map(|p| p.display().to_string()),
+        engine: o.engine.clone(),
+        join_timeout: o.join_timeout.clone(),
         train: &cfg,
     };
-    run_dir.write(
-        "config.toml",
-        toml::to_string(&resolved)
-            .context("serializing the resolved config")?
-            .as_bytes(),
-    )?;
+    if resumed.is_none() {
+        run_dir.write(
+            "config.toml",
+            toml::to_string(&resolved)
+                .context("serializing the resolved config")?
+                .as_bytes(),
+        )?;
+    }
 
     let spinner = (!quiet).then(|| {
         let s = ProgressBar::new_spinner();
@@ -352,7 +434,13 @@ pub fn train(o: TrainOpts) -> Result<()> {
         s.enable_steady_tick(Duration::from_millis(100));
         s
     });
-    let prep = tma_train::prepare(ds, &cfg)?;
+    let prep = match (ds, &parts) {
+        (Some(ds), _) => tma_train::prepare(ds, &cfg)?,
+        #[cfg(feature = "mpi")]
+        (None, Some((dir, m))) if mpi_ctx.is_some() => tma_train::store::read_coordinator(dir, m)?,
+        (None, Some((dir, m))) => tma_train::store::read_all(dir, m)?,
+        (None, None) => unreachable!("a dataset or a partition directory"),
+    };
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
@@ -369,8 +457,49 @@ pub fn train(o: TrainOpts) -> Result<()> {
             "assignment_sha256": prep.partition_hash,
             "report": rep,
         });
+        if resumed.is_none() {
+            run_dir.write("partition.json", &serde_json::to_vec_pretty(&pj)?)?;
+        }
+    }
+    if let (Some((_, m)), None) = (&parts, &resumed) {
+        let pj = serde_json::json!({
+            "method": cfg.method.to_string(),
+            "seed": cfg.seed,
+            "num_parts": cfg.num_trainers,
+            "drop_parts": cfg.drop_parts,
+            "super_nodes": cfg.super_nodes,
+            "assignment_sha256": m.assignment_sha256,
+            "manifest_sha256": m.hash,
+            "parts": m.parts,
+            "report": m.report,
+        });
         run_dir.write("partition.json", &serde_json::to_vec_pretty(&pj)?)?;
     }
+    let manifest_sha256 = parts.as_ref().map(|(_, m)| m.hash.clone());
+    let template = tma_train::coordinator::build_model(&cfg, &prep)?.zero_params();
+    let resume = match &resumed {
+        Some(st) => {
+            if st.partition_hash != prep.partition_hash || st.manifest_sha256 != manifest_sha256 {
+                bail!(
+                    "--resume {}: the checkpoint was made on partition {:?} (manifest {:?}), this run has {:?} (manifest {:?}); resume with the same data and partition options",
+                    out.display(),
+                    st.partition_hash,
+                    st.manifest_sha256,
+                    prep.partition_hash,
+                    manifest_sha256
+                );
+            }
+            Some(tma_train::checkpoint::resume_from(&out, st, &template)?)
+        }
+        None => None,
+    };
+    // a fresh random stream for the trainers after a resume (see checkpoint::resume_seed)
+    let trainer_seed =
+        tma_train::checkpoint::resume_seed(cfg.seed, resumed.as_ref().map_or(0, |s| s.round));
+    let run_cfg = TrainConfig {
+        seed: trainer_seed,
+        ..cfg.clone()
+    };
     if !quiet {
         eprintln!(
             "training  {} trainers, {} model, sync every {}, time limit {} -> {}",
@@ -390,7 +519,13 @@ pub fn train(o: TrainOpts) -> Result<()> {
         );
         b
     });
-    let clock: Arc<dyn Clock> = Arc::new(RealClock::start());
+    let clock: Arc<dyn Clock> = match &resumed {
+        Some(st) => tma_train::checkpoint::offset_clock(
+            RealClock::start(),
+            Duration::from_secs_f64(st.elapsed_s),
+        ),
+        None => Arc::new(RealClock::start()),
+    };
     let done = Arc::new(AtomicBool::new(false));
     let ticker = bar.clone().map(|b| {
         let clock = clock.clone();
@@ -414,14 +549,29 @@ pub fn train(o: TrainOpts) -> Result<()> {
         run_dir,
         metric_err: None,
     };
-    let result = tma_train::run_in_process(
-        &prep,
-        &cfg,
-        &fail,
-        clock,
+    let mut ckpt = tma_train::checkpoint::Checkpointer::new(
         &mut printer,
-        tma_train::Extras::default(),
-    );
+        &out,
+        template,
+        cfg.seed,
+        trainer_seed,
+        prep.partition_hash.clone(),
+        manifest_sha256,
+        resumed.as_ref(),
+    )?;
+    let extras = tma_train::Extras {
+        resume,
+        ..Default::default()
+    };
+    #[cfg(feature = "mpi")]
+    let result = match mpi_ctx {
+        Some(ctx) => crate::mpi_run::run_coordinator(ctx, &prep, &run_cfg, clock, &mut ckpt, extras),
+        None => tma_train::run_in_process(&prep, &run_cfg, &fail, clock, &mut ckpt, extras)
+            .map_err(anyhow::Error::from),
+    };
+    #[cfg(not(feature = "mpi"))]
+    let result = tma_train::run_in_process(&prep, &run_cfg, &fail, clock, &mut ckpt, extras);
+    drop(ckpt);
     done.store(true, Ordering::Relaxed);
     if let Some(t) = ticker {
         let _ = t.join();
@@ -429,7 +579,11 @@ pub fn train(o: TrainOpts) -> Result<()> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let result = result?;
+    let mut result = result?;
+    if let Some(last) = result.rounds.last() {
+        // a resumed run numbers its rounds on from the checkpoint
+        result.summary.rounds = result.summary.rounds.max(last.round);
+    }
     if let Some(e) = printer.metric_err.take() {
         return Err(e.context("writing rounds.jsonl"));
     }
@@ -450,6 +604,9 @@ pub fn train(o: TrainOpts) -> Result<()> {
         println!("failed trainers: {:?}", s.failed_trainers);
     }
     println!("run directory: {}", out.display());
+    if let (false, Some(mib)) = (quiet, crate::dist::peak_rss_mib()) {
+        eprintln!("peak RSS (coordinator process) {mib:.0} MiB");
+    }
     Ok(())
 }
 
@@ -498,10 +655,58 @@ pub struct PartitionOpts {
     /// Write the per-part statistics as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a partition directory here (manifest.json, coordinator/, part-NNN/; see
+    /// `tma_train::store`) for `tma train --partitions DIR` (either engine). The split is made
+    /// as `tma train` makes it for --task with the default fractions, so metrics compare.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Task the partition directory is for (with --out): link or node.
+    #[arg(long, default_value = "node")]
+    pub task: Task,
+    /// Scale each feature row to sum 1 before writing (with --out; as `tma train --normalize-features`).
+    #[arg(long)]
+    pub normalize_features: bool,
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
     use tma_partition::{PartitionConfig, PartitionMethod};
+    if let Some(out) = &o.out {
+        let cfg = crate::dist::partition_config(
+            &o.method,
+            o.task,
+            o.num_parts,
+            o.drop_parts,
+            o.super_nodes,
+            o.seed,
+            o.normalize_features,
+        )?;
+        let ds = load(&o.dataset, None, &cfg)?;
+        println!("{}", ds.summary());
+        let t = std::time::Instant::now();
+        let m = crate::dist::write_partitions(ds, &cfg, out)?;
+        println!(
+            "wrote {} ({} parts, task {}) in {:.2}s; manifest sha256 {}",
+            out.display(),
+            m.parts.len(),
+            cfg.task,
+            t.elapsed().as_secs_f64(),
+            m.hash
+        );
+        for p in &m.parts {
+            println!(
+                "  {}  nodes {:>9}  edges {:>10}  train {:>9}  {:>8.1} MiB",
+                p.dir,
+                p.num_nodes,
+                p.num_edges,
+                p.num_train,
+                p.size_bytes as f64 / (1 << 20) as f64
+            );
+        }
+        if let Some(path) = o.json {
+            write_json(&path, &m)?;
+        }
+        return Ok(());
+    }
     let ds = load(&o.dataset, None, &TrainConfig::default())?;
     let method = match o.method.as_str() {
         "random" => PartitionMethod::Random,

@@ -213,17 +213,13 @@ impl Observer for Checkpointer<'_> {
     }
 }
 
-/// Reads `run_dir/checkpoint/` back: the state and the [`Resume`] for the coordinator.
+/// Reads `run_dir/checkpoint/state.json`.
 ///
 /// # Errors
-/// [`TrainError::Io`] if there is no checkpoint; [`TrainError::Config`] for an unknown
-/// version; [`TrainError::Model`] if a model file is unreadable or does not fit `template`.
-pub fn load_checkpoint(
-    run_dir: &Path,
-    template: &ParamSet,
-) -> Result<(CheckpointState, Resume), TrainError> {
-    let dir = run_dir.join("checkpoint");
-    let sp = dir.join("state.json");
+/// [`TrainError::Io`] if there is no checkpoint; [`TrainError::Config`] for invalid JSON or
+/// an unknown version.
+pub fn read_state(run_dir: &Path) -> Result<CheckpointState, TrainError> {
+    let sp = run_dir.join("checkpoint").join("state.json");
     let bytes = std::fs::read(&sp).map_err(|e| io_err(&sp, e))?;
     let state: CheckpointState = serde_json::from_slice(&bytes).map_err(|e| {
         TrainError::Config(format!(
@@ -238,6 +234,19 @@ pub fn load_checkpoint(
             state.format_version
         )));
     }
+    Ok(state)
+}
+
+/// The [`Resume`] for the coordinator from a checkpoint's state: loads its model files.
+///
+/// # Errors
+/// [`TrainError::Model`] if a model file is unreadable or does not fit `template`.
+pub fn resume_from(
+    run_dir: &Path,
+    state: &CheckpointState,
+    template: &ParamSet,
+) -> Result<Resume, TrainError> {
+    let dir = run_dir.join("checkpoint");
     let load = |name: &str| -> Result<Vec<f32>, TrainError> {
         let path = dir.join(name);
         let p = ParamSet::load_safetensors(&path).map_err(|e| TrainError::Model(e.to_string()))?;
@@ -256,11 +265,23 @@ pub fn load_checkpoint(
         Some(b) => Some((b.round, b.val.clone().into(), load(&b.model)?)),
         None => None,
     };
-    let resume = Resume {
+    Ok(Resume {
         round: state.round,
         params,
         best,
-    };
+    })
+}
+
+/// [`read_state`] then [`resume_from`].
+///
+/// # Errors
+/// As those two.
+pub fn load_checkpoint(
+    run_dir: &Path,
+    template: &ParamSet,
+) -> Result<(CheckpointState, Resume), TrainError> {
+    let state = read_state(run_dir)?;
+    let resume = resume_from(run_dir, &state, template)?;
     Ok((state, resume))
 }
 

@@ -1,0 +1,160 @@
+//! Beyond one process: `tma partition --out DIR` (partition directories), `tma train
+//! --partitions DIR`, `--resume RUN_DIR` and `--engine mpi` (one process per rank under
+//! `mpirun`/`srun`; rank 0 coordinates, ranks 1..=M train on their own part only).
+
+use crate::train_cmd::TrainOpts;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use tma_train::store::{self, Manifest};
+use tma_train::{Method, Task, TrainConfig};
+
+/// Which transport runs the trainers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// Trainers are threads of this process.
+    InProcess,
+    /// One MPI process per rank (needs a build with `--features mpi`, launched by mpirun/srun).
+    Mpi,
+}
+
+impl Engine {
+    /// Parses `--engine` (default in-process).
+    pub fn parse(s: Option<&str>) -> Result<Engine> {
+        match s.unwrap_or("in-process") {
+            "in-process" => Ok(Engine::InProcess),
+            "mpi" => {
+                if cfg!(feature = "mpi") {
+                    Ok(Engine::Mpi)
+                } else {
+                    bail!("--engine mpi: this tma was built without MPI support; rebuild with `cargo build --release -p tma-cli --features mpi` (needs libopenmpi-dev, libclang-dev)")
+                }
+            }
+            e => bail!("--engine '{e}': expected in-process or mpi"),
+        }
+    }
+}
+
+/// `--resume RUN_DIR`: the run's own config.toml becomes the config file (flags still win)
+/// and RUN_DIR the output directory.
+pub fn apply_resume(mut o: TrainOpts) -> Result<TrainOpts> {
+    if let Some(dir) = o.resume.clone() {
+        let cfg = dir.join("config.toml");
+        if !cfg.exists() {
+            bail!(
+                "--resume {}: no config.toml there (not a tma run directory)",
+                dir.display()
+            );
+        }
+        if o.config.is_none() {
+            o.config = Some(cfg);
+        }
+        if let Some(out) = &o.out {
+            if out != &dir {
+                bail!(
+                    "--resume {} continues that run directory; drop --out {}",
+                    dir.display(),
+                    out.display()
+                );
+            }
+        }
+        o.out = Some(dir);
+    }
+    Ok(o)
+}
+
+/// `--partitions DIR`: reads its manifest and makes `cfg`'s data options (task, method,
+/// trainers, seed, split fractions, ...) those the directory was made with. A flag that
+/// contradicts the directory is an error.
+pub fn open_partitions(
+    o: &TrainOpts,
+    cfg: &mut TrainConfig,
+) -> Result<Option<(PathBuf, Manifest)>> {
+    let Some(dir) = o.partitions.clone() else {
+        return Ok(None);
+    };
+    let m = store::read_manifest(&dir)?;
+    let d = &m.data;
+    let mut clash = Vec::new();
+    macro_rules! check {
+        ($opt:ident, $field:ident) => {
+            if let Some(v) = &o.$opt {
+                if *v != d.$field {
+                    clash.push(format!(
+                        "{} = {:?} (the directory has {:?})",
+                        stringify!($opt),
+                        v,
+                        d.$field
+                    ));
+                }
+            }
+        };
+    }
+    check!(task, task);
+    check!(method, method);
+    check!(num_trainers, num_trainers);
+    check!(seed, seed);
+    check!(drop_parts, drop_parts);
+    if !clash.is_empty() {
+        bail!(
+            "--partitions {} was made with other options: {}; drop those flags or re-run `tma partition --out`",
+            dir.display(),
+            clash.join(", ")
+        );
+    }
+    if o.dataset.is_some() {
+        bail!("--partitions and --dataset exclude each other (the partition directory holds the data)");
+    }
+    d.apply(cfg);
+    Ok(Some((dir, m)))
+}
+
+/// Builds the TrainConfig of `tma partition --out`.
+#[allow(clippy::too_many_arguments)]
+pub fn partition_config(
+    method: &str,
+    task: Task,
+    num_parts: usize,
+    drop_parts: usize,
+    super_nodes: usize,
+    seed: u64,
+    normalize_features: bool,
+) -> Result<TrainConfig> {
+    let method = match method {
+        "random" => Method::RandomTma,
+        "super" => Method::SuperTma,
+        "metis" => Method::PsgdPa,
+        m => bail!("unknown partition method '{m}' (expected random, super or metis)"),
+    };
+    let cfg = TrainConfig {
+        task,
+        method,
+        num_trainers: num_parts,
+        drop_parts,
+        super_nodes,
+        seed,
+        normalize_features,
+        ..TrainConfig::default()
+    };
+    cfg.validate()
+        .map_err(|e| anyhow::anyhow!("invalid option: {e}"))?;
+    Ok(cfg)
+}
+
+/// `tma partition --out DIR`: split + partition exactly as `tma train` would, then write the
+/// partition directory.
+pub fn write_partitions(ds: tma_graph::Dataset, cfg: &TrainConfig, out: &Path) -> Result<Manifest> {
+    let name = ds.name.clone();
+    let directed = ds.directed;
+    let prep = tma_train::prepare(ds, cfg)?;
+    let m = store::write_partition_dir(out, &prep, cfg, &name, directed)
+        .with_context(|| format!("writing partition directory {}", out.display()))?;
+    Ok(m)
+}
+
+/// Peak resident memory of this process (VmHWM), MiB; None where /proc is absent.
+pub fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}

@@ -1,0 +1,172 @@
+//! Partition directories and checkpoint/resume, through the `tma` binary: a real child process
+//! killed by SIGKILL mid-run, then `tma train --resume`.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tma(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(args)
+        .output()
+        .expect("run tma")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn checkpoint_round(run: &Path) -> Option<u64> {
+    let s = std::fs::read_to_string(run.join("checkpoint/state.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&s).ok()?;
+    v["round"].as_u64()
+}
+
+fn logged_rounds(run: &Path) -> Vec<u64> {
+    std::fs::read_to_string(run.join("rounds.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["round"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn killed_run_resumes_losing_at_most_one_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let r = run.to_str().unwrap();
+    // 8 rounds of 1s; a 2-core CI machine gets a round well within a second
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args([
+            "train",
+            "--gen-nodes",
+            "1500",
+            "--hidden",
+            "16",
+            "--trainers",
+            "2",
+            "--threads",
+            "2",
+            "--sync-every",
+            "1s",
+            "--time-limit",
+            "8s",
+            "--quiet",
+            "--out",
+            r,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tma");
+    let t0 = Instant::now();
+    while checkpoint_round(&run).unwrap_or(0) < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no checkpoint of round 3"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "tma exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!run.join("summary.json").exists());
+    let ck = checkpoint_round(&run).unwrap();
+    let logged = logged_rounds(&run);
+    let last_logged = *logged.last().unwrap();
+    // at most the round in flight is lost: the checkpoint trails the log by at most one
+    assert!(ck + 1 >= last_logged, "checkpoint {ck}, logged {logged:?}");
+
+    let o = tma(&["train", "--resume", r, "--quiet"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(run.join("summary.json").exists(), "{}", text(&o));
+    // every round exactly once, in order, 1..=8, across both segments
+    assert_eq!(
+        logged_rounds(&run),
+        (1..=8).collect::<Vec<_>>(),
+        "{}",
+        text(&o)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["rounds"].as_u64(), Some(8));
+    // the clock continued from the checkpoint: the last round is at the 8 s limit
+    let t = s["train_time_s"].as_f64().unwrap();
+    assert!((8.0..12.0).contains(&t), "train_time_s {t}");
+    for f in [
+        "model_final.safetensors",
+        "model_best.safetensors",
+        "config.toml",
+    ] {
+        assert!(run.join(f).exists(), "{f}");
+    }
+    // a finished run is not resumed again
+    let o = tma(&["train", "--resume", r, "--quiet"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("finished run"), "{}", text(&o));
+}
+
+#[test]
+fn partition_dir_trains_and_corruption_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let parts = dir.path().join("parts");
+    let p = parts.to_str().unwrap();
+    let o = tma(&["partition", "--parts", "2", "--out", p]);
+    assert!(o.status.success(), "{}", text(&o));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(parts.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["format_version"].as_u64(), Some(1));
+    assert_eq!(m["parts"].as_array().unwrap().len(), 2);
+    let run = dir.path().join("run");
+    let args = [
+        "train",
+        "--partitions",
+        p,
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "600ms",
+        "--quiet",
+        "--out",
+        run.to_str().unwrap(),
+    ];
+    let o = tma(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(run.join("summary.json").exists());
+    // a flag that contradicts the directory
+    let o = tma(&["train", "--partitions", p, "--trainers", "3", "--quiet"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("num_trainers"), "{}", text(&o));
+    // flip a byte of part 1's features: refused, naming the file
+    let f = parts.join("part-001/feat_indices.npy");
+    let f = if f.exists() {
+        f
+    } else {
+        parts.join("part-001/features.npy")
+    };
+    let mut b = std::fs::read(&f).unwrap();
+    let n = b.len() - 1;
+    b[n] ^= 0x40;
+    std::fs::write(&f, b).unwrap();
+    let run2 = dir.path().join("run2");
+    let mut args2 = args;
+    args2[args2.len() - 1] = run2.to_str().unwrap();
+    let o = tma(&args2);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("part-001/") && t.contains("hash mismatch"),
+        "{t}"
+    );
+}
