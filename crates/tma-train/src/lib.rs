@@ -18,6 +18,8 @@ pub mod config;
 pub mod coordinator;
 pub mod data;
 pub mod eval;
+#[cfg(feature = "mpi")]
+pub mod mpi_cluster;
 pub mod ggs;
 pub mod llcg;
 pub mod output;
