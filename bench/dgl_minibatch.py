@@ -1,6 +1,6 @@
 """DGL peer of `tma bench` groups sampler and minibatch (DGL is what the paper's release uses).
 
-Graph: N=2,000,000 nodes, 15 random in-neighbours each (E=30M), 128-d random features.
+Graph: N=1,000,000 nodes, 15 random in-neighbours each (E=15M), 128-d random features.
 Fanouts: 10 neighbours nearest the seeds, 25 at the outer hop, i.e. DGL
 `NeighborSampler([25, 10])` (DGL lists fanouts input layer first; tma lists them seed side
 first: tma `[10, 25]`).
@@ -13,7 +13,7 @@ first: tma `[10, 25]`).
 Everything runs in this one process (no DataLoader workers), as tma does.
 
 Usage: python dgl_minibatch.py [--only sampler,minibatch] [--nodes N] [--degree D] [--iters K]
-       [--link-batch B] [--node-batch B] [--quick]
+       [--link-batch B] [--link-iters K] [--node-batch B] [--quick]
 Prints `BENCH {json}` lines (see peer_common.py).
 """
 import argparse, os, sys, time
@@ -32,13 +32,15 @@ ap.add_argument("--nodes", type=int)
 ap.add_argument("--degree", type=int)
 ap.add_argument("--iters", type=int)
 ap.add_argument("--link-batch", type=int)
+ap.add_argument("--link-iters", type=int)
 ap.add_argument("--node-batch", type=int)
 a = ap.parse_args()
 q = a.quick
-N = a.nodes or (5000 if q else 2_000_000)
+N = a.nodes or (5000 if q else 1_000_000)
 DEG = a.degree or (5 if q else 15)
 ITERS = a.iters or (2 if q else 5)
 LB = a.link_batch or (256 if q else 65536)
+LITERS = a.link_iters or (1 if q else 2)
 NB = a.node_batch or (64 if q else 1024)
 MIN_SECS = 0.0 if q else 2.0
 only = set(a.only.split(","))
@@ -94,7 +96,7 @@ if "minibatch" in only:
     esampler = dgl.dataloading.as_edge_prediction_sampler(
         sampler, negative_sampler=dgl.dataloading.negative_sampler.Uniform(1))
     ts = []
-    for it in range(ITERS + 1):
+    for it in range(LITERS + 1):
         t = time.perf_counter()
         eids = torch.randint(0, E, (LB,))
         input_nodes, pos, neg, blocks = esampler.sample(g, eids)
@@ -110,6 +112,7 @@ if "minibatch" in only:
          f"DGL link prediction, batch {LB} edges + Uniform(1) negatives, fanouts [25,10], N={N} E={E}")
     del enc, dec, opt
     # node classification
+    reset_peak_rss()
     enc = Enc(40); opt = torch.optim.Adam(enc.parameters(), lr=1e-3)
     ts = []; t_all = time.perf_counter(); it = 0
     while it <= ITERS or time.perf_counter() - t_all < MIN_SECS:
