@@ -123,7 +123,7 @@ fn truncated_npy_is_an_error_not_a_panic() {
     // a valid header announcing [2, 4] int64 followed by only 3 values
     let header = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 4), }";
     let mut h = header.to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');
