@@ -1,0 +1,158 @@
+//! Real `mpirun` jobs (1 coordinator + 3 trainer processes on localhost) on a real graph.
+//! Built only with `--features mpi`: `cargo test -p tma-cli --features mpi --test mpi`.
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const TMA: &str = env!("CARGO_BIN_EXE_tma");
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn dataset() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets/planetoid_cora");
+    p.join("edge_index.npy").exists().then_some(p)
+}
+
+/// `mpirun` with the flags a root container needs.
+fn mpirun(np: usize, args: &[&str]) -> Command {
+    let mut c = Command::new("mpirun");
+    c.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-np", &np.to_string(), TMA])
+        .args(args);
+    c
+}
+
+fn summary(run: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
+}
+
+const TRAIN: &[&str] = &[
+    "--hidden",
+    "64",
+    "--threads",
+    "1",
+    "--sync-every",
+    "1s",
+    "--time-limit",
+    "4s",
+    "--quiet",
+];
+
+#[test]
+fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        eprintln!("note: mpirun not installed; skipping the MPI test");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let parts = tmp.path().join("parts");
+    let p = parts.to_str().unwrap();
+    let mut part_args = vec!["partition", "--parts", "3", "--out", p];
+    let ds = dataset();
+    let ds_s = ds.as_ref().map(|d| d.to_str().unwrap().to_string());
+    match &ds_s {
+        Some(d) => part_args.extend(["--dataset", d.as_str()]),
+        None => eprintln!("note: planetoid_cora absent; using the generated graph"),
+    }
+    let o = Command::new(TMA).args(&part_args).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+
+    // 1 coordinator + 3 trainers
+    let mpi_run = tmp.path().join("mpi");
+    let mut args = vec![
+        "train",
+        "--engine",
+        "mpi",
+        "--partitions",
+        p,
+        "--out",
+        mpi_run.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TRAIN);
+    let t0 = Instant::now();
+    let o = mpirun(4, &args).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let log = text(&o);
+    // one peak-memory line per rank (ranks' stderr may interleave mid-line)
+    assert_eq!(log.matches("peak RSS").count(), 4, "{log}");
+    let s = summary(&mpi_run);
+    assert_eq!(s["num_trainers"].as_u64(), Some(3));
+    assert_eq!(s["rounds"].as_u64(), Some(4));
+    assert!(s["failed_trainers"].as_array().unwrap().is_empty());
+    assert!(mpi_run.join("checkpoint/state.json").exists());
+    eprintln!("mpi job: {:.1}s\n{log}", t0.elapsed().as_secs_f64());
+
+    // the same configuration in-process on the same partition directory
+    let ip_run = tmp.path().join("inproc");
+    let mut args = vec![
+        "train",
+        "--partitions",
+        p,
+        "--out",
+        ip_run.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TRAIN);
+    let o = Command::new(TMA).args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let si = summary(&ip_run);
+    assert_eq!(si["partition_hash"], s["partition_hash"]);
+    let (a, b) = (
+        s["final_test"]["value"].as_f64().unwrap(),
+        si["final_test"]["value"].as_f64().unwrap(),
+    );
+    eprintln!("final test: mpi {a:.4}, in-process {b:.4}");
+    assert!((a - b).abs() < 0.1, "mpi {a} vs in-process {b}");
+
+    // a corrupted part: its rank reports the file, the coordinator names rank and host and
+    // aborts the job (no hang)
+    let f = parts.join("part-002/indices.npy");
+    let mut bytes = std::fs::read(&f).unwrap();
+    let n = bytes.len() - 1;
+    bytes[n] ^= 1;
+    std::fs::write(&f, bytes).unwrap();
+    let bad_run = tmp.path().join("bad");
+    let mut args = vec![
+        "train",
+        "--engine",
+        "mpi",
+        "--partitions",
+        p,
+        "--join-timeout",
+        "20s",
+        "--out",
+        bad_run.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TRAIN);
+    let t0 = Instant::now();
+    let mut child = mpirun(4, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the job with a corrupt part did not end");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    let log = text(&o);
+    assert!(log.contains("rank 3 (trainer 2) on host"), "{log}");
+    assert!(
+        log.contains("part-002/indices.npy") && log.contains("hash mismatch"),
+        "{log}"
+    );
+    assert!(!bad_run.join("summary.json").exists());
+}
