@@ -238,7 +238,10 @@ pub fn run_coordinator(
         for p in &problems {
             eprintln!("error: {p}");
         }
-        eprintln!("error: aborting the MPI job ({} rank(s) not ready)", problems.len());
+        eprintln!(
+            "error: aborting the MPI job ({} rank(s) not ready)",
+            problems.len()
+        );
         ctx.world().abort(3);
     }
     coord.start(cfg.seed);
