@@ -100,7 +100,7 @@ pub struct BenchOpts {
     /// Edges of the large random-partitioning graph (default 100000000; quick 100000).
     #[arg(long)]
     pub part_large_edges: Option<usize>,
-    /// Edges of the large super-node (METIS) partitioning graph (default 16000000; quick 40000).
+    /// Edges of the large super-node (METIS) partitioning graph (default 8000000; quick 40000).
     #[arg(long)]
     pub super_large_edges: Option<usize>,
     /// Kept parts M for partitioning (default 4).
@@ -151,7 +151,7 @@ impl Sizes {
             mrr_negatives: pick(o.mrr_negatives, 1000, 50),
             part_edges: pick(o.part_edges, 4_000_000, 20_000),
             part_large_edges: pick(o.part_large_edges, 100_000_000, 100_000),
-            super_large_edges: pick(o.super_large_edges, 16_000_000, 40_000),
+            super_large_edges: pick(o.super_large_edges, 8_000_000, 40_000),
             super_nodes: pick(o.super_nodes, 1000, 50),
             copy_bytes: if q { 16 << 20 } else { 1 << 30 },
             min_secs: if q { 0.0 } else { 2.0 },
