@@ -94,7 +94,7 @@ pub struct TrainOpts {
     /// Fixed negatives per positive for MRR (link). Default: 1000.
     #[arg(long)]
     pub eval_num_neg: Option<usize>,
-    /// At most this many validation and test positives (link; each is ranked against eval-num-neg negatives). Default: 1000.
+    /// At most this many validation and test positives (link; each is ranked against eval-num-neg negatives; every round validates them, so they cost CPU time the trainers share). Default: 500.
     #[arg(long)]
     pub eval_max_edges: Option<usize>,
     /// Fraction of edges held out for validation (link). Default: 0.05.

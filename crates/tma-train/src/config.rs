@@ -219,7 +219,7 @@ impl Default for TrainConfig {
             clip_from_epoch: 2,
             num_neg: 1,
             eval_num_neg: 1000,
-            eval_max_edges: 1000,
+            eval_max_edges: 500,
             val_frac: 0.05,
             test_frac: 0.05,
             normalize_features: false,
