@@ -630,10 +630,13 @@ pub struct InfoOpts {
     /// Dataset directory (.npy layout). Omitted: the generated graph.
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
+    /// Nodes of the generated graph when no --dataset is given.
+    #[arg(long, value_name = "N")]
+    pub gen_nodes: Option<usize>,
 }
 
 pub fn info(o: InfoOpts) -> Result<()> {
-    let ds = load(&o.dataset, None, &TrainConfig::default())?;
+    let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
     println!("{}", ds.summary());
     if let Some(s) = &ds.split {
         println!(
@@ -652,6 +655,9 @@ pub struct PartitionOpts {
     /// Dataset directory (.npy layout). Omitted: the generated graph.
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
+    /// Nodes of the generated graph when no --dataset is given. Default: 10000.
+    #[arg(long, value_name = "N")]
+    pub gen_nodes: Option<usize>,
     /// random (RandomTMA), super (SuperTMA) or metis (PSGD-PA).
     #[arg(long, default_value = "random")]
     pub method: String,
@@ -694,7 +700,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             o.seed,
             o.normalize_features,
         )?;
-        let ds = load(&o.dataset, None, &cfg)?;
+        let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
         let m = crate::dist::write_partitions(ds, &cfg, out)?;
@@ -721,7 +727,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         }
         return Ok(());
     }
-    let ds = load(&o.dataset, None, &TrainConfig::default())?;
+    let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
     let method = match o.method.as_str() {
         "random" => PartitionMethod::Random,
         "super" => PartitionMethod::SuperNode {
