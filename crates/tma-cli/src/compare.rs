@@ -361,14 +361,13 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         .iter()
         .map(|m| row(m.as_str(), &by_method(m), target))
         .collect();
-    let failure = match (cfg0.drop_parts, base.fail.as_deref()) {
-        (0, None | Some([])) => String::new(),
-        (d, f) => format!(
-            ", drop-parts {d}{}",
-            f.map(|f| format!(", fail {}", f.join(" ")))
-                .unwrap_or_default()
-        ),
-    };
+    let mut failure = String::new();
+    if cfg0.drop_parts > 0 {
+        failure.push_str(&format!(", drop-parts {}", cfg0.drop_parts));
+    }
+    if let Some(f) = base.fail.as_deref().filter(|f| !f.is_empty()) {
+        failure.push_str(&format!(", fail {}", f.join(" ")));
+    }
     let title = o.title.clone().unwrap_or_else(|| {
         format!(
             "{name}, {} ({metric}), {} trainers, {} budget{failure}",
