@@ -1,0 +1,86 @@
+//! `tma compare` end to end on a generated graph: every output file, one run per method and
+//! seed, a table row per method, and refusal to overwrite.
+
+use std::process::Command;
+
+#[test]
+fn compare_writes_table_results_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let out_s = out.to_str().unwrap();
+    let args = [
+        "compare",
+        "--gen-nodes",
+        "600",
+        "--methods",
+        "random-tma,ggs,centralized",
+        "--seeds",
+        "0,1",
+        "--trainers",
+        "2",
+        "--threads",
+        "2",
+        "--hidden",
+        "16",
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "64",
+        "--time-limit",
+        "1s",
+        "--sync-every",
+        "500ms",
+        "--fail",
+        "1@600ms",
+        "--quiet",
+        "--out",
+        out_s,
+    ];
+    let o = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for f in ["results.json", "table.md", "val_vs_time.svg"] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    for run in ["random-tma-seed0", "ggs-seed1", "centralized-seed1"] {
+        assert!(out.join(run).join("summary.json").exists(), "{run}");
+    }
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 6);
+    let table = r["table"].as_array().unwrap();
+    let methods: Vec<&str> = table
+        .iter()
+        .map(|t| t["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["random-tma", "ggs", "centralized"]);
+    for t in table {
+        assert_eq!(t["runs"], 2);
+        assert_eq!(t["rounds"]["mean"], 2.0, "{t}");
+    }
+    // the failure applies to the 2-trainer methods, not to centralized
+    for run in r["runs"].as_array().unwrap() {
+        let failed = run["summary"]["failed_trainers"].as_array().unwrap().len();
+        let expect = if run["method"] == "centralized" { 0 } else { 1 };
+        assert_eq!(failed, expect, "{}", run["method"]);
+    }
+    let md = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(
+        md.contains("| random-tma |") && md.contains("fail 1@600ms"),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(out.join("val_vs_time.svg")).unwrap();
+    assert!(
+        svg.contains("centralized") && svg.contains("<polyline"),
+        "plot lacks lines"
+    );
+    // never overwrites a finished comparison
+    let again = Command::new(env!("CARGO_BIN_EXE_tma"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("results.json"));
+}
