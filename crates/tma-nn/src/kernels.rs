@@ -61,7 +61,7 @@ pub(crate) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
 }
 
 /// Arcs ahead of the current one whose source row [`prefetch_row`] requests in gather loops.
-const PREFETCH_AHEAD: usize = 8;
+const PREFETCH_AHEAD: usize = 16;
 
 /// Hint the CPU to load row `h[start..start + dim]` into cache (no effect on results; an
 /// out-of-range row is never dereferenced: the address is only computed with wrapping
