@@ -488,7 +488,7 @@ fn trainer_failing_mid_run_is_excluded_and_the_run_finishes() {
         ..cfg(Method::RandomTma, Task::Node)
     };
     let p = prep(&c);
-    let fail = FailPlan::from([(2, Duration::from_millis(300))]);
+    let fail = FailPlan::from([(2, Duration::from_millis(600))]);
     let mut rec = Record(Vec::new(), Vec::new());
     let r = run_in_process(
         &p,
