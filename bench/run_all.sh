@@ -46,7 +46,7 @@ load end
 {
   echo "# Benchmark results"
   echo
-  echo "Written by \`bench/run_all.sh ${QUICK[*]:-}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (+ uncommitted changes in crates/)')."
+  echo "Written by \`bench/run_all.sh ${QUICK[*]:-}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (the shared working tree also held uncommitted changes under crates/)')."
   echo
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores visible; memory $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- threads: tma rayon pool = $(nproc) unless --threads; torch threads as printed per peer figure"
