@@ -1,10 +1,10 @@
 //! `tma`: train GNNs with time-based model averaging over randomized partitions.
 
 mod bench;
+mod compare;
 mod dist;
 #[cfg(feature = "mpi")]
 mod mpi_run;
-mod compare;
 mod plot;
 mod train_cmd;
 

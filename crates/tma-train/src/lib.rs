@@ -18,10 +18,10 @@ pub mod config;
 pub mod coordinator;
 pub mod data;
 pub mod eval;
-#[cfg(feature = "mpi")]
-pub mod mpi_cluster;
 pub mod ggs;
 pub mod llcg;
+#[cfg(feature = "mpi")]
+pub mod mpi_cluster;
 pub mod output;
 pub mod store;
 pub mod trainer;
