@@ -51,15 +51,16 @@ pub struct BenchOpts {
     /// Threads (rayon pool). Default: all cores.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Peer results: JSON lines `{"key", "value", "unit", "peak_rss_mib", "impl"}` (lines that
-    /// are not JSON objects are skipped), e.g. collected from the bench/*.py scripts.
+    /// Peer results: JSON lines `{"key", "value", "unit", "higher_is_better", "peak_rss_mib",
+    /// "impl"}` (lines that are not JSON objects are skipped; of several lines with one key the
+    /// best value counts), e.g. collected from the bench/*.py scripts.
     #[arg(long, value_name = "FILE")]
     pub peers: Option<PathBuf>,
     /// Append our figures to this file as JSON lines.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Do not measure: print the table of figures read from this JSON-lines file (from
-    /// `--json`), with `--peers`, as markdown.
+    /// `--json`; of several runs of one figure the best counts), with `--peers`, as markdown.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// Full-graph workload nodes (default 200000; quick 3000).
@@ -531,14 +532,23 @@ fn read_peers(p: &PathBuf) -> Result<HashMap<String, Peer>> {
         let (Some(key), Some(value)) = (v["key"].as_str(), v["value"].as_f64()) else {
             continue;
         };
-        out.insert(
-            key.to_string(),
-            Peer {
-                value,
-                peak_rss_mib: v["peak_rss_mib"].as_f64(),
-                name: v["impl"].as_str().unwrap_or("peer").to_string(),
-            },
-        );
+        let higher = v["higher_is_better"].as_bool().unwrap_or(true);
+        let peer = Peer {
+            value,
+            peak_rss_mib: v["peak_rss_mib"].as_f64(),
+            name: v["impl"].as_str().unwrap_or("peer").to_string(),
+        };
+        // several runs of one key: keep the best, as `dedup` does for ours
+        let keep_old = out.get(key).is_some_and(|old: &Peer| {
+            if higher {
+                old.value >= value
+            } else {
+                old.value <= value
+            }
+        });
+        if !keep_old {
+            out.insert(key.to_string(), peer);
+        }
     }
     Ok(out)
 }
@@ -662,17 +672,23 @@ fn table(figs: &[Figure], peers: &HashMap<String, Peer>, md: bool) -> String {
     s
 }
 
-/// Figures from several runs: ceilings keep their best value, others their last.
+/// Figures from several runs of the same key: each keeps its best run (highest rate, lowest
+/// time), the run least disturbed by other load on a shared machine; the peers' figures are
+/// reduced the same way ([`read_peers`]).
 fn dedup(figs: Vec<Figure>) -> Vec<Figure> {
     let mut out: Vec<Figure> = Vec::new();
     for f in figs {
         match out.iter_mut().find(|g| g.key == f.key) {
-            Some(g) if f.key.starts_with("ceiling.") => {
-                if f.value > g.value {
+            Some(g) => {
+                let better = if f.higher_is_better {
+                    f.value > g.value
+                } else {
+                    f.value < g.value
+                };
+                if better {
                     *g = f;
                 }
             }
-            Some(g) => *g = f,
             None => out.push(f),
         }
     }
@@ -1292,6 +1308,29 @@ mod tests {
                 assert!(c.is_finite() && c > 0.0, "{}: ceiling {c}", f.key);
             }
         }
+    }
+
+    #[test]
+    fn dedup_keeps_each_figures_best_run() {
+        let f = |key: &str, value: f64, higher_is_better: bool| Figure {
+            key: key.into(),
+            what: String::new(),
+            value,
+            unit: String::new(),
+            higher_is_better,
+            ceiling_frac: None,
+            ceiling: String::new(),
+            peak_rss_mib: None,
+        };
+        let out = dedup(vec![
+            f("t", 2.0, false),
+            f("r", 5.0, true),
+            f("t", 1.5, false),
+            f("r", 4.0, true),
+            f("t", 3.0, false),
+        ]);
+        let v: Vec<(String, f64)> = out.into_iter().map(|g| (g.key, g.value)).collect();
+        assert_eq!(v, vec![("t".to_string(), 1.5), ("r".to_string(), 5.0)]);
     }
 
     #[test]
