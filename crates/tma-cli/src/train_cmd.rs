@@ -31,7 +31,7 @@ pub struct TrainOpts {
     pub method: Option<Method>,
     /// Number of trainers M. Default: 4.
     #[arg(long = "trainers", value_name = "M")]
-    #[serde(rename = "num_trainers")]
+    #[serde(rename = "num_trainers", alias = "trainers")]
     pub num_trainers: Option<usize>,
     /// Partition for M + d parts and give d of them to no trainer (failure experiment). Default: 0.
     #[arg(long, value_name = "D")]
@@ -62,7 +62,7 @@ pub struct TrainOpts {
     pub hidden: Option<usize>,
     /// Number of GNN layers. Default: 2.
     #[arg(long = "layers")]
-    #[serde(rename = "num_layers")]
+    #[serde(rename = "num_layers", alias = "layers")]
     pub num_layers: Option<usize>,
     /// Dropout probability after each hidden layer. Default: 0.
     #[arg(long)]
@@ -344,6 +344,43 @@ impl Observer for Printer {
 }
 
 pub fn train(o: TrainOpts) -> Result<()> {
+    let mut created: Option<(PathBuf, bool)> = None;
+    let r = train_inner(o, &mut created);
+    if r.is_err() {
+        if let Some((dir, existed)) = created {
+            remove_unstarted_run(&dir, existed);
+        }
+    }
+    r
+}
+
+/// After a failure before the first round (bad labels for the task, too many trainers for the
+/// graph, ...), puts the run directory back as it was: removed if this run created it,
+/// emptied if it was an empty directory. A run with at least one round is kept (it has a
+/// checkpoint to resume from).
+fn remove_unstarted_run(dir: &Path, existed: bool) {
+    let rounds = dir.join("rounds.jsonl");
+    let started = std::fs::metadata(&rounds)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false);
+    if started {
+        return;
+    }
+    if !existed {
+        let _ = std::fs::remove_dir_all(dir);
+    } else if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+    }
+}
+
+fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()> {
     let quiet = o.quiet;
     let o = crate::dist::apply_resume(o)?;
     // (resume is not a config-file key, so it does not survive the overlay in resolve)
@@ -383,7 +420,12 @@ pub fn train(o: TrainOpts) -> Result<()> {
     let out = o.out.clone().unwrap_or_else(|| default_out(&ds_name, &cfg));
     let run_dir = match &resumed {
         Some(st) => RunDir::reopen(&out, st.round)?,
-        None => RunDir::create(&out)?,
+        None => {
+            let existed = out.exists();
+            let d = RunDir::create(&out)?;
+            *created = Some((out.clone(), existed));
+            d
+        }
     };
     if !quiet {
         match (&ds, &parts) {
@@ -414,7 +456,13 @@ pub fn train(o: TrainOpts) -> Result<()> {
         }
     }
     let resolved = Resolved {
-        dataset: o.dataset.as_ref().map(|p| p.display().to_string()),
+        // absolute, so `--config RUN_DIR/config.toml` works from any directory
+        dataset: o.dataset.as_ref().map(|p| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        }),
         gen_nodes: if o.dataset.is_none() && o.partitions.is_none() {
             Some(o.gen_nodes.unwrap_or(10_000))
         } else {
@@ -512,22 +560,24 @@ pub fn train(o: TrainOpts) -> Result<()> {
         ..cfg.clone()
     };
     if !quiet {
+        let m = prep.trainers.len();
         eprintln!(
-            "training  {} trainers, {} model, sync every {}, time limit {} -> {}",
-            prep.trainers.len(),
+            "training  {m} trainer{}, {} model, sync every {}, time limit {} -> {}",
+            if m == 1 { "" } else { "s" },
             cfg.model,
             humantime::format_duration(cfg.sync_every),
             humantime::format_duration(cfg.time_limit),
+            out.display()
+        );
+        eprintln!(
+            "          (interrupted? `tma train --resume {}` continues from the last round)",
             out.display()
         );
     }
 
     let bar = (!quiet).then(|| {
         let b = ProgressBar::new(cfg.time_limit.as_millis() as u64);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {msg}")
-                .expect("template"),
-        );
+        b.set_style(ProgressStyle::with_template("{spinner} {wide_bar} {msg}").expect("template"));
         b
     });
     let clock: Arc<dyn Clock> = match &resumed {

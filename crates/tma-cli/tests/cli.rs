@@ -180,6 +180,8 @@ fn node_task_without_labels_says_what_to_do() {
     ]);
     assert_eq!(r.status.code(), Some(1));
     assert!(stderr(&r).contains("--task link"), "{}", stderr(&r));
+    // a run that failed before its first round leaves no run directory behind
+    assert!(!out.exists(), "{} left behind", out.display());
 }
 
 fn shared(name: &str) -> Option<String> {

@@ -575,12 +575,28 @@ fn read_labels(y: &RawNpy, n: usize) -> Result<Labels> {
             max = max.max(c);
             out.push(c as i32);
         }
+        // class ids index the output layer: more classes than nodes (or than MAX_CLASSES)
+        // means a corrupt file, not a task (a 10^9-way output layer would exhaust memory)
+        if max >= 0 && (max as u64 >= n.max(2) as u64 || max as u64 >= MAX_CLASSES as u64) {
+            let v = vals.iter().position(|&c| c == max).unwrap_or(0);
+            return Err(invalid(
+                &y.path,
+                format!(
+                    "label of node {v} is {max}, which would mean {} classes for {n} nodes \
+                     (class ids must be < min(num_nodes, {MAX_CLASSES}))",
+                    max + 1
+                ),
+            ));
+        }
         Ok(Labels::Classes {
             y: out,
             num_classes: (max + 1) as usize,
         })
     }
 }
+
+/// Largest number of classes a single-label `y.npy` may define.
+pub const MAX_CLASSES: usize = 1 << 20;
 
 /// "Random node features + degree": structural input features for graphs without features
 /// (a known baseline for featureless graphs, cf. Cui et al., *On Positional and Structural Node

@@ -273,6 +273,15 @@ impl TrainConfig {
         if self.lr.is_nan() || self.lr <= 0.0 {
             return Err("lr must be > 0".into());
         }
+        if self.num_neg == 0 || self.eval_num_neg == 0 || self.eval_max_edges == 0 {
+            return Err("num-neg, eval-num-neg and eval-max-edges must be >= 1".into());
+        }
+        if self.clip_norm.is_nan() || self.clip_norm <= 0.0 {
+            return Err("clip-norm must be > 0".into());
+        }
+        if self.threads > 4096 {
+            return Err(format!("threads {} is not a thread count", self.threads));
+        }
         if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
             return Err("weight-decay must be >= 0".into());
         }
@@ -346,6 +355,22 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().unwrap_err().contains("gat"));
+        for c in [
+            TrainConfig {
+                eval_num_neg: 0,
+                ..Default::default()
+            },
+            TrainConfig {
+                num_neg: 0,
+                ..Default::default()
+            },
+            TrainConfig {
+                clip_norm: -1.0,
+                ..Default::default()
+            },
+        ] {
+            assert!(c.validate().is_err());
+        }
         assert_eq!("super-tma".parse::<Method>().unwrap(), Method::SuperTma);
         assert!("llama"
             .parse::<Method>()

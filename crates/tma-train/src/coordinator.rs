@@ -403,6 +403,7 @@ pub fn coordinate(
             .expect("spawn evaluator thread");
 
         let mut round = first_round;
+        let mut in_eval = 0usize;
         loop {
             round += 1;
             // step-count schedule: call the round at once; trainers join it after their steps
@@ -415,6 +416,17 @@ pub fn coordinate(
             loop {
                 while let Ok(p) = done_rx.try_recv() {
                     accept(p, &mut records, &mut best);
+                    in_eval -= 1;
+                }
+                // validation must keep up: with two rounds waiting for it, wait for one
+                // (rounds slow down to the evaluator's pace instead of piling up models),
+                // except for the final round at the time limit
+                if in_eval >= 2 && clock.elapsed() < cfg.time_limit {
+                    if let Ok(p) = done_rx.recv() {
+                        accept(p, &mut records, &mut best);
+                        in_eval -= 1;
+                    }
+                    continue;
                 }
                 let now = clock.elapsed();
                 if now >= due {
@@ -422,11 +434,13 @@ pub fn coordinate(
                 }
                 clock.sleep((due - now).min(Duration::from_millis(20)));
             }
-            let mut stop = due >= cfg.time_limit;
+            // the last round is the first one formed at or after the time limit, whether it
+            // was scheduled there or the rounds before it ran late
+            let mut stop = due >= cfg.time_limit || clock.elapsed() >= cfg.time_limit;
             coord.call_round(round);
             let contribs = coord.gather(round, round_timeout, &latest);
             let elapsed = clock.elapsed();
-            stop |= step_mode && elapsed >= cfg.time_limit;
+            stop |= elapsed >= cfg.time_limit;
             if contribs.is_empty() {
                 // nobody left to average: every trainer is gone
                 break;
@@ -466,10 +480,15 @@ pub fn coordinate(
                 eval_s: 0.0,
                 is_best: false,
             };
-            let _ = job_tx.send(PendingRound {
-                record,
-                params: latest.clone(),
-            });
+            if job_tx
+                .send(PendingRound {
+                    record,
+                    params: latest.clone(),
+                })
+                .is_ok()
+            {
+                in_eval += 1;
+            }
             if stop || hook_err.borrow().is_some() {
                 break;
             }

@@ -173,6 +173,12 @@ pub fn prepare(mut ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainErro
         }
         Task::Node => {
             let targets = match &ds.labels {
+                tma_graph::Labels::Classes { num_classes: 0, .. } => {
+                    return Err(TrainError::Data(format!(
+                        "dataset '{}' has y.npy but every node is unlabelled (-1); use --task link",
+                        ds.name
+                    )))
+                }
                 tma_graph::Labels::Classes { y, num_classes } => NodeTargets::Classes {
                     y: y.clone(),
                     num_classes: *num_classes,
@@ -218,9 +224,14 @@ pub fn prepare(mut ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainErro
     };
 
     let mut is_train_node = vec![false; graph.num_nodes()];
-    if let EvalData::Node { split, .. } = &eval {
+    if let EvalData::Node { split, targets } = &eval {
         for &v in &split.train {
-            is_train_node[v as usize] = true;
+            // an unlabelled node (-1) in a fixed training split is not a training example
+            let labelled = match targets {
+                NodeTargets::Classes { y, .. } => y[v as usize] >= 0,
+                NodeTargets::MultiLabel { .. } => true,
+            };
+            is_train_node[v as usize] = labelled;
         }
     }
     let build = |trainer: usize, part: usize, global_ids: Vec<u32>, sub: Csr| -> TrainerData {

@@ -53,8 +53,15 @@ pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
     }
 }
 
-/// Fraction of `nodes` whose arg-max logit equals the label. `logits: [N, C]` row-major.
+/// Fraction of the labelled `nodes` (label >= 0; unlabelled ones are skipped) whose arg-max
+/// logit equals the label. `logits: [N, C]` row-major.
 pub fn accuracy(logits: &[f32], num_classes: usize, labels: &[i32], nodes: &[u32]) -> f64 {
+    let labelled: Vec<u32> = nodes
+        .iter()
+        .copied()
+        .filter(|&v| labels[v as usize] >= 0)
+        .collect();
+    let nodes = &labelled;
     if nodes.is_empty() {
         return 0.0;
     }
@@ -119,6 +126,8 @@ mod tests {
         let labels = [0, 1, 1];
         assert_eq!(accuracy(&logits, 2, &labels, &[0, 1, 2]), 2.0 / 3.0);
         assert_eq!(accuracy(&logits, 2, &labels, &[1]), 1.0);
+        // an unlabelled node does not count either way
+        assert_eq!(accuracy(&logits, 2, &[0, -1, 1], &[0, 1, 2]), 0.5);
         // 2 nodes, 2 labels: preds [1,0],[1,1]; truth [1,1],[0,1] -> tp 2, fp 1, fn 1
         let l = [1.0f32, -1.0, 2.0, 3.0];
         let t = [1u8, 1, 0, 1];

@@ -249,3 +249,48 @@ fn failed_trainer_is_excluded_and_run_finishes() {
     assert_eq!(r.summary.failed_trainers[0].0, 1);
     assert!(r.final_params.data.iter().all(|v| v.is_finite()));
 }
+
+/// Rounds that cannot keep up with `sync_every` (here 1 ms, while validation alone takes
+/// longer) must not push the end of training past the time limit.
+#[test]
+fn time_limit_holds_when_rounds_run_late() {
+    let cfg = TrainConfig {
+        method: Method::RandomTma,
+        num_trainers: 2,
+        hidden: 16,
+        sync_every: Duration::from_millis(1),
+        time_limit: Duration::from_secs(1),
+        ..TrainConfig::default()
+    };
+    let prep = prepare(sbm(2000, 9), &cfg).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = run_in_process(
+        &prep,
+        &cfg,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut Quiet,
+        Extras::default(),
+    )
+    .unwrap();
+    let last = r.rounds.last().unwrap();
+    assert!(last.elapsed_s >= 1.0, "stopped early at {}", last.elapsed_s);
+    assert!(
+        last.elapsed_s < 1.6,
+        "last round at {}s for a 1 s limit",
+        last.elapsed_s
+    );
+    assert!(
+        t0.elapsed().as_secs_f64() < 4.0,
+        "run took {:?}",
+        t0.elapsed()
+    );
+    for (i, rec) in r.rounds.iter().enumerate() {
+        assert_eq!(rec.round, i as u64 + 1);
+    }
+    assert!(
+        r.rounds.len() < 1000,
+        "{} rounds: validation backlog not bounded",
+        r.rounds.len()
+    );
+}

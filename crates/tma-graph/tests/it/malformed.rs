@@ -332,6 +332,20 @@ fn invalid_meta_and_content() {
         err_naming(d.path(), "y.npy"),
         GraphError::Invalid { .. }
     ));
+
+    // a class id that would make more classes than nodes (a corrupt label, e.g. 10^9)
+    let d = fixture();
+    write_i64(d.path(), "y.npy", &[4], &[0, 1, 1_000_000_000, 1]);
+    let e = err_naming(d.path(), "y.npy");
+    assert!(matches!(e, GraphError::Invalid { .. }));
+    assert!(e.to_string().contains("node 2"), "{e}");
+    // 4 classes for 4 nodes is the largest accepted
+    let d = fixture();
+    write_i64(d.path(), "y.npy", &[4], &[0, 1, 3, 1]);
+    assert!(matches!(
+        load(d.path()).unwrap().labels,
+        tma_graph::Labels::Classes { num_classes: 4, .. }
+    ));
 }
 
 #[test]
