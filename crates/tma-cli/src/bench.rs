@@ -1071,11 +1071,14 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
     let batch_size = if link { sz.link_batch } else { sz.node_batch };
     let mut times = Vec::new();
     let mut t_mins = Vec::new();
+    // per-step phases: batch + sampling, feature gather, model (fwd + loss + bwd), Adam
+    let mut phases: [Vec<f64>; 4] = Default::default();
     let t_all = Instant::now();
     let mut step = 0;
     let iters = if link { sz.link_iters } else { sz.iters };
     while step <= iters || (!link && t_all.elapsed().as_secs_f64() < sz.min_secs) {
         let t = Instant::now();
+        let t_gathered: Instant;
         grads.fill_zero();
         let (mb, t_min) = if link {
             // positives: random existing arcs (u -> v is arc v <- u in the CSR row of v)
@@ -1097,7 +1100,11 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             let (seeds, inv) = unique_with_inverse(&all);
             let (si, di) = inv.split_at(src.len());
             let mb = sampler.sample(g, &deg, &seeds, &mut rng);
+            let t_sampled = Instant::now();
             let xb = x.gather(&mb.input_nodes);
+            t_gathered = Instant::now();
+            phases[0].push((t_sampled - t).as_secs_f64());
+            phases[1].push((t_gathered - t_sampled).as_secs_f64());
             let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
             let (h, cache) = model.forward(&params, &views, &xb, true, &mut rng);
             let (logits, dcache) = model.decode(&params, &h, si, di);
@@ -1119,7 +1126,11 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
                 }
             }
             let mb = sampler.sample(g, &deg, &seeds, &mut rng);
+            let t_sampled = Instant::now();
             let xb = x.gather(&mb.input_nodes);
+            t_gathered = Instant::now();
+            phases[0].push((t_sampled - t).as_secs_f64());
+            phases[1].push((t_gathered - t_sampled).as_secs_f64());
             let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
             let (out, cache) = model.forward(&params, &views, &xb, true, &mut rng);
             let y: Vec<u32> = seeds.iter().map(|&s| labels[s as usize]).collect();
@@ -1127,7 +1138,10 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             model.backward(&params, cache, &d, &mut grads);
             (mb, 0.0)
         };
+        let t_model = Instant::now();
+        phases[2].push((t_model - t_gathered).as_secs_f64());
         adam.step(&mut params, &grads);
+        phases[3].push(t_model.elapsed().as_secs_f64());
         times.push(t.elapsed().as_secs_f64());
         // lower bound of the model part of this step (sampling excluded)
         let b0 = &mb.blocks[0];
@@ -1163,6 +1177,14 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
     model.release_buffers();
     let t = median(times[1..].to_vec());
     let tmin = median(t_mins[1..].to_vec());
+    let ms = |v: &Vec<f64>| 1e3 * median(v[1..].to_vec());
+    let breakdown = format!(
+        "; per step (ms, medians): sample {:.1}, gather {:.1}, model {:.1}, Adam {:.1}",
+        ms(&phases[0]),
+        ms(&phases[1]),
+        ms(&phases[2]),
+        ms(&phases[3])
+    );
     Figure {
         key: if link { "minibatch.link" } else { "minibatch.node" }.into(),
         what: format!(
@@ -1172,7 +1194,7 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             if link { 256 } else { 40 },
             g.num_edges(),
             times.len() - 1
-        ),
+        ) + &breakdown,
         value: batch_size as f64 / t,
         unit: if link { "edges/s" } else { "nodes/s" }.into(),
         higher_is_better: true,
