@@ -54,11 +54,18 @@ impl Features {
     pub fn gather(&self, rows: &[u32]) -> Features {
         match self {
             Features::Dense { dim, data, .. } => {
+                use rayon::prelude::*;
                 let d = *dim;
-                let mut out = Vec::with_capacity(rows.len() * d);
-                for &r in rows {
-                    let r = r as usize;
-                    out.extend_from_slice(&data[r * d..(r + 1) * d]);
+                let mut out = vec![0f32; rows.len() * d];
+                if d > 0 {
+                    // parallel over output rows (the mini-batch input gather is on the hot path)
+                    out.par_chunks_mut(d)
+                        .zip(rows.par_iter())
+                        .with_min_len((1 << 14) / d.max(1) + 1)
+                        .for_each(|(o, &r)| {
+                            let r = r as usize;
+                            o.copy_from_slice(&data[r * d..(r + 1) * d]);
+                        });
                 }
                 Features::Dense {
                     num_nodes: rows.len(),
