@@ -507,6 +507,28 @@ pub fn coordinate(
         return Err(e);
     }
 
+    finish_run(
+        model, prep, cfg, eval_pool, n, records, best, current, last_steps,
+    )
+}
+
+/// Ends a run: tests the final and the best model and assembles the [`RunResult`] (shared
+/// by the averaging coordinator and GGS).
+///
+/// # Errors
+/// [`TrainError::AllTrainersFailed`] when no round was ever validated.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish_run(
+    model: &Model,
+    prep: &Prepared,
+    cfg: &TrainConfig,
+    eval_pool: &rayon::ThreadPool,
+    num_trainers: usize,
+    records: Vec<RoundRecord>,
+    best: Option<(u64, EvalResult, Arc<Vec<f32>>)>,
+    current: ParamSet,
+    last_steps: Vec<u64>,
+) -> Result<RunResult, TrainError> {
     let Some((best_round, best_val, best_data)) = best else {
         return Err(TrainError::AllTrainersFailed);
     };
@@ -518,7 +540,7 @@ pub fn coordinate(
     let summary = Summary {
         method: cfg.method.to_string(),
         task: cfg.task.to_string(),
-        num_trainers: n,
+        num_trainers,
         rounds: records.len() as u64,
         train_time_s: records.last().map(|r| r.elapsed_s).unwrap_or(0.0),
         final_val,

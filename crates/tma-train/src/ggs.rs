@@ -20,7 +20,7 @@ use crate::cluster::{CoordinatorEndpoint, InProcess, Reply, TrainerEndpoint, Tra
 use crate::config::TrainConfig;
 use crate::coordinator::{
     build_model, evaluate, total_threads, trainer_threads, EvalResult, Extras, FailPlan, Observer,
-    RoundRecord, RunResult, Split, Summary,
+    RoundRecord, RunResult, Split,
 };
 use crate::data::{Prepared, TrainTarget, TrainerData};
 use crate::trainer::{Trainer, TrainerExit};
@@ -357,33 +357,7 @@ pub fn ggs_coordinate(
     if let Some(e) = hook_err {
         return Err(e);
     }
-    let Some((best_round, best_val, best_data)) = best else {
-        return Err(TrainError::AllTrainersFailed);
-    };
-    let mut best_params = params.clone();
-    best_params.data.copy_from_slice(&best_data);
-    let final_val = records.last().map(|r| r.val.clone()).unwrap_or_default();
-    let final_test = eval_pool.install(|| evaluate(model, &params, prep, Split::Test));
-    let best_test = eval_pool.install(|| evaluate(model, &best_params, prep, Split::Test));
-    let summary = Summary {
-        method: cfg.method.to_string(),
-        task: cfg.task.to_string(),
-        num_trainers: n,
-        rounds: records.len() as u64,
-        train_time_s: records.last().map(|r| r.elapsed_s).unwrap_or(0.0),
-        final_val,
-        final_test,
-        best_round,
-        best_val,
-        best_test,
-        steps_per_trainer: last_steps,
-        failed_trainers: Vec::new(),
-        partition_hash: prep.partition_hash.clone(),
-    };
-    Ok(RunResult {
-        rounds: records,
-        summary,
-        final_params: params,
-        best_params,
-    })
+    crate::coordinator::finish_run(
+        model, prep, cfg, eval_pool, n, records, best, params, last_steps,
+    )
 }
