@@ -52,26 +52,60 @@ impl Features {
     /// of the result being row `rows[i]` of `self`. Used to build per-partition features and
     /// the input rows of a sampled mini-batch.
     pub fn gather(&self, rows: &[u32]) -> Features {
+        let mut out = match self {
+            Features::Dense { dim, .. } => Features::Dense {
+                num_nodes: 0,
+                dim: *dim,
+                data: Vec::new(),
+            },
+            Features::Sparse { dim, .. } => Features::Sparse {
+                num_nodes: 0,
+                dim: *dim,
+                indptr: Vec::new(),
+                indices: Vec::new(),
+                data: Vec::new(),
+            },
+        };
+        self.gather_into(rows, &mut out);
+        out
+    }
+
+    /// [`Features::gather`] into `out`, reusing its allocations (the trainer's per-step input
+    /// gather: no fresh multi-MB buffer, and no page faults on it, every step). `out` takes the
+    /// kind and width of `self` whatever it held before.
+    pub fn gather_into(&self, rows: &[u32], out: &mut Features) {
+        use rayon::prelude::*;
         match self {
             Features::Dense { dim, data, .. } => {
-                use rayon::prelude::*;
                 let d = *dim;
-                let mut out = vec![0f32; rows.len() * d];
+                let mut buf = match std::mem::replace(
+                    out,
+                    Features::Dense {
+                        num_nodes: 0,
+                        dim: 0,
+                        data: Vec::new(),
+                    },
+                ) {
+                    Features::Dense { data, .. } => data,
+                    Features::Sparse { data, .. } => data,
+                };
+                // every element is overwritten below; resize only zero-fills growth
+                buf.resize(rows.len() * d, 0.0);
                 if d > 0 {
                     // parallel over output rows (the mini-batch input gather is on the hot path)
-                    out.par_chunks_mut(d)
+                    buf.par_chunks_mut(d)
                         .zip(rows.par_iter())
-                        .with_min_len((1 << 14) / d.max(1) + 1)
+                        .with_min_len((1 << 14) / d + 1)
                         .for_each(|(o, &r)| {
                             let r = r as usize;
                             o.copy_from_slice(&data[r * d..(r + 1) * d]);
                         });
                 }
-                Features::Dense {
+                *out = Features::Dense {
                     num_nodes: rows.len(),
                     dim: d,
-                    data: out,
-                }
+                    data: buf,
+                };
             }
             Features::Sparse {
                 dim,
@@ -80,23 +114,39 @@ impl Features {
                 data,
                 ..
             } => {
-                let mut ip = Vec::with_capacity(rows.len() + 1);
+                let (mut ip, mut ix, mut dx) = match std::mem::replace(
+                    out,
+                    Features::Dense {
+                        num_nodes: 0,
+                        dim: 0,
+                        data: Vec::new(),
+                    },
+                ) {
+                    Features::Sparse {
+                        indptr,
+                        indices,
+                        data,
+                        ..
+                    } => (indptr, indices, data),
+                    Features::Dense { data, .. } => (Vec::new(), Vec::new(), data),
+                };
+                ip.clear();
+                ix.clear();
+                dx.clear();
                 ip.push(0u64);
-                let mut ix = Vec::new();
-                let mut dx = Vec::new();
                 for &r in rows {
                     let (a, b) = (indptr[r as usize] as usize, indptr[r as usize + 1] as usize);
                     ix.extend_from_slice(&indices[a..b]);
                     dx.extend_from_slice(&data[a..b]);
                     ip.push(ix.len() as u64);
                 }
-                Features::Sparse {
+                *out = Features::Sparse {
                     num_nodes: rows.len(),
                     dim: *dim,
                     indptr: ip,
                     indices: ix,
                     data: dx,
-                }
+                };
             }
         }
     }
@@ -169,6 +219,36 @@ mod tests {
         if let Features::Sparse { data, .. } = s {
             assert_eq!(data, vec![0.5, 0.5, 1.0]);
         }
+    }
+
+    #[test]
+    fn gather_into_reuses_and_switches_kind() {
+        let d = Features::Dense {
+            num_nodes: 3,
+            dim: 2,
+            data: vec![0., 1., 2., 3., 4., 5.],
+        };
+        let s = Features::Sparse {
+            num_nodes: 3,
+            dim: 4,
+            indptr: vec![0, 1, 1, 3],
+            indices: vec![3, 0, 2],
+            data: vec![1., 2., 3.],
+        };
+        let mut out = d.gather(&[0, 1, 2, 2]);
+        d.gather_into(&[1], &mut out);
+        assert_eq!(out, d.gather(&[1]));
+        s.gather_into(&[2, 0], &mut out);
+        assert_eq!(out, s.gather(&[2, 0]));
+        d.gather_into(&[2, 2], &mut out);
+        assert_eq!(
+            out,
+            Features::Dense {
+                num_nodes: 2,
+                dim: 2,
+                data: vec![4., 5., 4., 5.]
+            }
+        );
     }
 
     #[test]

@@ -162,6 +162,7 @@ pub struct TrainConfig {
     pub model: String,
     pub hidden: usize,
     pub num_layers: usize,
+    #[serde(serialize_with = "short_f32")]
     pub dropout: f32,
     /// LayerNorm between layers (SPEC's stack); false = conv → PReLU → dropout → conv.
     pub layer_norm: bool,
@@ -169,10 +170,13 @@ pub struct TrainConfig {
     pub fanouts: Vec<usize>,
     /// Mini-batch size: positive edges (link) or seed nodes (node).
     pub batch_size: usize,
+    #[serde(serialize_with = "short_f32")]
     pub lr: f32,
     /// L2 penalty added to the gradient before Adam (PyTorch `Adam(weight_decay=...)`); 0 = off.
+    #[serde(serialize_with = "short_f32")]
     pub weight_decay: f32,
     /// Gradient clipping max norm, applied from epoch `clip_from_epoch` (1-based) on.
+    #[serde(serialize_with = "short_f32")]
     pub clip_norm: f32,
     pub clip_from_epoch: usize,
     /// Uniform negatives per positive edge in training.
@@ -313,6 +317,13 @@ impl TrainConfig {
     }
 }
 
+/// Writes an f32 as the shortest decimal that reads back to it (`0.001`, not the f64 widening
+/// `0.0010000000474974513`), so config files stay as the user wrote them.
+fn short_f32<S: serde::Serializer>(x: &f32, s: S) -> Result<S::Ok, S::Error> {
+    let shortest: f64 = x.to_string().parse().unwrap_or(*x as f64);
+    s.serialize_f64(shortest)
+}
+
 /// Durations in config files are human-readable ("30s", "2min", "1h 30m").
 mod humantime_serde_compat {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -338,6 +349,7 @@ mod tests {
         c.validate().unwrap();
         let s = serde_json::to_string(&c).unwrap();
         assert!(s.contains("\"sync_every\":\"5s\""), "{s}");
+        assert!(s.contains("\"lr\":0.001,"), "{s}");
         let back: TrainConfig = serde_json::from_str(&s).unwrap();
         assert_eq!(back.sync_every, Duration::from_secs(5));
         assert_eq!(back.method, Method::RandomTma);

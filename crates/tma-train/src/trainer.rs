@@ -40,6 +40,8 @@ pub struct Trainer {
     cfg: TrainConfig,
     /// Epoch order and position in it.
     order: Vec<u32>,
+    /// Input features of the current mini-batch (reused across steps).
+    x_buf: tma_graph::Features,
     cursor: usize,
     pub epochs: u64,
     pub steps: u64,
@@ -75,6 +77,11 @@ impl Trainer {
             rng,
             cfg: cfg.clone(),
             order: Vec::new(),
+            x_buf: tma_graph::Features::Dense {
+                num_nodes: 0,
+                dim: 0,
+                data: Vec::new(),
+            },
             cursor: 0,
             epochs: 0,
             steps: 0,
@@ -168,11 +175,14 @@ impl Trainer {
                     &seeds,
                     &mut self.rng,
                 );
-                let x = self.data.features.gather(&mb.input_nodes);
+                self.data
+                    .features
+                    .gather_into(&mb.input_nodes, &mut self.x_buf);
+                let x = &self.x_buf;
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (h, cache) = self
                     .model
-                    .forward(&self.params, &views, &x, true, &mut self.rng);
+                    .forward(&self.params, &views, x, true, &mut self.rng);
                 let (logits, dcache) = self.model.decode(&self.params, &h, src_idx, dst_idx);
                 let mut targets = vec![0f32; logits.len()];
                 targets[..batch.len()].iter_mut().for_each(|t| *t = 1.0);
@@ -192,11 +202,14 @@ impl Trainer {
                     &seeds,
                     &mut self.rng,
                 );
-                let x = self.data.features.gather(&mb.input_nodes);
+                self.data
+                    .features
+                    .gather_into(&mb.input_nodes, &mut self.x_buf);
+                let x = &self.x_buf;
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
-                let (out, cache) =
-                    self.model
-                        .forward(&self.params, &views, &x, true, &mut self.rng);
+                let (out, cache) = self
+                    .model
+                    .forward(&self.params, &views, x, true, &mut self.rng);
                 let (loss, dout) = node_loss(&out, &mb.seeds, targets);
                 self.model
                     .backward(&self.params, cache, &dout, &mut self.grads);
