@@ -1073,6 +1073,12 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
     let mut t_mins = Vec::new();
     // per-step phases: batch + sampling, feature gather, model (fwd + loss + bwd), Adam
     let mut phases: [Vec<f64>; 4] = Default::default();
+    // the input features of a step, reused across steps as the trainer does
+    let mut xbuf = tma_graph::Features::Dense {
+        num_nodes: 0,
+        dim: 0,
+        data: Vec::new(),
+    };
     let t_all = Instant::now();
     let mut step = 0;
     let iters = if link { sz.link_iters } else { sz.iters };
@@ -1101,12 +1107,13 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             let (si, di) = inv.split_at(src.len());
             let mb = sampler.sample(g, &deg, &seeds, &mut rng);
             let t_sampled = Instant::now();
-            let xb = x.gather(&mb.input_nodes);
+            x.gather_into(&mb.input_nodes, &mut xbuf);
+            let xb = &xbuf;
             t_gathered = Instant::now();
             phases[0].push((t_sampled - t).as_secs_f64());
             phases[1].push((t_gathered - t_sampled).as_secs_f64());
             let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
-            let (h, cache) = model.forward(&params, &views, &xb, true, &mut rng);
+            let (h, cache) = model.forward(&params, &views, xb, true, &mut rng);
             let (logits, dcache) = model.decode(&params, &h, si, di);
             let mut targets = vec![0f32; logits.len()];
             targets[..batch_size].fill(1.0);
@@ -1127,12 +1134,13 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             }
             let mb = sampler.sample(g, &deg, &seeds, &mut rng);
             let t_sampled = Instant::now();
-            let xb = x.gather(&mb.input_nodes);
+            x.gather_into(&mb.input_nodes, &mut xbuf);
+            let xb = &xbuf;
             t_gathered = Instant::now();
             phases[0].push((t_sampled - t).as_secs_f64());
             phases[1].push((t_gathered - t_sampled).as_secs_f64());
             let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
-            let (out, cache) = model.forward(&params, &views, &xb, true, &mut rng);
+            let (out, cache) = model.forward(&params, &views, xb, true, &mut rng);
             let y: Vec<u32> = seeds.iter().map(|&s| labels[s as usize]).collect();
             let (_loss, d) = softmax_cross_entropy(&out, &y);
             model.backward(&params, cache, &d, &mut grads);
