@@ -47,21 +47,25 @@ fn train_on_generated_graph_writes_every_output() {
     }
     let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
     let n = rounds.lines().count();
-    assert_eq!(
-        n, 4,
+    // 1 s / 300 ms = rounds due at 0.3, 0.6, 0.9 and 1.0 s; a round formed late, at or past
+    // the limit, is the last one (so 3 under load)
+    assert!(
+        n == 4 || n == 3,
         "1 s / 300 ms = rounds at 0.3, 0.6, 0.9, 1.0 s:\n{rounds}"
     );
+    let last: serde_json::Value = serde_json::from_str(rounds.lines().last().unwrap()).unwrap();
+    assert!(last["elapsed_s"].as_f64().unwrap() >= 1.0, "{rounds}");
     let first: serde_json::Value = serde_json::from_str(rounds.lines().next().unwrap()).unwrap();
     assert_eq!(first["round"], 1);
     assert_eq!(first["participants"], serde_json::json!([0, 1]));
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["rounds"], 4);
+    assert_eq!(summary["rounds"], n);
     assert_eq!(summary["final_test"]["metric"], "accuracy");
     let acc = summary["best_test"]["value"].as_f64().unwrap();
     assert!(acc > 0.3, "generated SBM (8 classes) accuracy {acc}");
     let stdout = String::from_utf8_lossy(&r.stdout);
-    assert!(stdout.contains("done: 4 rounds"), "{stdout}");
+    assert!(stdout.contains(&format!("done: {n} rounds")), "{stdout}");
 
     // the same run directory is never overwritten
     let again = tma(&args);

@@ -58,7 +58,9 @@ fn compare_writes_table_results_and_plot() {
     assert_eq!(methods, ["random-tma", "ggs", "centralized"]);
     for t in table {
         assert_eq!(t["runs"], 2);
-        assert_eq!(t["rounds"]["mean"], 2.0, "{t}");
+        // 2 rounds are due; a late round at or past the limit is the last, so 1 under load
+        let rounds = t["rounds"]["mean"].as_f64().unwrap();
+        assert!((1.0..=2.0).contains(&rounds), "{t}");
     }
     // the failure applies to the 2-trainer methods, not to centralized
     for run in r["runs"].as_array().unwrap() {
