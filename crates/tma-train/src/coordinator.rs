@@ -268,6 +268,61 @@ pub fn run_in_process(
         (None, None) => None,
     };
     let extras = Extras { corrector, resume };
+    let weights = average_weights(cfg, prep);
+    run_trainer_threads(
+        prep,
+        cfg,
+        &model,
+        &init,
+        fail,
+        clock.clone(),
+        |trainer, ep, clock, fail_at| trainer.run(ep, clock, fail_at),
+        |coord, eval_pool| {
+            coordinate(
+                coord,
+                prep,
+                cfg,
+                &model,
+                init.clone(),
+                &weights,
+                &*clock,
+                eval_pool,
+                observer,
+                extras,
+            )
+        },
+    )
+}
+
+/// Runs one thread per `prep.trainers` entry, each inside its own rayon pool sized to its
+/// share of the cores, executing `work` (the trainer's loop over its in-process endpoint),
+/// while `coordinate` runs on the calling thread with the coordinator's endpoint and an
+/// evaluation pool of all the threads. Afterwards records which trainers failed (injected
+/// failure or panic) and when, in the summary. Shared by the averaging methods and GGS.
+///
+/// # Errors
+/// Whatever `coordinate` returns; [`TrainError::Config`] if a thread pool cannot be built.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_trainer_threads<W, C>(
+    prep: &Prepared,
+    cfg: &TrainConfig,
+    model: &Model,
+    init: &ParamSet,
+    fail: &FailPlan,
+    clock: Arc<dyn Clock>,
+    work: W,
+    coordinate: C,
+) -> Result<RunResult, TrainError>
+where
+    W: Fn(
+            Trainer,
+            &mut crate::cluster::InProcessTrainer,
+            Arc<dyn Clock>,
+            Option<Duration>,
+        ) -> TrainerExit
+        + Sync,
+    C: FnOnce(&mut InProcess, &rayon::ThreadPool) -> Result<RunResult, TrainError>,
+{
     let m = prep.trainers.len();
     let (mut coord, endpoints) = InProcess::new(m);
     let threads = total_threads(cfg);
@@ -277,9 +332,7 @@ pub fn run_in_process(
         .thread_name(|i| format!("tma-eval-{i}"))
         .build()
         .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
-
-    let weights = average_weights(cfg, prep);
-
+    let work = &work;
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(m);
         for (data, mut ep) in prep.trainers.iter().zip(endpoints) {
@@ -296,15 +349,13 @@ pub fn run_in_process(
                             .thread_name(move |i| format!("tma-trainer-{id}-{i}"))
                             .build()
                             .expect("trainer thread pool");
-                        let exit = pool.install(|| trainer.run(&mut ep, clock.clone(), fail_at));
+                        let exit = pool.install(|| work(trainer, &mut ep, clock.clone(), fail_at));
                         (exit, clock.elapsed())
                     })
                     .expect("spawn trainer thread"),
             );
         }
-        let result = coordinate(
-            &mut coord, prep, cfg, &model, init, &weights, &*clock, &eval_pool, observer, extras,
-        );
+        let result = coordinate(&mut coord, &eval_pool);
         let mut failed = Vec::new();
         for (t, h) in handles.into_iter().enumerate() {
             match h.join() {
@@ -321,9 +372,9 @@ pub fn run_in_process(
 }
 
 /// A round waiting for its validation result.
-struct PendingRound {
-    record: RoundRecord,
-    params: Arc<Vec<f32>>,
+pub(crate) struct PendingRound {
+    pub(crate) record: RoundRecord,
+    pub(crate) params: Arc<Vec<f32>>,
 }
 
 /// The coordinator's loop over any transport.

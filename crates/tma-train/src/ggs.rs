@@ -16,11 +16,10 @@
 
 use crate::averaging::average_models;
 use crate::clock::{round_due_at, Clock};
-use crate::cluster::{CoordinatorEndpoint, InProcess, Reply, TrainerEndpoint, TrainerReport};
+use crate::cluster::{CoordinatorEndpoint, Reply, TrainerEndpoint, TrainerReport};
 use crate::config::TrainConfig;
 use crate::coordinator::{
-    build_model, evaluate, total_threads, trainer_threads, EvalResult, Extras, FailPlan, Observer,
-    RoundRecord, RunResult, Split,
+    build_model, evaluate, EvalResult, Extras, FailPlan, Observer, RoundRecord, RunResult, Split,
 };
 use crate::data::{Prepared, TrainTarget, TrainerData};
 use crate::trainer::{Trainer, TrainerExit};
@@ -145,62 +144,32 @@ pub fn run_ggs(
 ) -> Result<RunResult, TrainError> {
     let model = build_model(cfg, prep)?;
     let init = model.init_params(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
-    let m = prep.trainers.len();
-    let (mut coord, endpoints) = InProcess::new(m);
-    let threads = total_threads(cfg);
-    let share = trainer_threads(threads, m);
-    let eval_pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("tma-eval-{i}"))
-        .build()
-        .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
-    std::thread::scope(|scope| {
-        let mut handles = Vec::with_capacity(m);
-        for (data, mut ep) in prep.trainers.iter().zip(endpoints) {
-            let trainer = Trainer::new(data.clone(), model.clone(), init.clone(), cfg);
-            let clock = clock.clone();
-            let fail_at = fail.get(&data.trainer).copied();
-            let id = data.trainer;
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("tma-trainer-{id}"))
-                    .spawn_scoped(scope, move || {
-                        let pool = rayon::ThreadPoolBuilder::new()
-                            .num_threads(share)
-                            .thread_name(move |i| format!("tma-trainer-{id}-{i}"))
-                            .build()
-                            .expect("trainer thread pool");
-                        let exit = pool.install(|| {
-                            ggs_worker(trainer, &mut ep, clock.clone(), fail_at, |_, _| {})
-                        });
-                        (exit, clock.elapsed())
-                    })
-                    .expect("spawn trainer thread"),
-            );
-        }
-        let result = ggs_coordinate(
-            &mut coord, prep, cfg, &model, init, &*clock, &eval_pool, observer, extras,
-        );
-        let mut failed = Vec::new();
-        for (t, h) in handles.into_iter().enumerate() {
-            match h.join() {
-                Ok((TrainerExit::Failed(_), at)) => failed.push((t, at.as_secs_f64())),
-                Ok(_) => {}
-                Err(_) => failed.push((t, f64::NAN)),
-            }
-        }
-        result.map(|mut r| {
-            r.summary.failed_trainers = failed;
-            r
-        })
-    })
+    crate::coordinator::run_trainer_threads(
+        prep,
+        cfg,
+        &model,
+        &init,
+        fail,
+        clock.clone(),
+        |trainer, ep, clock, fail_at| ggs_worker(trainer, ep, clock, fail_at, |_, _| {}),
+        |coord, eval_pool| {
+            ggs_coordinate(
+                coord,
+                prep,
+                cfg,
+                &model,
+                init.clone(),
+                &*clock,
+                eval_pool,
+                observer,
+                extras,
+            )
+        },
+    )
 }
 
 /// An evaluation point waiting for its validation result.
-struct Pending {
-    record: RoundRecord,
-    params: Arc<Vec<f32>>,
-}
+type Pending = crate::coordinator::PendingRound;
 
 /// The GGS coordinator over any transport: per step, gathers gradients, averages them
 /// (plain mean over the trainers that answered), adds `weight_decay * params`, clips to
