@@ -8,6 +8,29 @@ mod mpi_run;
 mod plot;
 mod train_cmd;
 
+/// jemalloc as the allocator: freed activation buffers are reused without returning their pages
+/// to the kernel (glibc unmaps every large block on free, and each first touch of a fresh page
+/// faults), and `thp:always` backs large blocks with transparent huge pages (the kernel's THP
+/// mode here is `madvise`), which cuts page faults 512-fold and TLB misses on the random row
+/// gathers of aggregation. Measured: docs/decisions/0004-allocator.md.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// A C string pointer jemalloc reads before `main` (its compile-time `malloc_conf`).
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[repr(transparent)]
+struct MallocConf(*const std::ffi::c_char);
+// SAFETY: points at a static, immutable C string.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+unsafe impl Sync for MallocConf {}
+
+/// jemalloc options (prefixed symbol of tikv-jemalloc-sys); `_RJEM_MALLOC_CONF` in the
+/// environment still overrides them.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: MallocConf = MallocConf(c"thp:always,metadata_thp:auto".as_ptr());
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 

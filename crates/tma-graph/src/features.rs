@@ -89,8 +89,14 @@ impl Features {
                     Features::Dense { data, .. } => data,
                     Features::Sparse { data, .. } => data,
                 };
-                // every element is overwritten below; resize only zero-fills growth
-                buf.resize(rows.len() * d, 0.0);
+                // Every element is overwritten below. A buffer too small is replaced, not
+                // grown: growing reallocates and copies the old contents for nothing. Some
+                // headroom, as batches vary in size from step to step.
+                let need = rows.len() * d;
+                if buf.capacity() < need {
+                    buf = Vec::with_capacity(need + need / 8);
+                }
+                buf.resize(need, 0.0);
                 if d > 0 {
                     // parallel over output rows (the mini-batch input gather is on the hot path)
                     buf.par_chunks_mut(d)

@@ -2,7 +2,8 @@
 //! N = 200k nodes, E = 4M edges (20 random in-neighbours each), 128-d dense input, hidden 256,
 //! 40 classes, 2 layers; forward + softmax cross-entropy + backward + Adam per iteration.
 //!
-//! `cargo run --release -p tma-nn --example fullgraph_iter [-- N AVG_DEG ITERS THREADS]`
+//! `cargo run --release -p tma-nn --example fullgraph_iter [-- N AVG_DEG ITERS THREADS [ENCODER]]`
+//! (ENCODER: sage (default), gcn or mlp; the env var `TMA_LAYER_NORM=0` turns LayerNorm off).
 //! Prints per-iteration seconds (forward / backward / total), the median, and peak RSS.
 
 use rand::{Rng, SeedableRng};
@@ -36,12 +37,18 @@ fn cpu_seconds() -> f64 {
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .take(4)
         .map(|a| a.parse().unwrap())
         .collect();
     let n = *args.first().unwrap_or(&200_000);
     let avg_deg = *args.get(1).unwrap_or(&20);
     let iters = *args.get(2).unwrap_or(&5);
     let threads = *args.get(3).unwrap_or(&2);
+    let encoder: EncoderKind = std::env::args()
+        .nth(5)
+        .map(|e| e.parse().expect("encoder: sage, gcn or mlp"))
+        .unwrap_or(EncoderKind::Sage);
+    let layer_norm = std::env::var("TMA_LAYER_NORM").map_or(true, |v| v != "0");
     let (in_dim, hidden, classes) = (128, 256, 40);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -73,8 +80,8 @@ fn main() {
         .map(|_| rng.random_range(0..classes as u32))
         .collect();
     let model = Model::new(ModelConfig {
-        layer_norm: true,
-        encoder: EncoderKind::Sage,
+        layer_norm,
+        encoder,
         in_dim,
         hidden,
         num_layers: 2,
