@@ -1120,6 +1120,8 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             let (_loss, dl) = bce_with_logits(&logits, &targets);
             let dh = model.decode_backward(&params, dcache, &dl, &mut grads);
             model.backward(&params, cache, &dh, &mut grads);
+            model.recycle(dh);
+            model.recycle(h);
             let pairs = 2 * batch_size;
             let t_dec = 3.0 * c.gemm_secs(GemmKind::AxBt, 256, 256, pairs);
             (mb, t_dec)
@@ -1144,6 +1146,7 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             let y: Vec<u32> = seeds.iter().map(|&s| labels[s as usize]).collect();
             let (_loss, d) = softmax_cross_entropy(&out, &y);
             model.backward(&params, cache, &d, &mut grads);
+            model.recycle(out);
             (mb, 0.0)
         };
         let t_model = Instant::now();

@@ -24,7 +24,7 @@ macro_rules! simd_dispatch {
         {
             #[target_feature(enable = "avx2,fma")]
             #[allow(clippy::too_many_arguments)]
-            unsafe fn avx2_copy(f: impl FnOnce()) {
+            unsafe fn avx2_copy<R>(f: impl FnOnce() -> R) -> R {
                 f()
             }
             if crate::kernels::has_avx2() {
@@ -86,10 +86,52 @@ fn prefetch_row(h: &[f32], start: usize, dim: usize) {
 }
 
 #[inline]
-fn add_into(y: &mut [f32], x: &[f32]) {
+pub(crate) fn add_into(y: &mut [f32], x: &[f32]) {
     for (y, x) in y.iter_mut().zip(x) {
         *y += x;
     }
+}
+
+/// Independent partial sums in the row reductions below: 16 lanes vectorize into one AVX-512
+/// or two AVX2 registers and break the add-latency chain (a single running sum over a 256-wide
+/// row waits ~4 cycles per element). Fixed lane order: results do not depend on threads.
+const LANES: usize = 16;
+
+/// `Σ f(i)` over `0..n` in [`LANES`] partial sums, combined in lane order.
+#[inline(always)]
+pub(crate) fn lane_sum(n: usize, f: impl Fn(usize) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let full = n - n % LANES;
+    let mut i = 0;
+    while i < full {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += f(i + l);
+        }
+        i += LANES;
+    }
+    for (l, a) in acc.iter_mut().enumerate().take(n - full) {
+        *a += f(full + l);
+    }
+    acc.iter().sum()
+}
+
+/// `Σ x` (see [`lane_sum`]).
+#[inline(always)]
+pub(crate) fn sum_lanes(x: &[f32]) -> f32 {
+    lane_sum(x.len(), |i| x[i])
+}
+
+/// `Σ a ⊙ b` (see [`lane_sum`]).
+#[inline(always)]
+pub(crate) fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    lane_sum(a.len(), |i| a[i] * b[i])
+}
+
+/// `Σ (x − m)²` (see [`lane_sum`]).
+#[inline(always)]
+fn sq_dev_lanes(x: &[f32], m: f32) -> f32 {
+    lane_sum(x.len(), |i| (x[i] - m) * (x[i] - m))
 }
 
 /// Sum over row chunks of `f(rows, acc)`, each chunk with its own zeroed accumulator of `width`
@@ -578,6 +620,7 @@ pub(crate) const LN_EPS: f32 = 1e-5;
 
 /// Normalise every row of `h: [rows, cols]` in place to `xhat = (h - mean) / sqrt(var + eps)`
 /// (biased variance, as PyTorch's LayerNorm); returns `rstd = 1/sqrt(var + eps)` per row.
+#[cfg(test)]
 pub(crate) fn layer_norm_forward_inplace(h: &mut [f32], cols: usize) -> Vec<f32> {
     let rows = h.len() / cols.max(1);
     let mut rstd = vec![0.0f32; rows];
@@ -589,8 +632,8 @@ pub(crate) fn layer_norm_forward_inplace(h: &mut [f32], cols: usize) -> Vec<f32>
         .with_min_len(min_rows(cols))
         .for_each(|(row, rs)| {
             let n = cols as f32;
-            let mean = row.iter().sum::<f32>() / n;
-            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let mean = sum_lanes(row) / n;
+            let var = sq_dev_lanes(row, mean) / n;
             let r = 1.0 / (var + LN_EPS).sqrt();
             for v in row.iter_mut() {
                 *v = (*v - mean) * r;
@@ -602,6 +645,7 @@ pub(crate) fn layer_norm_forward_inplace(h: &mut [f32], cols: usize) -> Vec<f32>
 
 /// Backward of [`layer_norm_forward_inplace`]: `d` holds `dL/dxhat` on entry and `dL/dh` on
 /// exit: `dh = rstd · (g − mean(g) − xhat · mean(g ⊙ xhat))`.
+#[cfg(test)]
 pub(crate) fn layer_norm_backward_inplace(xhat: &[f32], rstd: &[f32], d: &mut [f32], cols: usize) {
     assert_eq!(xhat.len(), d.len());
     if cols == 0 {
@@ -613,8 +657,8 @@ pub(crate) fn layer_norm_backward_inplace(xhat: &[f32], rstd: &[f32], d: &mut [f
         .with_min_len(min_rows(cols))
         .for_each(|((g, x), &r)| {
             let n = cols as f32;
-            let mg = g.iter().sum::<f32>() / n;
-            let mgx = g.iter().zip(x).map(|(g, x)| g * x).sum::<f32>() / n;
+            let mg = sum_lanes(g) / n;
+            let mgx = dot_lanes(g, x) / n;
             for (g, x) in g.iter_mut().zip(x) {
                 *g = r * (*g - mg - x * mgx);
             }
@@ -636,6 +680,7 @@ pub(crate) fn affine_prelu_forward(
 }
 
 /// [`affine_prelu_forward`] into `a` (every element overwritten).
+#[cfg(test)]
 pub(crate) fn affine_prelu_forward_into(
     xhat: &[f32],
     gamma: &[f32],
@@ -662,6 +707,7 @@ pub(crate) fn affine_prelu_forward_into(
 /// Backward of [`affine_prelu_forward`]: `d` holds `dL/da` on entry and `dL/dxhat` on exit;
 /// accumulates `dgamma`, `dbeta` and returns `dL/dslope`. One pass, parallel over fixed row
 /// chunks, per-chunk accumulators summed in chunk order.
+#[cfg(test)]
 pub(crate) fn affine_prelu_backward(
     xhat: &[f32],
     gamma: &[f32],
@@ -713,6 +759,203 @@ pub(crate) fn affine_prelu_backward(
     dslope
 }
 
+/// The post-processing of a hidden layer's conv output in one pass over its rows (each row
+/// stays in L1 between the steps): `y = h + bias`; with LayerNorm (`ln = Some((gamma, beta))`)
+/// `h ← xhat = (y − mean) · rstd` and `a = prelu(xhat ⊙ gamma + beta)`; without, `h ← y` and
+/// `a = prelu(y)`. Returns `rstd` per row (empty without LayerNorm). `h`, `a`: `[rows, cols]`,
+/// `cols = bias.len()`; every element of `a` is overwritten.
+///
+/// Same values as `add_bias` + [`layer_norm_forward_inplace`] + [`affine_prelu_forward_into`]
+/// (PyTorch `LayerNorm` + `PReLU`, eps [`LN_EPS`]).
+pub(crate) fn post_forward(
+    h: &mut [f32],
+    bias: &[f32],
+    ln: Option<(&[f32], &[f32])>,
+    slope: f32,
+    a: &mut [f32],
+) -> Vec<f32> {
+    let cols = bias.len();
+    assert_eq!(a.len(), h.len());
+    if cols == 0 {
+        return Vec::new();
+    }
+    let rows = h.len() / cols;
+    let mut rstd = vec![0.0f32; if ln.is_some() { rows } else { 0 }];
+    match ln {
+        Some((gamma, beta)) => {
+            assert_eq!((gamma.len(), beta.len()), (cols, cols));
+            h.par_chunks_mut(cols)
+                .zip(a.par_chunks_mut(cols))
+                .zip(rstd.par_iter_mut())
+                .with_min_len(min_rows(cols))
+                .for_each(|((h, a), r)| {
+                    *r = simd_dispatch!(post_ln_row(h, a, bias, gamma, beta, slope));
+                });
+        }
+        None => {
+            h.par_chunks_mut(cols)
+                .zip(a.par_chunks_mut(cols))
+                .with_min_len(min_rows(cols))
+                .for_each(|(h, a)| simd_dispatch!(post_plain_row(h, a, bias, slope)));
+        }
+    }
+    rstd
+}
+
+#[inline(always)]
+fn post_ln_row(
+    h: &mut [f32],
+    a: &mut [f32],
+    bias: &[f32],
+    gamma: &[f32],
+    beta: &[f32],
+    slope: f32,
+) -> f32 {
+    add_into(h, bias);
+    let n = h.len() as f32;
+    let mean = sum_lanes(h) / n;
+    let var = sq_dev_lanes(h, mean) / n;
+    let r = 1.0 / (var + LN_EPS).sqrt();
+    for (((h, a), &g), &b) in h.iter_mut().zip(a).zip(gamma).zip(beta) {
+        let x = (*h - mean) * r;
+        *h = x;
+        *a = prelu1(x * g + b, slope);
+    }
+    r
+}
+
+#[inline(always)]
+fn post_plain_row(h: &mut [f32], a: &mut [f32], bias: &[f32], slope: f32) {
+    for ((h, a), &b) in h.iter_mut().zip(a).zip(bias) {
+        let y = *h + b;
+        *h = y;
+        *a = prelu1(y, slope);
+    }
+}
+
+/// Backward of [`post_forward`] in one pass: `d` holds `dL/da` on entry and `dL/dh` (the
+/// gradient of the conv output before the bias) on exit. Accumulates `dbias`, and with
+/// LayerNorm `dgamma`, `dbeta`; returns `dL/dslope`. `xhat` is what `post_forward` left in `h`.
+/// Parallel over fixed row chunks, per-chunk accumulators summed in chunk order (results do
+/// not depend on the number of threads).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn post_backward(
+    xhat: &[f32],
+    rstd: &[f32],
+    ln: Option<(&[f32], &[f32])>,
+    slope: f32,
+    d: &mut [f32],
+    dgamma: &mut [f32],
+    dbeta: &mut [f32],
+    dbias: &mut [f32],
+) -> f32 {
+    let cols = dbias.len();
+    assert_eq!(xhat.len(), d.len());
+    if cols == 0 {
+        return 0.0;
+    }
+    let chunk_rows = 4 * min_rows(cols);
+    let chunk = chunk_rows * cols;
+    // acc = [dgamma | dbeta | dslope per column | dbias]
+    let parts: Vec<Vec<f32>> = d
+        .par_chunks_mut(chunk)
+        .zip(xhat.par_chunks(chunk))
+        .enumerate()
+        .map(|(c, (d, xh))| {
+            let mut acc = vec![0.0f32; 4 * cols];
+            let r0 = c * chunk_rows;
+            for (i, (g, x)) in d
+                .chunks_exact_mut(cols)
+                .zip(xh.chunks_exact(cols))
+                .enumerate()
+            {
+                match ln {
+                    Some((gamma, beta)) => simd_dispatch!(post_ln_back_row(
+                        g,
+                        x,
+                        rstd[r0 + i],
+                        gamma,
+                        beta,
+                        slope,
+                        &mut acc
+                    )),
+                    None => simd_dispatch!(post_plain_back_row(g, x, slope, &mut acc)),
+                }
+            }
+            acc
+        })
+        .collect();
+    let mut dslope = 0.0f32;
+    for p in &parts {
+        if ln.is_some() {
+            add_into(dgamma, &p[..cols]);
+            add_into(dbeta, &p[cols..2 * cols]);
+        }
+        dslope += p[2 * cols..3 * cols].iter().sum::<f32>();
+        add_into(dbias, &p[3 * cols..]);
+    }
+    dslope
+}
+
+/// One row of [`post_backward`] with LayerNorm; `acc = [dgamma | dbeta | dslope | dbias]`.
+#[inline(always)]
+fn post_ln_back_row(
+    g: &mut [f32],
+    x: &[f32],
+    r: f32,
+    gamma: &[f32],
+    beta: &[f32],
+    slope: f32,
+    acc: &mut [f32],
+) {
+    let cols = g.len();
+    let (ag, rest) = acc.split_at_mut(cols);
+    let (ab, rest) = rest.split_at_mut(cols);
+    let (asl, abias) = rest.split_at_mut(cols);
+    // affine + PReLU backward: g <- dL/dxhat
+    for (((((g, &x), &ga), &be), ag), (ab, asl)) in g
+        .iter_mut()
+        .zip(x)
+        .zip(gamma)
+        .zip(beta)
+        .zip(ag.iter_mut())
+        .zip(ab.iter_mut().zip(asl.iter_mut()))
+    {
+        let y = x * ga + be;
+        let dy = *g * prelu_grad1(y, slope);
+        *asl += *g * y.min(0.0);
+        *ag += dy * x;
+        *ab += dy;
+        *g = dy * ga;
+    }
+    // LayerNorm backward: dh = rstd · (g − mean(g) − xhat · mean(g ⊙ xhat))
+    let n = cols as f32;
+    let (mg, mgx) = (sum_lanes(g) / n, dot_lanes(g, x) / n);
+    for ((g, &x), ab) in g.iter_mut().zip(x).zip(abias.iter_mut()) {
+        let v = r * (*g - mg - x * mgx);
+        *g = v;
+        *ab += v;
+    }
+}
+
+/// One row of [`post_backward`] without LayerNorm (`x` = pre-activation `y`).
+#[inline(always)]
+fn post_plain_back_row(g: &mut [f32], x: &[f32], slope: f32, acc: &mut [f32]) {
+    let cols = g.len();
+    let (asl, abias) = acc[2 * cols..].split_at_mut(cols);
+    for (((g, &y), asl), ab) in g
+        .iter_mut()
+        .zip(x)
+        .zip(asl.iter_mut())
+        .zip(abias.iter_mut())
+    {
+        *asl += *g * y.min(0.0);
+        let v = *g * prelu_grad1(y, slope);
+        *g = v;
+        *ab += v;
+    }
+}
+
 /// Branch-free PReLU of one value (`y if y > 0 else slope · y`); vectorizes, and random signs
 /// cost no branch mispredictions.
 #[inline(always)]
@@ -728,6 +971,7 @@ pub(crate) fn prelu_grad1(y: f32, slope: f32) -> f32 {
 }
 
 /// PReLU with one shared slope: `a = x if x > 0 else slope · x`.
+#[cfg(test)]
 pub(crate) fn prelu_forward(x: &[f32], slope: f32) -> Vec<f32> {
     let mut a = x.to_vec();
     a.par_chunks_mut(16384).for_each(|c| {
@@ -740,6 +984,7 @@ pub(crate) fn prelu_forward(x: &[f32], slope: f32) -> Vec<f32> {
 
 /// Backward of [`prelu_forward`]: `d` holds `dL/da` on entry and `dL/dx` on exit; returns
 /// `dL/dslope = Σ_{x ≤ 0} dL/da · x`.
+#[cfg(test)]
 pub(crate) fn prelu_backward(x: &[f32], slope: f32, d: &mut [f32]) -> f32 {
     const CH: usize = 16384;
     let dslope = chunked_reduce(x.len(), 1, CH, |r, acc| {
@@ -801,7 +1046,7 @@ pub(crate) struct BufferPool {
 }
 
 impl BufferPool {
-    pub(crate) const MAX: usize = 8;
+    pub(crate) const MAX: usize = 32;
     pub(crate) const MIN_LEN: usize = 1 << 16;
 
     /// A buffer of `len` elements with **unspecified contents** (callers overwrite it).
@@ -824,6 +1069,11 @@ impl BufferPool {
                 }
                 return v;
             }
+            // A miss: allocate with headroom, as batches vary a little in size from step to
+            // step and the next step's request for this role may be slightly larger.
+            let mut v = Vec::with_capacity(len + len / 16);
+            v.resize(len, 0.0);
+            return v;
         }
         vec![0.0; len]
     }

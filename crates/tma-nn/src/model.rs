@@ -2,10 +2,9 @@
 //! them), the link decoder, forward and hand-written backward.
 
 use crate::kernels::{
-    add_bias, add_col_sums, affine_prelu_backward, affine_prelu_forward_into, aggregate,
-    aggregate_backward, dropout_apply, dropout_mask, layer_norm_backward_inplace,
-    layer_norm_forward_inplace, min_rows, prelu1, prelu_backward, prelu_forward, AggCoefs,
-    BufferPool, InputRef, Transposed,
+    add_bias, add_col_sums, add_into, aggregate, aggregate_backward, dropout_apply, dropout_mask,
+    lane_sum, min_rows, post_backward, post_forward, prelu1, prelu_grad1, AggCoefs, BufferPool,
+    InputRef, Transposed,
 };
 use crate::mat::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
 use crate::{Mat, ParamSet, ParamSpec};
@@ -310,10 +309,17 @@ impl Model {
         }
     }
 
-    /// Free the activation buffers this model keeps for reuse between iterations (up to 8
+    /// Free the activation buffers this model keeps for reuse between iterations (up to 32
     /// large buffers, about one iteration's activations).
     pub fn release_buffers(&self) {
         self.pool.clear();
+    }
+
+    /// Hand a matrix this model returned (the output of [`Model::forward`], the `dL/dh` of
+    /// [`Model::decode_backward`]) back for reuse by the next iteration, instead of freeing
+    /// it: a fresh large buffer costs a page fault per page on first touch.
+    pub fn recycle(&self, m: Mat) {
+        self.pool.give(m.data);
     }
 
     /// Fill the buffer pool with NaN buffers (tests: stale pooled contents must never leak).
@@ -432,26 +438,23 @@ impl Model {
             } else {
                 InputRef::from_mat(h.as_ref().unwrap())
             };
-            let (mut out, mut lc) = self.conv_forward(l, &p.data, b, input, keep);
+            let (mut out, mut lc) =
+                self.conv_forward(l, &p.data, b, input, keep, lay.act.is_none());
             if let Some(act) = lay.act {
                 let cols = lay.out_dim;
-                let ones;
-                let zeros;
-                let (gamma, beta, rstd) = match (lay.norm_w, lay.norm_b) {
-                    (Some(nw), Some(nb)) => (
-                        &p.data[nw..nw + cols],
-                        &p.data[nb..nb + cols],
-                        layer_norm_forward_inplace(&mut out.data, cols),
-                    ),
-                    _ => {
-                        // no norm: PReLU straight on the conv output (affine = identity)
-                        ones = vec![1.0f32; cols];
-                        zeros = vec![0.0f32; cols];
-                        (&ones[..], &zeros[..], Vec::new())
-                    }
+                // bias (not added by conv_forward here), LayerNorm, affine and PReLU in one pass
+                let ln = match (lay.norm_w, lay.norm_b) {
+                    (Some(nw), Some(nb)) => Some((&p.data[nw..nw + cols], &p.data[nb..nb + cols])),
+                    _ => None,
                 };
                 let mut a = self.pool.take(out.data.len());
-                affine_prelu_forward_into(&out.data, gamma, beta, p.data[act], &mut a);
+                let rstd = post_forward(
+                    &mut out.data,
+                    &p.data[lay.bias..lay.bias + cols],
+                    ln,
+                    p.data[act],
+                    &mut a,
+                );
                 let mask = if training && self.cfg.dropout > 0.0 {
                     let rng = rng.as_deref_mut().expect("training needs an rng");
                     let m = dropout_mask(rng, a.len(), self.cfg.dropout);
@@ -491,6 +494,7 @@ impl Model {
         b: &BlockView,
         x: InputRef,
         keep: bool,
+        with_bias: bool,
     ) -> (Mat, LayerCache) {
         let lay = &self.layers[l];
         let (nd, ns, din, dout) = (b.num_dst, b.num_src, lay.in_dim, lay.out_dim);
@@ -542,7 +546,9 @@ impl Model {
                 }
             }
         }
-        add_bias(&mut out.data, &p[lay.bias..lay.bias + dout]);
+        if with_bias {
+            add_bias(&mut out.data, &p[lay.bias..lay.bias + dout]);
+        }
         (out, lc)
     }
 
@@ -600,35 +606,36 @@ impl Model {
                 let act = lay.act.unwrap();
                 let mut dgamma = vec![0.0f32; cols];
                 let mut dbeta = vec![0.0f32; cols];
-                let (ones, zeros) = (vec![1.0f32; cols], vec![0.0f32; cols]);
-                let (gamma, beta) = match (lay.norm_w, lay.norm_b) {
-                    (Some(nw), Some(nb)) => (&p.data[nw..nw + cols], &p.data[nb..nb + cols]),
-                    _ => (&ones[..], &zeros[..]),
+                let mut dbias = vec![0.0f32; cols];
+                let ln = match (lay.norm_w, lay.norm_b) {
+                    (Some(nw), Some(nb)) => Some((&p.data[nw..nw + cols], &p.data[nb..nb + cols])),
+                    _ => None,
                 };
-                let dslope = affine_prelu_backward(
+                // PReLU, affine, LayerNorm and bias backward in one pass
+                let dslope = post_backward(
                     &xhat.data,
-                    gamma,
-                    beta,
+                    &rstd,
+                    ln,
                     p.data[act],
                     &mut d.data,
                     &mut dgamma,
                     &mut dbeta,
+                    &mut dbias,
                 );
                 grads.data[act] += dslope;
                 if let (Some(nw), Some(nb)) = (lay.norm_w, lay.norm_b) {
-                    for (g, v) in grads.data[nw..nw + cols].iter_mut().zip(&dgamma) {
-                        *g += v;
-                    }
-                    for (g, v) in grads.data[nb..nb + cols].iter_mut().zip(&dbeta) {
-                        *g += v;
-                    }
-                    layer_norm_backward_inplace(&xhat.data, &rstd, &mut d.data, cols);
+                    add_into(&mut grads.data[nw..nw + cols], &dgamma);
+                    add_into(&mut grads.data[nb..nb + cols], &dbeta);
                 }
+                add_into(&mut grads.data[lay.bias..lay.bias + cols], &dbias);
                 self.pool.give(xhat.data);
                 if let Some(prev) = d_cur.replace(d) {
                     self.pool.give(prev.data);
                 }
             }
+        }
+        if let Some(last) = d_cur {
+            self.pool.give(last.data);
         }
     }
 
@@ -648,7 +655,10 @@ impl Model {
         let lay = &self.layers[l];
         let (nd, ns, din, dout) = (b.num_dst, b.num_src, lay.in_dim, lay.out_dim);
         assert_eq!((d.rows, d.cols), (nd, dout), "layer {l}: gradient shape");
-        add_col_sums(&d.data, dout, &mut g[lay.bias..lay.bias + dout]);
+        if lay.act.is_none() {
+            // hidden layers: the bias gradient came with the fused post backward
+            add_col_sums(&d.data, dout, &mut g[lay.bias..lay.bias + dout]);
+        }
         let w = &p[lay.w..lay.w + dout * din];
         // SAGE/GCN overwrite all of dx first; MLP only writes the first nd rows
         let mut dx = if !need_dx {
@@ -750,9 +760,10 @@ impl Model {
         assert_eq!(h.cols, d, "decode: h width");
         assert_eq!(src.len(), dst.len(), "decode: pair lengths");
         let bsz = src.len();
-        let mut u = Mat::zeros(bsz, d);
+        // every element of u is written by the product (not accumulated)
+        let mut u = Mat::from_vec(bsz, d, self.pool.take(bsz * d));
         {
-            let mut z = vec![0.0f32; bsz * d];
+            let mut z = self.pool.take(bsz * d);
             Self::hadamard(h, src, dst, &mut z);
             matmul_a_bt(
                 bsz,
@@ -763,6 +774,7 @@ impl Model {
                 &mut u.data,
                 false,
             );
+            self.pool.give(z);
         }
         add_bias(&mut u.data, &p.data[dl.b1..dl.b1 + d]);
         let (slope, w2, b2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d], p.data[dl.b2]);
@@ -770,13 +782,7 @@ impl Model {
             .data
             .par_chunks(d)
             .with_min_len(min_rows(d))
-            .map(|row| {
-                let mut s = b2;
-                for (&u, &w) in row.iter().zip(w2) {
-                    s += w * prelu1(u, slope);
-                }
-                s
-            })
+            .map(|row| b2 + lane_sum(d, |j| w2[j] * prelu1(row[j], slope)))
             .collect();
         (
             logits,
@@ -809,33 +815,49 @@ impl Model {
         let (slope, w2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d]);
         // d_a = d_logit * w2; dw2 += Σ d_logit a; db2 += Σ d_logit.
         grads.data[dl.b2] += d_logits.iter().map(|&v| v as f64).sum::<f64>() as f32;
-        let a = prelu_forward(&u.data, slope);
-        let mut dw2 = vec![0.0f32; d];
-        {
-            let g = crate::kernels::chunked_reduce(bsz, d, 4 * min_rows(d), |r, acc| {
-                for i in r {
-                    crate::kernels::axpy(acc, d_logits[i], &a[i * d..(i + 1) * d]);
-                }
-            });
-            dw2.copy_from_slice(&g);
-        }
-        drop(a);
-        for (g, v) in grads.data[dl.w2..dl.w2 + d].iter_mut().zip(&dw2) {
-            *g += v;
-        }
-        let mut du = vec![0.0f32; bsz * d];
-        du.par_chunks_mut(d)
-            .with_min_len(min_rows(d))
+        // One pass over the rows of u (fixed row chunks, summed in chunk order):
+        // du = d_logit · w2 ⊙ prelu'(u); dw2 += Σ d_logit · prelu(u);
+        // dslope += Σ d_logit · w2 ⊙ min(u, 0); db1 += Σ du.
+        let chunk_rows = 4 * min_rows(d);
+        let mut du = self.pool.take(bsz * d);
+        let parts: Vec<Vec<f32>> = du
+            .par_chunks_mut(chunk_rows * d)
+            .zip(u.data.par_chunks(chunk_rows * d))
             .enumerate()
-            .for_each(|(i, row)| {
-                for (r, &w) in row.iter_mut().zip(w2) {
-                    *r = d_logits[i] * w;
+            .map(|(c, (du, u))| {
+                let mut acc = vec![0.0f32; 3 * d]; // dw2 | dslope per column | db1
+                let (aw2, rest) = acc.split_at_mut(d);
+                let (asl, ab1) = rest.split_at_mut(d);
+                for (i, (dr, ur)) in du.chunks_exact_mut(d).zip(u.chunks_exact(d)).enumerate() {
+                    let dl = d_logits[c * chunk_rows + i];
+                    for (((((dr, &uv), &w), aw2), asl), ab1) in dr
+                        .iter_mut()
+                        .zip(ur)
+                        .zip(w2)
+                        .zip(aw2.iter_mut())
+                        .zip(asl.iter_mut())
+                        .zip(ab1.iter_mut())
+                    {
+                        *aw2 += dl * prelu1(uv, slope);
+                        let g = dl * w;
+                        *asl += g * uv.min(0.0);
+                        let v = g * prelu_grad1(uv, slope);
+                        *dr = v;
+                        *ab1 += v;
+                    }
                 }
-            });
-        grads.data[dl.act] += prelu_backward(&u.data, slope, &mut du);
-        drop(u);
-        add_col_sums(&du, d, &mut grads.data[dl.b1..dl.b1 + d]);
-        let mut z = vec![0.0f32; bsz * d];
+                acc
+            })
+            .collect();
+        self.pool.give(u.data);
+        let mut dslope = 0.0f32;
+        for part in &parts {
+            add_into(&mut grads.data[dl.w2..dl.w2 + d], &part[..d]);
+            dslope += part[d..2 * d].iter().sum::<f32>();
+            add_into(&mut grads.data[dl.b1..dl.b1 + d], &part[2 * d..]);
+        }
+        grads.data[dl.act] += dslope;
+        let mut z = self.pool.take(bsz * d);
         Self::hadamard(h, &src, &dst, &mut z);
         matmul_at_b(
             d,
@@ -849,7 +871,7 @@ impl Model {
         // dz = du W1, reusing z's buffer.
         matmul_a_b(bsz, d, d, &du, &p.data[dl.w1..dl.w1 + d * d], &mut z, false);
         let dz = z;
-        drop(du);
+        self.pool.give(du);
         // Scatter dz to the endpoints as a gather: list the (pair, other end) of every node.
         let n = h.rows;
         let mut ptr = vec![0usize; n + 1];
@@ -869,12 +891,13 @@ impl Model {
             items[fill[t]] = (i as u32, s as u32);
             fill[t] += 1;
         }
-        let mut dh = Mat::zeros(n, d);
+        let mut dh = Mat::from_vec(n, d, self.pool.take(n * d));
         dh.data
             .par_chunks_mut(d)
             .with_min_len(min_rows(d * 4))
             .enumerate()
             .for_each(|(v, row)| {
+                row.fill(0.0);
                 for &(i, other) in &items[ptr[v]..ptr[v + 1]] {
                     let (dzi, ho) = (
                         &dz[i as usize * d..(i as usize + 1) * d],
@@ -885,6 +908,7 @@ impl Model {
                     }
                 }
             });
+        self.pool.give(dz);
         dh
     }
 
@@ -915,12 +939,8 @@ impl Model {
                     }
                     matmul_a_bt_serial(c, d, d, &z[..c * d], w1, &mut u[..c * d], false);
                     for i in 0..c {
-                        let mut acc = b2;
-                        for ((&u, &w), &bb) in u[i * d..(i + 1) * d].iter().zip(w2).zip(b1) {
-                            let v = u + bb;
-                            acc += w * prelu1(v, slope);
-                        }
-                        out[i] = acc;
+                        let ui = &u[i * d..(i + 1) * d];
+                        out[i] = b2 + lane_sum(d, |j| w2[j] * prelu1(ui[j] + b1[j], slope));
                     }
                 },
             );

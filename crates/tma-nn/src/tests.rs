@@ -301,6 +301,133 @@ fn sparse_linear_and_weight_grad_match_dense() {
     fd_check("sparse linear dW", &mut f, &w, &gs);
 }
 
+/// The fused post kernels give bit-identical values to the unfused composition (bias add,
+/// LayerNorm, affine + PReLU; and the backward chain + bias column sums), with and without
+/// LayerNorm, on rows spanning several reduction chunks; and the fused backward matches
+/// finite differences of the fused forward (bias, gamma, beta, slope, input).
+#[test]
+fn fused_post_kernels_equal_unfused_and_finite_differences() {
+    let mut r = rng(17);
+    let cols = 24;
+    let rows = 4 * min_rows(cols) * 2 + 37; // more than two backward chunks
+    let h0 = randn(&mut r, rows * cols);
+    let bias = randn(&mut r, cols);
+    let gamma: Vec<f32> = (0..cols).map(|_| r.random_range(0.5f32..1.5)).collect();
+    let beta = randn(&mut r, cols);
+    let dout = randn(&mut r, rows * cols);
+    let slope = 0.3f32;
+    for with_ln in [true, false] {
+        let ln = with_ln.then_some((&gamma[..], &beta[..]));
+        // fused
+        let mut h = h0.clone();
+        let mut a = vec![f32::NAN; rows * cols];
+        let rstd = post_forward(&mut h, &bias, ln, slope, &mut a);
+        let mut d = dout.clone();
+        let (mut dg, mut db, mut dbias) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; cols]);
+        let ds = post_backward(&h, &rstd, ln, slope, &mut d, &mut dg, &mut db, &mut dbias);
+        // unfused reference
+        let mut y = h0.clone();
+        add_bias(&mut y, &bias);
+        let (ones, zeros) = (vec![1.0f32; cols], vec![0.0f32; cols]);
+        let (g_ref, b_ref) = if with_ln {
+            (&gamma[..], &beta[..])
+        } else {
+            (&ones[..], &zeros[..])
+        };
+        let rstd_ref = if with_ln {
+            layer_norm_forward_inplace(&mut y, cols)
+        } else {
+            Vec::new()
+        };
+        let a_ref = affine_prelu_forward(&y, g_ref, b_ref, slope);
+        assert_eq!(h, y, "xhat (ln {with_ln})");
+        assert_eq!(rstd, rstd_ref);
+        assert_eq!(a, a_ref, "activation (ln {with_ln})");
+        let mut d_ref = dout.clone();
+        let (mut dg_ref, mut db_ref) = (vec![0.0; cols], vec![0.0; cols]);
+        let ds_ref = affine_prelu_backward(
+            &y,
+            g_ref,
+            b_ref,
+            slope,
+            &mut d_ref,
+            &mut dg_ref,
+            &mut db_ref,
+        );
+        if with_ln {
+            layer_norm_backward_inplace(&y, &rstd_ref, &mut d_ref, cols);
+            assert_eq!(dg, dg_ref);
+            assert_eq!(db, db_ref);
+        } else {
+            assert_eq!(dg, vec![0.0; cols], "no LayerNorm: gamma untouched");
+        }
+        assert_eq!(d, d_ref, "input gradient (ln {with_ln})");
+        let mut dbias_ref = vec![0.0; cols];
+        add_col_sums(&d_ref, cols, &mut dbias_ref);
+        for (x, e) in dbias.iter().zip(&dbias_ref) {
+            assert!((x - e).abs() <= 1e-4 * e.abs().max(1.0), "dbias {x} vs {e}");
+        }
+        assert!(
+            (ds - ds_ref).abs() <= 1e-3 * ds_ref.abs().max(1.0),
+            "dslope {ds} vs {ds_ref}"
+        );
+    }
+    // finite differences of the fused forward on a small case
+    let (rows, cols) = (3, 5);
+    let h0 = randn(&mut r, rows * cols);
+    let bias = randn(&mut r, cols);
+    let gamma: Vec<f32> = (0..cols).map(|_| r.random_range(0.5f32..1.5)).collect();
+    let beta = randn(&mut r, cols);
+    let w = randn(&mut r, rows * cols);
+    for with_ln in [true, false] {
+        let f = |h: &[f32], b: &[f32], g: &[f32], be: &[f32], s: f32| {
+            let mut h = h.to_vec();
+            let mut a = vec![0.0; h.len()];
+            post_forward(&mut h, b, with_ln.then_some((g, be)), s, &mut a);
+            dot(&a, &w)
+        };
+        let mut h = h0.clone();
+        let mut a = vec![0.0; rows * cols];
+        let ln = with_ln.then_some((&gamma[..], &beta[..]));
+        let rstd = post_forward(&mut h, &bias, ln, slope, &mut a);
+        let mut d = w.clone();
+        let (mut dg, mut db, mut dbias) = (vec![0.0; cols], vec![0.0; cols], vec![0.0; cols]);
+        let ds = post_backward(&h, &rstd, ln, slope, &mut d, &mut dg, &mut db, &mut dbias);
+        fd_check(
+            "post dh",
+            &mut |x| f(x, &bias, &gamma, &beta, slope),
+            &h0,
+            &d,
+        );
+        fd_check(
+            "post dbias",
+            &mut |x| f(&h0, x, &gamma, &beta, slope),
+            &bias,
+            &dbias,
+        );
+        fd_check(
+            "post slope",
+            &mut |x| f(&h0, &bias, &gamma, &beta, x[0]),
+            &[slope],
+            &[ds],
+        );
+        if with_ln {
+            fd_check(
+                "post dgamma",
+                &mut |x| f(&h0, &bias, x, &beta, slope),
+                &gamma,
+                &dg,
+            );
+            fd_check(
+                "post dbeta",
+                &mut |x| f(&h0, &bias, &gamma, x, slope),
+                &beta,
+                &db,
+            );
+        }
+    }
+}
+
 #[test]
 fn layernorm_prelu_dropout_backward() {
     let mut r = rng(7);

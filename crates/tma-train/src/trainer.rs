@@ -192,6 +192,9 @@ impl Trainer {
                         .decode_backward(&self.params, dcache, &dlogits, &mut self.grads);
                 self.model
                     .backward(&self.params, cache, &dh, &mut self.grads);
+                // the next step reuses these buffers (no fresh pages to fault in)
+                self.model.recycle(dh);
+                self.model.recycle(h);
                 loss
             }
             TrainTarget::Node { nodes, targets } => {
@@ -213,6 +216,8 @@ impl Trainer {
                 let (loss, dout) = node_loss(&out, &mb.seeds, targets);
                 self.model
                     .backward(&self.params, cache, &dout, &mut self.grads);
+                self.model.recycle(dout);
+                self.model.recycle(out);
                 loss
             }
         };
