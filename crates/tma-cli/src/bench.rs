@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tma_graph::{Csr, Features};
 use tma_nn::{
-    bce_with_logits, softmax_cross_entropy, Adam, EncoderKind, Head, Mat, Model, ModelConfig,
+    bce_with_logits, softmax_cross_entropy, Adam, EncoderKind, Head, Input, Mat, Model, ModelConfig,
 };
 use tma_partition::{build_parts, partition, PartitionConfig, PartitionMethod};
 use tma_sample::{unique_with_inverse, BlockView, NeighborSampler};
@@ -1107,8 +1107,8 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             let (si, di) = inv.split_at(src.len());
             let mb = sampler.sample(g, &deg, &seeds, &mut rng);
             let t_sampled = Instant::now();
-            x.gather_into(&mb.input_nodes, &mut xbuf);
-            let xb = &xbuf;
+            // as the trainer: dense features are read in place by the first aggregation
+            let xb = Input::select(x, &mb.input_nodes, &mut xbuf);
             t_gathered = Instant::now();
             phases[0].push((t_sampled - t).as_secs_f64());
             phases[1].push((t_gathered - t_sampled).as_secs_f64());
@@ -1136,8 +1136,8 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
             }
             let mb = sampler.sample(g, &deg, &seeds, &mut rng);
             let t_sampled = Instant::now();
-            x.gather_into(&mb.input_nodes, &mut xbuf);
-            let xb = &xbuf;
+            // as the trainer: dense features are read in place by the first aggregation
+            let xb = Input::select(x, &mb.input_nodes, &mut xbuf);
             t_gathered = Instant::now();
             phases[0].push((t_sampled - t).as_secs_f64());
             phases[1].push((t_gathered - t_sampled).as_secs_f64());

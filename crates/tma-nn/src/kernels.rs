@@ -199,13 +199,21 @@ pub(crate) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 // ---------------------------------------------------------------------------------------------
 // Layer inputs: dense matrices or sparse input features.
 
-/// A layer input, `[rows, dim]`: a dense row-major matrix or CSR sparse features.
+/// A layer input, `[rows, dim]`: a dense row-major matrix, CSR sparse features, or rows of a
+/// larger dense matrix selected by id (`Indexed`: row `j` is `all[map[j]]`; the first
+/// `dst.len() / dim` rows are also given gathered in `dst`, for dense products).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum InputRef<'a> {
     Dense {
         rows: usize,
         dim: usize,
         data: &'a [f32],
+    },
+    Indexed {
+        dim: usize,
+        all: &'a [f32],
+        map: &'a [u32],
+        dst: &'a [f32],
     },
     Sparse {
         rows: usize,
@@ -265,12 +273,15 @@ impl<'a> InputRef<'a> {
     pub(crate) fn rows(&self) -> usize {
         match self {
             InputRef::Dense { rows, .. } | InputRef::Sparse { rows, .. } => *rows,
+            InputRef::Indexed { map, .. } => map.len(),
         }
     }
 
     pub(crate) fn dim(&self) -> usize {
         match self {
-            InputRef::Dense { dim, .. } | InputRef::Sparse { dim, .. } => *dim,
+            InputRef::Dense { dim, .. }
+            | InputRef::Sparse { dim, .. }
+            | InputRef::Indexed { dim, .. } => *dim,
         }
     }
 
@@ -278,11 +289,30 @@ impl<'a> InputRef<'a> {
         matches!(self, InputRef::Sparse { .. })
     }
 
-    /// The first `n` rows, dense. Panics on sparse input.
+    /// The first `n` rows, dense and contiguous. Panics on sparse input, and on indexed input
+    /// beyond its gathered rows.
     pub(crate) fn dense_prefix(&self, n: usize) -> &'a [f32] {
         match self {
             InputRef::Dense { dim, data, .. } => &data[..n * dim],
+            InputRef::Indexed { dim, dst, .. } => {
+                assert!(
+                    n * dim <= dst.len(),
+                    "indexed input: only {} rows gathered",
+                    dst.len() / (*dim).max(1)
+                );
+                &dst[..n * dim]
+            }
             InputRef::Sparse { .. } => panic!("dense_prefix on sparse input"),
+        }
+    }
+
+    /// What an aggregation reads: the dense rows and, for indexed input, the row map
+    /// (row `j` of the input is row `map[j]` of the slice). Panics on sparse input.
+    pub(crate) fn agg_source(&self, n: usize) -> (&'a [f32], Option<&'a [u32]>) {
+        match self {
+            InputRef::Dense { dim, data, .. } => (&data[..n * dim], None),
+            InputRef::Indexed { all, map, .. } => (all, Some(&map[..n])),
+            InputRef::Sparse { .. } => panic!("aggregation of sparse input"),
         }
     }
 
@@ -293,8 +323,8 @@ impl<'a> InputRef<'a> {
         assert_eq!(w.len(), out * self.dim());
         assert_eq!(y.len(), n * out);
         match *self {
-            InputRef::Dense { dim, data, .. } => {
-                matmul_a_bt(n, out, dim, &data[..n * dim], w, y, acc)
+            InputRef::Dense { dim, .. } | InputRef::Indexed { dim, .. } => {
+                matmul_a_bt(n, out, dim, self.dense_prefix(n), w, y, acc)
             }
             InputRef::Sparse {
                 dim,
@@ -330,8 +360,8 @@ impl<'a> InputRef<'a> {
         assert_eq!(dw.len(), out * self.dim());
         assert_eq!(dy.len(), n * out);
         match *self {
-            InputRef::Dense { dim, data, .. } => {
-                matmul_at_b(out, dim, n, dy, &data[..n * dim], dw, true)
+            InputRef::Dense { dim, .. } | InputRef::Indexed { dim, .. } => {
+                matmul_at_b(out, dim, n, dy, self.dense_prefix(n), dw, true)
             }
             InputRef::Sparse {
                 dim,
@@ -448,26 +478,52 @@ impl AggCoefs {
 }
 
 /// `out[num_dst, dim] = aggregate(h[num_src, dim])`, parallel over destination rows.
-pub(crate) fn aggregate(b: &BlockView, c: &AggCoefs, h: &[f32], dim: usize, out: &mut [f32]) {
-    assert_eq!(
-        h.len(),
-        b.num_src * dim,
-        "aggregate: input rows != block num_src"
-    );
+///
+/// With `map`, source `j` is row `map[j]` of `h` (`map.len() == num_src`, `h` any number of
+/// rows): the gather of the input rows is fused into the aggregation, no gathered copy.
+pub(crate) fn aggregate(
+    b: &BlockView,
+    c: &AggCoefs,
+    h: &[f32],
+    map: Option<&[u32]>,
+    dim: usize,
+    out: &mut [f32],
+) {
+    match map {
+        None => assert_eq!(
+            h.len(),
+            b.num_src * dim,
+            "aggregate: input rows != block num_src"
+        ),
+        Some(m) => assert_eq!(m.len(), b.num_src, "aggregate: row map != block num_src"),
+    }
     assert_eq!(out.len(), b.num_dst * dim);
     assert_eq!(b.indptr.len(), b.num_dst + 1, "block indptr length");
     if dim == 0 {
         return;
     }
-    out.par_chunks_mut(dim)
-        .with_min_len(min_rows(dim * 16))
-        .enumerate()
-        .for_each(|(i, row)| simd_dispatch!(agg_row(row, i, b, c, h, dim)));
+    let chunks = out.par_chunks_mut(dim).with_min_len(min_rows(dim * 16));
+    match map {
+        None => chunks
+            .enumerate()
+            .for_each(|(i, row)| simd_dispatch!(agg_row(row, i, b, c, h, |j| j, dim))),
+        Some(m) => chunks
+            .enumerate()
+            .for_each(|(i, row)| simd_dispatch!(agg_row(row, i, b, c, h, |j| m[j] as usize, dim))),
+    }
 }
 
-/// One destination row of [`aggregate`].
+/// One destination row of [`aggregate`]; source `j` is row `at(j)` of `h`.
 #[inline(always)]
-fn agg_row(row: &mut [f32], i: usize, b: &BlockView, c: &AggCoefs, h: &[f32], dim: usize) {
+fn agg_row(
+    row: &mut [f32],
+    i: usize,
+    b: &BlockView,
+    c: &AggCoefs,
+    h: &[f32],
+    at: impl Fn(usize) -> usize,
+    dim: usize,
+) {
     row.fill(0.0);
     let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
     let nb = &b.indices[s..e];
@@ -478,19 +534,20 @@ fn agg_row(row: &mut [f32], i: usize, b: &BlockView, c: &AggCoefs, h: &[f32], di
         None => {
             for (k, &j) in nb.iter().enumerate() {
                 if let Some(&n) = ahead.get(k) {
-                    prefetch_row(h, n as usize * dim, dim);
+                    prefetch_row(h, at(n as usize) * dim, dim);
                 }
-                let j = j as usize;
-                add_into(row, &h[j * dim..(j + 1) * dim]);
+                let r = at(j as usize);
+                add_into(row, &h[r * dim..(r + 1) * dim]);
             }
         }
         Some(beta) => {
             for (k, &j) in nb.iter().enumerate() {
                 if let Some(&n) = ahead.get(k) {
-                    prefetch_row(h, n as usize * dim, dim);
+                    prefetch_row(h, at(n as usize) * dim, dim);
                 }
                 let j = j as usize;
-                axpy(row, beta[j], &h[j * dim..(j + 1) * dim]);
+                let r = at(j);
+                axpy(row, beta[j], &h[r * dim..(r + 1) * dim]);
             }
         }
     }
@@ -501,7 +558,8 @@ fn agg_row(row: &mut [f32], i: usize, b: &BlockView, c: &AggCoefs, h: &[f32], di
         }
     }
     if let Some(g) = &c.gamma {
-        axpy(row, g[i], &h[i * dim..(i + 1) * dim]);
+        let r = at(i);
+        axpy(row, g[i], &h[r * dim..(r + 1) * dim]);
     }
 }
 

@@ -47,7 +47,7 @@ mod params;
 pub use error::NnError;
 pub use loss::{bce_with_logits, multilabel_bce, softmax_cross_entropy};
 pub use mat::Mat;
-pub use model::{DecodeCache, EncoderKind, ForwardCache, Head, Model, ModelConfig};
+pub use model::{DecodeCache, EncoderKind, ForwardCache, Head, Input, Model, ModelConfig};
 pub use optim::{clip_grad_norm, Adam};
 pub use params::{ParamSet, ParamSpec};
 

@@ -166,7 +166,7 @@ pub(crate) fn matmul_a_b(
 }
 
 /// Rows of the batch dimension per partial product in [`matmul_at_b`] (at least).
-const AT_B_CHUNK: usize = 4096;
+const AT_B_CHUNK: usize = 2048;
 /// Most partial products in [`matmul_at_b`] (bounds their memory: `64 · m · n` floats).
 const AT_B_MAX_PARTS: usize = 64;
 

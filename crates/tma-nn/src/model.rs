@@ -161,11 +161,80 @@ struct PostCache {
 }
 
 /// What [`Model::forward`] keeps for [`Model::backward`]; borrows the blocks and the input
-/// features (no copies).
+/// features (no copies, except the rows [`Input::Indexed`] needs contiguous).
 pub struct ForwardCache<'a> {
     blocks: Vec<BlockView<'a>>,
-    x: &'a Features,
+    x: Input<'a>,
+    /// Gathered first-layer rows of an indexed input (empty otherwise).
+    x_rows: Vec<f32>,
     layers: Vec<LayerCache>,
+}
+
+/// The input features of [`Model::forward`]: row `j` belongs to source node `j` of the first
+/// block.
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// The rows themselves, `[blocks[0].num_src, in_dim]` (e.g. gathered with
+    /// `Features::gather_into`), dense or sparse.
+    Rows(&'a Features),
+    /// Rows of a larger dense row-major matrix `all` (`[N, dim]`) picked by `rows`
+    /// (`blocks[0].num_src` node ids, e.g. a mini-batch's `input_nodes`), without a gathered
+    /// copy: the first layer's aggregation reads `all[rows[j]]` directly (gather fused into the
+    /// aggregation); only the rows a dense product needs are copied (the first block's
+    /// `num_dst` destination rows, or all rows when that layer transforms before aggregating).
+    /// Same values as [`Input::Rows`] of the gathered matrix.
+    Indexed {
+        all: &'a [f32],
+        dim: usize,
+        rows: &'a [u32],
+    },
+}
+
+impl<'a> Input<'a> {
+    /// Rows `rows` of `x` as a model input: [`Input::Indexed`] for dense features (no copy),
+    /// else gathered into `buf` (reused across calls) as [`Input::Rows`].
+    pub fn select(x: &'a Features, rows: &'a [u32], buf: &'a mut Features) -> Input<'a> {
+        match x {
+            Features::Dense { dim, data, .. } => Input::Indexed {
+                all: data,
+                dim: *dim,
+                rows,
+            },
+            Features::Sparse { .. } => {
+                x.gather_into(rows, buf);
+                Input::Rows(buf)
+            }
+        }
+    }
+}
+
+impl<'a> From<&'a Features> for Input<'a> {
+    fn from(x: &'a Features) -> Input<'a> {
+        Input::Rows(x)
+    }
+}
+
+/// The first layer's input view of `x` (with its gathered rows `x_rows`).
+fn first_input<'b>(x: &Input<'b>, x_rows: &'b [f32]) -> InputRef<'b> {
+    match *x {
+        Input::Rows(f) => InputRef::from_features(f),
+        Input::Indexed { all, dim, rows } => {
+            if x_rows.len() == rows.len() * dim {
+                InputRef::Dense {
+                    rows: rows.len(),
+                    dim,
+                    data: x_rows,
+                }
+            } else {
+                InputRef::Indexed {
+                    dim,
+                    all,
+                    map: rows,
+                    dst: x_rows,
+                }
+            }
+        }
+    }
 }
 
 /// What [`Model::decode`] keeps for [`Model::decode_backward`]; borrows `h`.
@@ -382,30 +451,75 @@ impl Model {
     }
 
     /// Encoder forward over sampled blocks (`blocks.len() == num_layers`, input layer first;
-    /// `x` = features of `blocks[0]`'s source nodes, `[blocks[0].num_src, in_dim]`, dense or
-    /// sparse). Returns `[last block's num_dst, out_dim]` and the cache for [`Model::backward`].
-    /// `training` enables dropout (drawn from `rng`); with dropout 0 `rng` is not touched.
+    /// `x` = features of `blocks[0]`'s source nodes: `&Features` of shape
+    /// `[blocks[0].num_src, in_dim]`, dense or sparse, or [`Input::Indexed`] rows of a larger
+    /// dense matrix). Returns `[last block's num_dst, out_dim]` and the cache for
+    /// [`Model::backward`]. `training` enables dropout (drawn from `rng`); with dropout 0 `rng`
+    /// is not touched.
     ///
     /// # Panics
     /// On a wrong number of blocks, `x` shape, block chaining
-    /// (`blocks[l+1].num_src != blocks[l].num_dst`) or parameter count.
+    /// (`blocks[l+1].num_src != blocks[l].num_dst`), row ids out of range or parameter count.
     pub fn forward<'a>(
         &self,
         p: &ParamSet,
         blocks: &[BlockView<'a>],
-        x: &'a Features,
+        x: impl Into<Input<'a>>,
         training: bool,
         rng: &mut ChaCha8Rng,
     ) -> (Mat, ForwardCache<'a>) {
-        let (out, layers) = self.forward_impl(p, blocks, x, training, Some(rng), true);
+        let x = x.into();
+        assert!(!blocks.is_empty(), "need one block per layer");
+        let x_rows = self.gather_first_rows(&x, &blocks[0]);
+        let x0 = first_input(&x, &x_rows);
+        let (out, layers) = self.forward_impl(p, blocks, x0, training, Some(rng), true);
         (
             out,
             ForwardCache {
                 blocks: blocks.to_vec(),
                 x,
+                x_rows,
                 layers,
             },
         )
+    }
+
+    /// For [`Input::Indexed`]: the input rows the first layer needs contiguous, gathered into a
+    /// pooled buffer: its `num_dst` destination rows (the root term's and an MLP's dense
+    /// product), or every row when the layer transforms before aggregating (`out < in`) or the
+    /// destinations are at least half the sources. Empty for [`Input::Rows`].
+    fn gather_first_rows(&self, x: &Input, b: &BlockView) -> Vec<f32> {
+        let Input::Indexed { all, dim, rows } = *x else {
+            return Vec::new();
+        };
+        let lay = &self.layers[0];
+        assert_eq!(dim, lay.in_dim, "indexed input: dim != model in_dim");
+        assert_eq!(
+            rows.len(),
+            b.num_src,
+            "indexed input: rows != block num_src"
+        );
+        assert_eq!(all.len() % dim.max(1), 0, "indexed input: data length");
+        let transform_first = self.cfg.encoder != EncoderKind::Mlp && lay.out_dim < lay.in_dim;
+        // When the destinations are most of the sources (large link batches: 856k of 1M rows)
+        // the partial gather costs nearly as much as a full one, and aggregating from the
+        // contiguous copy avoids a row-map lookup per arc: gather everything then.
+        let n = if transform_first || 2 * b.num_dst >= rows.len() {
+            rows.len()
+        } else {
+            b.num_dst.min(rows.len())
+        };
+        let mut buf = self.pool.take(n * dim);
+        if dim > 0 {
+            buf.par_chunks_mut(dim)
+                .zip(rows[..n].par_iter())
+                .with_min_len(min_rows(dim))
+                .for_each(|(o, &r)| {
+                    let r = r as usize;
+                    o.copy_from_slice(&all[r * dim..(r + 1) * dim]);
+                });
+        }
+        buf
     }
 
     /// Exact layer-wise full-neighbour inference on a whole graph (eval mode: no dropout),
@@ -414,14 +528,15 @@ impl Model {
     pub fn infer_full(&self, p: &ParamSet, graph: &Csr, degrees: &[u32], x: &Features) -> Mat {
         let full = BlockView::full(graph, degrees);
         let blocks = vec![full; self.layers.len()];
-        self.forward_impl(p, &blocks, x, false, None, false).0
+        self.forward_impl(p, &blocks, InputRef::from_features(x), false, None, false)
+            .0
     }
 
     fn forward_impl(
         &self,
         p: &ParamSet,
         blocks: &[BlockView],
-        x: &Features,
+        x: InputRef,
         training: bool,
         mut rng: Option<&mut ChaCha8Rng>,
         keep: bool,
@@ -432,7 +547,7 @@ impl Model {
         let mut h: Option<Mat> = None; // previous layer's output (when not kept in the cache)
         for (l, (lay, b)) in self.layers.iter().zip(blocks).enumerate() {
             let input = if l == 0 {
-                InputRef::from_features(x)
+                x
             } else if keep {
                 InputRef::from_mat(&caches[l - 1].post.as_ref().unwrap().out)
             } else {
@@ -525,11 +640,12 @@ impl Model {
                 if tf {
                     let mut t = self.pool.take(ns * dout);
                     x.linear(ns, w, dout, &mut t, false);
-                    aggregate(b, &coefs, &t, dout, &mut out.data);
+                    aggregate(b, &coefs, &t, None, dout, &mut out.data);
                     self.pool.give(t);
                 } else {
                     let mut a = Mat::from_vec(nd, din, self.pool.take(nd * din));
-                    aggregate(b, &coefs, x.dense_prefix(ns), din, &mut a.data);
+                    let (h, map) = x.agg_source(ns);
+                    aggregate(b, &coefs, h, map, din, &mut a.data);
                     matmul_a_bt(nd, dout, din, &a.data, w, &mut out.data, false);
                     if keep {
                         lc.agg = Some(a);
@@ -564,6 +680,7 @@ impl Model {
         let ForwardCache {
             blocks,
             x,
+            x_rows,
             mut layers,
         } = cache;
         let nl = self.layers.len();
@@ -574,7 +691,7 @@ impl Model {
             let d_conv = d_cur.as_ref().unwrap_or(d_out);
             let dx = {
                 let input = if l == 0 {
-                    InputRef::from_features(x)
+                    first_input(&x, &x_rows)
                 } else {
                     InputRef::from_mat(&layers[l - 1].post.as_ref().unwrap().out)
                 };
@@ -637,6 +754,7 @@ impl Model {
         if let Some(last) = d_cur {
             self.pool.give(last.data);
         }
+        self.pool.give(x_rows);
     }
 
     /// One conv layer backward; returns `dL/dx` (`[num_src, in]`) when `need_dx`.

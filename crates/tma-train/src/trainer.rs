@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use std::time::Duration;
-use tma_nn::{Adam, Mat, Model, ParamSet};
+use tma_nn::{Adam, Input, Mat, Model, ParamSet};
 use tma_sample::{unique_with_inverse, BlockView, NeighborSampler};
 
 /// How a trainer's run ended.
@@ -40,7 +40,8 @@ pub struct Trainer {
     cfg: TrainConfig,
     /// Epoch order and position in it.
     order: Vec<u32>,
-    /// Input features of the current mini-batch (reused across steps).
+    /// Gathered input features of the current mini-batch when the features are sparse
+    /// (reused across steps); dense features are read in place (`Input::Indexed`).
     x_buf: tma_graph::Features,
     cursor: usize,
     pub epochs: u64,
@@ -175,10 +176,7 @@ impl Trainer {
                     &seeds,
                     &mut self.rng,
                 );
-                self.data
-                    .features
-                    .gather_into(&mb.input_nodes, &mut self.x_buf);
-                let x = &self.x_buf;
+                let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (h, cache) = self
                     .model
@@ -205,10 +203,7 @@ impl Trainer {
                     &seeds,
                     &mut self.rng,
                 );
-                self.data
-                    .features
-                    .gather_into(&mb.input_nodes, &mut self.x_buf);
-                let x = &self.x_buf;
+                let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (out, cache) = self
                     .model
