@@ -1190,7 +1190,7 @@ fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) ->
     let tmin = median(t_mins[1..].to_vec());
     let ms = |v: &Vec<f64>| 1e3 * median(v[1..].to_vec());
     let breakdown = format!(
-        "; per step (ms, medians): sample {:.1}, gather {:.1}, model {:.1}, Adam {:.1}",
+        "; per step (ms, medians): sample {:.1}, input gather {:.1} (dense features: fused into the first layer, counted in model), model {:.1}, Adam {:.1}",
         ms(&phases[0]),
         ms(&phases[1]),
         ms(&phases[2]),
