@@ -32,11 +32,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 use tma_graph::{Csr, Features};
-use tma_nn::{
-    bce_with_logits, softmax_cross_entropy, Adam, EncoderKind, Head, Input, Mat, Model, ModelConfig,
-};
+use tma_nn::{softmax_cross_entropy, Adam, EncoderKind, Head, Mat, Model, ModelConfig};
 use tma_partition::{build_parts, partition, PartitionConfig, PartitionMethod};
-use tma_sample::{unique_with_inverse, BlockView, NeighborSampler};
+use tma_sample::{BlockView, NeighborSampler};
+use tma_train::data::{NodeTargets, TrainTarget, TrainerData};
+use tma_train::trainer::Trainer;
+use tma_train::{Task, TrainConfig};
 
 /// Options of `tma bench`.
 #[derive(Args, Debug, Clone)]
@@ -805,9 +806,11 @@ pub fn run_suite(o: &BenchOpts, emit: &mut dyn FnMut(&Figure)) -> Result<Vec<Fig
             // node classification first: its peak RSS is then its own (the allocator keeps the
             // link step's ~5 GB of freed activations for reuse for a while)
             reset_peak_rss();
-            push(minibatch(&sz, &mut c, &g, &x, false), &mut figs);
+            let (f, g2, x2) = minibatch(&sz, &mut c, g, x, false);
+            push(f, &mut figs);
             reset_peak_rss();
-            push(minibatch(&sz, &mut c, &g, &x, true), &mut figs);
+            let (f, _, _) = minibatch(&sz, &mut c, g2, x2, true);
+            push(f, &mut figs);
         }
     }
     if wants(o, "partition") {
@@ -1056,167 +1059,128 @@ fn sampler(sz: &Sizes, c: &Ceilings, g: &Csr) -> Figure {
 }
 
 /// Mini-batch training throughput: link prediction (seed edges/s) or node classification
-/// (seed nodes/s), SPEC model (SAGE, LayerNorm, PReLU, hidden 256), mirroring `Trainer::step`.
-fn minibatch(sz: &Sizes, c: &mut Ceilings, g: &Csr, x: &Features, link: bool) -> Figure {
+/// (seed nodes/s), SPEC model (SAGE, LayerNorm, PReLU, hidden 256, Adam), measured on a real
+/// [`Trainer`] (`Trainer::step`, what `tma train` runs). Takes the graph and features and hands
+/// them back (the trainer owns its data).
+fn minibatch(
+    sz: &Sizes,
+    c: &mut Ceilings,
+    g: Csr,
+    x: Features,
+    link: bool,
+) -> (Figure, Csr, Features) {
     let n = g.num_nodes();
-    let deg = g.degrees();
-    let mut rng = ChaCha8Rng::seed_from_u64(if link { 8 } else { 9 });
+    let e = g.num_edges();
+    let seed = if link { 8 } else { 9 };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let head = if link {
         Head::Link
     } else {
         Head::Node { num_classes: 40 }
     };
     let model = Model::new(ModelConfig::new(EncoderKind::Sage, 128, head));
-    let mut params = model.init_params(&mut rng);
-    let mut grads = model.zero_params();
-    let mut adam = Adam::new(model.num_params(), 1e-3);
-    let sampler = NeighborSampler::new(vec![10, 25]);
-    let labels: Vec<u32> = (0..n).map(|i| (i % 40) as u32).collect();
+    let params = model.init_params(&mut rng);
     let batch_size = if link { sz.link_batch } else { sz.node_batch };
+    let iters = if link { sz.link_iters } else { sz.iters };
+    let target = if link {
+        // positives: random existing arcs (u -> v is arc v <- u in the CSR row of v), enough
+        // for every step of the run (the trainer shuffles them into batches)
+        let edges = (0..batch_size * (iters + 1))
+            .map(|_| {
+                let a = rng.random_range(0..e);
+                let v = g.indptr.partition_point(|&p| p as usize <= a) - 1;
+                (g.indices[a], v as u32)
+            })
+            .collect();
+        TrainTarget::Link { edges }
+    } else {
+        TrainTarget::Node {
+            nodes: (0..n as u32).collect(),
+            targets: NodeTargets::Classes {
+                y: (0..n).map(|i| (i % 40) as i32).collect(),
+                num_classes: 40,
+            },
+        }
+    };
+    let cfg = TrainConfig {
+        task: if link { Task::Link } else { Task::Node },
+        batch_size,
+        seed,
+        ..TrainConfig::default()
+    };
+    let degrees = g.degrees();
+    let data = TrainerData {
+        trainer: 0,
+        part: 0,
+        graph: g,
+        degrees,
+        features: x,
+        target,
+        global_ids: Vec::new(),
+    };
+    let mut trainer = Trainer::new(data, model, params, &cfg);
     let mut times = Vec::new();
     let mut t_mins = Vec::new();
-    // per-step phases: batch + sampling, feature gather, model (fwd + loss + bwd), Adam
-    let mut phases: [Vec<f64>; 4] = Default::default();
-    // the input features of a step, reused across steps as the trainer does
-    let mut xbuf = tma_graph::Features::Dense {
-        num_nodes: 0,
-        dim: 0,
-        data: Vec::new(),
-    };
+    // per-step phases: batch + sampling, model (input, fwd + loss + bwd), update
+    let mut phases: [Vec<f64>; 3] = Default::default();
     let t_all = Instant::now();
     let mut step = 0;
-    let iters = if link { sz.link_iters } else { sz.iters };
     while step <= iters || (!link && t_all.elapsed().as_secs_f64() < sz.min_secs) {
         let t = Instant::now();
-        let t_gathered: Instant;
-        grads.fill_zero();
-        let (mb, t_min) = if link {
-            // positives: random existing arcs (u -> v is arc v <- u in the CSR row of v)
-            let mut src = Vec::with_capacity(2 * batch_size);
-            let mut dst = Vec::with_capacity(2 * batch_size);
-            for _ in 0..batch_size {
-                let e = rng.random_range(0..g.num_edges());
-                let v = g.indptr.partition_point(|&p| p as usize <= e) - 1;
-                src.push(g.indices[e]);
-                dst.push(v as u32);
-            }
-            for i in 0..batch_size {
-                src.push(src[i]);
-                dst.push(rng.random_range(0..n as u32));
-            }
-            let mut all = Vec::with_capacity(4 * batch_size);
-            all.extend_from_slice(&src);
-            all.extend_from_slice(&dst);
-            let (seeds, inv) = unique_with_inverse(&all);
-            let (si, di) = inv.split_at(src.len());
-            let mb = sampler.sample(g, &deg, &seeds, &mut rng);
-            let t_sampled = Instant::now();
-            // as the trainer: dense features are read in place by the first aggregation
-            let xb = Input::select(x, &mb.input_nodes, &mut xbuf);
-            t_gathered = Instant::now();
-            phases[0].push((t_sampled - t).as_secs_f64());
-            phases[1].push((t_gathered - t_sampled).as_secs_f64());
-            let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
-            let (h, cache) = model.forward(&params, &views, xb, true, &mut rng);
-            let (logits, dcache) = model.decode(&params, &h, si, di);
-            let mut targets = vec![0f32; logits.len()];
-            targets[..batch_size].fill(1.0);
-            let (_loss, dl) = bce_with_logits(&logits, &targets);
-            let dh = model.decode_backward(&params, dcache, &dl, &mut grads);
-            model.backward(&params, cache, &dh, &mut grads);
-            model.recycle(dh);
-            model.recycle(h);
-            let pairs = 2 * batch_size;
-            let t_dec = 3.0 * c.gemm_secs(GemmKind::AxBt, 256, 256, pairs);
-            (mb, t_dec)
-        } else {
-            let mut seen = std::collections::HashSet::new();
-            let mut seeds = Vec::with_capacity(batch_size);
-            while seeds.len() < batch_size.min(n) {
-                let v = rng.random_range(0..n as u32);
-                if seen.insert(v) {
-                    seeds.push(v);
-                }
-            }
-            let mb = sampler.sample(g, &deg, &seeds, &mut rng);
-            let t_sampled = Instant::now();
-            // as the trainer: dense features are read in place by the first aggregation
-            let xb = Input::select(x, &mb.input_nodes, &mut xbuf);
-            t_gathered = Instant::now();
-            phases[0].push((t_sampled - t).as_secs_f64());
-            phases[1].push((t_gathered - t_sampled).as_secs_f64());
-            let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
-            let (out, cache) = model.forward(&params, &views, xb, true, &mut rng);
-            let y: Vec<u32> = seeds.iter().map(|&s| labels[s as usize]).collect();
-            let (_loss, d) = softmax_cross_entropy(&out, &y);
-            model.backward(&params, cache, &d, &mut grads);
-            model.recycle(out);
-            (mb, 0.0)
-        };
-        let t_model = Instant::now();
-        phases[2].push((t_model - t_gathered).as_secs_f64());
-        adam.step(&mut params, &grads);
-        phases[3].push(t_model.elapsed().as_secs_f64());
+        trainer.step();
         times.push(t.elapsed().as_secs_f64());
+        let st = trainer.last_step();
+        phases[0].push(st.sample_secs);
+        phases[1].push(st.model_secs);
+        phases[2].push(st.update_secs);
         // lower bound of the model part of this step (sampling excluded)
-        let b0 = &mb.blocks[0];
-        let b1 = &mb.blocks[1];
-        let out_dim = if link { 256 } else { 40 };
-        let tm = t_min
-            + c.copy_secs((mb.input_nodes.len() * 128 * 4 * 2) as f64)
-            + layer_min_secs(
-                c,
-                true,
-                b0.num_dst,
-                b0.num_src,
-                b0.indices.len(),
-                128,
+        let (nd0, ns0, e0) = st.blocks[0];
+        let (nd1, ns1, e1) = st.blocks[1];
+        let (out_dim, t_dec) = if link {
+            (
                 256,
-                true,
-                false,
+                3.0 * c.gemm_secs(GemmKind::AxBt, 256, 256, 2 * batch_size),
             )
-            + layer_min_secs(
-                c,
-                true,
-                b1.num_dst,
-                b1.num_src,
-                b1.indices.len(),
-                256,
-                out_dim,
-                true,
-                true,
-            );
+        } else {
+            (40, 0.0)
+        };
+        let tm = t_dec
+            + c.copy_secs((st.input_rows * 128 * 4 * 2) as f64)
+            + layer_min_secs(c, true, nd0, ns0, e0, 128, 256, true, false)
+            + layer_min_secs(c, true, nd1, ns1, e1, 256, out_dim, true, true);
         t_mins.push(tm);
         step += 1;
     }
-    model.release_buffers();
+    let steps = times.len() - 1;
     let t = median(times[1..].to_vec());
     let tmin = median(t_mins[1..].to_vec());
     let ms = |v: &Vec<f64>| 1e3 * median(v[1..].to_vec());
     let breakdown = format!(
-        "; per step (ms, medians): sample {:.1}, input gather {:.1} (dense features: fused into the first layer, counted in model), model {:.1}, Adam {:.1}",
+        "; per step (ms, medians): sample {:.1}, model {:.1} (input rows read in place, forward, loss, backward), Adam {:.1}",
         ms(&phases[0]),
         ms(&phases[1]),
-        ms(&phases[2]),
-        ms(&phases[3])
+        ms(&phases[2])
     );
-    Figure {
+    let rss = peak_rss_mib();
+    let TrainerData {
+        graph, features, ..
+    } = trainer.data;
+    let fig = Figure {
         key: if link { "minibatch.link" } else { "minibatch.node" }.into(),
         what: format!(
-            "{} training, fanouts [10,25], batch {batch_size}{}, SAGE 128->256->{} + LayerNorm/PReLU, Adam; N={n}, E={}; median of {} steps",
+            "{} training through Trainer::step, fanouts [10,25], batch {batch_size}{}, SAGE 128->256->{} + LayerNorm/PReLU, Adam; N={n}, E={e}; median of {steps} steps",
             if link { "link-prediction" } else { "node-classification" },
             if link { " positive edges + 1 uniform negative each, MLP decoder" } else { " seed nodes" },
             if link { 256 } else { 40 },
-            g.num_edges(),
-            times.len() - 1
         ) + &breakdown,
         value: batch_size as f64 / t,
         unit: if link { "edges/s" } else { "nodes/s" }.into(),
         higher_is_better: true,
         ceiling_frac: Some(tmin / t),
         ceiling: "model products at gemm rates + gathers at copy bandwidth (sampling excluded)".into(),
-        peak_rss_mib: peak_rss_mib(),
-    }
+        peak_rss_mib: rss,
+    };
+    (fig, graph, features)
 }
 
 /// Partitioning: random and super-node, on the small graph and the large ones; each figure is

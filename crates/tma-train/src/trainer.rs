@@ -13,7 +13,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tma_nn::{Adam, Input, Mat, Model, ParamSet};
 use tma_sample::{unique_with_inverse, BlockView, NeighborSampler};
 
@@ -26,6 +26,21 @@ pub enum TrainerExit {
     Failed(Duration),
     /// The coordinator went away.
     Orphaned,
+}
+
+/// What the last step did and how long its phases took (wall clock, seconds).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepStats {
+    /// Batch selection, negatives and neighbour sampling.
+    pub sample_secs: f64,
+    /// Input selection, forward, loss and backward (the gradients).
+    pub model_secs: f64,
+    /// Weight decay, clipping and the Adam update (0 after `compute_gradients` alone).
+    pub update_secs: f64,
+    /// The sampled blocks, input layer first: `(num_dst, num_src, arcs)`.
+    pub blocks: Vec<(usize, usize, usize)>,
+    /// Rows of the input features the step read (`input_nodes`).
+    pub input_rows: usize,
 }
 
 /// One optimisation step's state, reused across steps.
@@ -46,6 +61,15 @@ pub struct Trainer {
     cursor: usize,
     pub epochs: u64,
     pub steps: u64,
+    last: StepStats,
+}
+
+/// `(num_dst, num_src, arcs)` of every block, input layer first.
+fn block_shapes(mb: &tma_sample::MiniBatch) -> Vec<(usize, usize, usize)> {
+    mb.blocks
+        .iter()
+        .map(|b| (b.num_dst, b.num_src, b.indices.len()))
+        .collect()
 }
 
 /// Sampler fanouts from config values (0 = all neighbours).
@@ -86,7 +110,13 @@ impl Trainer {
             cursor: 0,
             epochs: 0,
             steps: 0,
+            last: StepStats::default(),
         }
+    }
+
+    /// Phase times and block shapes of the last step (benchmarks, diagnostics).
+    pub fn last_step(&self) -> &StepStats {
+        &self.last
     }
 
     pub fn params(&self) -> &ParamSet {
@@ -124,7 +154,9 @@ impl Trainer {
     /// One optimizer step on one mini-batch; returns the batch loss.
     pub fn step(&mut self) -> f32 {
         let loss = self.compute_gradients();
+        let t = Instant::now();
         self.apply_own_gradients();
+        self.last.update_secs = t.elapsed().as_secs_f64();
         loss
     }
 
@@ -146,6 +178,8 @@ impl Trainer {
     /// [`Trainer::grads`] with the raw loss gradient (no weight decay, no clipping, no update)
     /// and returns the batch loss.
     pub fn compute_gradients(&mut self) -> f32 {
+        let t0 = Instant::now();
+        self.last.update_secs = 0.0;
         let batch = self.next_batch();
         self.grads.data.iter_mut().for_each(|g| *g = 0.0);
         let loss = match &self.data.target {
@@ -176,6 +210,9 @@ impl Trainer {
                     &seeds,
                     &mut self.rng,
                 );
+                self.last.sample_secs = t0.elapsed().as_secs_f64();
+                self.last.blocks = block_shapes(&mb);
+                self.last.input_rows = mb.input_nodes.len();
                 let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (h, cache) = self
@@ -203,6 +240,9 @@ impl Trainer {
                     &seeds,
                     &mut self.rng,
                 );
+                self.last.sample_secs = t0.elapsed().as_secs_f64();
+                self.last.blocks = block_shapes(&mb);
+                self.last.input_rows = mb.input_nodes.len();
                 let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (out, cache) = self
@@ -216,6 +256,7 @@ impl Trainer {
                 loss
             }
         };
+        self.last.model_secs = t0.elapsed().as_secs_f64() - self.last.sample_secs;
         loss
     }
 
