@@ -25,6 +25,8 @@ use tma_train::{Method, RealClock, RunDir, Summary};
 /// Options of `tma compare`: every `tma train` option (applied to every run) plus the methods,
 /// seeds and target. `--method` and `--seed` are replaced by `--methods` and `--seeds`.
 /// `--drop-parts` and `--fail` apply to every method except `centralized` (one trainer).
+/// `--resume`, `--partitions`, `--engine mpi` and `--join-timeout` are errors (see
+/// [`unsupported_options`]).
 #[derive(Args, Debug)]
 pub struct CompareOpts {
     #[command(flatten)]
@@ -242,13 +244,8 @@ fn clone_opts(o: &TrainOpts) -> Result<TrainOpts> {
     Ok(serde_json::from_value(serde_json::to_value(o)?)?)
 }
 
-fn run_one(
-    base: &TrainOpts,
-    method: Method,
-    seed: u64,
-    out: &Path,
-    quiet: bool,
-) -> Result<RunOutcome> {
+/// The options of one run: `base` (flags over the config file) with `method` and `seed`.
+fn run_opts(base: &TrainOpts, method: Method, seed: u64) -> Result<TrainOpts> {
     let mut o = clone_opts(base)?;
     o.config = None; // already merged into `base`
     o.method = Some(method);
@@ -258,7 +255,55 @@ fn run_one(
         o.drop_parts = None;
         o.fail = None;
     }
-    let (o, cfg, fail) = resolve(o)?;
+    Ok(o)
+}
+
+/// `tma train` options that `tma compare` cannot honour, one message each: `flags` is the
+/// command line, `merged` the flags over the --config file (the message says which set it).
+pub fn unsupported_options(flags: &TrainOpts, merged: &TrainOpts) -> Vec<String> {
+    let from = |on_command_line: bool, key: &str| {
+        if on_command_line {
+            format!("--{key}")
+        } else {
+            format!("--{key} (set in the --config file)")
+        }
+    };
+    let mut e = Vec::new();
+    if flags.resume.is_some() {
+        e.push(
+            "--resume is not supported by `tma compare` (it runs several fresh runs); resume one run with `tma train --resume RUN_DIR`"
+                .to_string(),
+        );
+    }
+    if merged.partitions.is_some() {
+        e.push(format!(
+            "{} is not supported by `tma compare` (every method partitions the data its own way, in this process); give --dataset DIR, or train on a partition directory with `tma train --partitions DIR`",
+            from(flags.partitions.is_some(), "partitions")
+        ));
+    }
+    if let Some(engine) = merged.engine.as_deref().filter(|e| *e != "in-process") {
+        e.push(format!(
+            "{} {engine} is not supported by `tma compare` (its runs are in-process threads); run one method under MPI with `tma train --engine mpi --partitions DIR`",
+            from(flags.engine.is_some(), "engine")
+        ));
+    }
+    if merged.join_timeout.is_some() {
+        e.push(format!(
+            "{} is not supported by `tma compare` (it applies only to --engine mpi; compare runs in-process)",
+            from(flags.join_timeout.is_some(), "join-timeout")
+        ));
+    }
+    e
+}
+
+fn run_one(
+    base: &TrainOpts,
+    method: Method,
+    seed: u64,
+    out: &Path,
+    quiet: bool,
+) -> Result<RunOutcome> {
+    let (o, cfg, fail) = resolve(run_opts(base, method, seed)?)?;
     let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
     let dir = out.join(format!("{method}-seed{seed}"));
     let run_dir = RunDir::create(&dir)?;
@@ -313,9 +358,28 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     if o.methods.is_empty() || o.seeds.is_empty() {
         bail!("--methods and --seeds must name at least one each");
     }
+    if o.train.resume.is_some() {
+        // before the config is read: --resume has no config file of its own here
+        bail!("{}", unsupported_options(&o.train, &o.train).join("; "));
+    }
     let quiet = o.train.quiet;
     // merge a --config file once, so every run sees the same options
     let (base, cfg0, _) = resolve(clone_opts_with_config(&o.train)?)?;
+    let unsupported = unsupported_options(&o.train, &base);
+    if !unsupported.is_empty() {
+        bail!("{}", unsupported.join("; "));
+    }
+    crate::train_cmd::check_gen_nodes(&o.train, &base)?;
+    // every run's options are valid before the first one starts (e.g. --sync-every-steps,
+    // which ggs rejects, or a --fail trainer index), not minutes into the comparison
+    for &seed in &o.seeds {
+        for &m in &o.methods {
+            resolve(run_opts(&base, m, seed)?).with_context(|| format!("--methods {m}"))?;
+        }
+    }
+    for w in crate::train_cmd::unused_flag_warnings(&o.train, &o.methods) {
+        eprintln!("warning: {w}");
+    }
     let name = base
         .dataset
         .as_ref()

@@ -16,7 +16,7 @@ use tma_train::{
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
 /// (keys are the long names with `_` for `-`, e.g. `sync_every = "30s"`); flags override the file.
-#[derive(Args, Serialize, Deserialize, Default, Debug)]
+#[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
     /// Dataset directory in the .npy layout of datasets/FORMAT.md. Omitted: a generated
@@ -248,6 +248,12 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
     };
     cfg.validate()
         .map_err(|e| anyhow::anyhow!("invalid option: {e}"))?;
+    if cfg.method == Method::Centralized && cfg.drop_parts > 0 {
+        bail!(
+            "--drop-parts {} does not apply to --method centralized (one trainer on the whole graph, no parts to drop); drop --drop-parts or choose a partitioned method",
+            cfg.drop_parts
+        );
+    }
     let mut fail = FailPlan::new();
     for f in o.fail.iter().flatten() {
         let (t, at) = f
@@ -265,6 +271,59 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
         fail.insert(t, parse_duration("fail", at)?);
     }
     Ok((o, cfg, fail))
+}
+
+/// `--gen-nodes` on the command line (`flags`) while the data comes from a dataset or a
+/// partition directory (`merged`: flags over the config file): the generated graph it sizes is
+/// not used, so this is an error.
+pub(crate) fn check_gen_nodes(flags: &TrainOpts, merged: &TrainOpts) -> Result<()> {
+    if let Some(n) = flags.gen_nodes {
+        let source = match (&merged.dataset, &merged.partitions) {
+            (Some(d), _) => format!("--dataset {}", d.display()),
+            (None, Some(p)) => format!("--partitions {}", p.display()),
+            (None, None) => return Ok(()),
+        };
+        bail!(
+            "--gen-nodes {n} sizes the generated graph, which is used only without --dataset and --partitions (this run reads {source}); drop --gen-nodes"
+        );
+    }
+    Ok(())
+}
+
+/// One-line warnings (without the `warning: ` prefix) for options set on the command line
+/// (`flags`, not the config file: a run's config.toml lists every option) that none of
+/// `methods` uses: --super-nodes without super-tma, --llcg-steps without llcg, --trainers
+/// (other than 1) with only centralized, --average-weight with only ggs/centralized.
+pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec<String> {
+    let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
+    let what = match names.len() {
+        1 => format!("method: {}", names[0]),
+        _ => format!("methods: {}", names.join(", ")),
+    };
+    let uses = |m: Method| methods.contains(&m);
+    let only = |ms: &[Method]| methods.iter().all(|m| ms.contains(m));
+    let mut w = Vec::new();
+    if flags.super_nodes.is_some() && !uses(Method::SuperTma) {
+        w.push(format!(
+            "--super-nodes is ignored: only --method super-tma uses super-nodes ({what})"
+        ));
+    }
+    if flags.llcg_steps.is_some() && !uses(Method::Llcg) {
+        w.push(format!(
+            "--llcg-steps is ignored: only --method llcg takes global correction steps ({what})"
+        ));
+    }
+    if matches!(flags.num_trainers, Some(m) if m != 1) && only(&[Method::Centralized]) {
+        w.push(format!(
+            "--trainers is ignored: centralized trains one trainer on the whole graph ({what})"
+        ));
+    }
+    if flags.average_weight.is_some() && only(&[Method::Centralized, Method::Ggs]) {
+        w.push(format!(
+            "--average-weight is ignored: ggs averages gradients uniformly and centralized averages nothing ({what})"
+        ));
+    }
+    w
 }
 
 pub(crate) fn load(
@@ -382,12 +441,25 @@ fn remove_unstarted_run(dir: &Path, existed: bool) {
 
 fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()> {
     let quiet = o.quiet;
+    // the command line alone, to tell options the user typed from those of a config file
+    let flags = o.clone();
     let o = crate::dist::apply_resume(o)?;
     // (resume is not a config-file key, so it does not survive the overlay in resolve)
     let resume_dir = o.resume.clone();
     let (o, mut cfg, fail) = resolve(o)?;
+    check_gen_nodes(&flags, &o)?;
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;
     let engine = crate::dist::Engine::parse(o.engine.as_deref())?;
+    let mut warnings = unused_flag_warnings(&flags, &[cfg.method]);
+    if flags.join_timeout.is_some() && engine != crate::dist::Engine::Mpi {
+        warnings.push(
+            "--join-timeout is ignored: it applies only to --engine mpi (this run is in-process)"
+                .into(),
+        );
+    }
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     #[cfg(not(feature = "mpi"))]
     let _ = engine;
     #[cfg(feature = "mpi")]
@@ -699,6 +771,32 @@ pub fn info(o: InfoOpts) -> Result<()> {
     Ok(())
 }
 
+/// `tma partition --method`: the partitioners, each also accepted under the name of the
+/// `tma train --method` that uses it (clap aliases, so either spelling parses to the same value).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartitionMethodArg {
+    /// Every node to a uniformly random part (alias: random-tma, the RandomTMA partition)
+    #[value(alias = "random-tma")]
+    Random,
+    /// METIS super-nodes shuffled into parts, --super-nodes K (alias: super-tma, the SuperTMA partition)
+    #[value(alias = "super-tma")]
+    Super,
+    /// METIS M-way edge-balanced parts (alias: psgd-pa, the PSGD-PA and LLCG partition)
+    #[value(alias = "psgd-pa")]
+    Metis,
+}
+
+impl PartitionMethodArg {
+    /// The partitioner's own name (`random`, `super`, `metis`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartitionMethodArg::Random => "random",
+            PartitionMethodArg::Super => "super",
+            PartitionMethodArg::Metis => "metis",
+        }
+    }
+}
+
 /// Options of `tma partition`.
 #[derive(Args, Debug)]
 pub struct PartitionOpts {
@@ -708,9 +806,9 @@ pub struct PartitionOpts {
     /// Nodes of the generated graph when no --dataset is given. Default: 10000.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
-    /// random (RandomTMA), super (SuperTMA) or metis (PSGD-PA).
-    #[arg(long, default_value = "random")]
-    pub method: String,
+    /// Partitioner: random (= random-tma), super (= super-tma) or metis (= psgd-pa); the `tma train --method` names are accepted too.
+    #[arg(long, value_enum, default_value = "random")]
+    pub method: PartitionMethodArg,
     /// Number of parts M.
     #[arg(long = "parts", default_value_t = 4)]
     pub num_parts: usize,
@@ -742,7 +840,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     use tma_partition::{PartitionConfig, PartitionMethod};
     if let Some(out) = &o.out {
         let cfg = crate::dist::partition_config(
-            &o.method,
+            o.method.as_str(),
             o.task,
             o.num_parts,
             o.drop_parts,
@@ -778,13 +876,12 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         return Ok(());
     }
     let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
-    let method = match o.method.as_str() {
-        "random" => PartitionMethod::Random,
-        "super" => PartitionMethod::SuperNode {
+    let method = match o.method {
+        PartitionMethodArg::Random => PartitionMethod::Random,
+        PartitionMethodArg::Super => PartitionMethod::SuperNode {
             num_super_nodes: o.super_nodes,
         },
-        "metis" => PartitionMethod::Metis,
-        m => bail!("unknown partition method '{m}' (expected random, super or metis)"),
+        PartitionMethodArg::Metis => PartitionMethod::Metis,
     };
     let pcfg = PartitionConfig {
         method,

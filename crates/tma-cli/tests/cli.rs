@@ -35,6 +35,7 @@ fn train_on_generated_graph_writes_every_output() {
     args.extend_from_slice(QUICK);
     let r = tma(&args);
     assert!(r.status.success(), "{}", stderr(&r));
+    assert!(!stderr(&r).contains("warning"), "{}", stderr(&r));
     for f in [
         "config.toml",
         "partition.json",
@@ -88,6 +89,8 @@ fn train_on_generated_graph_writes_every_output() {
         "--quiet",
     ]);
     assert!(r2.status.success(), "{}", stderr(&r2));
+    // a config.toml lists every option (super_nodes, llcg_steps, ...): none is "ignored"
+    assert!(!stderr(&r2).contains("warning"), "{}", stderr(&r2));
     let c1 = std::fs::read_to_string(&cfg).unwrap();
     let c2 = std::fs::read_to_string(out2.join("config.toml")).unwrap();
     assert_eq!(
@@ -186,6 +189,235 @@ fn node_task_without_labels_says_what_to_do() {
     assert!(stderr(&r).contains("--task link"), "{}", stderr(&r));
     // a run that failed before its first round leaves no run directory behind
     assert!(!out.exists(), "{} left behind", out.display());
+}
+
+/// The assignment hash `tma partition` prints on its last line.
+fn assignment_sha256(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().last().unwrap_or_default();
+    line.split("assignment sha256 ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no hash in {out}"))
+        .to_string()
+}
+
+#[test]
+fn partition_method_takes_the_train_method_names_too() {
+    let part = |method: &str| {
+        let r = tma(&[
+            "partition",
+            "--gen-nodes",
+            "400",
+            "--parts",
+            "2",
+            "--super-nodes",
+            "20",
+            "--seed",
+            "3",
+            "--method",
+            method,
+        ]);
+        assert!(r.status.success(), "--method {method}: {}", stderr(&r));
+        assignment_sha256(&r)
+    };
+    let pairs = [
+        ("random", "random-tma"),
+        ("super", "super-tma"),
+        ("metis", "psgd-pa"),
+    ];
+    let hashes: Vec<String> = pairs
+        .iter()
+        .map(|(name, alias)| {
+            let h = part(name);
+            assert_eq!(h, part(alias), "{alias} is {name}");
+            h
+        })
+        .collect();
+    // three different partitioners, so the alias comparison above means something
+    assert_ne!(hashes[0], hashes[1]);
+    assert_ne!(hashes[0], hashes[2]);
+    assert_ne!(hashes[1], hashes[2]);
+
+    // the help says which is which
+    let h = tma(&["partition", "--help"]);
+    let help = String::from_utf8_lossy(&h.stdout);
+    for s in [
+        "random (= random-tma)",
+        "super (= super-tma)",
+        "metis (= psgd-pa)",
+    ] {
+        assert!(help.contains(s), "{s} missing from:\n{help}");
+    }
+    // a train-only method is still refused, with the choices
+    let r = tma(&["partition", "--gen-nodes", "400", "--method", "llcg"]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        stderr(&r).contains("invalid value 'llcg' for '--method"),
+        "{}",
+        stderr(&r)
+    );
+
+    // a partition directory written under the alias records the train method
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("parts");
+    let r = tma(&[
+        "partition",
+        "--gen-nodes",
+        "400",
+        "--parts",
+        "2",
+        "--method",
+        "psgd-pa",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["data"]["method"], "psgd-pa");
+}
+
+#[test]
+fn compare_refuses_train_options_it_cannot_honour() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let o = out.to_str().unwrap();
+    let cfg = dir.path().join("mpi.toml");
+    std::fs::write(&cfg, "partitions = \"/data/parts\"\n").unwrap();
+    let c = cfg.to_str().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--resume", "/tmp/some-run"],
+            &[
+                "--resume is not supported by `tma compare` (it runs several fresh runs)",
+                "`tma train --resume RUN_DIR`",
+            ],
+        ),
+        (
+            &["--engine", "mpi"],
+            &["--engine mpi is not supported by `tma compare`"],
+        ),
+        (
+            &["--join-timeout", "5s"],
+            &["--join-timeout is not supported by `tma compare`"],
+        ),
+        (
+            &["--partitions", "/data/parts"],
+            &["--partitions is not supported by `tma compare`"],
+        ),
+        (
+            &["--config", c],
+            &["--partitions (set in the --config file) is not supported by `tma compare`"],
+        ),
+        (
+            &["--gen-nodes", "300", "--dataset", "/data/cora"],
+            &[
+                "--gen-nodes 300 sizes the generated graph",
+                "--dataset /data/cora",
+            ],
+        ),
+        // a run that would fail (ggs refuses a step schedule) fails before any run starts
+        (
+            &["--sync-every-steps", "3", "--methods", "random-tma,ggs"],
+            &["--methods ggs", "sync-every-steps does not apply to ggs"],
+        ),
+    ];
+    for (extra, needles) in cases {
+        let mut args = vec!["compare", "--out", o, "--quiet"];
+        args.extend_from_slice(extra);
+        let r = tma(&args);
+        assert_eq!(r.status.code(), Some(1), "{extra:?} accepted");
+        for n in *needles {
+            assert!(stderr(&r).contains(n), "{extra:?}: {}", stderr(&r));
+        }
+        assert!(!out.exists(), "{extra:?} created {o}");
+    }
+
+    // options compare does honour still run: --engine in-process, --out, --quiet
+    let mut args = vec![
+        "compare",
+        "--out",
+        o,
+        "--engine",
+        "in-process",
+        "--methods",
+        "centralized",
+        "--seeds",
+        "0",
+        "--super-nodes",
+        "50",
+    ];
+    args.extend_from_slice(QUICK);
+    let r = tma(&args);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(out.join("results.json").is_file());
+    assert!(
+        stderr(&r).contains("warning: --super-nodes is ignored: only --method super-tma uses super-nodes (method: centralized)"),
+        "{}",
+        stderr(&r)
+    );
+}
+
+#[test]
+fn contradictory_train_options_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = out.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--drop-parts", "1", "--method", "centralized"],
+            "--drop-parts 1 does not apply to --method centralized (one trainer on the whole graph, no parts to drop)",
+        ),
+        (
+            &["--gen-nodes", "300", "--dataset", "/data/cora"],
+            "--gen-nodes 300 sizes the generated graph, which is used only without --dataset and --partitions (this run reads --dataset /data/cora)",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["train", "--out", o, "--quiet"];
+        args.extend_from_slice(extra);
+        let r = tma(&args);
+        assert_eq!(r.status.code(), Some(1), "{extra:?} accepted");
+        assert!(stderr(&r).contains(needle), "{extra:?}: {}", stderr(&r));
+        assert!(!out.exists(), "{extra:?} created {o}");
+    }
+}
+
+#[test]
+fn ignored_train_options_are_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--super-nodes", "50", "--llcg-steps", "3", "--join-timeout", "5s"],
+            &[
+                "warning: --super-nodes is ignored: only --method super-tma uses super-nodes (method: random-tma)",
+                "warning: --llcg-steps is ignored: only --method llcg takes global correction steps (method: random-tma)",
+                "warning: --join-timeout is ignored: it applies only to --engine mpi (this run is in-process)",
+            ],
+        ),
+        (
+            &["--method", "centralized", "--trainers", "3", "--average-weight", "nodes"],
+            &[
+                "warning: --trainers is ignored: centralized trains one trainer on the whole graph",
+                "warning: --average-weight is ignored",
+            ],
+        ),
+    ];
+    for (i, (extra, needles)) in cases.iter().enumerate() {
+        let out = dir.path().join(format!("run{i}"));
+        let mut args = vec!["train", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(QUICK);
+        args.extend_from_slice(extra);
+        let r = tma(&args);
+        // a warning, not an error: the run completes
+        assert!(r.status.success(), "{extra:?}: {}", stderr(&r));
+        assert!(out.join("summary.json").is_file());
+        let e = stderr(&r);
+        for n in *needles {
+            assert!(e.contains(n), "{extra:?}: {e}");
+        }
+        assert_eq!(e.matches("warning:").count(), needles.len(), "{e}");
+    }
 }
 
 fn shared(name: &str) -> Option<String> {
