@@ -49,7 +49,7 @@ pub struct BenchOpts {
     /// mrr, partition (ceilings always run). Default: all.
     #[arg(long, default_value = "all")]
     pub only: String,
-    /// Threads (rayon pool). Default: all cores.
+    /// Threads (rayon pool), 1 to 1024. Default (or 0): all cores.
     #[arg(long)]
     pub threads: Option<usize>,
     /// Peer results: JSON lines `{"key", "value", "unit", "higher_is_better", "peak_rss_mib",
@@ -136,30 +136,58 @@ struct Sizes {
 }
 
 impl Sizes {
-    fn from(o: &BenchOpts) -> Sizes {
+    /// The sizes of a run; every size flag must be at least 1 (and a node batch no larger than
+    /// its graph), else an error naming the flag.
+    fn from(o: &BenchOpts) -> Result<Sizes> {
         let q = o.quick;
-        let pick =
-            |v: Option<usize>, full: usize, quick: usize| v.unwrap_or(if q { quick } else { full });
-        Sizes {
-            full_nodes: pick(o.full_nodes, 200_000, 3_000),
-            full_degree: pick(o.full_degree, 20, 5),
-            iters: pick(o.iters, 5, 2).max(1),
-            mb_nodes: pick(o.mb_nodes, 1_000_000, 5_000),
-            mb_degree: pick(o.mb_degree, 15, 5),
-            link_batch: pick(o.link_batch, 65_536, 256),
-            link_iters: pick(o.link_iters, 4, 1).max(1),
-            node_batch: pick(o.node_batch, 1024, 64),
-            mrr_positives: pick(o.mrr_positives, 500, 8),
-            mrr_negatives: pick(o.mrr_negatives, 1000, 50),
-            part_edges: pick(o.part_edges, 4_000_000, 20_000),
-            part_large_edges: pick(o.part_large_edges, 100_000_000, 100_000),
-            super_large_edges: pick(o.super_large_edges, 8_000_000, 40_000),
-            super_nodes: pick(o.super_nodes, 1000, 50),
-            copy_bytes: if q { 16 << 20 } else { 1 << 30 },
+        let pick = |flag: &str, v: Option<usize>, full: usize, quick: usize| -> Result<usize> {
+            let v = v.unwrap_or(if q { quick } else { full });
+            if v == 0 {
+                bail!("--{flag} must be at least 1");
+            }
+            Ok(v)
+        };
+        let sz = Sizes {
+            full_nodes: pick("full-nodes", o.full_nodes, 200_000, 3_000)?,
+            full_degree: pick("full-degree", o.full_degree, 20, 5)?,
+            iters: pick("iters", o.iters, 5, 2)?,
+            mb_nodes: pick("mb-nodes", o.mb_nodes, 1_000_000, 5_000)?,
+            mb_degree: pick("mb-degree", o.mb_degree, 15, 5)?,
+            link_batch: pick("link-batch", o.link_batch, 65_536, 256)?,
+            link_iters: pick("link-iters", o.link_iters, 4, 1)?,
+            node_batch: pick("node-batch", o.node_batch, 1024, 64)?,
+            mrr_positives: pick("mrr-positives", o.mrr_positives, 500, 8)?,
+            mrr_negatives: pick("mrr-negatives", o.mrr_negatives, 1000, 50)?,
+            part_edges: pick("part-edges", o.part_edges, 4_000_000, 20_000)?,
+            part_large_edges: pick("part-large-edges", o.part_large_edges, 100_000_000, 100_000)?,
+            super_large_edges: pick("super-large-edges", o.super_large_edges, 8_000_000, 40_000)?,
+            super_nodes: pick("super-nodes", o.super_nodes, 1000, 50)?,
+            // large enough to miss the last-level cache even in a smoke run
+            copy_bytes: if q { 256 << 20 } else { 1 << 30 },
             min_secs: if q { 0.0 } else { 2.0 },
+        };
+        if sz.node_batch > sz.mb_nodes {
+            bail!(
+                "--node-batch {} is larger than the mini-batch graph (--mb-nodes {})",
+                sz.node_batch,
+                sz.mb_nodes
+            );
         }
+        if o.num_parts == 0 || sz.super_nodes < o.num_parts {
+            bail!(
+                "--num-parts must be at least 1 and at most --super-nodes ({} and {})",
+                o.num_parts,
+                sz.super_nodes
+            );
+        }
+        Ok(sz)
     }
 }
+
+/// Rows of the products on which the `gemm` ceilings are measured, at least: a product's rate
+/// grows with its row count, so ceilings measured on a smoke run's few rows would sit below
+/// what larger products of the same run reach (fractions over 100%).
+const CEILING_MIN_ROWS: usize = 100_000;
 
 /// One measured figure.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -475,13 +503,25 @@ pub fn bench(o: BenchOpts) -> Result<()> {
                 .with_context(|| format!("{}: line {}: not a figure", r.display(), i + 1))?;
             figs.push(f);
         }
+        if figs.is_empty() {
+            bail!(
+                "{}: no figures (expected JSON lines written by `tma bench --json`)",
+                r.display()
+            );
+        }
         let figs = dedup(figs);
         print!("{}", table(&figs, &peers, true));
         println!();
         print!("{}", targets(&figs, &peers));
         return Ok(());
     }
-    let threads = o.threads.unwrap_or_else(num_cpus);
+    let threads = o.threads.filter(|&t| t > 0).unwrap_or_else(num_cpus);
+    if threads > 1024 {
+        bail!(
+            "--threads {threads}: at most 1024 (this machine has {} cores)",
+            num_cpus()
+        );
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -523,17 +563,58 @@ struct Peer {
     name: String,
 }
 
+/// The unit and direction of every figure a peer can be compared with.
+const PEER_UNITS: [(&str, &str, bool); 6] = [
+    ("fullgraph.iter", "s/iter", false),
+    ("inference.full", "nodes/s", true),
+    ("mrr.eval", "pos/s", true),
+    ("sampler", "edges/s", true),
+    ("minibatch.link", "edges/s", true),
+    ("minibatch.node", "nodes/s", true),
+];
+
+/// Peer figures from a JSON-lines file. Lines that are not JSON objects are skipped (a note on
+/// stderr counts them: the scripts' logs can be passed as they are); a peer line for one of our
+/// figures must carry a finite positive `value` and, where given, our unit and direction, else
+/// an error naming the file and line.
 fn read_peers(p: &PathBuf) -> Result<HashMap<String, Peer>> {
     let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
     let mut out = HashMap::new();
-    for line in text.lines() {
+    let mut skipped = 0usize;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line.trim()) else {
+            skipped += 1;
             continue;
         };
-        let (Some(key), Some(value)) = (v["key"].as_str(), v["value"].as_f64()) else {
+        let Some(key) = v["key"].as_str() else {
+            skipped += 1;
             continue;
+        };
+        let at = || format!("{}: line {}: peer figure {key:?}", p.display(), i + 1);
+        let Some(value) = v["value"].as_f64().filter(|x| x.is_finite() && *x > 0.0) else {
+            bail!(
+                "{}: value must be a finite number > 0, got {}",
+                at(),
+                v["value"]
+            );
         };
         let higher = v["higher_is_better"].as_bool().unwrap_or(true);
+        if let Some(&(_, unit, ours_higher)) = PEER_UNITS.iter().find(|(k, ..)| *k == key) {
+            if let Some(u) = v["unit"].as_str() {
+                if u != unit {
+                    bail!("{}: unit {u:?} does not match ours ({unit:?})", at());
+                }
+            }
+            if higher != ours_higher {
+                bail!(
+                    "{}: higher_is_better is {higher}, ours is {ours_higher} for {unit}",
+                    at()
+                );
+            }
+        }
         let peer = Peer {
             value,
             peak_rss_mib: v["peak_rss_mib"].as_f64(),
@@ -550,6 +631,12 @@ fn read_peers(p: &PathBuf) -> Result<HashMap<String, Peer>> {
         if !keep_old {
             out.insert(key.to_string(), peer);
         }
+    }
+    if skipped > 0 {
+        eprintln!(
+            "note: {}: {skipped} line(s) without a peer figure skipped",
+            p.display()
+        );
     }
     Ok(out)
 }
@@ -775,8 +862,8 @@ pub fn run_suite(o: &BenchOpts, emit: &mut dyn FnMut(&Figure)) -> Result<Vec<Fig
             );
         }
     }
-    let sz = Sizes::from(o);
-    let mut c = Ceilings::measure(sz.full_nodes, sz.copy_bytes);
+    let sz = Sizes::from(o)?;
+    let mut c = Ceilings::measure(sz.full_nodes.max(CEILING_MIN_ROWS), sz.copy_bytes);
     emit(&c.figures[0]);
     let mut figs = Vec::new();
     let mut push = |f: Figure, figs: &mut Vec<Figure>| {

@@ -61,6 +61,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Writing to a closed pipe (`tma bench | head`) ends the process quietly, as other Unix
+    // tools do, instead of a "failed printing to stdout" panic.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Train(o) => train_cmd::train(*o),

@@ -433,3 +433,103 @@ fn shared(name: &str) -> Option<String> {
         None
     }
 }
+
+/// `tma bench` rejects sizes it cannot measure, an empty report and inconsistent peer figures
+/// with a message naming the flag or file line, exit code 1, no panic.
+#[test]
+fn bench_rejects_bad_sizes_reports_and_peers() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "bench",
+                "--quick",
+                "--only",
+                "minibatch",
+                "--mb-degree",
+                "0",
+            ],
+            "--mb-degree must be at least 1",
+        ),
+        (
+            &[
+                "bench",
+                "--quick",
+                "--only",
+                "minibatch",
+                "--mb-nodes",
+                "10",
+            ],
+            "--node-batch 64 is larger than the mini-batch graph (--mb-nodes 10)",
+        ),
+        (
+            &["bench", "--quick", "--only", "dense", "--iters", "0"],
+            "--iters must be at least 1",
+        ),
+        (
+            &["bench", "--quick", "--threads", "100000"],
+            "--threads 100000: at most 1024",
+        ),
+    ];
+    for (args, msg) in cases {
+        let o = tma(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains(msg), "{args:?}: {e}");
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let o = tma(&["bench", "--report", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("empty.jsonl: no figures"),
+        "{}",
+        stderr(&o)
+    );
+    let ours = dir.path().join("ours.jsonl");
+    std::fs::write(
+        &ours,
+        r#"{"key":"fullgraph.iter","what":"w","value":0.5,"unit":"s/iter","higher_is_better":false,"ceiling_frac":0.4,"ceiling":"c","peak_rss_mib":1000.0}"#,
+    )
+    .unwrap();
+    for (line, msg) in [
+        (
+            r#"{"key":"fullgraph.iter","value":-1,"unit":"s/iter","higher_is_better":false}"#,
+            "line 2: peer figure \"fullgraph.iter\": value must be a finite number > 0, got -1",
+        ),
+        (
+            r#"{"key":"fullgraph.iter","value":3,"unit":"GB/s","higher_is_better":false}"#,
+            "line 2: peer figure \"fullgraph.iter\": unit \"GB/s\" does not match ours (\"s/iter\")",
+        ),
+    ] {
+        let peers = dir.path().join("peers.jsonl");
+        std::fs::write(&peers, format!("not json\n{line}\n")).unwrap();
+        let o = tma(&[
+            "bench",
+            "--report",
+            ours.to_str().unwrap(),
+            "--peers",
+            peers.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{line}");
+        assert!(stderr(&o).contains(msg), "{}", stderr(&o));
+    }
+    // a good peer line: the ratio is printed (6.0 / 0.5 = 12x) and the target is met
+    let peers = dir.path().join("peers.jsonl");
+    std::fs::write(
+        &peers,
+        r#"{"key":"fullgraph.iter","value":6.0,"unit":"s/iter","higher_is_better":false,"peak_rss_mib":6000.0,"impl":"pyg"}"#,
+    )
+    .unwrap();
+    let o = tma(&[
+        "bench",
+        "--report",
+        ours.to_str().unwrap(),
+        "--peers",
+        peers.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("12.00x (met)"), "{out}");
+}
