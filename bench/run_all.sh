@@ -2,7 +2,7 @@
 # Run tma's benchmark suite and its peers (PyG full graph, DGL mini-batch) back to back,
 # interleaved group by group so load drifts hit both sides alike, then write bench/results.md.
 #
-#   bench/run_all.sh            # full sizes (~15 min on 2 cores with ROUNDS=2)
+#   bench/run_all.sh            # full sizes (~7 min on 2 cores with ROUNDS=2, venvs present)
 #   ROUNDS=1 bench/run_all.sh   # each comparison once
 #   bench/run_all.sh --quick    # tiny sizes, smoke run (writes bench/out/results-quick.md)
 #
@@ -61,7 +61,7 @@ load end
 {
   echo "# Benchmark results"
   echo
-  echo "Written by \`bench/run_all.sh ${QUICK[*]:-}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (the shared working tree also held uncommitted changes under crates/)')."
+  echo "Written by \`bench/run_all.sh${QUICK[*]:+ ${QUICK[*]}}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (the shared working tree also held uncommitted changes under crates/)')."
   echo
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores visible; memory $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- threads: tma rayon pool = $(nproc) unless --threads; torch threads as printed per peer figure"
@@ -74,6 +74,9 @@ load end
   echo "Speed-up = peer time / our time (or our rate / peer rate); memory = our peak RSS / peer's."
   echo "'of ceiling' = lower-bound time / measured time, the lower bound counting dense products at the"
   echo "gemm rates measured in the same run and streamed bytes at the measured copy bandwidth."
+  echo "Each figure's fraction was computed against the ceilings of its own run; the ceiling rows"
+  echo "show the best ceiling seen over all runs, so they may sit above what a given figure was"
+  echo "measured against (ceilings drop with the machine's load as figures do)."
   echo
   "$TMA" bench --report "$OUT/ours.jsonl" --peers "$OUT/peers.jsonl"
 } > "$RESULTS"
