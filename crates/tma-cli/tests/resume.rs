@@ -26,6 +26,36 @@ fn checkpoint_round(run: &Path) -> Option<u64> {
     v["round"].as_u64()
 }
 
+/// `(round, participants, steps, train_loss)` of every line of `rounds.jsonl` (`train_loss` is
+/// null when no participant made a step since its previous round).
+type Logged = (u64, Vec<usize>, Vec<u64>, Option<f64>);
+fn logged_steps(run: &Path) -> Vec<Logged> {
+    let ints = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    std::fs::read_to_string(run.join("rounds.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let p = ints(&v["participants"])
+                .iter()
+                .map(|&t| t as usize)
+                .collect();
+            (
+                v["round"].as_u64().unwrap(),
+                p,
+                ints(&v["steps"]),
+                v["train_loss"].as_f64(),
+            )
+        })
+        .collect()
+}
+
 fn logged_rounds(run: &Path) -> Vec<u64> {
     std::fs::read_to_string(run.join("rounds.jsonl"))
         .unwrap_or_default()
@@ -101,6 +131,53 @@ fn killed_run_resumes_losing_at_most_one_round() {
         "{}",
         text(&o)
     );
+    // steps count from the start of the run, across the resume: no trainer's count ever goes
+    // down (in particular the first round after the resume continues from the checkpointed
+    // round's counts), and it goes up when a participant trained since its previous round
+    // (a train_loss means at least one did)
+    let steps = logged_steps(&run);
+    let mut last = [None::<u64>; 2];
+    for (round, participants, st, loss) in &steps {
+        assert_eq!(participants.len(), st.len(), "round {round}");
+        let mut gained = 0;
+        for (&t, &s) in participants.iter().zip(st) {
+            let before = last[t].unwrap_or(0);
+            assert!(
+                s >= before,
+                "round {round}: trainer {t} has {s} steps after {before} (checkpoint round {ck}): {steps:?}"
+            );
+            gained += s - before;
+            last[t] = Some(s);
+        }
+        if loss.is_some() {
+            assert!(gained > 0, "round {round} trained without steps: {steps:?}");
+        }
+    }
+    let after = &steps[ck as usize];
+    assert_eq!(after.0, ck + 1);
+    assert_eq!(
+        after.1,
+        vec![0, 1],
+        "both trainers join the first round after the resume"
+    );
+    // summary.json: each trainer's count at the last round it joined
+    let per_trainer: Vec<u64> = s["steps_per_trainer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        per_trainer,
+        last.iter().map(|s| s.unwrap()).collect::<Vec<_>>(),
+        "{steps:?}"
+    );
+    assert_eq!(per_trainer, steps.last().unwrap().2);
+    // the checkpoint saved the counts of the last round
+    let st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("checkpoint/state.json")).unwrap())
+            .unwrap();
+    assert_eq!(st["steps"], serde_json::json!(per_trainer));
     // the clock continued from the checkpoint: the last round is at the 8 s limit
     let t = s["train_time_s"].as_f64().unwrap();
     assert!((8.0..12.0).contains(&t), "train_time_s {t}");

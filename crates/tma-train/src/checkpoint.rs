@@ -7,7 +7,8 @@
 //!   round-000012.safetensors   averaged model after round 12
 //!   best-000009.safetensors    best model so far (round 9)
 //!   state.json                 {format_version, round, elapsed_s, seed, trainer_seed,
-//!                               partition_hash, manifest_sha256, model, best}; written last
+//!                               partition_hash, manifest_sha256, model, best, steps};
+//!                               written last
 //! ```
 //! Every file is written to a temporary name and renamed; `state.json` names the model files
 //! it belongs to, so a kill between two writes leaves the previous, consistent checkpoint.
@@ -18,6 +19,14 @@
 //! [`resume_seed`]`(seed, k)` in place of `seed`), so the checkpoint records the seed and the
 //! round, not generator internals. Adam moments are local to each trainer and restart at zero
 //! after a resume.
+//!
+//! Step counts: `steps` holds each trainer's optimizer steps since the start of the run as of
+//! the checkpointed round (a trainer missing from that round keeps the count of the last round
+//! it joined). A resumed trainer counts its own steps from 0 again (its `--sync-every-steps`
+//! schedule counts from its start); the coordinator adds the saved count to everything it
+//! records ([`Resume::steps`]), so `rounds.jsonl` and `summary.json` count from the start of
+//! the run. A `state.json` without `steps` (written before the field existed) resumes with
+//! offsets 0. Epoch counts are not carried over: `epochs` restart at 0 after a resume.
 
 use crate::clock::Clock;
 use crate::coordinator::{EvalResult, Observer, Resume, RoundRecord};
@@ -90,6 +99,11 @@ pub struct CheckpointState {
     /// File name of the averaged model after `round`.
     pub model: String,
     pub best: Option<SavedBest>,
+    /// Optimizer steps of each trainer since the start of the run, as of `round`, by trainer
+    /// index (0 for a trainer that never joined a round). Empty in a `state.json` written
+    /// before this field existed, which resumes with step offsets 0.
+    #[serde(default)]
+    pub steps: Vec<u64>,
 }
 
 /// Seed of the trainers' random streams after a resume from round `round`: a fresh stream per
@@ -112,6 +126,8 @@ pub struct Checkpointer<'a> {
     partition_hash: Option<String>,
     manifest_sha256: Option<String>,
     best: Option<SavedBest>,
+    /// Steps since the start of the run of each trainer, by index (see [`CheckpointState::steps`]).
+    steps: Vec<u64>,
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> TrainError {
@@ -149,6 +165,7 @@ impl<'a> Checkpointer<'a> {
             partition_hash,
             manifest_sha256,
             best: resumed.and_then(|s| s.best.clone()),
+            steps: resumed.map(|s| s.steps.clone()).unwrap_or_default(),
         })
     }
 
@@ -167,6 +184,12 @@ impl Observer for Checkpointer<'_> {
 
     fn on_round_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
         self.inner.on_round_model(r, params)?;
+        for (&t, &s) in r.participants.iter().zip(&r.steps) {
+            if self.steps.len() <= t {
+                self.steps.resize(t + 1, 0);
+            }
+            self.steps[t] = s;
+        }
         let model = format!("round-{:06}.safetensors", r.round);
         self.save_model(&model, params)?;
         if r.is_best {
@@ -188,6 +211,7 @@ impl Observer for Checkpointer<'_> {
             manifest_sha256: self.manifest_sha256.clone(),
             model: model.clone(),
             best: self.best.clone(),
+            steps: self.steps.clone(),
         };
         write_atomic(
             &self.dir.join("state.json"),
@@ -269,6 +293,7 @@ pub fn resume_from(
         round: state.round,
         params,
         best,
+        steps: state.steps.clone(),
     })
 }
 
@@ -333,6 +358,16 @@ mod tests {
         }
     }
 
+    /// A round that trainers `participants` joined with `steps` steps.
+    fn joined(round: u64, participants: Vec<usize>, steps: Vec<u64>) -> RoundRecord {
+        RoundRecord {
+            epochs: vec![0; participants.len()],
+            participants,
+            steps,
+            ..record(round, 0.5, false)
+        }
+    }
+
     #[test]
     fn checkpoint_roundtrip_keeps_last_and_best_only() {
         let tmp = tempfile::tempdir().unwrap();
@@ -358,6 +393,8 @@ mod tests {
         assert_eq!(state.partition_hash.as_deref(), Some("abc"));
         assert_eq!(resume.round, 3);
         assert_eq!(resume.params, vec![3.0; 4]);
+        assert_eq!(state.steps, vec![3]);
+        assert_eq!(resume.steps, vec![3]);
         let (br, bv, bp) = resume.best.unwrap();
         assert_eq!((br, bv.value, bp), (2, 0.7, vec![2.0; 4]));
         let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("checkpoint"))
@@ -379,6 +416,57 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("4 parameters"));
+    }
+
+    #[test]
+    fn checkpoint_keeps_each_trainers_steps_and_reads_old_states_without_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let template = ParamSet::from_shapes(&[("w".into(), vec![2])]);
+        let mut quiet = Quiet;
+        let saved = CheckpointState {
+            format_version: CHECKPOINT_VERSION,
+            round: 4,
+            elapsed_s: 4.0,
+            seed: 1,
+            trainer_seed: 1,
+            partition_hash: None,
+            manifest_sha256: None,
+            model: "round-000004.safetensors".into(),
+            best: None,
+            steps: vec![40, 41, 42],
+        };
+        let mut c = Checkpointer::new(
+            &mut quiet,
+            tmp.path(),
+            template.clone(),
+            1,
+            resume_seed(1, 4),
+            None,
+            None,
+            Some(&saved),
+        )
+        .unwrap();
+        // trainer 1 misses round 5, trainer 2 misses round 6
+        c.on_round_model(&joined(5, vec![0, 2], vec![50, 52]), &[0.0; 2])
+            .unwrap();
+        c.on_round_model(&joined(6, vec![0, 1], vec![60, 61]), &[0.0; 2])
+            .unwrap();
+        let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!(state.steps, vec![60, 61, 52]);
+        assert_eq!(resume.steps, vec![60, 61, 52]);
+        assert_eq!(Resume::step_offsets(Some(&resume), 4), vec![60, 61, 52, 0]);
+        assert_eq!(Resume::step_offsets(None, 2), vec![0, 0]);
+
+        // a state.json written before `steps` existed resumes with offsets 0
+        let sp = tmp.path().join("checkpoint/state.json");
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&sp).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("steps").unwrap();
+        std::fs::write(&sp, serde_json::to_vec(&v).unwrap()).unwrap();
+        let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!(state.round, 6);
+        assert!(resume.steps.is_empty());
+        assert_eq!(Resume::step_offsets(Some(&resume), 3), vec![0, 0, 0]);
     }
 
     #[test]

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 /// What a trainer tells the coordinator when it joins a round.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrainerReport {
-    /// Optimizer steps since the start of the run.
+    /// Optimizer steps since this trainer started (after `--resume`, since the resume; the
+    /// coordinator adds the checkpointed count, [`crate::coordinator::Resume::steps`]).
     pub steps: u64,
     /// Completed passes over the trainer's training data.
     pub epochs: u64,

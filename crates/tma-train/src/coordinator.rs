@@ -40,7 +40,8 @@ pub struct RoundRecord {
     pub participants: Vec<usize>,
     /// Trainers that did not (dead, dropped, or too slow).
     pub missing: Vec<usize>,
-    /// Total optimizer steps of each participating trainer so far (same order as participants).
+    /// Optimizer steps of each participating trainer since the start of the run, across
+    /// resumes (same order as participants).
     pub steps: Vec<u64>,
     /// Completed epochs of each participating trainer.
     pub epochs: Vec<u64>,
@@ -67,7 +68,8 @@ pub struct Summary {
     pub best_round: u64,
     pub best_val: EvalResult,
     pub best_test: EvalResult,
-    /// Steps of each trainer at the end (0 for trainers that failed before the first round).
+    /// Optimizer steps of each trainer since the start of the run (across resumes), as of the
+    /// last round it joined (0 for trainers that never joined one).
     pub steps_per_trainer: Vec<u64>,
     /// Trainers that failed during the run, with the time they stopped.
     pub failed_trainers: Vec<(usize, f64)>,
@@ -100,6 +102,20 @@ pub struct Resume {
     pub params: Vec<f32>,
     /// Best round so far, its validation result and parameters.
     pub best: Option<(u64, EvalResult, Vec<f32>)>,
+    /// Optimizer steps of each trainer since the start of the run as of `round`, by trainer
+    /// index (missing entries count as 0). The resumed trainers count from 0 again; the
+    /// coordinator adds these offsets to the steps it records and reports.
+    pub steps: Vec<u64>,
+}
+
+impl Resume {
+    /// Step offset of each of `n` trainers: [`Resume::steps`] padded with zeros (no resume:
+    /// all zeros).
+    pub fn step_offsets(resume: Option<&Resume>, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|t| resume.and_then(|r| r.steps.get(t).copied()).unwrap_or(0))
+            .collect()
+    }
 }
 
 /// Optional parts of the coordinator's loop.
@@ -404,6 +420,8 @@ pub fn coordinate(
     } = extras;
     let mut best: Option<(u64, EvalResult, Arc<Vec<f32>>)> = None;
     let mut first_round = 0u64;
+    // steps since the start of the run = a trainer's own count + its count at the resume point
+    let step_offsets = Resume::step_offsets(resume.as_ref(), n);
     if let Some(r) = resume {
         current.data.copy_from_slice(&r.params);
         first_round = r.round;
@@ -413,7 +431,7 @@ pub fn coordinate(
     coord.broadcast_initial(latest.clone());
     let mut records: Vec<RoundRecord> = Vec::new();
     let hook_err: std::cell::RefCell<Option<TrainError>> = Default::default();
-    let mut last_steps = vec![0u64; n];
+    let mut last_steps = step_offsets.clone();
     let (job_tx, job_rx) = std::sync::mpsc::channel::<PendingRound>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<PendingRound>();
 
@@ -517,14 +535,14 @@ pub fn coordinate(
                 (s + x.report.loss_sum, c + x.report.loss_count)
             });
             for c in &contribs {
-                last_steps[c.trainer] = c.report.steps;
+                last_steps[c.trainer] = step_offsets[c.trainer] + c.report.steps;
             }
             let record = RoundRecord {
                 round,
                 elapsed_s: elapsed.as_secs_f64(),
                 participants,
                 missing,
-                steps: contribs.iter().map(|c| c.report.steps).collect(),
+                steps: contribs.iter().map(|c| last_steps[c.trainer]).collect(),
                 epochs: contribs.iter().map(|c| c.report.epochs).collect(),
                 train_loss: if lc > 0 { ls / lc as f64 } else { f64::NAN },
                 val: EvalResult::default(),

@@ -194,6 +194,8 @@ pub fn ggs_coordinate(
     let mut adam = Adam::new(params.len(), cfg.lr);
     let mut best: Option<(u64, EvalResult, Arc<Vec<f32>>)> = None;
     let mut round = 0u64;
+    // steps since the start of the run: the trainers count from 0 again after a resume
+    let step_offsets = crate::coordinator::Resume::step_offsets(extras.resume.as_ref(), n);
     if let Some(r) = extras.resume {
         params.data.copy_from_slice(&r.params);
         round = r.round;
@@ -203,7 +205,7 @@ pub fn ggs_coordinate(
     let no_model = Arc::new(Vec::new());
     let mut records: Vec<RoundRecord> = Vec::new();
     let mut hook_err: Option<TrainError> = None;
-    let mut last_steps = vec![0u64; n];
+    let mut last_steps = step_offsets.clone();
     let mut last_epochs = vec![0u64; n];
     let (job_tx, job_rx) = std::sync::mpsc::channel::<Pending>();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<Pending>();
@@ -280,7 +282,7 @@ pub fn ggs_coordinate(
                 },
             );
             for c in &contribs {
-                last_steps[c.trainer] = c.report.steps + 1;
+                last_steps[c.trainer] = step_offsets[c.trainer] + c.report.steps + 1;
                 last_epochs[c.trainer] = c.report.epochs;
                 loss_sum += c.report.loss_sum;
                 loss_count += c.report.loss_count;

@@ -535,3 +535,90 @@ fn step_count_schedule_makes_round_k_after_k_times_n_steps() {
     assert_eq!(r.summary.steps_per_trainer, vec![3 * last; 3]);
     assert!(rec.0.last().unwrap().elapsed_s >= 0.8);
 }
+
+/// A resume point after round 5 of a run whose trainers had made 100, 200 and 300 steps.
+fn resume_after_round_5(c: &TrainConfig, p: &Prepared) -> tma_train::Resume {
+    let init = build_model(c, p).unwrap().init_params(&mut rng(c.seed));
+    tma_train::Resume {
+        round: 5,
+        params: init.data,
+        best: None,
+        steps: vec![100, 200, 300],
+    }
+}
+
+#[test]
+fn resumed_run_counts_steps_from_the_start_of_the_run() {
+    // the step-count schedule counts each trainer's steps since it (re)started: after a resume
+    // from round 5, round 5 + k comes after 3k more steps, recorded on top of the saved counts
+    let c = TrainConfig {
+        sync_every_steps: 3,
+        time_limit: Duration::from_millis(800),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let r = run_in_process(
+        &p,
+        &c,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras {
+            resume: Some(resume_after_round_5(&c, &p)),
+            ..Extras::default()
+        },
+    )
+    .unwrap();
+    assert!(rec.0.len() >= 3, "only {} rounds", rec.0.len());
+    assert_eq!(rec.0[0].round, 6);
+    for r in &rec.0 {
+        let k = 3 * (r.round - 5);
+        assert_eq!(
+            r.steps,
+            vec![100 + k, 200 + k, 300 + k],
+            "round {}",
+            r.round
+        );
+    }
+    assert_eq!(r.summary.steps_per_trainer, rec.0.last().unwrap().steps);
+}
+
+#[test]
+fn resumed_ggs_run_counts_steps_from_the_start_of_the_run() {
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(200),
+        time_limit: Duration::from_millis(600),
+        ..cfg(Method::Ggs, Task::Node)
+    };
+    let p = prep(&c);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let r = run_in_process(
+        &p,
+        &c,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras {
+            resume: Some(resume_after_round_5(&c, &p)),
+            ..Extras::default()
+        },
+    )
+    .unwrap();
+    assert!(!rec.0.is_empty());
+    assert_eq!(rec.0[0].round, 6);
+    for r in &rec.0 {
+        assert_eq!(r.participants, vec![0, 1, 2], "round {}", r.round);
+        // GGS steps in lockstep: every trainer made the same number s >= 1 of steps since
+        // the resume, on top of its saved count
+        let s = r.steps[0] - 100;
+        assert!(s >= 1, "round {}: {:?}", r.round, r.steps);
+        assert_eq!(
+            r.steps,
+            vec![100 + s, 200 + s, 300 + s],
+            "round {}",
+            r.round
+        );
+    }
+    assert_eq!(r.summary.steps_per_trainer, rec.0.last().unwrap().steps);
+}
