@@ -70,7 +70,7 @@ load end
   echo
   sed 's/^/    /' "$OUT/load.txt"
   echo
-  echo "Each comparison ran ${ROUNDS} times (A-B-B-A order); each side's best run is shown (all runs: bench/out/*.jsonl)."
+  echo "Each comparison ran ${ROUNDS} times (A-B-B-A order); each side's best run is shown (all runs: bench/out/*.jsonl, kept locally, not committed)."
   echo "Speed-up = peer time / our time (or our rate / peer rate); memory = our peak RSS / peer's."
   echo "'of ceiling' = lower-bound time / measured time, the lower bound counting dense products at the"
   echo "gemm rates measured in the same run and streamed bytes at the measured copy bandwidth."

@@ -438,7 +438,29 @@ fn shared(name: &str) -> Option<String> {
 /// with a message naming the flag or file line, exit code 1, no panic.
 #[test]
 fn bench_rejects_bad_sizes_reports_and_peers() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "bench",
+                "--quick",
+                "--only",
+                "dense",
+                "--json",
+                "/nonexistent-dir/x.jsonl",
+            ],
+            "opening /nonexistent-dir/x.jsonl",
+        ),
+        (
+            &[
+                "bench",
+                "--quick",
+                "--only",
+                "fullgraph",
+                "--full-nodes",
+                "100000000000",
+            ],
+            "--full-nodes 100000000000: at most 2147483647 nodes",
+        ),
         (
             &[
                 "bench",
