@@ -33,6 +33,31 @@ pub enum Features {
     },
 }
 
+/// `out[i] = data[rows[i]]` for rows of width `dim` of a dense row-major matrix
+/// (`out.len() == rows.len() * dim`), parallel over output rows: the mini-batch input gather is
+/// on the training hot path.
+///
+/// # Panics
+/// If `out` has the wrong length or a row id is out of range.
+pub fn gather_rows_into(data: &[f32], dim: usize, rows: &[u32], out: &mut [f32]) {
+    use rayon::prelude::*;
+    assert_eq!(
+        out.len(),
+        rows.len() * dim,
+        "gather_rows_into: output length"
+    );
+    if dim == 0 {
+        return;
+    }
+    out.par_chunks_mut(dim)
+        .zip(rows.par_iter())
+        .with_min_len((1 << 14) / dim + 1)
+        .for_each(|(o, &r)| {
+            let r = r as usize;
+            o.copy_from_slice(&data[r * dim..(r + 1) * dim]);
+        });
+}
+
 impl Features {
     /// Number of rows (nodes).
     pub fn num_nodes(&self) -> usize {
@@ -74,7 +99,6 @@ impl Features {
     /// gather: no fresh multi-MB buffer, and no page faults on it, every step). `out` takes the
     /// kind and width of `self` whatever it held before.
     pub fn gather_into(&self, rows: &[u32], out: &mut Features) {
-        use rayon::prelude::*;
         match self {
             Features::Dense { dim, data, .. } => {
                 let d = *dim;
@@ -97,16 +121,7 @@ impl Features {
                     buf = Vec::with_capacity(need + need / 8);
                 }
                 buf.resize(need, 0.0);
-                if d > 0 {
-                    // parallel over output rows (the mini-batch input gather is on the hot path)
-                    buf.par_chunks_mut(d)
-                        .zip(rows.par_iter())
-                        .with_min_len((1 << 14) / d + 1)
-                        .for_each(|(o, &r)| {
-                            let r = r as usize;
-                            o.copy_from_slice(&data[r * d..(r + 1) * d]);
-                        });
-                }
+                gather_rows_into(data, d, rows, &mut buf);
                 *out = Features::Dense {
                     num_nodes: rows.len(),
                     dim: d,

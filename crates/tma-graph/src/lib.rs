@@ -53,6 +53,6 @@ pub use dataset::{
     DENSIFY_MAX_DIM,
 };
 pub use error::{GraphError, Result};
-pub use features::Features;
+pub use features::{gather_rows_into, Features};
 pub use generate::{generate_sbm, SbmConfig};
 pub use split::{link_split, random_node_split, LinkSplit};

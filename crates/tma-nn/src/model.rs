@@ -510,15 +510,7 @@ impl Model {
             b.num_dst.min(rows.len())
         };
         let mut buf = self.pool.take(n * dim);
-        if dim > 0 {
-            buf.par_chunks_mut(dim)
-                .zip(rows[..n].par_iter())
-                .with_min_len(min_rows(dim))
-                .for_each(|(o, &r)| {
-                    let r = r as usize;
-                    o.copy_from_slice(&all[r * dim..(r + 1) * dim]);
-                });
-        }
+        tma_graph::gather_rows_into(all, dim, &rows[..n], &mut buf);
         buf
     }
 
