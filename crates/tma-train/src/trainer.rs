@@ -64,12 +64,25 @@ pub struct Trainer {
     last: StepStats,
 }
 
-/// `(num_dst, num_src, arcs)` of every block, input layer first.
-fn block_shapes(mb: &tma_sample::MiniBatch) -> Vec<(usize, usize, usize)> {
-    mb.blocks
+/// Sample the blocks of `seeds` in the trainer's graph and record, in `last`, the time since
+/// the step began (`t0`: batch selection and sampling), the block shapes and the input rows.
+fn sample_recorded(
+    sampler: &NeighborSampler,
+    data: &TrainerData,
+    seeds: &[u32],
+    rng: &mut ChaCha8Rng,
+    last: &mut StepStats,
+    t0: Instant,
+) -> tma_sample::MiniBatch {
+    let mb = sampler.sample(&data.graph, &data.degrees, seeds, rng);
+    last.sample_secs = t0.elapsed().as_secs_f64();
+    last.blocks = mb
+        .blocks
         .iter()
         .map(|b| (b.num_dst, b.num_src, b.indices.len()))
-        .collect()
+        .collect();
+    last.input_rows = mb.input_nodes.len();
+    mb
 }
 
 /// Sampler fanouts from config values (0 = all neighbours).
@@ -204,15 +217,14 @@ impl Trainer {
                 all.extend_from_slice(&dst);
                 let (seeds, inv) = unique_with_inverse(&all);
                 let (src_idx, dst_idx) = inv.split_at(src.len());
-                let mb = self.sampler.sample(
-                    &self.data.graph,
-                    &self.data.degrees,
+                let mb = sample_recorded(
+                    &self.sampler,
+                    &self.data,
                     &seeds,
                     &mut self.rng,
+                    &mut self.last,
+                    t0,
                 );
-                self.last.sample_secs = t0.elapsed().as_secs_f64();
-                self.last.blocks = block_shapes(&mb);
-                self.last.input_rows = mb.input_nodes.len();
                 let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (h, cache) = self
@@ -234,15 +246,14 @@ impl Trainer {
             }
             TrainTarget::Node { nodes, targets } => {
                 let seeds: Vec<u32> = batch.iter().map(|&i| nodes[i as usize]).collect();
-                let mb = self.sampler.sample(
-                    &self.data.graph,
-                    &self.data.degrees,
+                let mb = sample_recorded(
+                    &self.sampler,
+                    &self.data,
                     &seeds,
                     &mut self.rng,
+                    &mut self.last,
+                    t0,
                 );
-                self.last.sample_secs = t0.elapsed().as_secs_f64();
-                self.last.blocks = block_shapes(&mb);
-                self.last.input_rows = mb.input_nodes.len();
                 let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (out, cache) = self
