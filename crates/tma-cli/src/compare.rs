@@ -11,16 +11,14 @@
 //! ```
 
 use crate::plot::{line_plot_svg, Series};
-use crate::train_cmd::{load, resolve, TrainOpts};
+use crate::train_cmd::{data_source, resolve, TrainOpts};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
-use tma_train::coordinator::{Observer, RoundRecord};
-use tma_train::{Method, RealClock, RunDir, Summary};
+use tma_train::{Method, Observer, RoundRecord, Run, RunSpec, Summary, TrainError};
 
 /// Options of `tma compare`: every `tma train` option (applied to every run) plus the methods,
 /// seeds and target. `--method` and `--seed` are replaced by `--methods` and `--seeds`.
@@ -201,17 +199,15 @@ pub fn table_markdown(rows: &[Row], metric: &str, target: f64) -> String {
     s
 }
 
-/// Records rounds into the run directory and prints one line per round.
+/// Prints one line per round and keeps the validation curve (the run writes `rounds.jsonl`).
 struct Recorder {
     label: String,
     quiet: bool,
-    run_dir: RunDir,
     curve: Vec<CurvePoint>,
-    err: Option<anyhow::Error>,
 }
 
 impl Observer for Recorder {
-    fn on_round(&mut self, r: &RoundRecord) {
+    fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
         if !self.quiet {
             eprintln!(
                 "  {:<24} round {:>3} t={:>6.1}s val {}={:.4}{}",
@@ -233,9 +229,7 @@ impl Observer for Recorder {
             val: r.val.value,
             participants: r.participants.len(),
         });
-        if let Err(e) = self.run_dir.append_round(r) {
-            self.err.get_or_insert(e.into());
-        }
+        Ok(())
     }
 }
 
@@ -304,38 +298,24 @@ fn run_one(
     quiet: bool,
 ) -> Result<RunOutcome> {
     let (o, cfg, fail) = resolve(run_opts(base, method, seed)?)?;
-    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
     let dir = out.join(format!("{method}-seed{seed}"));
-    let run_dir = RunDir::create(&dir)?;
-    run_dir.write(
-        "config.toml",
-        toml::to_string(&cfg)
-            .context("serializing the config")?
-            .as_bytes(),
-    )?;
+    let spec = RunSpec {
+        fail,
+        out: Some(dir),
+        ..RunSpec::new(cfg, data_source(&o.dataset, o.gen_nodes))
+    };
+    let mut run = Run::start(spec)?;
     let t0 = Instant::now();
-    let prep = tma_train::prepare(ds, &cfg)?;
+    run.prepare()?;
     let prepare_s = t0.elapsed().as_secs_f64();
     let mut rec = Recorder {
         label: format!("{method} seed {seed}"),
         quiet,
-        run_dir,
         curve: Vec::new(),
-        err: None,
     };
-    let result = tma_train::run_in_process(
-        &prep,
-        &cfg,
-        &fail,
-        Arc::new(RealClock::start()),
-        &mut rec,
-        tma_train::Extras::default(),
-    )
-    .with_context(|| format!("{method} seed {seed}"))?;
-    if let Some(e) = rec.err.take() {
-        return Err(e.context(format!("writing {}/rounds.jsonl", dir.display())));
-    }
-    rec.run_dir.finish(&result)?;
+    let result = run
+        .train(&mut rec)
+        .with_context(|| format!("{method} seed {seed}"))?;
     let s = &result.summary;
     eprintln!(
         "{method:<12} seed {seed}: {} rounds, final val {}={:.4} test={:.4}; best val={:.4} test={:.4}",

@@ -6,31 +6,20 @@ use crate::train_cmd::TrainOpts;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use tma_train::store::{self, Manifest};
-use tma_train::{Method, Task, TrainConfig};
+use tma_train::{Engine, Method, Task, TrainConfig};
 
-/// Which transport runs the trainers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    /// Trainers are threads of this process.
-    InProcess,
-    /// One MPI process per rank (needs a build with `--features mpi`, launched by mpirun/srun).
-    Mpi,
-}
-
-impl Engine {
-    /// Parses `--engine` (default in-process).
-    pub fn parse(s: Option<&str>) -> Result<Engine> {
-        match s.unwrap_or("in-process") {
-            "in-process" => Ok(Engine::InProcess),
-            "mpi" => {
-                if cfg!(feature = "mpi") {
-                    Ok(Engine::Mpi)
-                } else {
-                    bail!("--engine mpi: this tma was built without MPI support; rebuild with `cargo build --release -p tma-cli --features mpi` (needs libopenmpi-dev, libclang-dev)")
-                }
+/// Parses `--engine` (default in-process); `mpi` needs a build with the `mpi` feature.
+pub fn parse_engine(s: Option<&str>) -> Result<Engine> {
+    match s.unwrap_or("in-process") {
+        "in-process" => Ok(Engine::InProcess),
+        "mpi" => {
+            if cfg!(feature = "mpi") {
+                Ok(Engine::Mpi)
+            } else {
+                bail!("--engine mpi: this tma was built without MPI support; rebuild with `cargo build --release -p tma-cli --features mpi` (needs libopenmpi-dev, libclang-dev)")
             }
-            e => bail!("--engine '{e}': expected in-process or mpi"),
         }
+        e => bail!("--engine '{e}': expected in-process or mpi"),
     }
 }
 
@@ -108,10 +97,10 @@ pub fn open_partitions(
     Ok(Some((dir, m)))
 }
 
-/// Builds the TrainConfig of `tma partition --out`.
-#[allow(clippy::too_many_arguments)]
+/// Builds the TrainConfig of `tma partition --out` (`method`: the training method whose
+/// partition is written).
 pub fn partition_config(
-    method: &str,
+    method: Method,
     task: Task,
     num_parts: usize,
     drop_parts: usize,
@@ -119,12 +108,6 @@ pub fn partition_config(
     seed: u64,
     normalize_features: bool,
 ) -> Result<TrainConfig> {
-    let method = match method {
-        "random" => Method::RandomTma,
-        "super" => Method::SuperTma,
-        "metis" => Method::PsgdPa,
-        m => bail!("unknown partition method '{m}' (expected random, super or metis)"),
-    };
     let cfg = TrainConfig {
         task,
         method,

@@ -2,15 +2,15 @@
 //! Rank 0 runs the coordinator (`coordinate` over [`MpiCoordinator`]) on the partition
 //! directory's `coordinator/` data; rank `t + 1` runs trainer `t` on `part-{t:03}/` only.
 
-use crate::train_cmd::TrainOpts;
 use anyhow::{bail, Context, Result};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tma_train::coordinator::{build_model, coordinate, FailPlan, Observer, RunResult};
-use tma_train::data::{EvalData, NodeTargets, Prepared};
+use tma_nn::Head;
+use tma_train::coordinator::{coordinate, Coordinated};
+use tma_train::data::ModelShape;
+use tma_train::engine::{average_weight, initial_params};
+use tma_train::method::ExchangeInputs;
 use tma_train::mpi_cluster::mpi::environment::Universe;
 use tma_train::mpi_cluster::mpi::topology::SimpleCommunicator;
 use tma_train::mpi_cluster::mpi::traits::Communicator;
@@ -18,7 +18,10 @@ use tma_train::mpi_cluster::mpi::Threading;
 use tma_train::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer};
 use tma_train::store::{self, Manifest};
 use tma_train::trainer::{Trainer, TrainerExit};
-use tma_train::{AverageWeight, Clock, Extras, RealClock, TrainConfig};
+use tma_train::{
+    build_model, training_method, Clock, FailPlan, Observer, RealClock, Run, RunResult,
+    TrainConfig, TrainError,
+};
 
 /// MPI initialized for this process.
 pub struct MpiContext {
@@ -30,13 +33,10 @@ pub struct MpiContext {
 }
 
 impl MpiContext {
-    /// Initializes MPI (`MPI_THREAD_FUNNELED`: only this thread calls MPI).
-    pub fn init(o: &TrainOpts) -> Result<MpiContext> {
-        let join_timeout = match &o.join_timeout {
-            Some(s) => humantime::parse_duration(s)
-                .with_context(|| format!("--join-timeout: '{s}' is not a duration"))?,
-            None => Duration::from_secs(120),
-        };
+    /// Initializes MPI (`MPI_THREAD_FUNNELED`: only this thread calls MPI); `join_timeout`
+    /// (`--join-timeout`, default 120 s) bounds the waits for ranks to join and to exit.
+    pub fn init(join_timeout: Option<Duration>) -> Result<MpiContext> {
+        let join_timeout = join_timeout.unwrap_or(Duration::from_secs(120));
         let Some((universe, _threading)) =
             tma_train::mpi_cluster::mpi::initialize_with_threading(Threading::Funneled)
         else {
@@ -84,60 +84,18 @@ fn rank_threads(cfg: &TrainConfig) -> usize {
     (cores / local.max(1)).max(1)
 }
 
-/// A `Prepared` with no graph data, only what [`build_model`] reads (a trainer rank builds
-/// the same model as the coordinator without holding the evaluation data).
-fn model_stub(m: &Manifest) -> Prepared {
-    let eval = match m.targets.as_str() {
-        "link" => EvalData::Link {
-            split: tma_graph::LinkSplit {
-                train_graph: tma_graph::Csr {
-                    indptr: vec![0],
-                    indices: vec![],
-                },
-                train_edges: vec![],
-                val_pos: vec![],
-                test_pos: vec![],
-                val_neg: vec![],
-                test_neg: vec![],
-                num_neg: m.data.eval_num_neg,
-            },
-        },
-        t => EvalData::Node {
-            split: tma_graph::NodeSplit {
-                train: vec![],
-                val: vec![],
-                test: vec![],
-            },
-            targets: if t == "classes" {
-                NodeTargets::Classes {
-                    y: vec![],
-                    num_classes: m.out_dim,
-                }
-            } else {
-                NodeTargets::MultiLabel {
-                    y: vec![],
-                    num_labels: m.out_dim,
-                }
-            },
-        },
-    };
-    Prepared {
-        graph: tma_graph::Csr {
-            indptr: vec![0],
-            indices: vec![],
-        },
-        degrees: vec![],
-        features: tma_graph::Features::Dense {
-            num_nodes: 0,
-            dim: m.in_dim,
-            data: vec![],
-        },
-        eval,
-        trainers: vec![],
-        report: None,
-        partition_hash: m.assignment_sha256.clone(),
+/// The model shape a partition directory's manifest records (a trainer rank builds the same
+/// model as the coordinator without holding the evaluation data).
+fn manifest_shape(m: &Manifest) -> ModelShape {
+    ModelShape {
         in_dim: m.in_dim,
-        out_dim: m.out_dim,
+        head: if m.targets == "link" {
+            Head::Link
+        } else {
+            Head::Node {
+                num_classes: m.out_dim,
+            }
+        },
     }
 }
 
@@ -148,7 +106,6 @@ pub fn run_trainer(
     m: &Manifest,
     cfg: &TrainConfig,
     fail: &FailPlan,
-    quiet: bool,
 ) -> Result<()> {
     let t = ctx.rank - 1;
     let mut ep = MpiTrainer::new(ctx.world());
@@ -179,25 +136,26 @@ pub fn run_trainer(
         .num_threads(threads)
         .thread_name(move |i| format!("tma-trainer-{t}-{i}"))
         .build_global();
-    let seed = ep.wait_start();
-    let run_cfg = TrainConfig {
-        seed,
-        ..cfg.clone()
-    };
-    let model = build_model(cfg, &model_stub(m))?;
+    // the coordinator sends the seed segment of the trainers' random streams
+    let segment = ep.wait_start();
+    let model = build_model(cfg, manifest_shape(m));
     let init = model.zero_params();
     let (nodes, edges) = (data.num_nodes(), data.num_edges());
-    let trainer = Trainer::new(data, model, init, &run_cfg);
+    let trainer = Trainer::with_segment(data, model, init, cfg, segment);
     let clock: Arc<dyn Clock> = Arc::new(RealClock::start());
     // on this (MPI) thread; the steps' parallel work goes to the global pool
-    let exit = trainer.run(&mut ep, clock.clone(), fail.get(&t).copied());
+    let exit = training_method(cfg.method).run_trainer(
+        trainer,
+        &mut ep,
+        clock.clone(),
+        fail.get(&t).copied(),
+    );
     let kind = match exit {
         TrainerExit::Stopped => ByeKind::Stopped,
         TrainerExit::Failed(_) => ByeKind::Failed,
         TrainerExit::Orphaned => ByeKind::Orphaned,
     };
     ep.bye(kind, clock.elapsed());
-    let _ = quiet;
     eprintln!(
         "rank {} (trainer {t}) on {}: part {} nodes, {} arcs; {threads} threads; peak RSS {:.0} MiB",
         ctx.rank,
@@ -211,18 +169,19 @@ pub fn run_trainer(
     Ok(())
 }
 
-/// Rank 0: waits for every trainer to join, runs the coordinator loop, waits for every trainer
-/// to exit. A rank that fails to load, join or exit in time is reported by rank and host and
-/// the job is aborted (after the run directory is written, when the run itself completed).
+/// Rank 0: runs `run` with the MPI engine: waits for every trainer to join, runs the
+/// coordinator loop, waits for every trainer to exit. A rank that fails to load, join or exit
+/// in time is reported by rank and host and the job is aborted (after the run directory is
+/// written, when the run itself completed).
 pub fn run_coordinator(
     ctx: MpiContext,
-    m: &Manifest,
-    prep: &Prepared,
-    cfg: &TrainConfig,
-    clock: Arc<dyn Clock>,
+    run: Run,
     observer: &mut dyn Observer,
-    extras: Extras<'_>,
 ) -> Result<RunResult> {
+    let m = run
+        .partitions()
+        .map(|(_, m)| m.clone())
+        .context("--engine mpi trains on a partition directory")?;
     let want = m.parts.len() + 1;
     if ctx.size != want {
         eprintln!(
@@ -233,50 +192,64 @@ pub fn run_coordinator(
         );
         ctx.world().abort(2);
     }
-    let mut coord = MpiCoordinator::new(ctx.world());
-    if let Err(problems) = coord.join(ctx.join_timeout) {
-        for p in &problems {
-            eprintln!("error: {p}");
+    let clock = run.clock();
+    let mut finalize = true;
+    let result = run.coordinate_with(observer, clock, |e| {
+        let mut coord = MpiCoordinator::new(ctx.world());
+        if let Err(problems) = coord.join(ctx.join_timeout) {
+            for p in &problems {
+                eprintln!("error: {p}");
+            }
+            eprintln!(
+                "error: aborting the MPI job ({} rank(s) not ready)",
+                problems.len()
+            );
+            ctx.world().abort(3);
         }
-        eprintln!(
-            "error: aborting the MPI job ({} rank(s) not ready)",
-            problems.len()
+        coord.start(e.segment);
+        let cfg = e.cfg;
+        let model = build_model(cfg, e.prep.model_shape());
+        let init = initial_params(cfg, &model);
+        let weights: Vec<f64> = m
+            .parts
+            .iter()
+            .map(|p| average_weight(cfg.average_weight, p.num_nodes, p.num_edges))
+            .collect();
+        let eval_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(rank_threads(cfg))
+            .thread_name(|i| format!("tma-eval-{i}"))
+            .build()
+            .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
+        let mut exchange = training_method(cfg.method).exchange(ExchangeInputs {
+            prep: e.prep,
+            cfg,
+            model: &model,
+            init: &init,
+            weights,
+        });
+        let ctxc = Coordinated {
+            prep: e.prep,
+            cfg,
+            model: &model,
+            clock: &*e.clock,
+            eval_pool: &eval_pool,
+        };
+        let result = coordinate(
+            &mut coord,
+            &mut *exchange,
+            &ctxc,
+            init.clone(),
+            e.observer,
+            e.resume,
         );
-        ctx.world().abort(3);
-    }
-    coord.start(cfg.seed);
-    let model = build_model(cfg, prep)?;
-    let init = model.init_params(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
-    let weights: Vec<f64> = m
-        .parts
-        .iter()
-        .map(|p| match cfg.average_weight {
-            AverageWeight::Uniform => 1.0,
-            AverageWeight::Nodes => p.num_nodes as f64,
-            AverageWeight::Edges => p.num_edges as f64,
-        })
-        .collect();
-    let eval_pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(rank_threads(cfg))
-        .thread_name(|i| format!("tma-eval-{i}"))
-        .build()
-        .context("thread pool")?;
-    let result = coordinate(
-        &mut coord, prep, cfg, &model, init, &weights, &*clock, &eval_pool, observer, extras,
-    );
-    let finished = coord.finish(ctx.join_timeout);
-    let failed = coord.failed();
-    eprintln!(
-        "rank 0 (coordinator) on {}: peak RSS {:.0} MiB",
-        ctx.host,
-        crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
-    );
-    match finished {
-        Ok(()) => {
-            drop(coord);
-            drop(ctx); // MPI_Finalize
-        }
-        Err(problems) => {
+        let finished = coord.finish(ctx.join_timeout);
+        let failed = coord.failed();
+        eprintln!(
+            "rank 0 (coordinator) on {}: peak RSS {:.0} MiB",
+            ctx.host,
+            crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
+        );
+        if let Err(problems) = finished {
             for p in &problems {
                 eprintln!("error: {p}");
             }
@@ -284,10 +257,17 @@ pub fn run_coordinator(
             // no MPI_Finalize (it would wait for the hung ranks): exiting rank 0 without it
             // makes the launcher end the job
             std::mem::forget(coord);
-            std::mem::forget(ctx);
+            finalize = false;
         }
+        result.map(|mut r| {
+            r.summary.failed_trainers = failed;
+            r
+        })
+    });
+    if finalize {
+        drop(ctx); // MPI_Finalize
+    } else {
+        std::mem::forget(ctx);
     }
-    let mut r = result?;
-    r.summary.failed_trainers = failed;
-    Ok(r)
+    Ok(result?)
 }

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tma_graph::{Dataset, LoadOptions, SbmConfig};
+use tma_graph::Dataset;
 use tma_train::{
-    coordinator::{FailPlan, Observer, RoundRecord},
-    Clock, Method, RealClock, RunDir, Task, TrainConfig,
+    DataSource, Engine, FailPlan, Method, Observer, RoundRecord, Run, RunSpec, Task, TrainConfig,
+    TrainError,
 };
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
@@ -166,25 +166,6 @@ fn overlay(base: TrainOpts, top: TrainOpts) -> Result<TrainOpts> {
     Ok(out)
 }
 
-/// The configuration as resolved, written to RUN_DIR/config.toml (and accepted back by --config).
-#[derive(Serialize)]
-struct Resolved<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dataset: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gen_nodes: Option<usize>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    fail: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    partitions: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    engine: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    join_timeout: Option<String>,
-    #[serde(flatten)]
-    train: &'a TrainConfig,
-}
-
 fn parse_duration(name: &str, s: &str) -> Result<Duration> {
     humantime::parse_duration(s)
         .with_context(|| format!("--{name}: '{s}' is not a duration (examples: 30s, 2min, 1h)"))
@@ -220,7 +201,12 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
             Some(s) => s.parse().map_err(anyhow::Error::msg)?,
             None => d.average_weight,
         },
-        model: o.model.clone().unwrap_or(d.model),
+        model: match &o.model {
+            Some(m) => m
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--model '{m}': {e}"))?,
+            None => d.model,
+        },
         hidden: o.hidden.unwrap_or(d.hidden),
         num_layers: o.num_layers.unwrap_or(d.num_layers),
         dropout: o.dropout.unwrap_or(d.dropout),
@@ -326,64 +312,45 @@ pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec
     w
 }
 
+/// The dataset directory, or the generated graph (`--gen-nodes`, default 10000 nodes).
+pub(crate) fn data_source(dataset: &Option<PathBuf>, gen_nodes: Option<usize>) -> DataSource {
+    match dataset {
+        Some(dir) => DataSource::Dataset(dir.clone()),
+        None => DataSource::Generated {
+            num_nodes: gen_nodes.unwrap_or(10_000),
+        },
+    }
+}
+
+/// Loads the dataset directory or generates the built-in graph (see [`data_source`]).
 pub(crate) fn load(
     dataset: &Option<PathBuf>,
     gen_nodes: Option<usize>,
     cfg: &TrainConfig,
 ) -> Result<Dataset> {
-    match dataset {
-        Some(dir) => {
-            let opts = LoadOptions {
-                split_index: cfg.split_index,
-                seed: cfg.seed,
-                ..LoadOptions::default()
-            };
-            tma_graph::load_dataset(dir, &opts)
-                .with_context(|| format!("cannot load dataset {}", dir.display()))
-        }
-        None => {
-            let sbm = generated_graph_config(gen_nodes.unwrap_or(10_000), cfg.seed);
-            Ok(tma_graph::generate_sbm(&sbm))
-        }
-    }
+    Ok(
+        tma_train::run::load_dataset(&data_source(dataset, gen_nodes), cfg)?
+            .expect("a dataset directory or the generated graph"),
+    )
 }
 
-/// The built-in graph: a stochastic block model (8 classes, average degree 20) whose features
-/// alone separate the classes only partly (noise 6 against unit class means in 64-d), and
-/// whose edges stay within a class 70% of the time, so that using the graph matters.
-pub fn generated_graph_config(num_nodes: usize, seed: u64) -> SbmConfig {
-    SbmConfig {
-        num_nodes,
-        feature_noise: 6.0,
-        p_in_ratio: 0.7,
-        seed,
-        ..SbmConfig::default()
-    }
-}
-
-fn default_out(name: &str, cfg: &TrainConfig) -> PathBuf {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let stamp: String = now
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == 'T')
-        .collect();
-    PathBuf::from("runs").join(format!("{}-{}-{}", name, cfg.method, stamp))
-}
-
+/// Prints one line per round above the progress bar (the run writes `rounds.jsonl` itself).
 pub(crate) struct Printer {
     bar: Option<ProgressBar>,
-    run_dir: RunDir,
-    metric_err: Option<anyhow::Error>,
 }
 
 impl Observer for Printer {
-    fn on_round(&mut self, r: &RoundRecord) {
+    fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
+        let loss = if r.train_loss.is_finite() {
+            format!("{:.4}", r.train_loss)
+        } else {
+            "-".to_string()
+        };
         let mut line = format!(
-            "round {:>3}  t={:>7.1}s  steps={:?}  loss={:.4}  val {}={:.4}{}",
+            "round {:>3}  t={:>7.1}s  steps={:?}  loss={loss}  val {}={:.4}{}",
             r.round,
             r.elapsed_s,
             r.steps,
-            r.train_loss,
             r.val.metric,
             r.val.value,
             if r.is_best { " *" } else { "" }
@@ -396,50 +363,13 @@ impl Observer for Printer {
             Some(_) => eprintln!("{line}"),
             None => {}
         }
-        if let Err(e) = self.run_dir.append_round(r) {
-            self.metric_err.get_or_insert(e.into());
-        }
+        Ok(())
     }
 }
 
+/// `tma train`: resolves the options, then drives a [`Run`] (the library owns the run
+/// directory, checkpoints and outputs); prints progress.
 pub fn train(o: TrainOpts) -> Result<()> {
-    let mut created: Option<(PathBuf, bool)> = None;
-    let r = train_inner(o, &mut created);
-    if r.is_err() {
-        if let Some((dir, existed)) = created {
-            remove_unstarted_run(&dir, existed);
-        }
-    }
-    r
-}
-
-/// After a failure before the first round (bad labels for the task, too many trainers for the
-/// graph, ...), puts the run directory back as it was: removed if this run created it,
-/// emptied if it was an empty directory. A run with at least one round is kept (it has a
-/// checkpoint to resume from).
-fn remove_unstarted_run(dir: &Path, existed: bool) {
-    let rounds = dir.join("rounds.jsonl");
-    let started = std::fs::metadata(&rounds)
-        .map(|m| m.len() > 0)
-        .unwrap_or(false);
-    if started {
-        return;
-    }
-    if !existed {
-        let _ = std::fs::remove_dir_all(dir);
-    } else if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let p = e.path();
-            let _ = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
-        }
-    }
-}
-
-fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()> {
     let quiet = o.quiet;
     // the command line alone, to tell options the user typed from those of a config file
     let flags = o.clone();
@@ -449,9 +379,13 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
     let (o, mut cfg, fail) = resolve(o)?;
     check_gen_nodes(&flags, &o)?;
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;
-    let engine = crate::dist::Engine::parse(o.engine.as_deref())?;
+    let engine = crate::dist::parse_engine(o.engine.as_deref())?;
+    let join_timeout = match &o.join_timeout {
+        Some(s) => Some(parse_duration("join-timeout", s)?),
+        None => None,
+    };
     let mut warnings = unused_flag_warnings(&flags, &[cfg.method]);
-    if flags.join_timeout.is_some() && engine != crate::dist::Engine::Mpi {
+    if flags.join_timeout.is_some() && engine != Engine::Mpi {
         warnings.push(
             "--join-timeout is ignored: it applies only to --engine mpi (this run is in-process)"
                 .into(),
@@ -460,65 +394,56 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    #[cfg(not(feature = "mpi"))]
-    let _ = engine;
     #[cfg(feature = "mpi")]
     let mpi_ctx = match engine {
-        crate::dist::Engine::Mpi => {
+        Engine::Mpi => {
             let Some((pdir, m)) = &parts else {
                 bail!("--engine mpi needs --partitions DIR (write one with `tma partition --out DIR`)");
             };
-            let ctx = crate::mpi_run::MpiContext::init(&o)?;
+            let ctx = crate::mpi_run::MpiContext::init(join_timeout)?;
             if ctx.rank() != 0 {
-                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail, quiet);
+                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail);
             }
             Some(ctx)
         }
-        crate::dist::Engine::InProcess => None,
+        Engine::InProcess => None,
     };
-    let resumed = match &resume_dir {
-        Some(dir) => Some(tma_train::checkpoint::read_state(dir)?),
-        None => None,
+    #[cfg(not(feature = "mpi"))]
+    if engine == Engine::Mpi {
+        bail!("--engine mpi: this tma was built without MPI support");
+    }
+    let data = match (&o.partitions, &parts) {
+        (Some(dir), _) => DataSource::Partitions(dir.clone()),
+        _ => data_source(&o.dataset, o.gen_nodes),
     };
-    let ds = match &parts {
-        Some(_) => None,
-        None => Some(load(&o.dataset, o.gen_nodes, &cfg)?),
+    let spec = RunSpec {
+        config: cfg,
+        data,
+        fail,
+        engine,
+        join_timeout,
+        out: o.out.clone(),
+        resume: resume_dir.is_some(),
     };
-    let ds_name = match (&ds, &parts) {
-        (Some(ds), _) => ds.name.clone(),
-        (None, Some((_, m))) => m.dataset.clone(),
-        (None, None) => unreachable!("a dataset or a partition directory"),
-    };
-    let out = o.out.clone().unwrap_or_else(|| default_out(&ds_name, &cfg));
-    let run_dir = match &resumed {
-        Some(st) => RunDir::reopen(&out, st.round)?,
-        None => {
-            let existed = out.exists();
-            let d = RunDir::create(&out)?;
-            *created = Some((out.clone(), existed));
-            d
-        }
-    };
+    let mut run = Run::start(spec)?;
+    let out = run.dir().to_path_buf();
     if !quiet {
-        match (&ds, &parts) {
-            (Some(ds), _) => {
-                eprintln!("dataset   {}", ds.summary());
-                if ds.structural_features {
-                    eprintln!(
-                        "          (no node features: using 32-d structural features, see docs)"
-                    );
-                }
+        if let Some(ds) = run.dataset() {
+            eprintln!("dataset   {}", ds.summary());
+            if ds.structural_features {
+                eprintln!("          (no node features: using 32-d structural features, see docs)");
             }
-            (None, Some((dir, m))) => eprintln!(
+        }
+        if let Some((dir, m)) = run.partitions() {
+            eprintln!(
                 "dataset   {} from partition directory {} ({} parts, manifest sha256 {})",
                 m.dataset,
                 dir.display(),
                 m.parts.len(),
                 &m.hash[..16]
-            ),
-            _ => {}
+            );
         }
-        if let Some(st) = &resumed {
+        if let Some(st) = run.resumed() {
             eprintln!(
                 "resuming  from round {} at t={:.1}s ({})",
                 st.round,
@@ -527,34 +452,7 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
             );
         }
     }
-    let resolved = Resolved {
-        // absolute, so `--config RUN_DIR/config.toml` works from any directory
-        dataset: o.dataset.as_ref().map(|p| {
-            std::fs::canonicalize(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string()
-        }),
-        gen_nodes: if o.dataset.is_none() && o.partitions.is_none() {
-            Some(o.gen_nodes.unwrap_or(10_000))
-        } else {
-            None
-        },
-        fail: o.fail.clone().unwrap_or_default(),
-        partitions: o.partitions.as_ref().map(|p| p.display().to_string()),
-        engine: o.engine.clone(),
-        join_timeout: o.join_timeout.clone(),
-        train: &cfg,
-    };
-    if resumed.is_none() {
-        run_dir.write(
-            "config.toml",
-            toml::to_string(&resolved)
-                .context("serializing the resolved config")?
-                .as_bytes(),
-        )?;
-    }
-
+    let cfg = run.config().clone();
     let spinner = (!quiet).then(|| {
         let s = ProgressBar::new_spinner();
         s.set_message(format!(
@@ -565,74 +463,16 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
         s.enable_steady_tick(Duration::from_millis(100));
         s
     });
-    let prep = match (ds, &parts) {
-        (Some(ds), _) => tma_train::prepare(ds, &cfg)?,
-        #[cfg(feature = "mpi")]
-        (None, Some((dir, m))) if mpi_ctx.is_some() => tma_train::store::read_coordinator(dir, m)?,
-        (None, Some((dir, m))) => tma_train::store::read_all(dir, m)?,
-        (None, None) => unreachable!("a dataset or a partition directory"),
-    };
+    let prepared = run.prepare();
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    if let Some(rep) = &prep.report {
-        if !quiet {
-            eprintln!("{}", rep.to_table());
-        }
-        let pj = serde_json::json!({
-            "method": cfg.method.to_string(),
-            "seed": cfg.seed,
-            "num_parts": cfg.num_trainers,
-            "drop_parts": cfg.drop_parts,
-            "super_nodes": cfg.super_nodes,
-            "assignment_sha256": prep.partition_hash,
-            "report": rep,
-        });
-        if resumed.is_none() {
-            run_dir.write("partition.json", &serde_json::to_vec_pretty(&pj)?)?;
-        }
+    let prep = prepared?;
+    if let (Some(rep), false) = (&prep.report, quiet) {
+        eprintln!("{}", rep.to_table());
     }
-    if let (Some((_, m)), None) = (&parts, &resumed) {
-        let pj = serde_json::json!({
-            "method": cfg.method.to_string(),
-            "seed": cfg.seed,
-            "num_parts": cfg.num_trainers,
-            "drop_parts": cfg.drop_parts,
-            "super_nodes": cfg.super_nodes,
-            "assignment_sha256": m.assignment_sha256,
-            "manifest_sha256": m.hash,
-            "parts": m.parts,
-            "report": m.report,
-        });
-        run_dir.write("partition.json", &serde_json::to_vec_pretty(&pj)?)?;
-    }
-    let manifest_sha256 = parts.as_ref().map(|(_, m)| m.hash.clone());
-    let template = tma_train::coordinator::build_model(&cfg, &prep)?.zero_params();
-    let resume = match &resumed {
-        Some(st) => {
-            if st.partition_hash != prep.partition_hash || st.manifest_sha256 != manifest_sha256 {
-                bail!(
-                    "--resume {}: the checkpoint was made on partition {:?} (manifest {:?}), this run has {:?} (manifest {:?}); resume with the same data and partition options",
-                    out.display(),
-                    st.partition_hash,
-                    st.manifest_sha256,
-                    prep.partition_hash,
-                    manifest_sha256
-                );
-            }
-            Some(tma_train::checkpoint::resume_from(&out, st, &template)?)
-        }
-        None => None,
-    };
-    // a fresh random stream for the trainers after a resume (see checkpoint::resume_seed)
-    let trainer_seed =
-        tma_train::checkpoint::resume_seed(cfg.seed, resumed.as_ref().map_or(0, |s| s.round));
-    let run_cfg = TrainConfig {
-        seed: trainer_seed,
-        ..cfg.clone()
-    };
     if !quiet {
-        let m = prep.trainers.len();
+        let m = prep.trainers.len().max(cfg.effective_trainers());
         eprintln!(
             "training  {m} trainer{}, {} model, sync every {}, time limit {} -> {}",
             if m == 1 { "" } else { "s" },
@@ -652,13 +492,7 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
         b.set_style(ProgressStyle::with_template("{spinner} {wide_bar} {msg}").expect("template"));
         b
     });
-    let clock: Arc<dyn Clock> = match &resumed {
-        Some(st) => tma_train::checkpoint::offset_clock(
-            RealClock::start(),
-            Duration::from_secs_f64(st.elapsed_s),
-        ),
-        None => Arc::new(RealClock::start()),
-    };
+    let clock = run.clock();
     let done = Arc::new(AtomicBool::new(false));
     let ticker = bar.clone().map(|b| {
         let clock = clock.clone();
@@ -677,37 +511,14 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
             }
         })
     });
-    let mut printer = Printer {
-        bar: bar.clone(),
-        run_dir,
-        metric_err: None,
-    };
-    let mut ckpt = tma_train::checkpoint::Checkpointer::new(
-        &mut printer,
-        &out,
-        template,
-        cfg.seed,
-        trainer_seed,
-        prep.partition_hash.clone(),
-        manifest_sha256,
-        resumed.as_ref(),
-    )?;
-    let extras = tma_train::Extras {
-        resume,
-        ..Default::default()
-    };
+    let mut printer = Printer { bar: bar.clone() };
     #[cfg(feature = "mpi")]
     let result = match mpi_ctx {
-        Some(ctx) => {
-            let m = &parts.as_ref().expect("--engine mpi has --partitions").1;
-            crate::mpi_run::run_coordinator(ctx, m, &prep, &run_cfg, clock, &mut ckpt, extras)
-        }
-        None => tma_train::run_in_process(&prep, &run_cfg, &fail, clock, &mut ckpt, extras)
-            .map_err(anyhow::Error::from),
+        Some(ctx) => crate::mpi_run::run_coordinator(ctx, run, &mut printer),
+        None => run.train(&mut printer).map_err(anyhow::Error::from),
     };
     #[cfg(not(feature = "mpi"))]
-    let result = tma_train::run_in_process(&prep, &run_cfg, &fail, clock, &mut ckpt, extras);
-    drop(ckpt);
+    let result = run.train(&mut printer).map_err(anyhow::Error::from);
     done.store(true, Ordering::Relaxed);
     if let Some(t) = ticker {
         let _ = t.join();
@@ -715,15 +526,7 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let mut result = result?;
-    if let Some(last) = result.rounds.last() {
-        // a resumed run numbers its rounds on from the checkpoint
-        result.summary.rounds = result.summary.rounds.max(last.round);
-    }
-    if let Some(e) = printer.metric_err.take() {
-        return Err(e.context("writing rounds.jsonl"));
-    }
-    printer.run_dir.finish(&result)?;
+    let result = result?;
     let s = &result.summary;
     println!(
         "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best (round {}) val={:.4} test={:.4}",
@@ -737,13 +540,28 @@ fn train_inner(o: TrainOpts, created: &mut Option<(PathBuf, bool)>) -> Result<()
         s.best_test.value
     );
     if !s.failed_trainers.is_empty() {
-        println!("failed trainers: {:?}", s.failed_trainers);
+        println!("failed trainers: {}", failed_list(&s.failed_trainers));
     }
     println!("run directory: {}", out.display());
     if let (false, Some(mib)) = (quiet, crate::dist::peak_rss_mib()) {
         eprintln!("peak RSS (coordinator process) {mib:.0} MiB");
     }
     Ok(())
+}
+
+/// `[(1, 4.02)]` as `trainer 1 at 4.0s` (a trainer that panicked has no time: `at ?`).
+pub(crate) fn failed_list(failed: &[(usize, f64)]) -> String {
+    failed
+        .iter()
+        .map(|(t, at)| {
+            if at.is_finite() {
+                format!("trainer {t} at {at:.1}s")
+            } else {
+                format!("trainer {t} at ?")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Options of `tma info`.
@@ -787,12 +605,12 @@ pub enum PartitionMethodArg {
 }
 
 impl PartitionMethodArg {
-    /// The partitioner's own name (`random`, `super`, `metis`).
-    pub fn as_str(self) -> &'static str {
+    /// The training method that uses this partition (its layout gives the partitioner).
+    pub fn method(self) -> Method {
         match self {
-            PartitionMethodArg::Random => "random",
-            PartitionMethodArg::Super => "super",
-            PartitionMethodArg::Metis => "metis",
+            PartitionMethodArg::Random => Method::RandomTma,
+            PartitionMethodArg::Super => Method::SuperTma,
+            PartitionMethodArg::Metis => Method::PsgdPa,
         }
     }
 }
@@ -837,10 +655,11 @@ pub struct PartitionOpts {
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
-    use tma_partition::{PartitionConfig, PartitionMethod};
+    use tma_partition::PartitionConfig;
+    use tma_train::method::DataLayout;
     if let Some(out) = &o.out {
         let cfg = crate::dist::partition_config(
-            o.method.as_str(),
+            o.method.method(),
             o.task,
             o.num_parts,
             o.drop_parts,
@@ -876,12 +695,14 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         return Ok(());
     }
     let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
-    let method = match o.method {
-        PartitionMethodArg::Random => PartitionMethod::Random,
-        PartitionMethodArg::Super => PartitionMethod::SuperNode {
-            num_super_nodes: o.super_nodes,
-        },
-        PartitionMethodArg::Metis => PartitionMethod::Metis,
+    let tcfg = TrainConfig {
+        method: o.method.method(),
+        super_nodes: o.super_nodes,
+        ..TrainConfig::default()
+    };
+    let DataLayout::Partitioned(method) = tma_train::training_method(tcfg.method).layout(&tcfg)
+    else {
+        unreachable!("every --method of tma partition partitions");
     };
     let pcfg = PartitionConfig {
         method,

@@ -1,8 +1,115 @@
-//! Model averaging (the "A" in TMA): the coordinator's operator over trainers' parameters.
+//! Model averaging (the "A" in TMA): the coordinator's operator over trainers' parameters,
+//! and the method built on it (RandomTMA, SuperTMA, PSGD-PA, centralized; LLCG adds a
+//! [`Corrector`]).
 //!
 //! Source: Zhu et al. 2023 (arXiv 2305.09887), Sec. 3: every `sync_every` of wall-clock time
 //! the parameters of all participating trainers are replaced by their arithmetic mean.
 //! Adam moments are neither averaged nor reset. Weighting by nodes/edges is an option.
+
+use crate::clock::Clock;
+use crate::cluster::{Contribution, TrainerEndpoint};
+use crate::config::TrainConfig;
+use crate::method::{DataLayout, Exchange, ExchangeInputs, Schedule, TrainingMethod};
+use crate::trainer::{Trainer, TrainerExit};
+use std::sync::Arc;
+use std::time::Duration;
+use tma_nn::ParamSet;
+
+/// Changes the averaged model before it is sent back to the trainers (LLCG's global
+/// correction steps on the full graph).
+pub trait Corrector: Send {
+    /// Corrects `params` (the mean of the round just formed) in place.
+    fn correct(&mut self, params: &mut ParamSet);
+}
+
+impl<C: Corrector + ?Sized> Corrector for &mut C {
+    fn correct(&mut self, params: &mut ParamSet) {
+        (**self).correct(params)
+    }
+}
+
+/// The coordinator's side of time-based model averaging: the weighted mean of the
+/// participants' parameters (normalized over those present), then the optional correction.
+pub struct ModelAveraging<'a> {
+    weights: Vec<f64>,
+    corrector: Option<Box<dyn Corrector + 'a>>,
+    latest: Arc<Vec<f32>>,
+}
+
+impl<'a> ModelAveraging<'a> {
+    /// Averaging with `weights[t]` for trainer `t` (all 1: the paper's plain mean).
+    pub fn new(weights: Vec<f64>, corrector: Option<Box<dyn Corrector + 'a>>) -> Self {
+        ModelAveraging {
+            weights,
+            corrector,
+            latest: Arc::new(Vec::new()),
+        }
+    }
+}
+
+impl Exchange for ModelAveraging<'_> {
+    fn schedule(&self) -> Schedule {
+        Schedule::PerRound
+    }
+
+    fn start(&mut self, model: &ParamSet) {
+        self.latest = Arc::new(model.data.clone());
+    }
+
+    fn combine(&mut self, contribs: &[Contribution], model: &mut ParamSet) -> Arc<Vec<f32>> {
+        let models: Vec<&[f32]> = contribs.iter().map(|c| c.params.as_slice()).collect();
+        let w: Vec<f64> = contribs.iter().map(|c| self.weights[c.trainer]).collect();
+        average_models(&models, &w, &mut model.data);
+        if let Some(c) = self.corrector.as_deref_mut() {
+            c.correct(model);
+        }
+        self.latest = Arc::new(model.data.clone());
+        self.latest.clone()
+    }
+
+    fn idle_reply(&self) -> Arc<Vec<f32>> {
+        self.latest.clone()
+    }
+}
+
+/// Trains between rounds on its own data and joins every round with its parameters
+/// ([`Trainer::run`]).
+pub fn run_averaging_trainer(
+    trainer: Trainer,
+    endpoint: &mut dyn TrainerEndpoint,
+    clock: Arc<dyn Clock>,
+    fail_at: Option<Duration>,
+) -> TrainerExit {
+    trainer.run(endpoint, clock, fail_at)
+}
+
+/// A model-averaging method over a given data layout: RandomTMA (random partition), SuperTMA
+/// (super-node partition), PSGD-PA (METIS partition) and centralized (one trainer, whole
+/// graph), which differ only in their layout.
+pub struct Averaging {
+    /// The layout under a configuration.
+    pub layout: fn(&TrainConfig) -> DataLayout,
+}
+
+impl TrainingMethod for Averaging {
+    fn layout(&self, cfg: &TrainConfig) -> DataLayout {
+        (self.layout)(cfg)
+    }
+
+    fn run_trainer(
+        &self,
+        trainer: Trainer,
+        endpoint: &mut dyn TrainerEndpoint,
+        clock: Arc<dyn Clock>,
+        fail_at: Option<Duration>,
+    ) -> TrainerExit {
+        run_averaging_trainer(trainer, endpoint, clock, fail_at)
+    }
+
+    fn exchange<'a>(&self, inputs: ExchangeInputs<'a>) -> Box<dyn Exchange + 'a> {
+        Box::new(ModelAveraging::new(inputs.weights, None))
+    }
+}
 
 /// Weighted mean of flat parameter vectors, written into `out`.
 ///

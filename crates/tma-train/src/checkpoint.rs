@@ -6,7 +6,7 @@
 //! RUN_DIR/checkpoint/
 //!   round-000012.safetensors   averaged model after round 12
 //!   best-000009.safetensors    best model so far (round 9)
-//!   state.json                 {format_version, round, elapsed_s, seed, trainer_seed,
+//!   state.json                 {format_version, round, elapsed_s, seed, segment,
 //!                               partition_hash, manifest_sha256, model, best, steps};
 //!                               written last
 //! ```
@@ -14,11 +14,12 @@
 //! it belongs to, so a kill between two writes leaves the previous, consistent checkpoint.
 //! Model files no longer named by `state.json` are removed after it is written.
 //!
-//! RNG state: every random stream of a run is a pure function of `seed` and a counter (split,
-//! partition and init use `seed`; trainer `t` after a resume from round `k` uses
-//! [`resume_seed`]`(seed, k)` in place of `seed`), so the checkpoint records the seed and the
-//! round, not generator internals. Adam moments are local to each trainer and restart at zero
-//! after a resume.
+//! RNG state: every random stream of a run is a pure function of the user's `seed`, the
+//! stream's purpose and, for the trainers, the *segment* (0 for a fresh run, `k` after a resume
+//! from round `k`: a resumed run does not replay the samples of its first segment); see
+//! [`crate::seeding`]. So the checkpoint records the seed and the segment, not generator
+//! internals, and resuming never changes the seed. Adam moments are local to each trainer and
+//! restart at zero after a resume.
 //!
 //! Step counts: `steps` holds each trainer's optimizer steps since the start of the run as of
 //! the checkpointed round (a trainer missing from that round keeps the count of the last round
@@ -29,8 +30,9 @@
 //! offsets 0. Epoch counts are not carried over: `epochs` restart at 0 after a resume.
 
 use crate::clock::Clock;
-use crate::coordinator::{EvalResult, Observer, Resume, RoundRecord};
+use crate::eval::EvalResult;
 use crate::output::write_atomic;
+use crate::record::{Observer, Resume, RoundRecord};
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -88,10 +90,12 @@ pub struct CheckpointState {
     /// Training time at which that round's average was formed, seconds; the resumed clock
     /// starts here.
     pub elapsed_s: f64,
-    /// The run's seed.
+    /// The run's seed (the user's, unchanged by resumes).
     pub seed: u64,
-    /// Seed the trainers were started with in this segment of the run (see [`resume_seed`]).
-    pub trainer_seed: u64,
+    /// The seed segment of the trainers' streams in this part of the run (0, or the round
+    /// it resumed from). A `state.json` without it (older format) reads as 0.
+    #[serde(default)]
+    pub segment: u64,
     /// sha256 of the partition assignment (None for centralized).
     pub partition_hash: Option<String>,
     /// sha256 of the partition directory's manifest, when trained from one.
@@ -106,23 +110,12 @@ pub struct CheckpointState {
     pub steps: Vec<u64>,
 }
 
-/// Seed of the trainers' random streams after a resume from round `round`: a fresh stream per
-/// resume point, so a resumed run does not replay the samples of its first segment.
-pub fn resume_seed(seed: u64, round: u64) -> u64 {
-    if round == 0 {
-        seed
-    } else {
-        seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(round)
-    }
-}
-
-/// Writes a checkpoint after every round (an [`Observer`] wrapped around another one).
-pub struct Checkpointer<'a> {
-    inner: &'a mut dyn Observer,
+/// Writes a checkpoint after every round (an [`Observer`]).
+pub struct Checkpointer {
     dir: PathBuf,
     template: ParamSet,
     seed: u64,
-    trainer_seed: u64,
+    segment: u64,
     partition_hash: Option<String>,
     manifest_sha256: Option<String>,
     best: Option<SavedBest>,
@@ -137,19 +130,17 @@ fn io_err(path: &Path, e: std::io::Error) -> TrainError {
     }
 }
 
-impl<'a> Checkpointer<'a> {
-    /// Checkpoints into `run_dir/checkpoint/`, forwarding every event to `inner`. `template`
-    /// gives the parameter names and shapes; `resumed` is the state a resumed run starts from.
+impl Checkpointer {
+    /// Checkpoints into `run_dir/checkpoint/`. `template` gives the parameter names and
+    /// shapes; `resumed` is the state a resumed run starts from.
     ///
     /// # Errors
     /// [`TrainError::Io`] if the folder cannot be created.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        inner: &'a mut dyn Observer,
         run_dir: &Path,
         template: ParamSet,
         seed: u64,
-        trainer_seed: u64,
+        segment: u64,
         partition_hash: Option<String>,
         manifest_sha256: Option<String>,
         resumed: Option<&CheckpointState>,
@@ -157,11 +148,10 @@ impl<'a> Checkpointer<'a> {
         let dir = run_dir.join("checkpoint");
         std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         Ok(Checkpointer {
-            inner,
             dir,
             template,
             seed,
-            trainer_seed,
+            segment,
             partition_hash,
             manifest_sha256,
             best: resumed.and_then(|s| s.best.clone()),
@@ -173,17 +163,12 @@ impl<'a> Checkpointer<'a> {
         self.template.data.copy_from_slice(params);
         self.template
             .save_safetensors(&self.dir.join(name))
-            .map_err(|e| TrainError::Model(e.to_string()))
+            .map_err(TrainError::Model)
     }
 }
 
-impl Observer for Checkpointer<'_> {
-    fn on_round(&mut self, r: &RoundRecord) {
-        self.inner.on_round(r);
-    }
-
+impl Observer for Checkpointer {
     fn on_round_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
-        self.inner.on_round_model(r, params)?;
         for (&t, &s) in r.participants.iter().zip(&r.steps) {
             if self.steps.len() <= t {
                 self.steps.resize(t + 1, 0);
@@ -206,7 +191,7 @@ impl Observer for Checkpointer<'_> {
             round: r.round,
             elapsed_s: r.elapsed_s,
             seed: self.seed,
-            trainer_seed: self.trainer_seed,
+            segment: self.segment,
             partition_hash: self.partition_hash.clone(),
             manifest_sha256: self.manifest_sha256.clone(),
             model: model.clone(),
@@ -273,9 +258,9 @@ pub fn resume_from(
     let dir = run_dir.join("checkpoint");
     let load = |name: &str| -> Result<Vec<f32>, TrainError> {
         let path = dir.join(name);
-        let p = ParamSet::load_safetensors(&path).map_err(|e| TrainError::Model(e.to_string()))?;
+        let p = ParamSet::load_safetensors(&path).map_err(TrainError::Model)?;
         if p.data.len() != template.data.len() {
-            return Err(TrainError::Model(format!(
+            return Err(TrainError::Config(format!(
                 "{}: {} parameters, the configured model has {}",
                 path.display(),
                 p.data.len(),
@@ -337,7 +322,6 @@ pub fn offset_clock<C: Clock + 'static>(clock: C, offset: Duration) -> Arc<dyn C
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::coordinator::Quiet;
 
     fn record(round: u64, val: f64, is_best: bool) -> RoundRecord {
         RoundRecord {
@@ -372,13 +356,11 @@ mod tests {
     fn checkpoint_roundtrip_keeps_last_and_best_only() {
         let tmp = tempfile::tempdir().unwrap();
         let template = ParamSet::from_shapes(&[("w".into(), vec![2, 2])]);
-        let mut quiet = Quiet;
         let mut c = Checkpointer::new(
-            &mut quiet,
             tmp.path(),
             template.clone(),
             7,
-            7,
+            0,
             Some("abc".into()),
             None,
             None,
@@ -422,30 +404,20 @@ mod tests {
     fn checkpoint_keeps_each_trainers_steps_and_reads_old_states_without_them() {
         let tmp = tempfile::tempdir().unwrap();
         let template = ParamSet::from_shapes(&[("w".into(), vec![2])]);
-        let mut quiet = Quiet;
         let saved = CheckpointState {
             format_version: CHECKPOINT_VERSION,
             round: 4,
             elapsed_s: 4.0,
             seed: 1,
-            trainer_seed: 1,
+            segment: 0,
             partition_hash: None,
             manifest_sha256: None,
             model: "round-000004.safetensors".into(),
             best: None,
             steps: vec![40, 41, 42],
         };
-        let mut c = Checkpointer::new(
-            &mut quiet,
-            tmp.path(),
-            template.clone(),
-            1,
-            resume_seed(1, 4),
-            None,
-            None,
-            Some(&saved),
-        )
-        .unwrap();
+        let mut c = Checkpointer::new(tmp.path(), template.clone(), 1, 4, None, None, Some(&saved))
+            .unwrap();
         // trainer 1 misses round 5, trainer 2 misses round 6
         c.on_round_model(&joined(5, vec![0, 2], vec![50, 52]), &[0.0; 2])
             .unwrap();
@@ -470,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn offset_clock_continues_and_resume_seed_differs() {
+    fn offset_clock_continues() {
         let m = ManualClock::default();
         let c = OffsetClock {
             inner: m.clone(),
@@ -479,7 +451,5 @@ mod tests {
         assert_eq!(c.elapsed(), Duration::from_secs(10));
         m.advance(Duration::from_secs(2));
         assert_eq!(c.elapsed(), Duration::from_secs(12));
-        assert_eq!(resume_seed(5, 0), 5);
-        assert_ne!(resume_seed(5, 1), resume_seed(5, 2));
     }
 }

@@ -1,4 +1,4 @@
-//! Injected time (DESIGN invariant 4): schedules are tested without sleeping.
+//! Injected time (ARCHITECTURE.md, invariants): schedules are tested without sleeping.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

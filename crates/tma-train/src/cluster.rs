@@ -1,4 +1,4 @@
-//! The transport between the coordinator and its trainers (DESIGN invariant 2: trainers never
+//! The transport between the coordinator and its trainers (ARCHITECTURE.md, invariants: trainers never
 //! talk to each other; only trainer <-> coordinator, through this one abstraction).
 //!
 //! [`InProcess`] implements it with threads and channels. An MPI implementation (one process
@@ -62,7 +62,7 @@ pub trait CoordinatorEndpoint {
     fn call_round(&mut self, round: u64);
     /// Collects contributions to `round` from every trainer still alive, waiting at most
     /// `timeout`. Trainers that died or did not answer in time are simply absent (a missing
-    /// trainer is data, not an error; DESIGN invariant 5). Contributions a slow trainer sends
+    /// trainer is data, not an error). Contributions a slow trainer sends
     /// for an older round are answered at once with `latest` so it can go on.
     fn gather(
         &mut self,

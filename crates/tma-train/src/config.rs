@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
+use tma_nn::EncoderKind;
 
 /// The learning task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,13 +159,14 @@ pub struct TrainConfig {
     /// LLCG: global correction steps (mini-batches on the full graph) after each averaging.
     #[serde(default = "default_llcg_steps")]
     pub llcg_steps: usize,
-    /// Encoder: "sage", "gcn" or "mlp".
-    pub model: String,
+    /// Encoder (`sage`, `gcn`, ... in config files: [`EncoderKind`]'s names).
+    #[serde(with = "encoder_name")]
+    pub model: EncoderKind,
     pub hidden: usize,
     pub num_layers: usize,
     #[serde(serialize_with = "short_f32")]
     pub dropout: f32,
-    /// LayerNorm between layers (SPEC's stack); false = conv → PReLU → dropout → conv.
+    /// LayerNorm between layers (the reference release's stack); false = conv → PReLU → dropout → conv.
     pub layer_norm: bool,
     /// Neighbour fanouts, `fanouts[0]` nearest the seeds; 0 means all neighbours.
     pub fanouts: Vec<usize>,
@@ -210,7 +212,7 @@ impl Default for TrainConfig {
             average_weight: AverageWeight::Uniform,
             sync_every_steps: 0,
             llcg_steps: default_llcg_steps(),
-            model: "sage".into(),
+            model: EncoderKind::Sage,
             hidden: 256,
             num_layers: 2,
             dropout: 0.0,
@@ -307,12 +309,6 @@ impl TrainConfig {
                     .into(),
             );
         }
-        if !["sage", "gcn", "mlp"].contains(&self.model.as_str()) {
-            return Err(format!(
-                "unknown model '{}' (expected sage, gcn or mlp)",
-                self.model
-            ));
-        }
         Ok(())
     }
 }
@@ -322,6 +318,21 @@ impl TrainConfig {
 fn short_f32<S: serde::Serializer>(x: &f32, s: S) -> Result<S::Ok, S::Error> {
     let shortest: f64 = x.to_string().parse().unwrap_or(*x as f64);
     s.serialize_f64(shortest)
+}
+
+/// Encoders in config files by name (`model = "sage"`).
+mod encoder_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tma_nn::EncoderKind;
+
+    pub fn serialize<S: Serializer>(e: &EncoderKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&e.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EncoderKind, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// Durations in config files are human-readable ("30s", "2min", "1h 30m").
@@ -362,11 +373,14 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().unwrap_err().contains("fanouts"));
-        let c = TrainConfig {
-            model: "gat".into(),
-            ..Default::default()
-        };
-        assert!(c.validate().unwrap_err().contains("gat"));
+        let e = serde_json::from_str::<TrainConfig>(
+            &serde_json::to_string(&TrainConfig::default())
+                .unwrap()
+                .replace("\"sage\"", "\"llama\""),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("llama"), "{e}");
         for c in [
             TrainConfig {
                 eval_num_neg: 0,

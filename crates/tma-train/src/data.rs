@@ -4,10 +4,15 @@
 //! own part: the node-induced subgraph of its nodes, their features and targets, with local ids
 //! (`Part::global_ids` maps local -> global).
 
-use crate::config::{Method, Task, TrainConfig};
+use crate::config::{Task, TrainConfig};
+use crate::method::DataLayout;
 use crate::TrainError;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
-use tma_partition::{PartitionConfig, PartitionMethod, PartitionReport};
+use tma_nn::{Head, Model, ModelConfig};
+use tma_partition::{PartitionConfig, PartitionReport};
 
 /// Labels of the node task, restricted to some set of nodes.
 #[derive(Clone, Debug)]
@@ -113,17 +118,6 @@ pub struct Prepared {
     pub out_dim: usize,
 }
 
-fn partition_method(cfg: &TrainConfig) -> Option<PartitionMethod> {
-    match cfg.method {
-        Method::RandomTma => Some(PartitionMethod::Random),
-        Method::SuperTma => Some(PartitionMethod::SuperNode {
-            num_super_nodes: cfg.super_nodes,
-        }),
-        Method::PsgdPa | Method::Llcg => Some(PartitionMethod::Metis),
-        Method::Centralized | Method::Ggs => None,
-    }
-}
-
 /// Positive training edges of a graph: each undirected edge once (u < v), or every arc.
 pub fn positive_edges(graph: &Csr, directed: bool) -> Vec<(u32, u32)> {
     let mut out = Vec::with_capacity(if directed {
@@ -141,12 +135,18 @@ pub fn positive_edges(graph: &Csr, directed: bool) -> Vec<(u32, u32)> {
     out
 }
 
-/// Splits, partitions and builds every trainer's data.
+/// Splits the dataset for `cfg.task`, lays the training examples out over the trainers as
+/// `layout` says (partitioning when it asks for parts) and builds every trainer's data.
+/// [`crate::methods::prepare`] takes the layout from `cfg.method`.
 ///
 /// # Errors
 /// [`TrainError::Data`] if the task does not fit the dataset (node task without labels),
 /// [`TrainError::Partition`] if partitioning fails.
-pub fn prepare(mut ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainError> {
+pub fn prepare_with(
+    mut ds: Dataset,
+    cfg: &TrainConfig,
+    layout: DataLayout,
+) -> Result<Prepared, TrainError> {
     if cfg.normalize_features && !ds.structural_features {
         ds.features.row_normalize();
     }
@@ -258,32 +258,30 @@ pub fn prepare(mut ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainErro
         }
     };
 
-    let (trainers, report, partition_hash) = match partition_method(cfg) {
-        None => {
+    let (trainers, report, partition_hash) = match layout {
+        DataLayout::Whole => {
+            let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
+            (vec![build(0, 0, all, graph.clone())], None, None)
+        }
+        DataLayout::SharedExamples => {
             let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
             let full = build(0, 0, all, graph.clone());
-            let trainers = if cfg.method == Method::Ggs {
-                // GGS: whole graph everywhere, disjoint shares of the training examples
-                crate::ggs::share_examples(
-                    &full,
-                    cfg.num_trainers + cfg.drop_parts,
-                    cfg.num_trainers,
-                    cfg.seed,
-                )
-            } else {
-                vec![full]
-            };
+            let trainers = share_examples(
+                &full,
+                cfg.num_trainers + cfg.drop_parts,
+                cfg.num_trainers,
+                cfg.seed,
+            );
             (trainers, None, None)
         }
-        Some(method) => {
+        DataLayout::Partitioned(method) => {
             let pcfg = PartitionConfig {
                 method,
                 num_parts: cfg.num_trainers,
                 drop_parts: cfg.drop_parts,
                 seed: cfg.seed,
             };
-            let partition = tma_partition::partition(&graph, &pcfg)
-                .map_err(|e| TrainError::Partition(e.to_string()))?;
+            let partition = tma_partition::partition(&graph, &pcfg)?;
             let labels = match &node_targets {
                 Some(NodeTargets::Classes { y, num_classes }) => Some((y.as_slice(), *num_classes)),
                 _ => None,
@@ -330,5 +328,89 @@ pub fn prepare(mut ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainErro
         partition_hash,
         in_dim,
         out_dim,
+    })
+}
+
+/// Splits the training examples of `full` (edges or nodes) into `num_shares` disjoint shares of
+/// sizes differing by at most one (seeded shuffle, then dealt round-robin) and returns the
+/// first `keep` of them as trainer data `0..keep`, each with the whole graph
+/// ([`DataLayout::SharedExamples`]). `keep < num_shares` models trainers lost from the start
+/// (`--drop-parts`): their examples are never trained on.
+///
+/// # Panics
+/// If `keep > num_shares` or `num_shares == 0`.
+pub fn share_examples(
+    full: &TrainerData,
+    num_shares: usize,
+    keep: usize,
+    seed: u64,
+) -> Vec<TrainerData> {
+    assert!(num_shares > 0 && keep <= num_shares);
+    let n = match &full.target {
+        TrainTarget::Link { edges } => edges.len(),
+        TrainTarget::Node { nodes, .. } => nodes.len(),
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x6767_7300_5EED_0001));
+    (0..keep)
+        .map(|s| {
+            let mine = order.iter().skip(s).step_by(num_shares).copied();
+            let target = match &full.target {
+                TrainTarget::Link { edges } => TrainTarget::Link {
+                    edges: mine.map(|i| edges[i]).collect(),
+                },
+                TrainTarget::Node { nodes, targets } => TrainTarget::Node {
+                    nodes: mine.map(|i| nodes[i]).collect(),
+                    targets: targets.clone(),
+                },
+            };
+            TrainerData {
+                trainer: s,
+                part: s,
+                graph: full.graph.clone(),
+                degrees: full.degrees.clone(),
+                features: full.features.clone(),
+                target,
+                global_ids: full.global_ids.clone(),
+            }
+        })
+        .collect()
+}
+
+/// What fixes a model's shape besides the configuration: input width and output head.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ModelShape {
+    /// Input feature width.
+    pub in_dim: usize,
+    /// Link decoder or node classifier with its number of outputs.
+    pub head: Head,
+}
+
+impl Prepared {
+    /// The shape of the model this data trains.
+    pub fn model_shape(&self) -> ModelShape {
+        let head = match &self.eval {
+            EvalData::Link { .. } => Head::Link,
+            EvalData::Node { targets, .. } => Head::Node {
+                num_classes: targets.out_dim(),
+            },
+        };
+        ModelShape {
+            in_dim: self.in_dim,
+            head,
+        }
+    }
+}
+
+/// The model `cfg` describes (encoder, hidden width, layers, dropout, LayerNorm) for `shape`.
+pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Model {
+    Model::new(ModelConfig {
+        encoder: cfg.model,
+        in_dim: shape.in_dim,
+        hidden: cfg.hidden,
+        num_layers: cfg.num_layers,
+        dropout: cfg.dropout,
+        head: shape.head,
+        layer_norm: cfg.layer_norm,
     })
 }

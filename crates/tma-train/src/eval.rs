@@ -1,7 +1,31 @@
-//! Evaluation metrics: MRR and Hits@K (link prediction, OGB style), accuracy and micro-F1
-//! (node classification).
+//! Evaluation: metrics (MRR and Hits@K for link prediction, OGB style; accuracy and micro-F1
+//! for node classification) and [`evaluate`], which applies them to a model on the validation
+//! or test split.
 
+use crate::data::{EvalData, NodeTargets, Prepared};
 use serde::Serialize;
+use std::collections::BTreeMap;
+use tma_nn::{Model, ParamSet};
+
+/// Metrics of one evaluation (validation or test).
+#[derive(Clone, Debug, Serialize, Default, PartialEq)]
+pub struct EvalResult {
+    /// Name of the primary metric: "mrr", "accuracy" or "micro_f1".
+    pub metric: String,
+    /// Value of the primary metric.
+    pub value: f64,
+    /// All metrics computed (e.g. mrr, hits@1, hits@10, ...).
+    pub all: BTreeMap<String, f64>,
+}
+
+/// Which split to evaluate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Split {
+    /// The validation split (model selection, every round).
+    Val,
+    /// The test split (final and best model, once).
+    Test,
+}
 
 /// Link-prediction ranking metrics over positives, each ranked against its own negatives.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -102,6 +126,62 @@ pub fn micro_f1(logits: &[f32], targets: &[u8], num_labels: usize, nodes: &[u32]
         return 0.0;
     }
     2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
+}
+
+/// Evaluates `params` on the validation or test split: exact layer-wise full-neighbour
+/// inference on the whole evaluation graph (`prep.graph`), then MRR/Hits@K against the fixed
+/// negatives (link) or accuracy/micro-F1 over the split's labelled nodes (node).
+pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split) -> EvalResult {
+    let h = model.infer_full(params, &prep.graph, &prep.degrees, &prep.features);
+    let mut all = BTreeMap::new();
+    match &prep.eval {
+        EvalData::Link { split: ls } => {
+            let (pos, neg) = match split {
+                Split::Val => (&ls.val_pos, &ls.val_neg),
+                Split::Test => (&ls.test_pos, &ls.test_neg),
+            };
+            let k = ls.num_neg;
+            let src: Vec<u32> = pos.iter().map(|p| p.0).collect();
+            let dst: Vec<u32> = pos.iter().map(|p| p.1).collect();
+            let pos_scores = model.score(params, &h, &src, &dst);
+            let mut nsrc = Vec::with_capacity(neg.len());
+            for p in pos.iter() {
+                nsrc.extend(std::iter::repeat_n(p.0, k));
+            }
+            let neg_scores = model.score(params, &h, &nsrc, neg);
+            let m = rank_metrics(&pos_scores, &neg_scores, k);
+            all.insert("mrr".into(), m.mrr);
+            all.insert("hits@1".into(), m.hits_at_1);
+            all.insert("hits@10".into(), m.hits_at_10);
+            all.insert("hits@50".into(), m.hits_at_50);
+            all.insert("hits@100".into(), m.hits_at_100);
+            EvalResult {
+                metric: "mrr".into(),
+                value: m.mrr,
+                all,
+            }
+        }
+        EvalData::Node { split: ns, targets } => {
+            let nodes = match split {
+                Split::Val => &ns.val,
+                Split::Test => &ns.test,
+            };
+            let (metric, value) = match targets {
+                NodeTargets::Classes { y, num_classes } => {
+                    ("accuracy", accuracy(&h.data, *num_classes, y, nodes))
+                }
+                NodeTargets::MultiLabel { y, num_labels } => {
+                    ("micro_f1", micro_f1(&h.data, y, *num_labels, nodes))
+                }
+            };
+            all.insert(metric.into(), value);
+            EvalResult {
+                metric: metric.into(),
+                value,
+                all,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,14 +4,21 @@
 //! takes `llcg_steps` mini-batch steps on the **full** training graph (its own Adam, a neighbour
 //! sampler over the whole graph) and broadcasts the corrected model.
 //!
-//! The correction is a [`Corrector`]: `coordinate` calls it on the averaged model before it
-//! replies, so the corrected model is what trainers continue from and what is evaluated.
+//! The correction is a [`Corrector`] of [`ModelAveraging`]: it runs on the averaged model before
+//! the coordinator replies, so the corrected model is what trainers continue from and what is
+//! evaluated.
 
+use crate::averaging::{run_averaging_trainer, Corrector, ModelAveraging};
+use crate::clock::Clock;
+use crate::cluster::TrainerEndpoint;
 use crate::config::TrainConfig;
-use crate::coordinator::Corrector;
 use crate::data::{EvalData, Prepared, TrainTarget, TrainerData};
-use crate::trainer::Trainer;
+use crate::method::{DataLayout, Exchange, ExchangeInputs, TrainingMethod};
+use crate::trainer::{Trainer, TrainerExit};
+use std::sync::Arc;
+use std::time::Duration;
 use tma_nn::{Model, ParamSet};
+use tma_partition::PartitionMethod;
 
 /// The coordinator's global-correction state: a [`Trainer`] over the full training graph.
 pub struct Llcg {
@@ -50,10 +57,16 @@ pub fn full_graph_data(prep: &Prepared, trainer: usize) -> TrainerData {
 
 impl Llcg {
     /// Correction state for a run: `cfg.llcg_steps` steps per round, batch size, fanouts, lr,
-    /// weight decay and clipping from `cfg`; sampler RNG derived from `(cfg.seed, M)` where
-    /// `M = prep.trainers.len()` (distinct from every trainer's).
-    pub fn new(prep: &Prepared, cfg: &TrainConfig, model: Model, init: ParamSet) -> Llcg {
-        let data = full_graph_data(prep, prep.trainers.len());
+    /// weight decay and clipping from `cfg`; its sampler's random stream is that of a trainer
+    /// with index `num_trainers` (distinct from every trainer's).
+    pub fn new(
+        prep: &Prepared,
+        cfg: &TrainConfig,
+        num_trainers: usize,
+        model: Model,
+        init: ParamSet,
+    ) -> Llcg {
+        let data = full_graph_data(prep, num_trainers);
         Llcg {
             trainer: Trainer::new(data, model, init, cfg),
             steps: cfg.llcg_steps,
@@ -66,7 +79,7 @@ impl Llcg {
 impl Corrector for Llcg {
     /// Takes `llcg_steps` Adam steps on full-graph mini-batches starting from `params` (the
     /// averaged model) and writes the result back into `params`.
-    fn correct(&mut self, _round: u64, params: &mut ParamSet) {
+    fn correct(&mut self, params: &mut ParamSet) {
         if self.steps == 0 {
             return;
         }
@@ -76,5 +89,35 @@ impl Corrector for Llcg {
             self.total_steps += 1;
         }
         params.data.copy_from_slice(&self.trainer.params().data);
+    }
+}
+
+/// The LLCG method: METIS parts, model averaging, then the coordinator's [`Llcg`] correction.
+pub struct LlcgMethod;
+
+impl TrainingMethod for LlcgMethod {
+    fn layout(&self, _cfg: &TrainConfig) -> DataLayout {
+        DataLayout::Partitioned(PartitionMethod::Metis)
+    }
+
+    fn run_trainer(
+        &self,
+        trainer: Trainer,
+        endpoint: &mut dyn TrainerEndpoint,
+        clock: Arc<dyn Clock>,
+        fail_at: Option<Duration>,
+    ) -> TrainerExit {
+        run_averaging_trainer(trainer, endpoint, clock, fail_at)
+    }
+
+    fn exchange<'a>(&self, inputs: ExchangeInputs<'a>) -> Box<dyn Exchange + 'a> {
+        let llcg = Llcg::new(
+            inputs.prep,
+            inputs.cfg,
+            inputs.weights.len(),
+            inputs.model.clone(),
+            inputs.init.clone(),
+        );
+        Box::new(ModelAveraging::new(inputs.weights, Some(Box::new(llcg))))
     }
 }

@@ -252,14 +252,16 @@ impl MpiCoordinator {
         }
     }
 
-    /// Lets every joined trainer start: sends the seed of its random stream (see
-    /// [`crate::checkpoint::resume_seed`]); the initial parameters follow from `coordinate`.
-    pub fn start(&mut self, trainer_seed: u64) {
+    /// Lets every joined trainer start: sends the seed segment of the trainers' random streams
+    /// (0, or the round a resumed run continues from; see
+    /// [`crate::trainer::Trainer::with_segment`]); the initial parameters follow from
+    /// `coordinate`.
+    pub fn start(&mut self, segment: u64) {
         for t in 0..self.n {
             if self.state[t] == State::Alive {
                 self.world
                     .process_at_rank(t as i32 + 1)
-                    .send_with_tag(&[trainer_seed][..], TAG_START);
+                    .send_with_tag(&[segment][..], TAG_START);
             }
         }
     }
@@ -428,7 +430,8 @@ impl MpiTrainer {
             .send_with_tag(&msg[..], TAG_READY);
     }
 
-    /// Blocks until the coordinator lets the run start; returns the trainers' seed.
+    /// Blocks until the coordinator lets the run start; returns the seed segment of the
+    /// trainers' random streams.
     pub fn wait_start(&self) -> u64 {
         let (v, _) = self
             .world

@@ -12,7 +12,7 @@
 //! ```
 //! Every file but `rounds.jsonl` is written to a temporary file and renamed into place.
 
-use crate::coordinator::{RoundRecord, RunResult};
+use crate::record::{RoundRecord, RunResult};
 use crate::TrainError;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -130,8 +130,7 @@ impl RunDir {
     pub fn finish(&self, result: &RunResult) -> Result<(), TrainError> {
         let save = |name: &str, p: &tma_nn::ParamSet| -> Result<(), TrainError> {
             let path = self.path.join(name);
-            p.save_safetensors(&path)
-                .map_err(|e| TrainError::Model(e.to_string()))
+            p.save_safetensors(&path).map_err(TrainError::Model)
         };
         save("model_final.safetensors", &result.final_params)?;
         save("model_best.safetensors", &result.best_params)?;

@@ -1,6 +1,6 @@
 //! A trainer: mini-batch training on its own part, joining averaging rounds when they are due.
 //!
-//! Each trainer owns its sampler, its negatives, its RNG and its Adam state (SPEC "Roles"). After
+//! Each trainer owns its sampler, its negatives, its RNG and its Adam state . After
 //! every optimizer step it checks whether the coordinator has called a round; if so it sends
 //! its parameters and blocks until the averaged model comes back (fast trainers simply make more
 //! steps between rounds).
@@ -9,8 +9,9 @@ use crate::clock::Clock;
 use crate::cluster::{Reply, TrainerEndpoint, TrainerReport};
 use crate::config::TrainConfig;
 use crate::data::{NodeTargets, TrainTarget, TrainerData};
+use crate::seeding::Purpose;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,13 +95,30 @@ pub fn sampler_fanouts(fanouts: &[usize]) -> Vec<usize> {
 }
 
 impl Trainer {
-    /// A trainer with the given model and initial parameters; RNG seeded from
-    /// `(cfg.seed, data.trainer)`.
+    /// A trainer with the given model and initial parameters, at the start of a run (seed
+    /// segment 0; see [`Trainer::with_segment`]).
     pub fn new(data: TrainerData, model: Model, params: ParamSet, cfg: &TrainConfig) -> Trainer {
+        Trainer::with_segment(data, model, params, cfg, 0)
+    }
+
+    /// A trainer whose random stream (batch order, negatives, neighbour samples, dropout) is
+    /// [`Purpose::Trainer`]`{ index: data.trainer, segment }` of `cfg.seed`: segment 0 for a
+    /// fresh run, the round a resumed run continues from otherwise.
+    pub fn with_segment(
+        data: TrainerData,
+        model: Model,
+        params: ParamSet,
+        cfg: &TrainConfig,
+        segment: u64,
+    ) -> Trainer {
         let grads = params.zeros_like();
         let adam = Adam::new(params.len(), cfg.lr);
-        let rng = ChaCha8Rng::seed_from_u64(
-            cfg.seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(data.trainer as u64 + 1)),
+        let rng = crate::seeding::rng(
+            cfg.seed,
+            Purpose::Trainer {
+                index: data.trainer,
+                segment,
+            },
         );
         let sampler = NeighborSampler {
             fanouts: sampler_fanouts(&cfg.fanouts),
@@ -279,7 +297,7 @@ impl Trainer {
                 *g += wd * p;
             }
         }
-        // SPEC: gradient clipping at norm 1.0 from epoch 2 (epochs counted from 1)
+        // gradient clipping (the reference release: norm 1.0 from epoch 2) (epochs counted from 1)
         if self.epochs + 1 >= self.cfg.clip_from_epoch as u64 {
             tma_nn::clip_grad_norm(&mut self.grads, self.cfg.clip_norm);
         }

@@ -7,19 +7,19 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tma_graph::{generate_sbm, SbmConfig};
 use tma_nn::ParamSet;
+use tma_train::averaging::ModelAveraging;
 use tma_train::cluster::{Contribution, CoordinatorEndpoint, InProcess, Reply, TrainerReport};
-use tma_train::coordinator::{average_weights, build_model, coordinate};
-use tma_train::ggs::{ggs_coordinate, ggs_worker, share_examples};
+use tma_train::coordinator::{coordinate, Coordinated};
+use tma_train::data::share_examples;
+use tma_train::engine::{average_weights, initial_params};
+use tma_train::ggs::{ggs_worker, GradientSync};
 use tma_train::llcg::{full_graph_data, Llcg};
 use tma_train::trainer::Trainer;
 use tma_train::{
-    average_models, prepare, run_in_process, AverageWeight, Corrector, Extras, FailPlan,
-    ManualClock, Method, Observer, Prepared, Quiet, RealClock, RoundRecord, Task, TrainConfig,
+    average_models, build_model, prepare, run_in_process, AverageWeight, Corrector, Extras,
+    FailPlan, ManualClock, Method, Observer, Prepared, Quiet, RealClock, RoundRecord, Task,
+    TrainConfig,
 };
-
-fn rng(seed: u64) -> rand_chacha::ChaCha8Rng {
-    rand::SeedableRng::seed_from_u64(seed)
-}
 
 fn cfg(method: Method, task: Task) -> TrainConfig {
     TrainConfig {
@@ -113,8 +113,9 @@ fn shifted(init: &ParamSet, t: usize) -> Vec<f32> {
 
 struct Record(Vec<RoundRecord>, Vec<Vec<f32>>);
 impl Observer for Record {
-    fn on_round(&mut self, r: &RoundRecord) {
+    fn on_round(&mut self, r: &RoundRecord) -> Result<(), tma_train::TrainError> {
         self.0.push(r.clone());
+        Ok(())
     }
     fn on_round_model(
         &mut self,
@@ -133,8 +134,8 @@ fn scripted_run(
     script: BTreeMap<u64, Vec<Contribution>>,
     corrector: Option<&mut dyn Corrector>,
 ) -> (Scripted, Record, ParamSet) {
-    let model = build_model(c, p).unwrap();
-    let init = model.init_params(&mut rng(c.seed));
+    let model = build_model(c, p.model_shape());
+    let init = initial_params(&c, &model);
     let mut coord = Scripted {
         n: p.trainers.len(),
         rounds: script,
@@ -149,20 +150,24 @@ fn scripted_run(
     let mut rec = Record(Vec::new(), Vec::new());
     let clock = ManualClock::default();
     let weights = average_weights(c, p);
+    let mut exchange = ModelAveraging::new(
+        weights,
+        corrector.map(|k| Box::new(k) as Box<dyn Corrector + '_>),
+    );
+    let ctx = Coordinated {
+        prep: p,
+        cfg: c,
+        model: &model,
+        clock: &clock,
+        eval_pool: &pool,
+    };
     coordinate(
         &mut coord,
-        p,
-        c,
-        &model,
+        &mut exchange,
+        &ctx,
         init.clone(),
-        &weights,
-        &clock,
-        &pool,
         &mut rec,
-        Extras {
-            corrector,
-            resume: None,
-        },
+        None,
     )
     .unwrap();
     (coord, rec, init)
@@ -182,11 +187,11 @@ fn llcg_correction_changes_the_average_and_trainers_receive_the_corrected_model(
         ..cfg(Method::Llcg, Task::Node)
     };
     let p = prep(&c);
-    let model = build_model(&c, &p).unwrap();
-    let init = model.init_params(&mut rng(c.seed));
+    let model = build_model(&c, p.model_shape());
+    let init = initial_params(&c, &model);
     let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
     let script = BTreeMap::from([(1, (0..3).map(|t| contribution(t, ts[t].clone())).collect())]);
-    let mut llcg = Llcg::new(&p, &c, model.clone(), init.clone());
+    let mut llcg = Llcg::new(&p, &c, 3, model.clone(), init.clone());
     let (coord, rec, _) = scripted_run(&c, &p, script, Some(&mut llcg));
     assert_eq!(llcg.total_steps, 2, "llcg_steps = 2 per round, one round");
 
@@ -237,8 +242,8 @@ fn failed_trainer_is_excluded_from_the_next_mean() {
         ..cfg(Method::RandomTma, Task::Node)
     };
     let p = prep(&c);
-    let model = build_model(&c, &p).unwrap();
-    let init = model.init_params(&mut rng(c.seed));
+    let model = build_model(&c, p.model_shape());
+    let init = initial_params(&c, &model);
     let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
     // round 1: everyone; rounds 2 and 3: trainer 1 is gone
     let script = BTreeMap::from([
@@ -296,8 +301,8 @@ fn weighted_averaging_uses_nodes_or_edges() {
             ..base.clone()
         };
         assert_eq!(average_weights(&c, &p), expect, "{w:?}");
-        let model = build_model(&c, &p).unwrap();
-        let init = model.init_params(&mut rng(c.seed));
+        let model = build_model(&c, p.model_shape());
+        let init = initial_params(&c, &model);
         let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
         let script =
             BTreeMap::from([(1, (0..3).map(|t| contribution(t, ts[t].clone())).collect())]);
@@ -388,8 +393,8 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
         ..cfg(Method::Ggs, Task::Node)
     };
     let p = prep(&c);
-    let model = build_model(&c, &p).unwrap();
-    let init = model.init_params(&mut rng(c.seed));
+    let model = build_model(&c, p.model_shape());
+    let init = initial_params(&c, &model);
     let (mut coord, endpoints) = InProcess::new(p.trainers.len());
     let clock: Arc<RealClock> = Arc::new(RealClock::start());
     let (tx, rx) = mpsc::channel::<(usize, u64, Vec<f32>)>();
@@ -410,16 +415,20 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
             });
         }
         drop(tx);
-        ggs_coordinate(
+        let ctx = Coordinated {
+            prep: &p,
+            cfg: &c,
+            model: &model,
+            clock: &*clock,
+            eval_pool: &pool,
+        };
+        coordinate(
             &mut coord,
-            &p,
-            &c,
-            &model,
+            &mut GradientSync::new(&c, &init),
+            &ctx,
             init.clone(),
-            &*clock,
-            &pool,
             &mut Quiet,
-            Extras::default(),
+            None,
         )
         .unwrap()
     });
@@ -538,7 +547,7 @@ fn step_count_schedule_makes_round_k_after_k_times_n_steps() {
 
 /// A resume point after round 5 of a run whose trainers had made 100, 200 and 300 steps.
 fn resume_after_round_5(c: &TrainConfig, p: &Prepared) -> tma_train::Resume {
-    let init = build_model(c, p).unwrap().init_params(&mut rng(c.seed));
+    let init = initial_params(c, &build_model(c, p.model_shape()));
     tma_train::Resume {
         round: 5,
         params: init.data,

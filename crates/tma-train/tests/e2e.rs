@@ -29,8 +29,9 @@ fn shared(name: &str) -> Option<PathBuf> {
 
 struct Record(Vec<RoundRecord>);
 impl tma_train::Observer for Record {
-    fn on_round(&mut self, r: &RoundRecord) {
+    fn on_round(&mut self, r: &RoundRecord) -> Result<(), tma_train::TrainError> {
         self.0.push(r.clone());
+        Ok(())
     }
 }
 
@@ -57,7 +58,7 @@ fn centralized_gcn_on_cora_reaches_79_percent() {
     let cfg = TrainConfig {
         task: Task::Node,
         method: Method::Centralized,
-        model: "gcn".into(),
+        model: tma_nn::EncoderKind::Gcn,
         hidden: 64,
         dropout: 0.5,
         weight_decay: 5e-4,
@@ -111,7 +112,7 @@ fn random_tma_on_cora_four_trainers() {
         task: Task::Node,
         method: Method::RandomTma,
         num_trainers: 4,
-        model: "sage".into(),
+        model: tma_nn::EncoderKind::Sage,
         hidden: 64,
         dropout: 0.5,
         normalize_features: true,

@@ -1,0 +1,147 @@
+//! The in-process engine: M trainer threads, each in its own rayon pool, and the coordinator
+//! on the calling thread, connected by [`InProcess`]. The MPI engine (feature `mpi`) runs the
+//! same [`coordinate`] and trainer loops over `crate::mpi_cluster`.
+
+use crate::clock::Clock;
+use crate::cluster::InProcess;
+use crate::config::{AverageWeight, TrainConfig};
+use crate::coordinator::{coordinate, Coordinated};
+use crate::data::{build_model, Prepared};
+use crate::method::{ExchangeInputs, TrainingMethod};
+use crate::record::{Extras, FailPlan, Observer, RunResult};
+use crate::seeding::{self as seed, Purpose};
+use crate::trainer::{Trainer, TrainerExit};
+use crate::TrainError;
+use std::sync::Arc;
+
+/// Threads each trainer's pool gets: an equal share of `threads` (at least one).
+pub fn trainer_threads(threads: usize, num_trainers: usize) -> usize {
+    (threads / num_trainers.max(1)).max(1)
+}
+
+/// Total worker threads a config asks for (0 = all cores).
+pub fn total_threads(cfg: &TrainConfig) -> usize {
+    if cfg.threads > 0 {
+        cfg.threads
+    } else {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    }
+}
+
+/// Averaging weight of a trainer with `num_nodes` nodes and `num_edges` arcs: 1 (uniform, the
+/// paper's plain mean), its nodes, or its arcs, per `w`. The coordinator normalizes over the
+/// trainers present in a round.
+pub fn average_weight(w: AverageWeight, num_nodes: usize, num_edges: usize) -> f64 {
+    match w {
+        AverageWeight::Uniform => 1.0,
+        AverageWeight::Nodes => num_nodes as f64,
+        AverageWeight::Edges => num_edges as f64,
+    }
+}
+
+/// [`average_weight`] of every trainer of `prep`.
+pub fn average_weights(cfg: &TrainConfig, prep: &Prepared) -> Vec<f64> {
+    prep.trainers
+        .iter()
+        .map(|t| average_weight(cfg.average_weight, t.num_nodes(), t.num_edges()))
+        .collect()
+}
+
+/// The initial parameters of a run: drawn from the [`Purpose::ModelInit`] stream of `cfg.seed`.
+pub fn initial_params(cfg: &TrainConfig, model: &tma_nn::Model) -> tma_nn::ParamSet {
+    model.init_params(&mut seed::rng(cfg.seed, Purpose::ModelInit))
+}
+
+/// Runs a prepared job of `method` with in-process trainers (threads): one thread per
+/// `prep.trainers` entry, each inside its own rayon pool sized to its share of the cores, and
+/// the coordinator on the calling thread with an evaluation pool of all the threads. Time
+/// counts from `clock`'s start. Trainers that fail (injected with `fail`, or a panic) are
+/// listed with their time in the summary.
+///
+/// # Errors
+/// [`TrainError::AllTrainersFailed`] if no trainer is left to average; the observer's error;
+/// [`TrainError::Config`] if a thread pool cannot be built.
+pub fn run_in_process(
+    method: &dyn TrainingMethod,
+    prep: &Prepared,
+    cfg: &TrainConfig,
+    fail: &FailPlan,
+    clock: Arc<dyn Clock>,
+    observer: &mut dyn Observer,
+    extras: Extras,
+) -> Result<RunResult, TrainError> {
+    let model = build_model(cfg, prep.model_shape());
+    let init = initial_params(cfg, &model);
+    let m = prep.trainers.len();
+    let segment = extras.resume.as_ref().map_or(0, |r| r.round);
+    let (mut coord, endpoints) = InProcess::new(m);
+    let threads = total_threads(cfg);
+    let share = trainer_threads(threads, m);
+    let eval_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("tma-eval-{i}"))
+        .build()
+        .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
+    let mut exchange = method.exchange(ExchangeInputs {
+        prep,
+        cfg,
+        model: &model,
+        init: &init,
+        weights: average_weights(cfg, prep),
+    });
+    std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(m);
+        for (data, mut ep) in prep.trainers.iter().zip(endpoints) {
+            let trainer =
+                Trainer::with_segment(data.clone(), model.clone(), init.clone(), cfg, segment);
+            let clock = clock.clone();
+            let fail_at = fail.get(&data.trainer).copied();
+            let id = data.trainer;
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("tma-trainer-{id}"))
+                    .spawn_scoped(scope, move || {
+                        let pool = rayon::ThreadPoolBuilder::new()
+                            .num_threads(share)
+                            .thread_name(move |i| format!("tma-trainer-{id}-{i}"))
+                            .build()
+                            .expect("trainer thread pool");
+                        let exit = pool.install(|| {
+                            method.run_trainer(trainer, &mut ep, clock.clone(), fail_at)
+                        });
+                        (exit, clock.elapsed())
+                    })
+                    .expect("spawn trainer thread"),
+            );
+        }
+        let ctx = Coordinated {
+            prep,
+            cfg,
+            model: &model,
+            clock: &*clock,
+            eval_pool: &eval_pool,
+        };
+        let result = coordinate(
+            &mut coord,
+            &mut *exchange,
+            &ctx,
+            init.clone(),
+            observer,
+            extras.resume,
+        );
+        let mut failed = Vec::new();
+        for (t, h) in handles.into_iter().enumerate() {
+            match h.join() {
+                Ok((TrainerExit::Failed(_), at)) => failed.push((t, at.as_secs_f64())),
+                Ok(_) => {}
+                Err(_) => failed.push((t, f64::NAN)),
+            }
+        }
+        result.map(|mut r| {
+            r.summary.failed_trainers = failed;
+            r
+        })
+    })
+}

@@ -1,0 +1,155 @@
+//! The evaluator: validates each round's averaged model on its own thread, so a slow
+//! evaluation never delays the next round, keeps the best model and hands the rounds, in
+//! order, to the [`Observer`]. One evaluator serves every method.
+
+use crate::data::Prepared;
+use crate::eval::{evaluate, EvalResult, Split};
+use crate::record::{Observer, RoundRecord};
+use crate::TrainError;
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::time::Instant;
+use tma_nn::{Model, ParamSet};
+
+/// A round waiting for its validation result.
+pub(crate) struct PendingRound {
+    /// The round (its `val`, `eval_s` and `is_best` are filled in by the evaluator).
+    pub(crate) record: RoundRecord,
+    /// The round's averaged parameters.
+    pub(crate) params: Arc<Vec<f32>>,
+}
+
+/// The best round so far: number, validation result, parameters.
+pub(crate) type Best = (u64, EvalResult, Arc<Vec<f32>>);
+
+/// What the evaluator has accepted so far.
+pub(crate) struct Book {
+    /// Validated rounds, in order.
+    pub(crate) records: Vec<RoundRecord>,
+    /// The best round.
+    pub(crate) best: Option<Best>,
+    /// The first error an observer returned.
+    pub(crate) error: Option<TrainError>,
+}
+
+/// The coordinator's handle on the evaluator thread.
+pub(crate) struct Evaluator<'o> {
+    jobs: Option<Sender<PendingRound>>,
+    done: Receiver<PendingRound>,
+    in_flight: usize,
+    observer: &'o mut dyn Observer,
+    book: Book,
+}
+
+impl Evaluator<'_> {
+    /// Queues a round for validation.
+    pub(crate) fn submit(&mut self, p: PendingRound) {
+        if let Some(j) = &self.jobs {
+            if j.send(p).is_ok() {
+                self.in_flight += 1;
+            }
+        }
+    }
+
+    /// Rounds queued and not yet accepted.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Accepts every round whose validation has finished.
+    pub(crate) fn poll(&mut self) {
+        while let Ok(p) = self.done.try_recv() {
+            self.accept(p);
+        }
+    }
+
+    /// Waits for the next validated round and accepts it.
+    pub(crate) fn wait_one(&mut self) {
+        if let Ok(p) = self.done.recv() {
+            self.accept(p);
+        }
+    }
+
+    /// Whether an observer has failed (the run should stop).
+    pub(crate) fn failed(&self) -> bool {
+        self.book.error.is_some()
+    }
+
+    fn accept(&mut self, mut p: PendingRound) {
+        self.in_flight -= 1;
+        let is_best = self
+            .book
+            .best
+            .as_ref()
+            .is_none_or(|(_, b, _)| p.record.val.value > b.value);
+        if is_best {
+            self.book.best = Some((p.record.round, p.record.val.clone(), p.params.clone()));
+        }
+        p.record.is_best = is_best;
+        let r = self
+            .observer
+            .on_round(&p.record)
+            .and_then(|()| self.observer.on_round_model(&p.record, &p.params));
+        if let Err(e) = r {
+            self.book.error.get_or_insert(e);
+        }
+        self.book.records.push(p.record);
+    }
+
+    /// Stops taking rounds and accepts every round still queued.
+    fn close(&mut self) {
+        self.jobs = None;
+        while self.in_flight > 0 {
+            let Ok(p) = self.done.recv() else { break };
+            self.accept(p);
+        }
+    }
+}
+
+/// Runs `body` with an evaluator thread validating (in `eval_pool`) the rounds it submits,
+/// then waits for the rounds still queued. `best` is the best round a resumed run had.
+/// Returns `body`'s result and the [`Book`] of accepted rounds.
+pub(crate) fn with_evaluator<R>(
+    model: &Model,
+    prep: &Prepared,
+    eval_pool: &rayon::ThreadPool,
+    template: &ParamSet,
+    observer: &mut dyn Observer,
+    best: Option<Best>,
+    body: impl FnOnce(&mut Evaluator<'_>) -> R,
+) -> (R, Book) {
+    let (job_tx, job_rx) = channel::<PendingRound>();
+    let (done_tx, done_rx) = channel::<PendingRound>();
+    std::thread::scope(|scope| {
+        let mut params = template.clone();
+        std::thread::Builder::new()
+            .name("tma-evaluator".into())
+            .spawn_scoped(scope, move || {
+                for mut job in job_rx {
+                    params.data.copy_from_slice(&job.params);
+                    let t0 = Instant::now();
+                    job.record.val =
+                        eval_pool.install(|| evaluate(model, &params, prep, Split::Val));
+                    job.record.eval_s = t0.elapsed().as_secs_f64();
+                    if done_tx.send(job).is_err() {
+                        break;
+                    }
+                }
+            })
+            .expect("spawn evaluator thread");
+        let mut ev = Evaluator {
+            jobs: Some(job_tx),
+            done: done_rx,
+            in_flight: 0,
+            observer,
+            book: Book {
+                records: Vec::new(),
+                best,
+                error: None,
+            },
+        };
+        let r = body(&mut ev);
+        ev.close();
+        (r, ev.book)
+    })
+}

@@ -1,0 +1,93 @@
+//! The method abstraction: what distinguishes RandomTMA, SuperTMA, PSGD-PA, LLCG, GGS and
+//! centralized training, as three choices the rest of the crate is written against.
+//!
+//! * [`DataLayout`]: how the training examples reach the trainers (read by
+//!   [`crate::data::prepare_with`]).
+//! * [`TrainingMethod::run_trainer`]: a trainer's loop between exchanges.
+//! * [`Exchange`]: what the coordinator does with the trainers' contributions (read by
+//!   [`crate::coordinator::coordinate`]).
+//!
+//! The implementations live in [`crate::averaging`] (time-based model averaging, with an
+//! optional [`crate::averaging::Corrector`]), [`crate::llcg`] and [`crate::ggs`]; only
+//! [`crate::methods`] maps a [`crate::config::Method`] name to one of them, so the round loop
+//! and the data preparation import no baseline.
+
+use crate::clock::Clock;
+use crate::cluster::{Contribution, TrainerEndpoint};
+use crate::config::TrainConfig;
+use crate::data::Prepared;
+use crate::trainer::{Trainer, TrainerExit};
+use std::sync::Arc;
+use std::time::Duration;
+use tma_nn::{Model, ParamSet};
+use tma_partition::PartitionMethod;
+
+/// How the training examples reach the trainers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataLayout {
+    /// One trainer on the whole (training) graph.
+    Whole,
+    /// Every trainer holds the whole graph and a disjoint share of the training examples
+    /// (`M + d` shares, the last `d` given to no one: `--drop-parts`).
+    SharedExamples,
+    /// A node partition into `M + d` parts; trainer `t` holds the node-induced subgraph of
+    /// kept part `t` (cross-part edges dropped).
+    Partitioned(PartitionMethod),
+}
+
+/// When the coordinator exchanges with the trainers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// One exchange per round, at the round's due time (`k * sync_every`, or after every
+    /// `sync_every_steps` steps): model averaging. Every exchange is a validated round.
+    PerRound,
+    /// Exchanges back to back (one per optimizer step); a round is the first exchange at or
+    /// after its due time: synchronous gradient averaging.
+    EveryStep,
+}
+
+/// The coordinator's side of a method: turns the contributions of one exchange into the
+/// coordinator's model and the payload sent back to the trainers that took part.
+pub trait Exchange: Send {
+    /// When exchanges happen.
+    fn schedule(&self) -> Schedule;
+    /// Called once before the first exchange with the model the trainers start from.
+    fn start(&mut self, model: &ParamSet);
+    /// Combines the contributions of one exchange (never empty) into `model` and returns the
+    /// payload for its participants. Runs inside the coordinator's thread pool.
+    fn combine(&mut self, contribs: &[Contribution], model: &mut ParamSet) -> Arc<Vec<f32>>;
+    /// The payload for a trainer that answers an earlier exchange late, and for every trainer
+    /// at the end of the run.
+    fn idle_reply(&self) -> Arc<Vec<f32>>;
+}
+
+/// What a method's [`Exchange`] may need from the run.
+pub struct ExchangeInputs<'a> {
+    /// The coordinator's data (LLCG corrects on its whole training graph).
+    pub prep: &'a Prepared,
+    /// The run's configuration.
+    pub cfg: &'a TrainConfig,
+    /// The model.
+    pub model: &'a Model,
+    /// The parameters every trainer starts from.
+    pub init: &'a ParamSet,
+    /// Averaging weight of each trainer (see [`crate::engine::average_weights`]).
+    pub weights: Vec<f64>,
+}
+
+/// A training method: data layout, trainer loop, coordinator exchange.
+pub trait TrainingMethod: Sync {
+    /// How the training examples reach the trainers under `cfg`.
+    fn layout(&self, cfg: &TrainConfig) -> DataLayout;
+    /// A trainer's loop: trains, joins exchanges, returns when told to stop, when the
+    /// coordinator is gone, or at `fail_at` (failure experiment).
+    fn run_trainer(
+        &self,
+        trainer: Trainer,
+        endpoint: &mut dyn TrainerEndpoint,
+        clock: Arc<dyn Clock>,
+        fail_at: Option<Duration>,
+    ) -> TrainerExit;
+    /// The coordinator's exchange for one run.
+    fn exchange<'a>(&self, inputs: ExchangeInputs<'a>) -> Box<dyn Exchange + 'a>;
+}

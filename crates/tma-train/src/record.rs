@@ -1,0 +1,142 @@
+//! What a run reports: one [`RoundRecord`] per averaging round, the final [`Summary`], the
+//! [`Observer`] that receives rounds as they are validated, and where a resumed run continues
+//! from ([`Resume`]).
+
+use crate::eval::EvalResult;
+use crate::TrainError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tma_nn::ParamSet;
+
+/// One averaging round, as printed and written to `rounds.jsonl`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundRecord {
+    /// Round number, 1-based, counted from the start of the run across resumes.
+    pub round: u64,
+    /// Training time when the round's average was formed, seconds.
+    pub elapsed_s: f64,
+    /// Trainers whose parameters entered the mean.
+    pub participants: Vec<usize>,
+    /// Trainers that did not (dead, dropped, or too slow).
+    pub missing: Vec<usize>,
+    /// Optimizer steps of each participating trainer since the start of the run, across
+    /// resumes (same order as participants).
+    pub steps: Vec<u64>,
+    /// Completed epochs of each participating trainer.
+    pub epochs: Vec<u64>,
+    /// Mean training mini-batch loss since the previous round, over participants (NaN when no
+    /// trainer made a step; `null` in JSON).
+    pub train_loss: f64,
+    /// Validation result of the averaged model.
+    pub val: EvalResult,
+    /// Seconds the validation took.
+    pub eval_s: f64,
+    /// Whether this round's model is the best so far on validation.
+    pub is_best: bool,
+}
+
+/// What a finished run reports (`summary.json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// The `--method` name (e.g. `random-tma`).
+    pub method: String,
+    /// `link` or `node`.
+    pub task: String,
+    /// Trainers started.
+    pub num_trainers: usize,
+    /// Rounds in the run (across resumes).
+    pub rounds: u64,
+    /// Training time of the last round, seconds.
+    pub train_time_s: f64,
+    /// Validation result of the last round's model.
+    pub final_val: EvalResult,
+    /// Test result of the last round's model.
+    pub final_test: EvalResult,
+    /// Round of the best validation result.
+    pub best_round: u64,
+    /// The best validation result.
+    pub best_val: EvalResult,
+    /// Test result of the best-validation model.
+    pub best_test: EvalResult,
+    /// Optimizer steps of each trainer since the start of the run (across resumes), as of the
+    /// last round it joined (0 for trainers that never joined one).
+    pub steps_per_trainer: Vec<u64>,
+    /// Trainers that failed during the run, with the training time (seconds) they stopped.
+    pub failed_trainers: Vec<(usize, f64)>,
+    /// sha256 of the partition assignment (None for methods that do not partition).
+    pub partition_hash: Option<String>,
+}
+
+/// Receives what happens during a run (the CLI prints it, [`crate::run::Run`] writes it to the
+/// run directory, tests record it). An error from either method ends the run after the round in
+/// flight; the run returns that error.
+pub trait Observer {
+    /// A round's averaged model has been validated (called in round order).
+    ///
+    /// # Errors
+    /// Whatever the observer could not do (e.g. write `rounds.jsonl`).
+    fn on_round(&mut self, _r: &RoundRecord) -> Result<(), TrainError> {
+        Ok(())
+    }
+    /// Right after [`Observer::on_round`], with that round's averaged parameters (flat, in
+    /// [`ParamSet`] order): the place to checkpoint.
+    ///
+    /// # Errors
+    /// Whatever the observer could not do (e.g. write the checkpoint).
+    fn on_round_model(&mut self, _r: &RoundRecord, _params: &[f32]) -> Result<(), TrainError> {
+        Ok(())
+    }
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// Where a resumed run continues from.
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// Last completed round; the run continues with round `round + 1`.
+    pub round: u64,
+    /// Averaged parameters after that round.
+    pub params: Vec<f32>,
+    /// Best round so far, its validation result and parameters.
+    pub best: Option<(u64, EvalResult, Vec<f32>)>,
+    /// Optimizer steps of each trainer since the start of the run as of `round`, by trainer
+    /// index (missing entries count as 0). The resumed trainers count from 0 again; the
+    /// coordinator adds these offsets to the steps it records and reports.
+    pub steps: Vec<u64>,
+}
+
+impl Resume {
+    /// Step offset of each of `n` trainers: [`Resume::steps`] padded with zeros (no resume:
+    /// all zeros).
+    pub fn step_offsets(resume: Option<&Resume>, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|t| resume.and_then(|r| r.steps.get(t).copied()).unwrap_or(0))
+            .collect()
+    }
+}
+
+/// Optional inputs of a run.
+#[derive(Default)]
+pub struct Extras {
+    /// Continue from a checkpoint instead of the initial model.
+    pub resume: Option<Resume>,
+}
+
+/// Result of a run: records, summary and both models.
+pub struct RunResult {
+    /// Every validated round, in order.
+    pub rounds: Vec<RoundRecord>,
+    /// Final and best metrics.
+    pub summary: Summary,
+    /// The last averaged model.
+    pub final_params: ParamSet,
+    /// The averaged model with the best validation metric.
+    pub best_params: ParamSet,
+}
+
+/// Trainers that fail at a given training time (failure experiment, `--fail T@DURATION`), by
+/// trainer index.
+pub type FailPlan = BTreeMap<usize, Duration>;

@@ -1,0 +1,565 @@
+//! A run from start to end, as a library object: [`Run`] opens the data, creates (or reopens,
+//! to resume) the run directory, writes the resolved `config.toml` and `partition.json`,
+//! prepares the trainers' data, trains with the chosen engine while appending `rounds.jsonl`
+//! and checkpointing every round, and writes both models and, last, `summary.json`. The CLI's
+//! `train` and `compare` are thin callers.
+//!
+//! ```ignore
+//! let mut run = Run::start(RunSpec::new(cfg, DataSource::Dataset("data/cora".into())))?;
+//! run.prepare()?;
+//! let result = run.train(&mut Quiet)?;
+//! ```
+//!
+//! The run directory's layout is in [`crate::output`], the checkpoint's in
+//! [`crate::checkpoint`]. A run that fails before its first round leaves no directory behind
+//! (a directory it found empty is emptied again); one with at least one round is kept, with a
+//! checkpoint to resume from.
+
+use crate::checkpoint::{self, CheckpointState, Checkpointer};
+use crate::clock::{Clock, RealClock};
+use crate::config::TrainConfig;
+use crate::data::{build_model, Prepared};
+use crate::output::RunDir;
+use crate::record::{Extras, FailPlan, Observer, RoundRecord, RunResult};
+use crate::store::{self, Manifest};
+use crate::TrainError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tma_graph::{Dataset, LoadOptions, SbmConfig};
+
+/// Where a run's data comes from.
+pub enum DataSource {
+    /// A dataset directory in the `.npy` layout (see `tma_graph::load_dataset`).
+    Dataset(PathBuf),
+    /// The built-in generated graph ([`generated_graph_config`]) with this many nodes.
+    Generated {
+        /// Nodes of the graph.
+        num_nodes: usize,
+    },
+    /// A partition directory written by `tma partition --out` (see [`crate::store`]); its
+    /// manifest fixes the data options of the configuration.
+    Partitions(PathBuf),
+    /// A dataset already in memory (e.g. from NumPy arrays); `config.toml` records no path.
+    InMemory(Box<Dataset>),
+}
+
+/// Which transport runs the trainers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Engine {
+    /// Trainers are threads of this process ([`crate::engine::run_in_process`]).
+    #[default]
+    InProcess,
+    /// One process per rank under `mpirun`/`srun` (feature `mpi`); rank 0 runs this [`Run`]
+    /// with [`Run::coordinate_with`].
+    Mpi,
+}
+
+/// Everything that defines a run.
+pub struct RunSpec {
+    /// The training configuration.
+    pub config: TrainConfig,
+    /// The data.
+    pub data: DataSource,
+    /// Injected trainer failures (`--fail`).
+    pub fail: FailPlan,
+    /// The engine.
+    pub engine: Engine,
+    /// MPI: how long the coordinator waits for the ranks to join and to exit (recorded in
+    /// `config.toml`).
+    pub join_timeout: Option<Duration>,
+    /// The run directory; `None`: `runs/<dataset>-<method>-<UTC time stamp>`.
+    pub out: Option<PathBuf>,
+    /// Continue the interrupted run in `out` from its last checkpoint instead of starting one.
+    pub resume: bool,
+}
+
+impl RunSpec {
+    /// A fresh in-process run of `config` on `data`, no failures, default run directory.
+    pub fn new(config: TrainConfig, data: DataSource) -> RunSpec {
+        RunSpec {
+            config,
+            data,
+            fail: FailPlan::new(),
+            engine: Engine::InProcess,
+            join_timeout: None,
+            out: None,
+            resume: false,
+        }
+    }
+}
+
+/// The built-in graph: a stochastic block model (8 classes, average degree 20) whose features
+/// alone separate the classes only partly (noise 6 against unit class means in 64-d), and
+/// whose edges stay within a class 70% of the time, so that using the graph matters.
+pub fn generated_graph_config(num_nodes: usize, seed: u64) -> SbmConfig {
+    SbmConfig {
+        num_nodes,
+        feature_noise: 6.0,
+        p_in_ratio: 0.7,
+        seed,
+        ..SbmConfig::default()
+    }
+}
+
+/// Loads a dataset directory or generates the built-in graph with `cfg`'s split index and
+/// seed (a partition directory or an in-memory dataset is not loaded here).
+///
+/// # Errors
+/// [`TrainError::Dataset`] naming the directory and the problem.
+pub fn load_dataset(data: &DataSource, cfg: &TrainConfig) -> Result<Option<Dataset>, TrainError> {
+    match data {
+        DataSource::Dataset(dir) => {
+            let opts = LoadOptions {
+                split_index: cfg.split_index,
+                seed: cfg.seed,
+                ..LoadOptions::default()
+            };
+            tma_graph::load_dataset(dir, &opts)
+                .map(Some)
+                .map_err(|source| TrainError::Dataset {
+                    path: dir.clone(),
+                    source,
+                })
+        }
+        DataSource::Generated { num_nodes } => Ok(Some(tma_graph::generate_sbm(
+            &generated_graph_config(*num_nodes, cfg.seed),
+        ))),
+        DataSource::Partitions(_) | DataSource::InMemory(_) => Ok(None),
+    }
+}
+
+/// The resolved configuration as `config.toml` holds it (`tma train --config` reads it back).
+#[derive(Serialize)]
+struct ResolvedConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dataset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gen_nodes: Option<usize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fail: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partitions: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<Engine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    join_timeout: Option<String>,
+    #[serde(flatten)]
+    train: &'a TrainConfig,
+}
+
+/// The data a run has opened, before preparation.
+enum Opened {
+    Dataset(Dataset),
+    Partitions { dir: PathBuf, manifest: Manifest },
+    Prepared,
+}
+
+/// One run, from its data to its complete run directory.
+pub struct Run {
+    config: TrainConfig,
+    fail: FailPlan,
+    engine: Engine,
+    name: String,
+    opened: Opened,
+    dir: PathBuf,
+    run_dir: RunDir,
+    resumed: Option<CheckpointState>,
+    /// Whether the directory existed before this run created it; `None` when resuming (a
+    /// resumed directory is never removed).
+    created: Option<bool>,
+    prepared: Option<Prepared>,
+    manifest_sha256: Option<String>,
+    clock: std::sync::OnceLock<Arc<dyn Clock>>,
+}
+
+fn abs_display(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+fn default_out(name: &str, cfg: &TrainConfig) -> PathBuf {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let stamp: String = now
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .collect();
+    PathBuf::from("runs").join(format!("{}-{}-{}", name, cfg.method, stamp))
+}
+
+impl Run {
+    /// Opens the data, then creates the run directory and writes `config.toml` (or, with
+    /// `spec.resume`, reopens the run directory `spec.out` at its last checkpoint).
+    ///
+    /// # Errors
+    /// [`TrainError::Dataset`] / [`TrainError::Store`] for data that cannot be read;
+    /// [`TrainError::RunDirExists`] for a non-empty run directory; [`TrainError::Config`]
+    /// for a resume without a run directory or of a finished run; [`TrainError::Io`].
+    pub fn start(spec: RunSpec) -> Result<Run, TrainError> {
+        let RunSpec {
+            mut config,
+            data,
+            fail,
+            engine,
+            join_timeout,
+            out,
+            resume,
+        } = spec;
+        let (opened, name, dataset_path, gen_nodes, partitions) = match data {
+            DataSource::Partitions(dir) => {
+                let manifest = store::read_manifest(&dir)?;
+                manifest.data.apply(&mut config);
+                let name = manifest.dataset.clone();
+                let shown = dir.display().to_string();
+                (
+                    Opened::Partitions { dir, manifest },
+                    name,
+                    None,
+                    None,
+                    Some(shown),
+                )
+            }
+            DataSource::InMemory(ds) => {
+                let name = ds.name.clone();
+                (Opened::Dataset(*ds), name, None, None, None)
+            }
+            other => {
+                let ds = load_dataset(&other, &config)?.expect("a dataset or generated graph");
+                let (path, gen) = match &other {
+                    DataSource::Dataset(p) => (Some(abs_display(p)), None),
+                    DataSource::Generated { num_nodes } => (None, Some(*num_nodes)),
+                    _ => (None, None),
+                };
+                let name = ds.name.clone();
+                (Opened::Dataset(ds), name, path, gen, None)
+            }
+        };
+        let manifest_sha256 = match &opened {
+            Opened::Partitions { manifest, .. } => Some(manifest.hash.clone()),
+            _ => None,
+        };
+        let (dir, run_dir, resumed, created) = if resume {
+            let Some(dir) = out else {
+                return Err(TrainError::Config(
+                    "resume needs the run directory to continue".into(),
+                ));
+            };
+            if !dir.join("config.toml").exists() {
+                return Err(TrainError::Config(format!(
+                    "{}: no config.toml there (not a tma run directory)",
+                    dir.display()
+                )));
+            }
+            let st = checkpoint::read_state(&dir)?;
+            let rd = RunDir::reopen(&dir, st.round)?;
+            (dir, rd, Some(st), None)
+        } else {
+            let dir = out.unwrap_or_else(|| default_out(&name, &config));
+            let existed = dir.exists();
+            let rd = RunDir::create(&dir)?;
+            (dir, rd, None, Some(existed))
+        };
+        let run = Run {
+            config,
+            fail,
+            engine,
+            name,
+            opened,
+            dir,
+            run_dir,
+            resumed,
+            created,
+            prepared: None,
+            manifest_sha256,
+            clock: std::sync::OnceLock::new(),
+        };
+        if run.resumed.is_none() {
+            let resolved = ResolvedConfig {
+                dataset: dataset_path,
+                gen_nodes,
+                fail: run
+                    .fail
+                    .iter()
+                    .map(|(t, d)| format!("{t}@{}", humantime::format_duration(*d)))
+                    .collect(),
+                partitions,
+                engine: (engine != Engine::InProcess).then_some(engine),
+                join_timeout: join_timeout.map(|d| humantime::format_duration(d).to_string()),
+                train: &run.config,
+            };
+            let text = toml::to_string(&resolved)
+                .map_err(|e| TrainError::Config(format!("serializing config.toml: {e}")))?;
+            run.run_dir.write("config.toml", text.as_bytes())?;
+        }
+        Ok(run)
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The resolved configuration (for a partition directory: with its data options).
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// The dataset's name.
+    pub fn dataset_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The dataset, while it is not yet prepared (None for a partition directory).
+    pub fn dataset(&self) -> Option<&Dataset> {
+        match &self.opened {
+            Opened::Dataset(ds) => Some(ds),
+            _ => None,
+        }
+    }
+
+    /// The partition directory and its manifest, when the run trains on one.
+    pub fn partitions(&self) -> Option<(&Path, &Manifest)> {
+        match &self.opened {
+            Opened::Partitions { dir, manifest } => Some((dir, manifest)),
+            _ => None,
+        }
+    }
+
+    /// The checkpoint a resumed run continues from.
+    pub fn resumed(&self) -> Option<&CheckpointState> {
+        self.resumed.as_ref()
+    }
+
+    /// The prepared data, after [`Run::prepare`].
+    pub fn prepared(&self) -> Option<&Prepared> {
+        self.prepared.as_ref()
+    }
+
+    /// Splits and partitions the data (or reads the partition directory: every part in-process,
+    /// only the coordinator's data under MPI) and writes `partition.json` (fresh runs of a
+    /// partitioned method). A resumed run must find the partition its checkpoint was made on.
+    ///
+    /// # Errors
+    /// [`TrainError::Data`] / [`TrainError::Partition`] from preparation, [`TrainError::Store`]
+    /// for a bad partition directory, [`TrainError::Config`] when a resumed run's partition
+    /// differs from its checkpoint's.
+    pub fn prepare(&mut self) -> Result<&Prepared, TrainError> {
+        if self.prepared.is_none() {
+            let cfg = &self.config;
+            let opened = std::mem::replace(&mut self.opened, Opened::Prepared);
+            let (prep, pj) = match opened {
+                Opened::Dataset(ds) => {
+                    let prep = crate::methods::prepare(ds, cfg)?;
+                    let pj = prep.report.as_ref().map(|rep| {
+                        serde_json::json!({
+                            "method": cfg.method.to_string(),
+                            "seed": cfg.seed,
+                            "num_parts": cfg.num_trainers,
+                            "drop_parts": cfg.drop_parts,
+                            "super_nodes": cfg.super_nodes,
+                            "assignment_sha256": prep.partition_hash,
+                            "report": rep,
+                        })
+                    });
+                    (prep, pj)
+                }
+                Opened::Partitions { dir, manifest: m } => {
+                    let prep = match self.engine {
+                        Engine::Mpi => store::read_coordinator(&dir, &m)?,
+                        Engine::InProcess => store::read_all(&dir, &m)?,
+                    };
+                    let pj = serde_json::json!({
+                        "method": cfg.method.to_string(),
+                        "seed": cfg.seed,
+                        "num_parts": cfg.num_trainers,
+                        "drop_parts": cfg.drop_parts,
+                        "super_nodes": cfg.super_nodes,
+                        "assignment_sha256": m.assignment_sha256,
+                        "manifest_sha256": m.hash,
+                        "parts": m.parts,
+                        "report": m.report,
+                    });
+                    self.opened = Opened::Partitions { dir, manifest: m };
+                    (prep, Some(pj))
+                }
+                Opened::Prepared => unreachable!("prepared is None"),
+            };
+            if let Some(st) = &self.resumed {
+                if st.partition_hash != prep.partition_hash
+                    || st.manifest_sha256 != self.manifest_sha256
+                {
+                    return Err(TrainError::Config(format!(
+                        "resume {}: the checkpoint was made on partition {} (manifest {}), this run has partition {} (manifest {}); resume with the same data and partition options",
+                        self.dir.display(),
+                        st.partition_hash.as_deref().unwrap_or("none"),
+                        st.manifest_sha256.as_deref().unwrap_or("none"),
+                        prep.partition_hash.as_deref().unwrap_or("none"),
+                        self.manifest_sha256.as_deref().unwrap_or("none"),
+                    )));
+                }
+            } else if let Some(pj) = pj {
+                let bytes = serde_json::to_vec_pretty(&pj).expect("partition.json serializes");
+                self.run_dir.write("partition.json", &bytes)?;
+            }
+            self.prepared = Some(prep);
+        }
+        Ok(self.prepared.as_ref().expect("just prepared"))
+    }
+
+    /// The training clock, started at the first call: from 0, or from the checkpoint's
+    /// training time when resuming. [`Run::train`] uses it (a progress display can share it).
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock
+            .get_or_init(|| match &self.resumed {
+                Some(st) => checkpoint::offset_clock(
+                    RealClock::start(),
+                    Duration::from_secs_f64(st.elapsed_s),
+                ),
+                None => Arc::new(RealClock::start()),
+            })
+            .clone()
+    }
+
+    /// Trains with in-process trainers ([`crate::methods::run_in_process`]); see
+    /// [`Run::coordinate_with`] for what is written.
+    ///
+    /// # Errors
+    /// As [`Run::coordinate_with`].
+    pub fn train(self, observer: &mut dyn Observer) -> Result<RunResult, TrainError> {
+        let clock = self.clock();
+        let fail = self.fail.clone();
+        self.coordinate_with(observer, clock, |ctx| {
+            crate::methods::run_in_process(
+                ctx.prep,
+                ctx.cfg,
+                &fail,
+                ctx.clock,
+                ctx.observer,
+                Extras { resume: ctx.resume },
+            )
+        })
+    }
+
+    /// Trains with `engine` (which runs the coordinator's loop and returns its result), while
+    /// the run appends every round to `rounds.jsonl`, checkpoints it and passes it on to
+    /// `observer`; then writes `model_final.safetensors`, `model_best.safetensors` and, last,
+    /// `summary.json`. Prepares the data first if [`Run::prepare`] was not called.
+    ///
+    /// # Errors
+    /// Preparation errors, the engine's error, or [`TrainError::Io`] for files that cannot be
+    /// written.
+    pub fn coordinate_with(
+        mut self,
+        observer: &mut dyn Observer,
+        clock: Arc<dyn Clock>,
+        engine: impl FnOnce(EngineContext<'_>) -> Result<RunResult, TrainError>,
+    ) -> Result<RunResult, TrainError> {
+        self.prepare()?;
+        let prep = self.prepared.as_ref().expect("prepared");
+        let template = build_model(&self.config, prep.model_shape()).zero_params();
+        let resume = match &self.resumed {
+            Some(st) => Some(checkpoint::resume_from(&self.dir, st, &template)?),
+            None => None,
+        };
+        let segment = self.resumed.as_ref().map_or(0, |s| s.round);
+        let ckpt = Checkpointer::new(
+            &self.dir,
+            template,
+            self.config.seed,
+            segment,
+            prep.partition_hash.clone(),
+            self.manifest_sha256.clone(),
+            self.resumed.as_ref(),
+        )?;
+        let mut recorder = Recorder {
+            user: observer,
+            run_dir: &mut self.run_dir,
+            ckpt,
+        };
+        let result = engine(EngineContext {
+            prep,
+            cfg: &self.config,
+            clock,
+            observer: &mut recorder,
+            resume,
+            segment,
+        })?;
+        self.run_dir.finish(&result)?;
+        Ok(result)
+    }
+}
+
+impl Drop for Run {
+    /// A run that has no round yet leaves the run directory as it found it.
+    fn drop(&mut self) {
+        if let Some(existed) = self.created {
+            remove_unstarted_run(&self.dir, existed);
+        }
+    }
+}
+
+/// After a failure before the first round (bad labels for the task, too many trainers for the
+/// graph, ...), puts the run directory back as it was: removed if this run created it,
+/// emptied if it was an empty directory. A run with at least one round is kept (it has a
+/// checkpoint to resume from).
+fn remove_unstarted_run(dir: &Path, existed: bool) {
+    let started = std::fs::metadata(dir.join("rounds.jsonl"))
+        .map(|m| m.len() > 0)
+        .unwrap_or(false);
+    if started {
+        return;
+    }
+    if !existed {
+        let _ = std::fs::remove_dir_all(dir);
+    } else if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+    }
+}
+
+/// What an engine gets from [`Run::coordinate_with`].
+pub struct EngineContext<'a> {
+    /// The prepared data (under MPI: the coordinator's only).
+    pub prep: &'a Prepared,
+    /// The resolved configuration (the user's seed, never changed).
+    pub cfg: &'a TrainConfig,
+    /// The training clock.
+    pub clock: Arc<dyn Clock>,
+    /// Receives every round (the run's recorder, wrapping the caller's observer).
+    pub observer: &'a mut dyn Observer,
+    /// Where a resumed run continues from.
+    pub resume: Option<crate::record::Resume>,
+    /// The seed segment of the trainers' random streams: 0 for a fresh run, the checkpointed
+    /// round for a resumed one (a resumed run does not replay the samples of its first
+    /// segment).
+    pub segment: u64,
+}
+
+/// The run's own observer: the caller's first, then `rounds.jsonl`, then the checkpoint.
+struct Recorder<'a> {
+    user: &'a mut dyn Observer,
+    run_dir: &'a mut RunDir,
+    ckpt: Checkpointer,
+}
+
+impl Observer for Recorder<'_> {
+    fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
+        self.user.on_round(r)?;
+        self.run_dir.append_round(r)
+    }
+
+    fn on_round_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
+        self.user.on_round_model(r, params)?;
+        self.ckpt.on_round_model(r, params)
+    }
+}
