@@ -307,7 +307,7 @@ impl TrainConfig {
                     .into(),
             );
         }
-        if !["sage", "gcn", "mlp"].contains(&self.model.as_str()) {
+        if self.model.parse::<tma_nn::EncoderKind>().is_err() {
             return Err(format!(
                 "unknown model '{}' (expected sage, gcn or mlp)",
                 self.model
