@@ -7,6 +7,9 @@
 //!   bandwidth of a large parallel copy (bytes read + written per second).
 //! - `fullgraph.iter`: full-graph 2-layer GraphSAGE iteration (forward + cross-entropy on a random
 //!   half of the nodes + backward + Adam) on the workload of `bench/pyg_fullgraph.py`.
+//! - `fullgraph.gat`, `minibatch.node.gat` (group `gat`): the `fullgraph.iter` and
+//!   `minibatch.node` workloads with a GAT encoder (`tma_nn::GatConv`, 8 heads on the hidden
+//!   layer), next to SAGE's; no peer, no ceiling fraction.
 //! - `dense.mlp`: the same iteration with an MLP encoder (dense layers only), as a fraction of
 //!   the time the measured `gemm` rates allow for its products.
 //! - `minibatch.link`, `minibatch.node`: neighbour-sampled training throughput (seed edges/s,
@@ -45,8 +48,8 @@ pub struct BenchOpts {
     /// Tiny sizes (seconds in total): a smoke run, not a measurement.
     #[arg(long)]
     pub quick: bool,
-    /// Comma-separated groups to run: ceilings, fullgraph, dense, minibatch, sampler, inference,
-    /// mrr, partition (ceilings always run). Default: all.
+    /// Comma-separated groups to run: ceilings, fullgraph, gat, dense, minibatch, sampler,
+    /// inference, mrr, partition (ceilings always run). Default: all.
     #[arg(long, default_value = "all")]
     pub only: String,
     /// Threads (rayon pool), 1 to 1024. Default (or 0): all cores.
@@ -919,8 +922,9 @@ fn wants(o: &BenchOpts, group: &str) -> bool {
 /// Run the selected groups; `emit` sees each figure as soon as it is measured. Returns all
 /// figures (ceilings last, so measured shapes are all listed).
 pub fn run_suite(o: &BenchOpts, emit: &mut dyn FnMut(&Figure)) -> Result<Vec<Figure>> {
-    const KNOWN: [&str; 9] = [
+    const KNOWN: [&str; 10] = [
         "all",
+        "gat",
         "ceilings",
         "fullgraph",
         "dense",
@@ -976,6 +980,9 @@ pub fn run_suite(o: &BenchOpts, emit: &mut dyn FnMut(&Figure)) -> Result<Vec<Fig
     if wants(o, "fullgraph") {
         push(fullgraph(&sz, &mut c, EncoderKind::Sage), &mut figs);
     }
+    if wants(o, "gat") {
+        push(fullgraph(&sz, &mut c, EncoderKind::Gat), &mut figs);
+    }
     if wants(o, "dense") {
         push(fullgraph(&sz, &mut c, EncoderKind::Mlp), &mut figs);
     }
@@ -985,21 +992,28 @@ pub fn run_suite(o: &BenchOpts, emit: &mut dyn FnMut(&Figure)) -> Result<Vec<Fig
     if wants(o, "mrr") {
         push(mrr(&sz, &mut c), &mut figs);
     }
-    if wants(o, "minibatch") || wants(o, "sampler") {
+    if wants(o, "minibatch") || wants(o, "sampler") || wants(o, "gat") {
         reset_peak_rss();
         let g = random_graph(sz.mb_nodes, sz.mb_degree, 11);
         let x = random_features(sz.mb_nodes, 128, 12);
         if wants(o, "sampler") {
             push(sampler(&sz, &c, &g), &mut figs);
         }
+        let (mut g, mut x) = (g, x);
         if wants(o, "minibatch") {
             // node classification first: its peak RSS is then its own (the allocator keeps the
             // link step's ~5 GB of freed activations for reuse for a while)
             reset_peak_rss();
-            let (f, g2, x2) = minibatch(&sz, &mut c, g, x, false);
+            let (f, g2, x2) = minibatch(&sz, &mut c, g, x, false, EncoderKind::Sage);
             push(f, &mut figs);
             reset_peak_rss();
-            let (f, _, _) = minibatch(&sz, &mut c, g2, x2, true);
+            let (f, g3, x3) = minibatch(&sz, &mut c, g2, x2, true, EncoderKind::Sage);
+            push(f, &mut figs);
+            (g, x) = (g3, x3);
+        }
+        if wants(o, "gat") {
+            reset_peak_rss();
+            let (f, _, _) = minibatch(&sz, &mut c, g, x, false, EncoderKind::Gat);
             push(f, &mut figs);
         }
     }
@@ -1016,7 +1030,8 @@ pub fn run_suite(o: &BenchOpts, emit: &mut dyn FnMut(&Figure)) -> Result<Vec<Fig
     Ok(all)
 }
 
-/// Full-graph iteration (SAGE: `fullgraph.iter`; MLP: `dense.mlp`).
+/// Full-graph iteration (SAGE: `fullgraph.iter`; GAT, same workload: `fullgraph.gat`; MLP:
+/// `dense.mlp`).
 fn fullgraph(sz: &Sizes, c: &mut Ceilings, enc: EncoderKind) -> Figure {
     reset_peak_rss();
     let (n, deg) = (sz.full_nodes, sz.full_degree);
@@ -1031,6 +1046,7 @@ fn fullgraph(sz: &Sizes, c: &mut Ceilings, enc: EncoderKind) -> Figure {
     let mask: Vec<u32> = (0..n as u32).filter(|_| rng.random_bool(0.5)).collect();
     let masked_labels: Vec<u32> = mask.iter().map(|&i| labels[i as usize]).collect();
     let sage = enc == EncoderKind::Sage;
+    let gat = enc == EncoderKind::Gat;
     let mut cfg = ModelConfig::new(
         enc,
         in_dim,
@@ -1041,7 +1057,7 @@ fn fullgraph(sz: &Sizes, c: &mut Ceilings, enc: EncoderKind) -> Figure {
     cfg.hidden = hidden;
     cfg.num_layers = 2;
     cfg.layer_norm = false;
-    cfg.dropout = if sage { 0.5 } else { 0.0 };
+    cfg.dropout = if sage || gat { 0.5 } else { 0.0 };
     let model = Model::new(cfg);
     let mut params = model.init_params(&mut rng);
     let mut grads = model.zero_params();
@@ -1081,7 +1097,23 @@ fn fullgraph(sz: &Sizes, c: &mut Ceilings, enc: EncoderKind) -> Figure {
         + layer_min_secs(c, sage, n, n, e, hidden, classes, true, true);
     let rss = peak_rss_mib();
     model.release_buffers();
-    if sage {
+    if gat {
+        let h = tma_nn::GatConv::DEFAULT_HEADS;
+        Figure {
+            key: "fullgraph.gat".into(),
+            what: format!(
+                "full-graph GAT ({h} heads x {} channels, 1 head on the last layer) fwd+bwd+Adam, same workload as fullgraph.iter: N={n}, E={e}, 128-d, hidden {hidden}, {classes} classes, dropout 0.5, CE on half the nodes; median of {}",
+                hidden / h,
+                sz.iters
+            ),
+            value: t,
+            unit: "s/iter".into(),
+            higher_is_better: false,
+            ceiling_frac: None,
+            ceiling: "not computed (no bound model for attention)".into(),
+            peak_rss_mib: rss,
+        }
+    } else if sage {
         Figure {
             key: "fullgraph.iter".into(),
             what: format!(
@@ -1258,6 +1290,7 @@ fn minibatch(
     g: Csr,
     x: Features,
     link: bool,
+    enc: EncoderKind,
 ) -> (Figure, Csr, Features) {
     let n = g.num_nodes();
     let e = g.num_edges();
@@ -1268,7 +1301,7 @@ fn minibatch(
     } else {
         Head::Node { num_classes: 40 }
     };
-    let model = Model::new(ModelConfig::new(EncoderKind::Sage, 128, head));
+    let model = Model::new(ModelConfig::new(enc, 128, head));
     let params = model.init_params(&mut rng);
     let batch_size = if link { sz.link_batch } else { sz.node_batch };
     let iters = if link { sz.link_iters } else { sz.iters };
@@ -1355,19 +1388,34 @@ fn minibatch(
     let TrainerData {
         graph, features, ..
     } = trainer.data;
+    let gat = enc == EncoderKind::Gat;
+    let key = if link {
+        "minibatch.link"
+    } else {
+        "minibatch.node"
+    };
     let fig = Figure {
-        key: if link { "minibatch.link" } else { "minibatch.node" }.into(),
+        key: if gat { format!("{key}.gat") } else { key.into() },
         what: format!(
-            "{} training through Trainer::step, fanouts [10,25], batch {batch_size}{}, SAGE 128->256->{} + LayerNorm/PReLU, Adam; N={n}, E={e}; median of {steps} steps",
+            "{} training through Trainer::step, fanouts [10,25], batch {batch_size}{}, {} 128->256->{} + LayerNorm/PReLU, Adam; N={n}, E={e}; median of {steps} steps",
             if link { "link-prediction" } else { "node-classification" },
             if link { " positive edges + 1 uniform negative each, MLP decoder" } else { " seed nodes" },
+            if gat {
+                format!("GAT ({} heads on the hidden layer)", tma_nn::GatConv::DEFAULT_HEADS)
+            } else {
+                "SAGE".into()
+            },
             if link { 256 } else { 40 },
         ) + &breakdown,
         value: batch_size as f64 / t,
         unit: if link { "edges/s" } else { "nodes/s" }.into(),
         higher_is_better: true,
-        ceiling_frac: Some(tmin / t),
-        ceiling: "model products at gemm rates + gathers at copy bandwidth (sampling excluded)".into(),
+        ceiling_frac: (!gat).then_some(tmin / t),
+        ceiling: if gat {
+            "not computed (no bound model for attention)".into()
+        } else {
+            "model products at gemm rates + gathers at copy bandwidth (sampling excluded)".into()
+        },
         peak_rss_mib: rss,
     };
     (fig, graph, features)

@@ -138,7 +138,7 @@ pub fn run_trainer(
         .build_global();
     // the coordinator sends the seed segment of the trainers' random streams
     let segment = ep.wait_start();
-    let model = build_model(cfg, manifest_shape(m));
+    let model = build_model(cfg, manifest_shape(m))?;
     let init = model.zero_params();
     let (nodes, edges) = (data.num_nodes(), data.num_edges());
     let trainer = Trainer::with_segment(data, model, init, cfg, segment);
@@ -208,7 +208,7 @@ pub fn run_coordinator(
         }
         coord.start(e.segment);
         let cfg = e.cfg;
-        let model = build_model(cfg, e.prep.model_shape());
+        let model = build_model(cfg, e.prep.model_shape())?;
         let init = initial_params(cfg, &model);
         let weights: Vec<f64> = m
             .parts

@@ -54,9 +54,12 @@ pub struct TrainOpts {
     /// Weighting of the model average: uniform (the paper's plain mean), nodes or edges. Default: uniform.
     #[arg(long, value_name = "W")]
     pub average_weight: Option<String>,
-    /// Encoder: sage (GraphSAGE, mean aggr), gcn or mlp. Default: sage.
+    /// Encoder: sage (GraphSAGE, mean aggr), gcn, gat (graph attention, --heads) or mlp. Default: sage.
     #[arg(long)]
     pub model: Option<String>,
+    /// GAT attention heads of the hidden layers (concatenated; --hidden must be a multiple). Default: 8.
+    #[arg(long)]
+    pub heads: Option<usize>,
     /// Hidden width. Default: 256.
     #[arg(long)]
     pub hidden: Option<usize>,
@@ -207,6 +210,7 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
                 .map_err(|e| anyhow::anyhow!("--model '{m}': {e}"))?,
             None => d.model,
         },
+        heads: o.heads.unwrap_or(d.heads),
         hidden: o.hidden.unwrap_or(d.hidden),
         num_layers: o.num_layers.unwrap_or(d.num_layers),
         dropout: o.dropout.unwrap_or(d.dropout),

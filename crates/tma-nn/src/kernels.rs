@@ -67,7 +67,7 @@ const PREFETCH_AHEAD: usize = 16;
 /// out-of-range row is never dereferenced: the address is only computed with wrapping
 /// arithmetic and prefetches do not fault).
 #[inline(always)]
-fn prefetch_row(h: &[f32], start: usize, dim: usize) {
+pub(crate) fn prefetch_row(h: &[f32], start: usize, dim: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -1,12 +1,25 @@
-//! `tma-nn`: tma's compute core — dense and sparse kernels, GNN layers (GraphSAGE, GCN, MLP,
-//! LayerNorm, PReLU, dropout, link decoder) with hand-written backward passes, losses, Adam,
-//! and [`ParamSet`], the named flat parameter buffer that makes model averaging a vector mean.
+//! `tma-nn`: tma's compute core — dense and sparse kernels, GNN layers with hand-written
+//! backward passes, LayerNorm, PReLU, dropout, the link decoder, losses, Adam, and
+//! [`ParamSet`], the named flat parameter buffer that makes model averaging a vector mean.
 //!
-//! Why our own core (DESIGN.md, "Decisions already measured"): frameworks materialize an
-//! `E × F` message tensor and scatter serially; here aggregation is a CSR gather parallel over
-//! destination rows (rayon), its backward a gather over the transposed block, and dense
-//! products go through the `gemm` crate. Every backward is checked against finite differences
-//! in the tests.
+//! Layers ([`conv`], one file each, PyG's names, parameter names and shapes):
+//! - [`SageConv`]: GraphSAGE, mean aggregator (Hamilton et al. 2017), `--model sage`;
+//! - [`GcnConv`]: GCN, symmetric normalisation with self-loops (Kipf & Welling 2017),
+//!   `--model gcn`;
+//! - [`GatConv`]: multi-head graph attention (Velickovic et al. 2018), `--model gat`;
+//! - [`MlpConv`]: a linear layer ignoring edges, `--model mlp`.
+//!
+//! [`EncoderKind`] is generated from the one registry in `conv/mod.rs` (its names, parsing and
+//! the builder [`Model::new`] calls); a new encoder is a new file in `src/conv/` plus one line
+//! there. A [`Model`] stacks `num_layers` layers of one kind with LayerNorm → PReLU → dropout
+//! between them, plus an optional link decoder; [`Model::forward`] / [`Model::backward`] run
+//! over sampled blocks, [`Model::infer_full`] layer-wise over a whole graph.
+//!
+//! Why our own core: frameworks materialize an `E × F` message tensor and scatter serially;
+//! here aggregation is a CSR gather parallel over destination rows (rayon), its backward a
+//! gather over the transposed block, and dense products go through the `gemm` crate (GAT keeps
+//! only `E × heads` attention scores). Every backward is checked against finite differences in
+//! the tests (`src/tests.rs`).
 //!
 //! Conventions: matrices are row-major `f32` ([`Mat`]); linear weights are `[out, in]` as in
 //! PyTorch; blocks follow `tma_sample`'s conventions (destination nodes are the first
@@ -36,18 +49,23 @@
 //! adam.step(&mut params, &grads);
 //! ```
 
-mod error;
+#![warn(missing_docs)]
+
+#[macro_use]
 mod kernels;
+pub mod conv;
+mod error;
 mod loss;
 mod mat;
 mod model;
 mod optim;
 mod params;
 
+pub use conv::{EncoderKind, GatConv, GcnConv, LayerOptions, MlpConv, SageConv};
 pub use error::NnError;
 pub use loss::{bce_with_logits, multilabel_bce, softmax_cross_entropy};
 pub use mat::Mat;
-pub use model::{DecodeCache, EncoderKind, ForwardCache, Head, Input, Model, ModelConfig};
+pub use model::{DecodeCache, ForwardCache, Head, Input, Model, ModelConfig};
 pub use optim::{clip_grad_norm, Adam};
 pub use params::{ParamSet, ParamSpec};
 

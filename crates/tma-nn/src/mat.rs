@@ -5,8 +5,11 @@ use gemm::Parallelism;
 /// A dense row-major `f32` matrix, `[rows, cols]`, `data.len() == rows * cols`.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Mat {
+    /// Number of rows.
     pub rows: usize,
+    /// Number of columns.
     pub cols: usize,
+    /// `rows × cols` values, row-major (element `(i, j)` at `i · cols + j`).
     pub data: Vec<f32>,
 }
 

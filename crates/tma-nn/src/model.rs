@@ -1,59 +1,19 @@
-//! The GNN models: encoder (SAGE / GCN / MLP layers with LayerNorm → PReLU → dropout between
-//! them), the link decoder, forward and hand-written backward.
+//! The GNN models: encoder (a stack of one registered layer type from [`crate::conv`], with
+//! LayerNorm → PReLU → dropout between layers), the link decoder, forward and backward.
 
+use crate::conv::{ConvArgs, ConvCache, EncoderKind, Init, LayerOptions, ParamAlloc};
 use crate::kernels::{
-    add_bias, add_col_sums, add_into, aggregate, aggregate_backward, dropout_apply, dropout_mask,
-    lane_sum, min_rows, post_backward, post_forward, prelu1, prelu_grad1, AggCoefs, BufferPool,
-    InputRef, Transposed,
+    add_bias, add_col_sums, add_into, dropout_apply, dropout_mask, lane_sum, min_rows,
+    post_backward, post_forward, prelu1, prelu_grad1, BufferPool, InputRef,
 };
 use crate::mat::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
-use crate::{Mat, ParamSet, ParamSpec};
+use crate::{Mat, NnError, ParamSet, ParamSpec};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use std::fmt;
-use std::str::FromStr;
+use std::sync::Arc;
 use tma_graph::{Csr, Features};
 use tma_sample::BlockView;
-
-/// Which graph convolution the encoder stacks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EncoderKind {
-    /// GraphSAGE, mean aggregator (Hamilton et al. 2017, arXiv 1706.02216, Alg. 1 with
-    /// PyG's `SAGEConv(aggr="mean", root_weight=True)`):
-    /// `out_i = W_l · mean_{j ∈ N(i)} h_j + b_l + W_r · h_i`; empty neighbourhood ⇒ mean = 0.
-    Sage,
-    /// GCN (Kipf & Welling 2017, arXiv 1609.02907, eq. 2; PyG `GCNConv`): symmetric
-    /// normalisation with self loops, `out_i = b + Σ_{j ∈ N(i) ∪ {i}} w_ij · W h_j` with
-    /// `w_ii = 1/(d_i+1)` and `w_ij = (d_i/s_i) / sqrt((d_i+1)(d_j+1))` (`d` = full in-degree
-    /// from `src_degree`, `s_i` = sampled neighbours of `i`; with full neighbourhoods this is
-    /// exactly `D̂^{-1/2}(A+I)D̂^{-1/2} X Wᵀ`; `s_i = 0` keeps only the self term).
-    Gcn,
-    /// Plain MLP layer `out = W h_dst + b` (ignores edges).
-    Mlp,
-}
-
-impl fmt::Display for EncoderKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EncoderKind::Sage => "sage",
-            EncoderKind::Gcn => "gcn",
-            EncoderKind::Mlp => "mlp",
-        })
-    }
-}
-
-impl FromStr for EncoderKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "sage" | "graphsage" => Ok(EncoderKind::Sage),
-            "gcn" => Ok(EncoderKind::Gcn),
-            "mlp" => Ok(EncoderKind::Mlp),
-            _ => Err(format!("unknown encoder {s:?} (expected sage, gcn or mlp)")),
-        }
-    }
-}
 
 /// What the model predicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,25 +22,36 @@ pub enum Head {
     /// `s(u,v) = Linear(d,1)(PReLU(Linear(d,d)(h_u ⊙ h_v)))`.
     Link,
     /// Node classification: the last layer outputs `num_classes` logits.
-    Node { num_classes: usize },
+    Node {
+        /// Number of classes (logits per node), ≥ 1.
+        num_classes: usize,
+    },
 }
 
-/// Model hyper-parameters (SPEC defaults: hidden 256, 2 layers, dropout 0).
+/// Model hyper-parameters (defaults of [`ModelConfig::new`]: hidden 256, 2 layers, dropout 0,
+/// LayerNorm on, the random-tma reference set-up).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelConfig {
+    /// The layer type every encoder layer uses.
     pub encoder: EncoderKind,
+    /// Width of the input features (columns of `x`).
     pub in_dim: usize,
+    /// Width of every hidden layer's output, and of the embeddings with [`Head::Link`]. GAT
+    /// splits it into heads: it must be divisible by [`LayerOptions::heads`].
     pub hidden: usize,
+    /// Encoder layers (≥ 1); one sampled block per layer.
     pub num_layers: usize,
+    /// Dropout probability after each hidden layer's activation, in `[0, 1)`.
     pub dropout: f32,
+    /// What the model predicts (sets the last layer's width and the decoder).
     pub head: Head,
-    /// LayerNorm between layers (SPEC's stack: conv → LayerNorm → PReLU → dropout → conv).
+    /// LayerNorm between layers (conv → LayerNorm → PReLU → dropout → conv).
     /// `false` gives conv → PReLU → dropout → conv (Kipf & Welling's GCN has no norm).
     pub layer_norm: bool,
 }
 
 impl ModelConfig {
-    /// SPEC defaults: hidden 256, 2 layers, dropout 0.
+    /// Defaults: hidden 256, 2 layers, dropout 0, LayerNorm on.
     pub fn new(encoder: EncoderKind, in_dim: usize, head: Head) -> ModelConfig {
         ModelConfig {
             encoder,
@@ -94,17 +65,11 @@ impl ModelConfig {
     }
 }
 
-/// Offsets of one encoder layer's parameters in the flat buffer.
+/// One encoder layer: its conv (which knows its parameter offsets) and, on all layers but the
+/// last, the offsets of LayerNorm weight/bias and the PReLU slope.
 #[derive(Clone, Debug)]
-struct LayerLayout {
-    in_dim: usize,
-    out_dim: usize,
-    /// `lin_l.weight` (SAGE) / `lin.weight` (GCN) / `weight` (MLP), `[out, in]`.
-    w: usize,
-    /// SAGE `lin_r.weight`, `[out, in]`.
-    w_r: Option<usize>,
-    bias: usize,
-    /// LayerNorm weight/bias and PReLU slope (all layers but the last).
+struct Layer {
+    conv: Arc<dyn crate::conv::Conv>,
     norm_w: Option<usize>,
     norm_b: Option<usize>,
     act: Option<usize>,
@@ -123,19 +88,22 @@ struct DecoderLayout {
 /// A GNN model: configuration plus the parameter layout. Parameters live outside, in a
 /// [`ParamSet`] (from [`Model::init_params`]), so trainers can average them freely.
 ///
-/// Parameter names (PyG-style, weights `[out, in]` as PyTorch):
-/// `encoder.{l}.lin_l.weight`, `encoder.{l}.lin_l.bias`, `encoder.{l}.lin_r.weight` (SAGE);
-/// `encoder.{l}.lin.weight`, `encoder.{l}.bias` (GCN); `encoder.{l}.weight`,
-/// `encoder.{l}.bias` (MLP); between layers `encoder.norm.{l}.weight|bias` `[hidden]` and
-/// `encoder.act.{l}.weight` `[1]`; link head `decoder.lin1.weight` `[d, d]`,
+/// Parameter names (PyG-style, weights `[out, in]` as PyTorch): each layer's own under
+/// `encoder.{l}.` (see the layer types: [`crate::SageConv`] `lin_l.weight`, `lin_l.bias`,
+/// `lin_r.weight`; [`crate::GcnConv`] `lin.weight`, `bias`; [`crate::GatConv`] `lin.weight`,
+/// `att_src`, `att_dst`, `bias`; [`crate::MlpConv`] `weight`, `bias`); between layers
+/// `encoder.norm.{l}.weight|bias` `[hidden]` and `encoder.act.{l}.weight` `[1]`; link head `decoder.lin1.weight` `[d, d]`,
 /// `decoder.lin1.bias` `[d]`, `decoder.act.weight` `[1]`, `decoder.lin2.weight` `[1, d]`,
 /// `decoder.lin2.bias` `[1]`.
 #[derive(Clone, Debug)]
 pub struct Model {
+    /// The configuration it was built from.
     pub cfg: ModelConfig,
-    layers: Vec<LayerLayout>,
+    layers: Vec<Layer>,
     decoder: Option<DecoderLayout>,
     specs: Vec<ParamSpec>,
+    /// How each tensor of `specs` is initialised (same order).
+    inits: Vec<Init>,
     num_params: usize,
     /// Recycled activation / gradient buffers (see `BufferPool`).
     pool: BufferPool,
@@ -143,10 +111,8 @@ pub struct Model {
 
 /// Per-layer state kept by [`Model::forward`] for [`Model::backward`].
 struct LayerCache {
-    coefs: Option<AggCoefs>,
-    transform_first: bool,
-    /// Aggregate-first path: the aggregated input `[num_dst, in]`.
-    agg: Option<Mat>,
+    /// The conv's own cache.
+    conv: Option<ConvCache>,
     post: Option<PostCache>,
 }
 
@@ -184,8 +150,11 @@ pub enum Input<'a> {
     /// `num_dst` destination rows, or all rows when that layer transforms before aggregating).
     /// Same values as [`Input::Rows`] of the gathered matrix.
     Indexed {
+        /// The whole matrix, `[N, dim]` row-major.
         all: &'a [f32],
+        /// Columns of `all` (the model's `in_dim`).
         dim: usize,
+        /// Row ids into `all`, one per source node of the first block.
         rows: &'a [u32],
     },
 }
@@ -250,104 +219,89 @@ pub struct DecodeCache<'a> {
 const SCORE_CHUNK: usize = 512;
 
 impl Model {
-    /// Lay out the parameters of `cfg`.
+    /// Lay out the parameters of `cfg` with default [`LayerOptions`].
     ///
     /// # Panics
-    /// If `num_layers == 0`, a dimension is 0, or `dropout` is outside `[0, 1)`.
+    /// With the message of [`Model::try_new`]'s error on an invalid configuration.
     pub fn new(cfg: ModelConfig) -> Model {
-        assert!(cfg.num_layers >= 1, "num_layers must be >= 1");
-        assert!(cfg.in_dim > 0 && cfg.hidden > 0, "dimensions must be > 0");
-        assert!(
-            (0.0..1.0).contains(&cfg.dropout),
-            "dropout must be in [0, 1)"
-        );
+        Model::try_new(cfg).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Model::new`] returning configuration errors instead of panicking.
+    ///
+    /// # Errors
+    /// [`NnError::Config`] if `num_layers == 0`, a dimension or `num_classes` is 0, `dropout`
+    /// is outside `[0, 1)`, or the encoder's layer type rejects its shape (e.g. a GAT hidden
+    /// width not divisible by its heads).
+    pub fn try_new(cfg: ModelConfig) -> Result<Model, NnError> {
+        Model::try_new_with(cfg, LayerOptions::default())
+    }
+
+    /// [`Model::try_new`] with layer options (e.g. GAT heads).
+    ///
+    /// # Errors
+    /// As [`Model::try_new`].
+    pub fn try_new_with(cfg: ModelConfig, opts: LayerOptions) -> Result<Model, NnError> {
+        let bad = |m: String| Err(NnError::Config(m));
+        if cfg.num_layers < 1 {
+            return bad("num_layers must be >= 1".into());
+        }
+        if cfg.in_dim == 0 || cfg.hidden == 0 {
+            return bad("dimensions must be > 0".into());
+        }
+        if !(0.0..1.0).contains(&cfg.dropout) {
+            return bad(format!("dropout must be in [0, 1), got {}", cfg.dropout));
+        }
         let out_dim = match cfg.head {
             Head::Link => cfg.hidden,
-            Head::Node { num_classes } => {
-                assert!(num_classes > 0, "num_classes must be > 0");
-                num_classes
-            }
+            Head::Node { num_classes: 0 } => return bad("num_classes must be > 0".into()),
+            Head::Node { num_classes } => num_classes,
         };
-        let mut shapes: Vec<(String, Vec<usize>)> = Vec::new();
-        let mut offset = 0usize;
-        let mut push = |shapes: &mut Vec<(String, Vec<usize>)>, name: String, shape: Vec<usize>| {
-            let o = offset;
-            offset += shape.iter().product::<usize>();
-            shapes.push((name, shape));
-            o
-        };
+        let mut alloc = ParamAlloc::default();
         let mut layers = Vec::new();
         for l in 0..cfg.num_layers {
-            let din = if l == 0 { cfg.in_dim } else { cfg.hidden };
             let last = l + 1 == cfg.num_layers;
-            let dout = if last { out_dim } else { cfg.hidden };
-            let (w, w_r, bias) = match cfg.encoder {
-                EncoderKind::Sage => {
-                    let w = push(
-                        &mut shapes,
-                        format!("encoder.{l}.lin_l.weight"),
-                        vec![dout, din],
-                    );
-                    let b = push(&mut shapes, format!("encoder.{l}.lin_l.bias"), vec![dout]);
-                    let wr = push(
-                        &mut shapes,
-                        format!("encoder.{l}.lin_r.weight"),
-                        vec![dout, din],
-                    );
-                    (w, Some(wr), b)
-                }
-                EncoderKind::Gcn => {
-                    let w = push(
-                        &mut shapes,
-                        format!("encoder.{l}.lin.weight"),
-                        vec![dout, din],
-                    );
-                    let b = push(&mut shapes, format!("encoder.{l}.bias"), vec![dout]);
-                    (w, None, b)
-                }
-                EncoderKind::Mlp => {
-                    let w = push(&mut shapes, format!("encoder.{l}.weight"), vec![dout, din]);
-                    let b = push(&mut shapes, format!("encoder.{l}.bias"), vec![dout]);
-                    (w, None, b)
-                }
+            let args = ConvArgs {
+                layer: l,
+                in_dim: if l == 0 { cfg.in_dim } else { cfg.hidden },
+                out_dim: if last { out_dim } else { cfg.hidden },
+                last,
+                opts,
             };
+            let conv = cfg
+                .encoder
+                .build(&args, &mut alloc)
+                .map_err(NnError::Config)?;
+            let dout = args.out_dim;
             let (norm_w, norm_b, act) = if last {
                 (None, None, None)
             } else if !cfg.layer_norm {
-                (
-                    None,
-                    None,
-                    Some(push(
-                        &mut shapes,
-                        format!("encoder.act.{l}.weight"),
-                        vec![1],
-                    )),
-                )
+                let act = alloc.add(
+                    format!("encoder.act.{l}.weight"),
+                    vec![1],
+                    Init::Const(0.25),
+                );
+                (None, None, Some(act))
             } else {
-                (
-                    Some(push(
-                        &mut shapes,
-                        format!("encoder.norm.{l}.weight"),
-                        vec![dout],
-                    )),
-                    Some(push(
-                        &mut shapes,
-                        format!("encoder.norm.{l}.bias"),
-                        vec![dout],
-                    )),
-                    Some(push(
-                        &mut shapes,
-                        format!("encoder.act.{l}.weight"),
-                        vec![1],
-                    )),
-                )
+                let nw = alloc.add(
+                    format!("encoder.norm.{l}.weight"),
+                    vec![dout],
+                    Init::Const(1.0),
+                );
+                let nb = alloc.add(
+                    format!("encoder.norm.{l}.bias"),
+                    vec![dout],
+                    Init::Const(0.0),
+                );
+                let act = alloc.add(
+                    format!("encoder.act.{l}.weight"),
+                    vec![1],
+                    Init::Const(0.25),
+                );
+                (Some(nw), Some(nb), Some(act))
             };
-            layers.push(LayerLayout {
-                in_dim: din,
-                out_dim: dout,
-                w,
-                w_r,
-                bias,
+            layers.push(Layer {
+                conv,
                 norm_w,
                 norm_b,
                 act,
@@ -356,26 +310,30 @@ impl Model {
         let decoder = match cfg.head {
             Head::Link => {
                 let d = cfg.hidden;
+                let mut push =
+                    |name: &str, shape: Vec<usize>, init| alloc.add(name.into(), shape, init);
                 Some(DecoderLayout {
                     dim: d,
-                    w1: push(&mut shapes, "decoder.lin1.weight".into(), vec![d, d]),
-                    b1: push(&mut shapes, "decoder.lin1.bias".into(), vec![d]),
-                    act: push(&mut shapes, "decoder.act.weight".into(), vec![1]),
-                    w2: push(&mut shapes, "decoder.lin2.weight".into(), vec![1, d]),
-                    b2: push(&mut shapes, "decoder.lin2.bias".into(), vec![1]),
+                    w1: push("decoder.lin1.weight", vec![d, d], Init::Glorot),
+                    b1: push("decoder.lin1.bias", vec![d], Init::Const(0.0)),
+                    act: push("decoder.act.weight", vec![1], Init::Const(0.25)),
+                    w2: push("decoder.lin2.weight", vec![1, d], Init::Glorot),
+                    b2: push("decoder.lin2.bias", vec![1], Init::Const(0.0)),
                 })
             }
             Head::Node { .. } => None,
         };
+        let ParamAlloc { shapes, inits, .. } = alloc;
         let template = ParamSet::from_shapes(&shapes);
-        Model {
+        Ok(Model {
             cfg,
             layers,
             decoder,
             num_params: template.len(),
             specs: template.specs,
+            inits,
             pool: BufferPool::default(),
-        }
+        })
     }
 
     /// Free the activation buffers this model keeps for reuse between iterations (up to 32
@@ -411,7 +369,7 @@ impl Model {
 
     /// Width of the encoder output: `hidden` (link head) or `num_classes` (node head).
     pub fn out_dim(&self) -> usize {
-        self.layers.last().unwrap().out_dim
+        self.layers.last().unwrap().conv.out_dim()
     }
 
     /// A zero-filled [`ParamSet`] with this model's layout (a gradient buffer).
@@ -422,22 +380,24 @@ impl Model {
         }
     }
 
-    /// Fresh parameters: Glorot-uniform weights (`U(±sqrt(6/(in+out)))`, as PyG's `Linear`),
-    /// zero biases, LayerNorm weight 1 / bias 0, PReLU slope 0.25. Drawn in spec order.
+    /// Fresh parameters: Glorot-uniform weights (`U(±sqrt(6/(in+out)))`, as PyG's `Linear`;
+    /// GAT's `[1, heads, C]` attention vectors over `heads + C`, as PyG's `glorot`), zero
+    /// biases, LayerNorm weight 1 / bias 0, PReLU slope 0.25. Drawn in spec order.
     pub fn init_params(&self, rng: &mut ChaCha8Rng) -> ParamSet {
         let mut p = self.zero_params();
-        for s in &self.specs {
+        for (s, init) in self.specs.iter().zip(&self.inits) {
             let v = &mut p.data[s.offset..s.offset + s.numel()];
-            if s.name.ends_with("act.weight") || s.name.contains(".act.") {
-                v.fill(0.25);
-            } else if s.name.starts_with("encoder.norm.") && s.name.ends_with(".weight") {
-                v.fill(1.0);
-            } else if s.name.ends_with("weight") && s.shape.len() == 2 {
-                let a = (6.0 / (s.shape[0] + s.shape[1]) as f64).sqrt() as f32;
-                for x in v.iter_mut() {
-                    *x = rng.random_range(-a..a);
+            match *init {
+                Init::Const(c) => v.fill(c),
+                Init::Glorot => {
+                    let k = s.shape.len();
+                    let fans = s.shape[k.saturating_sub(2)..].iter().sum::<usize>();
+                    let a = (6.0 / fans as f64).sqrt() as f32;
+                    for x in v.iter_mut() {
+                        *x = rng.random_range(-a..a);
+                    }
                 }
-            } // biases stay 0
+            }
         }
         p
     }
@@ -492,15 +452,15 @@ impl Model {
         let Input::Indexed { all, dim, rows } = *x else {
             return Vec::new();
         };
-        let lay = &self.layers[0];
-        assert_eq!(dim, lay.in_dim, "indexed input: dim != model in_dim");
+        let conv = &self.layers[0].conv;
+        assert_eq!(dim, conv.in_dim(), "indexed input: dim != model in_dim");
         assert_eq!(
             rows.len(),
             b.num_src,
             "indexed input: rows != block num_src"
         );
         assert_eq!(all.len() % dim.max(1), 0, "indexed input: data length");
-        let transform_first = self.cfg.encoder != EncoderKind::Mlp && lay.out_dim < lay.in_dim;
+        let transform_first = conv.reads_all_rows_dense();
         // When the destinations are most of the sources (large link batches: 856k of 1M rows)
         // the partial gather costs nearly as much as a full one, and aggregating from the
         // contiguous copy avoids a row-map lookup per arc: gather everything then.
@@ -548,7 +508,7 @@ impl Model {
             let (mut out, mut lc) =
                 self.conv_forward(l, &p.data, b, input, keep, lay.act.is_none());
             if let Some(act) = lay.act {
-                let cols = lay.out_dim;
+                let cols = lay.conv.out_dim();
                 // bias (not added by conv_forward here), LayerNorm, affine and PReLU in one pass
                 let ln = match (lay.norm_w, lay.norm_b) {
                     (Some(nw), Some(nb)) => Some((&p.data[nw..nw + cols], &p.data[nb..nb + cols])),
@@ -557,7 +517,7 @@ impl Model {
                 let mut a = self.pool.take(out.data.len());
                 let rstd = post_forward(
                     &mut out.data,
-                    &p.data[lay.bias..lay.bias + cols],
+                    &p.data[lay.conv.bias()..lay.conv.bias() + cols],
                     ln,
                     p.data[act],
                     &mut a,
@@ -593,7 +553,8 @@ impl Model {
         unreachable!("the last layer returns")
     }
 
-    /// One conv layer forward: `[num_dst, out]`.
+    /// One conv layer forward: `[num_dst, out]`, plus the bias when `with_bias` (the last
+    /// layer; hidden layers add it fused with their post-processing).
     fn conv_forward(
         &self,
         l: usize,
@@ -603,61 +564,24 @@ impl Model {
         keep: bool,
         with_bias: bool,
     ) -> (Mat, LayerCache) {
-        let lay = &self.layers[l];
-        let (nd, ns, din, dout) = (b.num_dst, b.num_src, lay.in_dim, lay.out_dim);
+        let conv = &self.layers[l].conv;
+        let (nd, ns, dout) = (b.num_dst, b.num_src, conv.out_dim());
         assert_eq!(x.rows(), ns, "layer {l}: input rows != block num_src");
-        assert_eq!(x.dim(), din, "layer {l}: input dim");
+        assert_eq!(x.dim(), conv.in_dim(), "layer {l}: input dim");
         assert!(nd <= ns, "layer {l}: num_dst > num_src");
         assert_eq!(b.indptr.len(), nd + 1, "layer {l}: block indptr length");
-        let w = &p[lay.w..lay.w + dout * din];
-        // every path below overwrites `out` before reading it
-        let mut out = Mat::from_vec(nd, dout, self.pool.take(nd * dout));
-        let mut lc = LayerCache {
-            coefs: None,
-            transform_first: false,
-            agg: None,
-            post: None,
-        };
-        match self.cfg.encoder {
-            EncoderKind::Mlp => x.linear(nd, w, dout, &mut out.data, false),
-            EncoderKind::Sage | EncoderKind::Gcn => {
-                let coefs = if self.cfg.encoder == EncoderKind::Sage {
-                    AggCoefs::mean(b)
-                } else {
-                    AggCoefs::gcn(b)
-                };
-                // Aggregation is linear, so agg(X) Wᵀ = agg(X Wᵀ): transform first when that
-                // is cheaper, and always for sparse input (never densify X).
-                let tf = x.is_sparse() || dout < din;
-                if tf {
-                    let mut t = self.pool.take(ns * dout);
-                    x.linear(ns, w, dout, &mut t, false);
-                    aggregate(b, &coefs, &t, None, dout, &mut out.data);
-                    self.pool.give(t);
-                } else {
-                    let mut a = Mat::from_vec(nd, din, self.pool.take(nd * din));
-                    let (h, map) = x.agg_source(ns);
-                    aggregate(b, &coefs, h, map, din, &mut a.data);
-                    matmul_a_bt(nd, dout, din, &a.data, w, &mut out.data, false);
-                    if keep {
-                        lc.agg = Some(a);
-                    } else {
-                        self.pool.give(a.data);
-                    }
-                }
-                if let Some(wr) = lay.w_r {
-                    x.linear(nd, &p[wr..wr + dout * din], dout, &mut out.data, true);
-                }
-                lc.transform_first = tf;
-                if keep {
-                    lc.coefs = Some(coefs);
-                }
-            }
-        }
+        let (mut out, cache) = conv.forward(&self.pool, p, b, x, keep);
+        debug_assert_eq!((out.rows, out.cols), (nd, dout));
         if with_bias {
-            add_bias(&mut out.data, &p[lay.bias..lay.bias + dout]);
+            add_bias(&mut out.data, &p[conv.bias()..conv.bias() + dout]);
         }
-        (out, lc)
+        (
+            out,
+            LayerCache {
+                conv: cache,
+                post: None,
+            },
+        )
     }
 
     /// Backward of [`Model::forward`]: given `d_out = dL/d(output)`, **accumulates** (`+=`)
@@ -707,7 +631,7 @@ impl Model {
                 } = layers[l - 1].post.take().unwrap();
                 self.pool.give(out.data);
                 let lay = &self.layers[l - 1];
-                let cols = lay.out_dim;
+                let cols = lay.conv.out_dim();
                 let mut d = dx.unwrap();
                 if let Some(m) = mask {
                     dropout_apply(&mut d.data, &m, self.cfg.dropout);
@@ -736,7 +660,8 @@ impl Model {
                     add_into(&mut grads.data[nw..nw + cols], &dgamma);
                     add_into(&mut grads.data[nb..nb + cols], &dbeta);
                 }
-                add_into(&mut grads.data[lay.bias..lay.bias + cols], &dbias);
+                let bias = lay.conv.bias();
+                add_into(&mut grads.data[bias..bias + cols], &dbias);
                 self.pool.give(xhat.data);
                 if let Some(prev) = d_cur.replace(d) {
                     self.pool.give(prev.data);
@@ -763,72 +688,15 @@ impl Model {
         need_dx: bool,
     ) -> Option<Mat> {
         let lay = &self.layers[l];
-        let (nd, ns, din, dout) = (b.num_dst, b.num_src, lay.in_dim, lay.out_dim);
+        let (nd, dout) = (b.num_dst, lay.conv.out_dim());
         assert_eq!((d.rows, d.cols), (nd, dout), "layer {l}: gradient shape");
         if lay.act.is_none() {
             // hidden layers: the bias gradient came with the fused post backward
-            add_col_sums(&d.data, dout, &mut g[lay.bias..lay.bias + dout]);
+            let bias = lay.conv.bias();
+            add_col_sums(&d.data, dout, &mut g[bias..bias + dout]);
         }
-        let w = &p[lay.w..lay.w + dout * din];
-        // SAGE/GCN overwrite all of dx first; MLP only writes the first nd rows
-        let mut dx = if !need_dx {
-            None
-        } else if self.cfg.encoder == EncoderKind::Mlp && nd < ns {
-            Some(Mat::from_vec(ns, din, self.pool.take_zeroed(ns * din)))
-        } else {
-            Some(Mat::from_vec(ns, din, self.pool.take(ns * din)))
-        };
-        match self.cfg.encoder {
-            EncoderKind::Mlp => {
-                x.linear_weight_grad(nd, &d.data, dout, &mut g[lay.w..lay.w + dout * din]);
-                if let Some(dx) = dx.as_mut() {
-                    matmul_a_b(nd, din, dout, &d.data, w, &mut dx.data[..nd * din], false);
-                }
-            }
-            EncoderKind::Sage | EncoderKind::Gcn => {
-                let coefs = lc.coefs.expect("forward cache without coefficients");
-                if lc.transform_first {
-                    let t = Transposed::new(b);
-                    let mut dt = self.pool.take(ns * dout);
-                    aggregate_backward(b, &t, &coefs, &d.data, dout, &mut dt, false);
-                    drop(t);
-                    x.linear_weight_grad(ns, &dt, dout, &mut g[lay.w..lay.w + dout * din]);
-                    if let Some(dx) = dx.as_mut() {
-                        matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, false);
-                    }
-                    self.pool.give(dt);
-                } else {
-                    let a = lc.agg.expect("forward cache without aggregate");
-                    matmul_at_b(
-                        dout,
-                        din,
-                        nd,
-                        &d.data,
-                        &a.data,
-                        &mut g[lay.w..lay.w + dout * din],
-                        true,
-                    );
-                    self.pool.give(a.data);
-                    if let Some(dx) = dx.as_mut() {
-                        let mut da = self.pool.take(nd * din);
-                        matmul_a_b(nd, din, dout, &d.data, w, &mut da, false);
-                        let t = Transposed::new(b);
-                        aggregate_backward(b, &t, &coefs, &da, din, &mut dx.data, false);
-                        self.pool.give(da);
-                    }
-                }
-                // Root term last: the paths above overwrite dx (first touch of fresh pages
-                // is a write, never a read-then-write).
-                if let Some(wr) = lay.w_r {
-                    x.linear_weight_grad(nd, &d.data, dout, &mut g[wr..wr + dout * din]);
-                    if let Some(dx) = dx.as_mut() {
-                        let w_r = &p[wr..wr + dout * din];
-                        matmul_a_b(nd, din, dout, &d.data, w_r, &mut dx.data[..nd * din], true);
-                    }
-                }
-            }
-        }
-        dx
+        lay.conv
+            .backward(&self.pool, p, b, x, lc.conv, d, g, need_dx)
     }
 
     fn decoder(&self) -> &DecoderLayout {
@@ -851,7 +719,7 @@ impl Model {
             });
     }
 
-    /// Link decoder (SPEC / random-tma release): `s(u,v) = w2 · PReLU(W1 (h_u ⊙ h_v) + b1) + b2`,
+    /// Link decoder (as the random-tma reference release): `s(u,v) = w2 · PReLU(W1 (h_u ⊙ h_v) + b1) + b2`,
     /// a logit per pair. `h: [n, hidden]`; `src`, `dst`: row ids into `h`, same length `B`.
     /// Returns `B` logits and the cache for [`Model::decode_backward`].
     ///

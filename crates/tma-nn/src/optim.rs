@@ -7,12 +7,16 @@ use rayon::prelude::*;
 /// amsgrad), per scalar at step `t` (1-based):
 /// `m = β1 m + (1−β1) g`, `v = β2 v + (1−β2) g²`,
 /// `p −= (lr / (1−β1^t)) · m / (sqrt(v) / sqrt(1−β2^t) + eps)`.
-/// Moments are private state; model averaging leaves them alone (SPEC).
+/// Moments are private state; model averaging leaves them alone.
 #[derive(Clone, Debug)]
 pub struct Adam {
+    /// Learning rate.
     pub lr: f32,
+    /// Decay of the first moment (0.9).
     pub beta1: f32,
+    /// Decay of the second moment (0.999).
     pub beta2: f32,
+    /// Added to the denominator (1e-8).
     pub eps: f32,
     m: Vec<f32>,
     v: Vec<f32>,

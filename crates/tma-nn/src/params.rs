@@ -7,8 +7,11 @@ use std::path::Path;
 /// One named tensor inside a [`ParamSet`]: `data[offset .. offset + numel(shape)]`, row-major.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamSpec {
+    /// Dotted PyG-style name, e.g. `encoder.0.lin_l.weight`.
     pub name: String,
+    /// Tensor shape (PyTorch's: linear weights `[out, in]`).
     pub shape: Vec<usize>,
+    /// First element in the flat buffer.
     pub offset: usize,
 }
 
@@ -24,7 +27,9 @@ impl ParamSpec {
 /// Adam and gradient clipping are loops over `data`.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct ParamSet {
+    /// The named views, in buffer order.
     pub specs: Vec<ParamSpec>,
+    /// All scalars.
     pub data: Vec<f32>,
 }
 

@@ -121,6 +121,12 @@ fn fd_check(name: &str, f: &mut dyn FnMut(&[f32]) -> f64, x: &[f32], grad: &[f32
     );
 }
 
+/// A model with GAT hidden layers of 2 heads (other encoders ignore the option), so the small
+/// hidden widths of these tests are divisible.
+fn build(cfg: ModelConfig) -> Model {
+    Model::try_new_with(cfg, LayerOptions { heads: 2 }).unwrap()
+}
+
 fn dot(a: &[f32], b: &[f32]) -> f64 {
     a.iter().zip(b).map(|(&a, &b)| a as f64 * b as f64).sum()
 }
@@ -140,7 +146,7 @@ fn sage_forward_hand_example() {
     for in_dim_first in [false, true] {
         // also run the aggregate-first path: out_dim 2 >= in_dim 2 with a zero second output
         let classes = if in_dim_first { 2 } else { 1 };
-        let m = Model::new(ModelConfig {
+        let m = build(ModelConfig {
             layer_norm: true,
             encoder: EncoderKind::Sage,
             in_dim: 2,
@@ -221,7 +227,7 @@ fn gcn_full_neighbourhood_equals_normalized_adjacency() {
     let deg = g.degrees();
     for (din, dout) in [(3usize, 4usize), (4, 2)] {
         // both aggregation orders
-        let m = Model::new(ModelConfig {
+        let m = build(ModelConfig {
             layer_norm: true,
             encoder: EncoderKind::Gcn,
             in_dim: din,
@@ -508,7 +514,7 @@ fn layernorm_prelu_dropout_backward() {
 // Whole-model gradient checks.
 
 fn model(enc: EncoderKind, head: Head, in_dim: usize, dropout: f32) -> Model {
-    Model::new(ModelConfig {
+    build(ModelConfig {
         layer_norm: true,
         encoder: enc,
         in_dim,
@@ -569,7 +575,7 @@ fn model_gradients_all_encoders_and_heads() {
     let mut r = rng(11);
     let blocks = two_blocks(&mut r);
     let x = dense(9, 4, randn(&mut r, 9 * 4));
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         for head in [Head::Link, Head::Node { num_classes: 3 }] {
             // in 4 -> hidden 6 (aggregate first), 6 -> 3 (transform first) / 6 -> 6 (aggregate first)
             check_model_grad(&model(enc, head, 4, 0.0), &x, &blocks, true, 21);
@@ -582,9 +588,9 @@ fn model_gradients_without_layer_norm() {
     let mut r = rng(12);
     let blocks = two_blocks(&mut r);
     let x = dense(9, 4, randn(&mut r, 9 * 4));
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         for head in [Head::Link, Head::Node { num_classes: 3 }] {
-            let m = Model::new(ModelConfig {
+            let m = build(ModelConfig {
                 layer_norm: false,
                 ..model(enc, head, 4, 0.3).cfg
             });
@@ -593,7 +599,7 @@ fn model_gradients_without_layer_norm() {
         }
     }
     // without LayerNorm a hidden layer is PReLU(conv): check one value by hand on an MLP
-    let m = Model::new(ModelConfig {
+    let m = build(ModelConfig {
         layer_norm: false,
         hidden: 1,
         num_layers: 2,
@@ -624,7 +630,7 @@ fn model_gradients_wide_input_and_sparse_input() {
     }
     let dense_x = dense(9, 10, xd.clone());
     let sparse_x = to_sparse(9, 10, &xd);
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         let m = model(enc, Head::Node { num_classes: 3 }, 10, 0.0);
         check_model_grad(&m, &dense_x, &blocks, true, 31); // 10 -> 6: transform first
         check_model_grad(&m, &sparse_x, &blocks, true, 31);
@@ -636,7 +642,7 @@ fn model_gradients_with_dropout() {
     let mut r = rng(13);
     let blocks = two_blocks(&mut r);
     let x = dense(9, 4, randn(&mut r, 9 * 4));
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn] {
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Gat] {
         check_model_grad(&model(enc, Head::Link, 4, 0.3), &x, &blocks, true, 41);
     }
     // eval mode ignores dropout: same as a dropout-free model
@@ -662,7 +668,7 @@ fn sparse_and_dense_input_give_same_result() {
             *v = 0.0;
         }
     }
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         // in 5 < hidden 6: dense input aggregates first, sparse transforms first
         let m = model(enc, Head::Link, 5, 0.0);
         let p = m.init_params(&mut rng(2));
@@ -822,9 +828,9 @@ fn infer_full_equals_forward_on_full_neighbour_blocks() {
     let xall = randn(&mut r, n * 7);
     let feats = dense(n, 7, xall);
     let seeds = [3u32, 17, 0, 39, 22];
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         for head in [Head::Link, Head::Node { num_classes: 4 }] {
-            let m = Model::new(ModelConfig {
+            let m = build(ModelConfig {
                 layer_norm: true,
                 encoder: enc,
                 in_dim: 7,
@@ -901,7 +907,18 @@ fn init_params_layout_and_values() {
     assert_eq!(p, m.init_params(&mut rng(0)));
     assert_eq!("gcn".parse::<EncoderKind>().unwrap(), EncoderKind::Gcn);
     assert_eq!(EncoderKind::Mlp.to_string(), "mlp");
-    assert!("gat".parse::<EncoderKind>().is_err());
+    assert_eq!("GAT".parse::<EncoderKind>().unwrap(), EncoderKind::Gat);
+    assert_eq!(
+        "graphsage".parse::<EncoderKind>().unwrap(),
+        EncoderKind::Sage
+    );
+    assert_eq!(
+        "gin".parse::<EncoderKind>().unwrap_err(),
+        "unknown encoder \"gin\" (expected sage, gcn, mlp or gat)"
+    );
+    for &k in EncoderKind::ALL {
+        assert_eq!(k.to_string().parse::<EncoderKind>().unwrap(), k);
+    }
 }
 
 #[test]
@@ -921,9 +938,9 @@ fn pooled_buffers_never_leak_stale_values() {
     }
     let de = dense(4000, 40, xd.clone());
     let sp = to_sparse(4000, 40, &xd);
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         for x in [&de, &sp] {
-            let m = Model::new(ModelConfig {
+            let m = build(ModelConfig {
                 layer_norm: true,
                 encoder: enc,
                 in_dim: 40,
@@ -983,7 +1000,7 @@ fn indexed_input_equals_gathered_rows() {
         let xg = dense(9, in_dim, gathered);
         let blocks = [rand_block(&mut r, nd0, 9, 4), rand_block(&mut r, 3, nd0, 3)];
         let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
-        for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        for enc in EncoderKind::ALL.iter().copied() {
             let m = model(enc, Head::Node { num_classes: 3 }, in_dim, 0.3);
             let p = m.init_params(&mut rng(5));
             let run = |x: Input| {
@@ -1007,4 +1024,225 @@ fn indexed_input_equals_gathered_rows() {
             );
         }
     }
+}
+
+// ------------------------------------------------------------------------------------------
+// GAT.
+
+#[test]
+fn gat_forward_hand_example() {
+    // 3 nodes; in-neighbours 0 <- {1, 2}, 1 <- {0, 1 (a self arc, ignored: one self-loop)},
+    // 2 <- {}. x = [[1,0],[0,1],[1,1]], W = [[1, 2]] -> t = x Wᵀ = [1, 2, 3];
+    // att_src = [-1] -> s_src = [-1, -2, -3]; att_dst = [0.5] -> s_dst = [0.5, 1, 1.5]; b = 0.1.
+    // Node 0 over {0, 1, 2}: LeakyReLU(s_src_j + 0.5) = [-0.1, -0.3, -0.5];
+    //   α = softmax = [0.40175958, 0.32893292, 0.26930750]; out = α·[1,2,3] + 0.1 = 1.96754792
+    // Node 1 over {1, 0}: LeakyReLU([-2 + 1, -1 + 1]) = [-0.2, 0];
+    //   α = [0.45016600, 0.54983400]; out = 0.450166·2 + 0.549834·1 + 0.1 = 1.55016600
+    // Node 2 over {2}: α = 1; out = 3 + 0.1 = 3.1
+    let g = Csr::from_edges(3, &[1, 2, 0, 1], &[0, 0, 1, 1]);
+    let deg = g.degrees();
+    let m = Model::new(ModelConfig {
+        layer_norm: true,
+        encoder: EncoderKind::Gat,
+        in_dim: 2,
+        hidden: 8,
+        num_layers: 1,
+        dropout: 0.0,
+        head: Head::Node { num_classes: 1 },
+    });
+    let names: Vec<(&str, &[usize])> = m
+        .param_specs()
+        .iter()
+        .map(|s| (s.name.as_str(), s.shape.as_slice()))
+        .collect();
+    let want: [(&str, &[usize]); 4] = [
+        ("encoder.0.lin.weight", &[1, 2]),
+        ("encoder.0.att_src", &[1, 1, 1]),
+        ("encoder.0.att_dst", &[1, 1, 1]),
+        ("encoder.0.bias", &[1]),
+    ];
+    assert_eq!(names, want);
+    let mut p = m.zero_params();
+    p.get_mut("encoder.0.lin.weight")
+        .unwrap()
+        .copy_from_slice(&[1.0, 2.0]);
+    p.get_mut("encoder.0.att_src").unwrap()[0] = -1.0;
+    p.get_mut("encoder.0.att_dst").unwrap()[0] = 0.5;
+    p.get_mut("encoder.0.bias").unwrap()[0] = 0.1;
+    let x = dense(3, 2, vec![1., 0., 0., 1., 1., 1.]);
+    let out = m.infer_full(&p, &g, &deg, &x);
+    for (a, e) in out.data.iter().zip([1.967_547_9f32, 1.550_166, 3.1]) {
+        assert!((a - e).abs() < 1e-5, "{:?}", out.data);
+    }
+}
+
+#[test]
+fn gat_heads_layout_and_config_errors() {
+    let cfg = ModelConfig {
+        hidden: 64,
+        ..ModelConfig::new(EncoderKind::Gat, 10, Head::Node { num_classes: 7 })
+    };
+    // default: 8 heads of 8 channels on the hidden layer, 1 head on the last
+    let m = Model::new(cfg.clone());
+    let shape = |n: &str| {
+        m.param_specs()
+            .iter()
+            .find(|s| s.name == n)
+            .unwrap()
+            .shape
+            .clone()
+    };
+    assert_eq!(shape("encoder.0.lin.weight"), vec![64, 10]);
+    assert_eq!(shape("encoder.0.att_src"), vec![1, 8, 8]);
+    assert_eq!(shape("encoder.0.att_dst"), vec![1, 8, 8]);
+    assert_eq!(shape("encoder.0.bias"), vec![64]);
+    assert_eq!(shape("encoder.1.lin.weight"), vec![7, 64]);
+    assert_eq!(shape("encoder.1.att_src"), vec![1, 1, 7]);
+    // attention vectors are Glorot-initialised over (heads, channels), not zero
+    let p = m.init_params(&mut rng(0));
+    let att = p.get("encoder.0.att_src").unwrap();
+    let a = (6.0f32 / 16.0).sqrt();
+    assert!(att.iter().all(|&v| v.abs() <= a) && att.iter().any(|&v| v != 0.0));
+    let err = Model::try_new(ModelConfig {
+        hidden: 60,
+        ..cfg.clone()
+    })
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid model configuration: gat: layer 0 width 60 is not divisible by its 8 attention \
+         heads (choose a hidden size that is a multiple of 8)"
+    );
+    let err = Model::try_new_with(cfg.clone(), LayerOptions { heads: 0 }).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid model configuration: gat: heads must be >= 1"
+    );
+    assert!(Model::try_new(ModelConfig {
+        dropout: 1.0,
+        ..cfg
+    })
+    .is_err());
+    // a one-layer GAT has only the last layer: one head, any width
+    assert!(Model::try_new(ModelConfig {
+        hidden: 60,
+        num_layers: 1,
+        ..ModelConfig::new(EncoderKind::Gat, 10, Head::Link)
+    })
+    .is_ok());
+}
+
+/// GAT layer alone: gradients w.r.t. `lin.weight`, `att_src`, `att_dst` and the input, by
+/// central differences, for 2 heads (hidden) and 1 head (last), dense and sparse input, on a
+/// block with a self arc and a destination without neighbours.
+#[test]
+fn gat_layer_backward_matches_finite_differences() {
+    use crate::conv::{ConvArgs, ParamAlloc};
+    let mut r = rng(31);
+    let mut block = rand_block(&mut r, 5, 9, 4);
+    // destination 0 also lists itself as a source (ignored: exactly one self-loop)
+    block.indices[0] = 0;
+    let bv = block.view();
+    for last in [false, true] {
+        let (din, dout) = (4usize, 6usize);
+        let args = ConvArgs {
+            layer: 0,
+            in_dim: din,
+            out_dim: dout,
+            last,
+            opts: LayerOptions { heads: 2 },
+        };
+        let mut alloc = ParamAlloc::default();
+        let conv = EncoderKind::Gat.build(&args, &mut alloc).unwrap();
+        let shapes = alloc.shapes.clone();
+        let np: usize = shapes
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>())
+            .sum();
+        // scale up so some scores are positive and some negative (both LeakyReLU branches)
+        let p: Vec<f32> = randn(&mut r, np).iter().map(|v| 1.5 * v).collect();
+        let mut xd = randn(&mut r, 9 * din);
+        for (i, v) in xd.iter_mut().enumerate() {
+            if i % 3 == 2 {
+                *v = 0.0;
+            }
+        }
+        let rmat = randn(&mut r, 5 * dout);
+        for sparse in [false, true] {
+            let feats = |x: &[f32]| {
+                if sparse {
+                    to_sparse(9, din, x)
+                } else {
+                    dense(9, din, x.to_vec())
+                }
+            };
+            let pool = BufferPool::default();
+            let loss = |p: &[f32], x: &[f32]| {
+                let f = feats(x);
+                let (o, _) = conv.forward(&pool, p, &bv, InputRef::from_features(&f), false);
+                assert_eq!((o.rows, o.cols), (5, dout));
+                dot(&o.data, &rmat)
+            };
+            let f = feats(&xd);
+            let x0 = InputRef::from_features(&f);
+            let (o, cache) = conv.forward(&pool, &p, &bv, x0, true);
+            assert!(o.data.iter().all(|v| v.is_finite()));
+            let mut g = vec![0.0f32; np];
+            let d = Mat::from_vec(5, dout, rmat.clone());
+            let dx = conv
+                .backward(&pool, &p, &bv, x0, cache, &d, &mut g, true)
+                .unwrap();
+            let tag = format!("gat last={last} sparse={sparse}");
+            // the bias is the model's: its gradient is not formed here
+            let nb = dout;
+            fd_check(&format!("{tag} params"), &mut |q| loss(q, &xd), &p, &g);
+            assert!(g[np - nb..].iter().all(|&v| v == 0.0));
+            for (name, _) in &shapes[..3] {
+                let s = shapes.iter().position(|(n, _)| n == name).unwrap();
+                let off: usize = shapes[..s]
+                    .iter()
+                    .map(|(_, s)| s.iter().product::<usize>())
+                    .sum();
+                let len: usize = shapes[s].1.iter().product();
+                assert!(
+                    g[off..off + len].iter().any(|&v| v != 0.0),
+                    "{tag}: no gradient for {name}"
+                );
+            }
+            if !sparse {
+                fd_check(
+                    &format!("{tag} input"),
+                    &mut |xq| loss(&p, xq),
+                    &xd,
+                    &dx.data,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gat_softmax_is_stable_for_large_scores() {
+    // scores of ±1e4 overflow a naive exp; with the row maximum subtracted the output stays a
+    // convex combination of the transformed rows
+    let g = Csr::from_edges(3, &[1, 2, 0], &[0, 0, 1]);
+    let deg = g.degrees();
+    let m = Model::new(ModelConfig {
+        layer_norm: true,
+        encoder: EncoderKind::Gat,
+        in_dim: 1,
+        hidden: 8,
+        num_layers: 1,
+        dropout: 0.0,
+        head: Head::Node { num_classes: 1 },
+    });
+    let mut p = m.zero_params();
+    p.get_mut("encoder.0.lin.weight").unwrap()[0] = 1.0;
+    p.get_mut("encoder.0.att_src").unwrap()[0] = 1e4;
+    p.get_mut("encoder.0.att_dst").unwrap()[0] = 1e4;
+    let x = dense(3, 1, vec![1.0, 2.0, 3.0]);
+    let out = m.infer_full(&p, &g, &deg, &x);
+    // node 0: source 2 (score 1e4·(3+1)) dominates; node 1: source 1 itself (1e4·(2+2)) over
+    // source 0 (1e4·(1+2)); node 2: only itself
+    assert_eq!(out.data, vec![3.0, 2.0, 3.0]);
 }

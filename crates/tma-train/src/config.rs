@@ -162,6 +162,10 @@ pub struct TrainConfig {
     /// Encoder (`sage`, `gcn`, ... in config files: [`EncoderKind`]'s names).
     #[serde(with = "encoder_name")]
     pub model: EncoderKind,
+    /// Attention heads of `gat`'s hidden layers (concatenated; `hidden` must be divisible by
+    /// it); other encoders ignore it.
+    #[serde(default = "default_heads")]
+    pub heads: usize,
     pub hidden: usize,
     pub num_layers: usize,
     #[serde(serialize_with = "short_f32")]
@@ -213,6 +217,7 @@ impl Default for TrainConfig {
             sync_every_steps: 0,
             llcg_steps: default_llcg_steps(),
             model: EncoderKind::Sage,
+            heads: default_heads(),
             hidden: 256,
             num_layers: 2,
             dropout: 0.0,
@@ -238,6 +243,10 @@ impl Default for TrainConfig {
 
 fn default_llcg_steps() -> usize {
     2
+}
+
+fn default_heads() -> usize {
+    tma_nn::GatConv::DEFAULT_HEADS
 }
 
 impl TrainConfig {
@@ -301,6 +310,12 @@ impl TrainConfig {
                 "super-nodes ({}) must be >= trainers + drop-parts ({})",
                 self.super_nodes,
                 self.num_trainers + self.drop_parts
+            ));
+        }
+        if self.model == EncoderKind::Gat && (self.heads == 0 || self.hidden % self.heads != 0) {
+            return Err(format!(
+                "--model gat splits --hidden {} over --heads {}: hidden must be a positive multiple of heads",
+                self.hidden, self.heads
             ));
         }
         if self.method == Method::Ggs && self.sync_every_steps > 0 {

@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
-use tma_nn::{Head, Model, ModelConfig};
+use tma_nn::{Head, LayerOptions, Model, ModelConfig};
 use tma_partition::{PartitionConfig, PartitionReport};
 
 /// Labels of the node task, restricted to some set of nodes.
@@ -402,15 +402,23 @@ impl Prepared {
     }
 }
 
-/// The model `cfg` describes (encoder, hidden width, layers, dropout, LayerNorm) for `shape`.
-pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Model {
-    Model::new(ModelConfig {
-        encoder: cfg.model,
-        in_dim: shape.in_dim,
-        hidden: cfg.hidden,
-        num_layers: cfg.num_layers,
-        dropout: cfg.dropout,
-        head: shape.head,
-        layer_norm: cfg.layer_norm,
-    })
+/// The model `cfg` describes (encoder, hidden width, layers, dropout, LayerNorm, GAT heads)
+/// for `shape`.
+///
+/// # Errors
+/// [`TrainError::Model`] for a configuration the layers refuse (e.g. `hidden` not divisible
+/// by `heads` for GAT).
+pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainError> {
+    Ok(Model::try_new_with(
+        ModelConfig {
+            encoder: cfg.model,
+            in_dim: shape.in_dim,
+            hidden: cfg.hidden,
+            num_layers: cfg.num_layers,
+            dropout: cfg.dropout,
+            head: shape.head,
+            layer_norm: cfg.layer_norm,
+        },
+        LayerOptions { heads: cfg.heads },
+    )?)
 }

@@ -72,7 +72,7 @@ pub fn run_in_process(
     observer: &mut dyn Observer,
     extras: Extras,
 ) -> Result<RunResult, TrainError> {
-    let model = build_model(cfg, prep.model_shape());
+    let model = build_model(cfg, prep.model_shape())?;
     let init = initial_params(cfg, &model);
     let m = prep.trainers.len();
     let segment = extras.resume.as_ref().map_or(0, |r| r.round);

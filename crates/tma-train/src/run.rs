@@ -460,7 +460,7 @@ impl Run {
     ) -> Result<RunResult, TrainError> {
         self.prepare()?;
         let prep = self.prepared.as_ref().expect("prepared");
-        let template = build_model(&self.config, prep.model_shape()).zero_params();
+        let template = build_model(&self.config, prep.model_shape())?.zero_params();
         let resume = match &self.resumed {
             Some(st) => Some(checkpoint::resume_from(&self.dir, st, &template)?),
             None => None,

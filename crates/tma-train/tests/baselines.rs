@@ -134,7 +134,7 @@ fn scripted_run(
     script: BTreeMap<u64, Vec<Contribution>>,
     corrector: Option<&mut dyn Corrector>,
 ) -> (Scripted, Record, ParamSet) {
-    let model = build_model(c, p.model_shape());
+    let model = build_model(c, p.model_shape()).unwrap();
     let init = initial_params(&c, &model);
     let mut coord = Scripted {
         n: p.trainers.len(),
@@ -187,7 +187,7 @@ fn llcg_correction_changes_the_average_and_trainers_receive_the_corrected_model(
         ..cfg(Method::Llcg, Task::Node)
     };
     let p = prep(&c);
-    let model = build_model(&c, p.model_shape());
+    let model = build_model(&c, p.model_shape()).unwrap();
     let init = initial_params(&c, &model);
     let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
     let script = BTreeMap::from([(1, (0..3).map(|t| contribution(t, ts[t].clone())).collect())]);
@@ -242,7 +242,7 @@ fn failed_trainer_is_excluded_from_the_next_mean() {
         ..cfg(Method::RandomTma, Task::Node)
     };
     let p = prep(&c);
-    let model = build_model(&c, p.model_shape());
+    let model = build_model(&c, p.model_shape()).unwrap();
     let init = initial_params(&c, &model);
     let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
     // round 1: everyone; rounds 2 and 3: trainer 1 is gone
@@ -301,7 +301,7 @@ fn weighted_averaging_uses_nodes_or_edges() {
             ..base.clone()
         };
         assert_eq!(average_weights(&c, &p), expect, "{w:?}");
-        let model = build_model(&c, p.model_shape());
+        let model = build_model(&c, p.model_shape()).unwrap();
         let init = initial_params(&c, &model);
         let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
         let script =
@@ -393,7 +393,7 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
         ..cfg(Method::Ggs, Task::Node)
     };
     let p = prep(&c);
-    let model = build_model(&c, p.model_shape());
+    let model = build_model(&c, p.model_shape()).unwrap();
     let init = initial_params(&c, &model);
     let (mut coord, endpoints) = InProcess::new(p.trainers.len());
     let clock: Arc<RealClock> = Arc::new(RealClock::start());
@@ -547,7 +547,7 @@ fn step_count_schedule_makes_round_k_after_k_times_n_steps() {
 
 /// A resume point after round 5 of a run whose trainers had made 100, 200 and 300 steps.
 fn resume_after_round_5(c: &TrainConfig, p: &Prepared) -> tma_train::Resume {
-    let init = initial_params(c, &build_model(c, p.model_shape()));
+    let init = initial_params(c, &build_model(c, p.model_shape()).unwrap());
     tma_train::Resume {
         round: 5,
         params: init.data,

@@ -1,0 +1,97 @@
+//! GraphSAGE convolution with the mean aggregator.
+
+use super::{Conv, ConvArgs, ConvCache, Init, LinearAgg, ParamAlloc};
+use crate::kernels::{AggCoefs, BufferPool, InputRef};
+use crate::Mat;
+use tma_sample::BlockView;
+
+/// The GraphSAGE operator with the mean aggregator, from Hamilton et al., "Inductive
+/// Representation Learning on Large Graphs" (NeurIPS 2017, <https://arxiv.org/abs/1706.02216>,
+/// Alg. 1), as PyG's `SAGEConv(aggr="mean", root_weight=True)`:
+///
+/// `x_i' = W_l · mean_{j ∈ N(i)} x_j + b_l + W_r · x_i`
+///
+/// where `N(i)` is the (sampled) in-neighbourhood of `i`; an empty neighbourhood gives mean 0.
+///
+/// Parameters (`{l}` = layer index): `encoder.{l}.lin_l.weight` `[out, in]`,
+/// `encoder.{l}.lin_l.bias` `[out]`, `encoder.{l}.lin_r.weight` `[out, in]` (no bias), in this
+/// order; weights Glorot-uniform, bias 0.
+///
+/// **Shapes:** input `[num_src, in]` (dense, sparse or rows of a larger dense matrix), block
+/// with `num_dst <= num_src` destinations (the first `num_dst` sources), output
+/// `[num_dst, out]`.
+///
+/// Computation: when `out < in` or the input is sparse, `X W_lᵀ` first, then the mean over the
+/// block (aggregation is linear); else the mean first. Either way no `E × F` message tensor:
+/// a CSR gather parallel over destination rows; backward through the transposed block.
+#[derive(Clone, Debug)]
+pub struct SageConv {
+    core: LinearAgg,
+    bias: usize,
+}
+
+impl SageConv {
+    /// Declare `encoder.{l}.lin_l.weight`, `.lin_l.bias`, `.lin_r.weight`.
+    pub(crate) fn build(a: &ConvArgs, alloc: &mut ParamAlloc) -> Result<Self, String> {
+        let w = alloc.add(a.name("lin_l.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let bias = alloc.add(a.name("lin_l.bias"), vec![a.out_dim], Init::Const(0.0));
+        let w_r = alloc.add(a.name("lin_r.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        Ok(SageConv {
+            core: LinearAgg {
+                in_dim: a.in_dim,
+                out_dim: a.out_dim,
+                w,
+                w_r: Some(w_r),
+            },
+            bias,
+        })
+    }
+
+    /// Input channels (`in`).
+    pub fn in_channels(&self) -> usize {
+        self.core.in_dim
+    }
+
+    /// Output channels (`out`).
+    pub fn out_channels(&self) -> usize {
+        self.core.out_dim
+    }
+}
+
+impl Conv for SageConv {
+    fn in_dim(&self) -> usize {
+        self.core.in_dim
+    }
+    fn out_dim(&self) -> usize {
+        self.core.out_dim
+    }
+    fn bias(&self) -> usize {
+        self.bias
+    }
+    fn reads_all_rows_dense(&self) -> bool {
+        self.core.out_dim < self.core.in_dim
+    }
+    fn forward(
+        &self,
+        pool: &BufferPool,
+        p: &[f32],
+        b: &BlockView,
+        x: InputRef,
+        keep: bool,
+    ) -> (Mat, Option<ConvCache>) {
+        self.core.forward(pool, p, b, x, keep, AggCoefs::mean(b))
+    }
+    fn backward(
+        &self,
+        pool: &BufferPool,
+        p: &[f32],
+        b: &BlockView,
+        x: InputRef,
+        cache: Option<ConvCache>,
+        d: &Mat,
+        g: &mut [f32],
+        need_dx: bool,
+    ) -> Option<Mat> {
+        self.core.backward(pool, p, b, x, cache, d, g, need_dx)
+    }
+}
