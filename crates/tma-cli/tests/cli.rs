@@ -156,7 +156,8 @@ fn bad_flags_are_rejected_with_a_reason() {
     let cases: &[(&[&str], &str)] = &[
         (&["--sync-every", "soon"], "not a duration"),
         (&["--fanouts", "10"], "fanouts"),
-        (&["--model", "gat"], "gat"),
+        (&["--model", "llama"], "llama"),
+        (&["--model", "gat", "--hidden", "30"], "multiple of heads"),
         (&["--fail", "9@1s"], "trainer 9 does not exist"),
         (&["--method", "magic"], "magic"),
     ];

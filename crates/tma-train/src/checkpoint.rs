@@ -47,8 +47,11 @@ pub const CHECKPOINT_VERSION: u32 = 1;
 /// A validation result as stored in `state.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SavedEval {
+    /// Name of the primary metric.
     pub metric: String,
+    /// Its value.
     pub value: f64,
+    /// Every metric computed.
     pub all: BTreeMap<String, f64>,
 }
 
@@ -75,7 +78,9 @@ impl From<SavedEval> for EvalResult {
 /// The best round so far in a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SavedBest {
+    /// Round of the best validation result.
     pub round: u64,
+    /// That result.
     pub val: SavedEval,
     /// File name in `checkpoint/`.
     pub model: String,
@@ -84,6 +89,7 @@ pub struct SavedBest {
 /// `checkpoint/state.json`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CheckpointState {
+    /// Format version ([`CHECKPOINT_VERSION`]).
     pub format_version: u32,
     /// Last completed (validated) round.
     pub round: u64,
@@ -102,6 +108,7 @@ pub struct CheckpointState {
     pub manifest_sha256: Option<String>,
     /// File name of the averaged model after `round`.
     pub model: String,
+    /// The best round so far and its model file.
     pub best: Option<SavedBest>,
     /// Optimizer steps of each trainer since the start of the run, as of `round`, by trainer
     /// index (0 for a trainer that never joined a round). Empty in a `state.json` written
@@ -297,7 +304,9 @@ pub fn load_checkpoint(
 
 /// A clock that starts at `offset` (a resumed run continues the saved training time).
 pub struct OffsetClock<C: Clock> {
+    /// The clock that counts from 0.
     pub inner: C,
+    /// Training time at which it starts.
     pub offset: Duration,
 }
 

@@ -18,6 +18,7 @@ pub struct RealClock {
 }
 
 impl RealClock {
+    /// A clock starting now.
     pub fn start() -> Self {
         RealClock {
             start: Instant::now(),
@@ -41,6 +42,7 @@ pub struct ManualClock {
 }
 
 impl ManualClock {
+    /// Moves the clock forward by `d`.
     pub fn advance(&self, d: Duration) {
         self.nanos.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
     }

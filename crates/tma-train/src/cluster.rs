@@ -20,14 +20,18 @@ pub struct TrainerReport {
     pub epochs: u64,
     /// Sum and count of mini-batch losses since the previous round.
     pub loss_sum: f64,
+    /// Number of losses summed in `loss_sum`.
     pub loss_count: u64,
 }
 
 /// One trainer's contribution to a round.
 #[derive(Clone, Debug)]
 pub struct Contribution {
+    /// The trainer index.
     pub trainer: usize,
+    /// Its parameters (or, for GGS, its gradient), flat in `ParamSet` order.
     pub params: Vec<f32>,
+    /// Its counters since the previous exchange.
     pub report: TrainerReport,
 }
 

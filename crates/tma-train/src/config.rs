@@ -135,7 +135,9 @@ impl FromStr for AverageWeight {
 /// the environment).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainConfig {
+    /// Link prediction or node classification.
     pub task: Task,
+    /// The training method.
     pub method: Method,
     /// Number of trainers M (ignored by `centralized`, which uses 1).
     pub num_trainers: usize,
@@ -166,9 +168,12 @@ pub struct TrainConfig {
     /// it); other encoders ignore it.
     #[serde(default = "default_heads")]
     pub heads: usize,
+    /// Hidden width (and embedding width for link prediction).
     pub hidden: usize,
+    /// Encoder layers (one fanout each).
     pub num_layers: usize,
     #[serde(serialize_with = "short_f32")]
+    /// Dropout probability after each hidden layer, in `[0, 1)`.
     pub dropout: f32,
     /// LayerNorm between layers (the reference release's stack); false = conv → PReLU → dropout → conv.
     pub layer_norm: bool,
@@ -177,6 +182,7 @@ pub struct TrainConfig {
     /// Mini-batch size: positive edges (link) or seed nodes (node).
     pub batch_size: usize,
     #[serde(serialize_with = "short_f32")]
+    /// Adam learning rate (constant).
     pub lr: f32,
     /// L2 penalty added to the gradient before Adam (PyTorch `Adam(weight_decay=...)`); 0 = off.
     #[serde(serialize_with = "short_f32")]
@@ -184,6 +190,7 @@ pub struct TrainConfig {
     /// Gradient clipping max norm, applied from epoch `clip_from_epoch` (1-based) on.
     #[serde(serialize_with = "short_f32")]
     pub clip_norm: f32,
+    /// First epoch (1-based) with gradient clipping.
     pub clip_from_epoch: usize,
     /// Uniform negatives per positive edge in training.
     pub num_neg: usize,
@@ -193,11 +200,13 @@ pub struct TrainConfig {
     pub eval_max_edges: usize,
     /// Fractions of edges held out for validation and test (link task).
     pub val_frac: f64,
+    /// Fraction of edges held out for test (link task).
     pub test_frac: f64,
     /// Scale every feature row to sum 1 (PyG `NormalizeFeatures`, standard for Planetoid).
     pub normalize_features: bool,
     /// Which of a dataset's fixed mask splits to use (node task).
     pub split_index: usize,
+    /// Seed of every random stream of the run (split, partition, init, sampling).
     pub seed: u64,
     /// Worker threads in all (0 = all cores); trainers get equal shares.
     pub threads: usize,

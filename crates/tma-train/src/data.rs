@@ -5,25 +5,48 @@
 //! (`Part::global_ids` maps local -> global).
 
 use crate::config::{Task, TrainConfig};
-use crate::method::DataLayout;
 use crate::TrainError;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
 use tma_nn::{Head, LayerOptions, Model, ModelConfig};
-use tma_partition::{PartitionConfig, PartitionReport};
+use tma_partition::{PartitionConfig, PartitionMethod, PartitionReport};
+
+/// How the training examples reach the trainers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataLayout {
+    /// One trainer on the whole (training) graph.
+    Whole,
+    /// Every trainer holds the whole graph and a disjoint share of the training examples
+    /// (`M + d` shares, the last `d` given to no one: `--drop-parts`).
+    SharedExamples,
+    /// A node partition into `M + d` parts; trainer `t` holds the node-induced subgraph of
+    /// kept part `t` (cross-part edges dropped).
+    Partitioned(PartitionMethod),
+}
 
 /// Labels of the node task, restricted to some set of nodes.
 #[derive(Clone, Debug)]
 pub enum NodeTargets {
     /// Class per node (`-1` = unlabelled), `num_classes` classes.
-    Classes { y: Vec<i32>, num_classes: usize },
+    Classes {
+        /// Class of every node, `-1` for unlabelled.
+        y: Vec<i32>,
+        /// Number of classes.
+        num_classes: usize,
+    },
     /// `[n, num_labels]` 0/1 row-major.
-    MultiLabel { y: Vec<u8>, num_labels: usize },
+    MultiLabel {
+        /// `[n, num_labels]` 0/1 row-major.
+        y: Vec<u8>,
+        /// Number of labels.
+        num_labels: usize,
+    },
 }
 
 impl NodeTargets {
+    /// Width of the model output the targets need (classes or labels).
     pub fn out_dim(&self) -> usize {
         match self {
             NodeTargets::Classes { num_classes, .. } => *num_classes,
@@ -57,10 +80,15 @@ impl NodeTargets {
 #[derive(Clone, Debug)]
 pub enum TrainTarget {
     /// Positive training edges `(u, v)` in local ids (each undirected edge once).
-    Link { edges: Vec<(u32, u32)> },
+    Link {
+        /// The positives.
+        edges: Vec<(u32, u32)>,
+    },
     /// Local training nodes and the local targets of every local node.
     Node {
+        /// Local ids of its training nodes.
         nodes: Vec<u32>,
+        /// Targets of every local node (indexed by local id).
         targets: NodeTargets,
     },
 }
@@ -72,18 +100,24 @@ pub struct TrainerData {
     pub trainer: usize,
     /// Part id in the partition (0..M+d).
     pub part: usize,
+    /// Its subgraph (local ids; rows = in-neighbours).
     pub graph: Csr,
+    /// In-degree of every local node in that subgraph.
     pub degrees: Vec<u32>,
+    /// Features of its local nodes, row `l` = global node `global_ids[l]`.
     pub features: Features,
+    /// What it trains on.
     pub target: TrainTarget,
     /// Local -> global node ids.
     pub global_ids: Vec<u32>,
 }
 
 impl TrainerData {
+    /// Nodes of its subgraph.
     pub fn num_nodes(&self) -> usize {
         self.graph.num_nodes()
     }
+    /// Arcs of its subgraph.
     pub fn num_edges(&self) -> usize {
         self.graph.num_edges()
     }
@@ -91,11 +125,16 @@ impl TrainerData {
 
 /// What the coordinator evaluates on.
 pub enum EvalData {
+    /// Link prediction.
     Link {
+        /// The edge split: training graph, held-out positives and fixed negatives.
         split: LinkSplit,
     },
+    /// Node classification.
     Node {
+        /// Train / validation / test nodes.
         split: NodeSplit,
+        /// Targets of every node.
         targets: NodeTargets,
     },
 }
@@ -105,9 +144,13 @@ pub struct Prepared {
     /// The graph evaluation runs on (for link prediction: the training graph, held-out edges
     /// removed in both directions; for node classification: the whole graph).
     pub graph: Csr,
+    /// In-degree of every node of `graph`.
     pub degrees: Vec<u32>,
+    /// Features of every node.
     pub features: Features,
+    /// Validation and test data.
     pub eval: EvalData,
+    /// Each trainer's data, by trainer index.
     pub trainers: Vec<TrainerData>,
     /// Partition statistics (None for centralized).
     pub report: Option<PartitionReport>,
@@ -115,6 +158,7 @@ pub struct Prepared {
     pub partition_hash: Option<String>,
     /// Input and output widths of the model.
     pub in_dim: usize,
+    /// Output width of the encoder (classes or labels; hidden for link).
     pub out_dim: usize,
 }
 

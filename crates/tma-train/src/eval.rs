@@ -34,8 +34,11 @@ pub struct RankMetrics {
     pub mrr: f64,
     /// Fraction of positives ranked within the top 1, 10, 50, 100.
     pub hits_at_1: f64,
+    /// Fraction of positives ranked within the top 10.
     pub hits_at_10: f64,
+    /// ... within the top 50.
     pub hits_at_50: f64,
+    /// ... within the top 100.
     pub hits_at_100: f64,
     /// Number of positives evaluated.
     pub count: usize,

@@ -1,8 +1,8 @@
 //! The method abstraction: what distinguishes RandomTMA, SuperTMA, PSGD-PA, LLCG, GGS and
 //! centralized training, as three choices the rest of the crate is written against.
 //!
-//! * [`DataLayout`]: how the training examples reach the trainers (read by
-//!   [`crate::data::prepare_with`]).
+//! * [`DataLayout`] (defined with the data preparation that reads it,
+//!   [`crate::data::prepare_with`]): how the training examples reach the trainers.
 //! * [`TrainingMethod::run_trainer`]: a trainer's loop between exchanges.
 //! * [`Exchange`]: what the coordinator does with the trainers' contributions (read by
 //!   [`crate::coordinator::coordinate`]).
@@ -15,25 +15,12 @@
 use crate::clock::Clock;
 use crate::cluster::{Contribution, TrainerEndpoint};
 use crate::config::TrainConfig;
+pub use crate::data::DataLayout;
 use crate::data::Prepared;
 use crate::trainer::{Trainer, TrainerExit};
 use std::sync::Arc;
 use std::time::Duration;
 use tma_nn::{Model, ParamSet};
-use tma_partition::PartitionMethod;
-
-/// How the training examples reach the trainers.
-#[derive(Clone, Debug, PartialEq)]
-pub enum DataLayout {
-    /// One trainer on the whole (training) graph.
-    Whole,
-    /// Every trainer holds the whole graph and a disjoint share of the training examples
-    /// (`M + d` shares, the last `d` given to no one: `--drop-parts`).
-    SharedExamples,
-    /// A node partition into `M + d` parts; trainer `t` holds the node-induced subgraph of
-    /// kept part `t` (cross-part edges dropped).
-    Partitioned(PartitionMethod),
-}
 
 /// When the coordinator exchanges with the trainers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

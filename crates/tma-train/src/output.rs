@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// A run directory being written.
 pub struct RunDir {
+    /// The directory.
     pub path: PathBuf,
     rounds: File,
 }

@@ -46,6 +46,7 @@ pub struct StepStats {
 
 /// One optimisation step's state, reused across steps.
 pub struct Trainer {
+    /// The trainer's data (its part).
     pub data: TrainerData,
     model: Model,
     params: ParamSet,
@@ -60,7 +61,9 @@ pub struct Trainer {
     /// (reused across steps); dense features are read in place (`Input::Indexed`).
     x_buf: tma_graph::Features,
     cursor: usize,
+    /// Completed passes over its training examples.
     pub epochs: u64,
+    /// Optimizer steps taken.
     pub steps: u64,
     last: StepStats,
 }
@@ -150,10 +153,12 @@ impl Trainer {
         &self.last
     }
 
+    /// The current parameters.
     pub fn params(&self) -> &ParamSet {
         &self.params
     }
 
+    /// Replaces the parameters (e.g. with the averaged model); `data.len()` must equal the number of parameters.
     pub fn set_params(&mut self, data: &[f32]) {
         self.params.data.copy_from_slice(data);
     }
