@@ -44,7 +44,8 @@ pub mod dataset;
 pub mod error;
 pub mod features;
 pub mod generate;
-mod npy;
+pub mod npy;
+pub mod seed;
 pub mod split;
 
 pub use csr::{Csr, GlobalNodeId};
