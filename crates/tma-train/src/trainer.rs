@@ -99,9 +99,10 @@ impl Trainer {
     pub fn new(data: TrainerData, model: Model, params: ParamSet, cfg: &TrainConfig) -> Trainer {
         let grads = params.zeros_like();
         let adam = Adam::new(params.len(), cfg.lr);
-        let rng = ChaCha8Rng::seed_from_u64(
-            cfg.seed ^ (0x9E37_79B9_7F4A_7C15u64.wrapping_mul(data.trainer as u64 + 1)),
-        );
+        let rng = ChaCha8Rng::seed_from_u64(tma_graph::seed::derive(
+            cfg.seed,
+            tma_graph::seed::Purpose::Trainer(data.trainer as u32),
+        ));
         let sampler = NeighborSampler {
             fanouts: sampler_fanouts(&cfg.fanouts),
         };
