@@ -1,5 +1,5 @@
 //! Datasets: a graph with node features, labels and an optional split, loaded from a directory
-//! in the normalized layout of `datasets/FORMAT.md` ([`load_dataset`]).
+//! in the layout of `docs/dataset-format.md` ([`load_dataset`]).
 //!
 //! # Directory layout
 //!
@@ -186,7 +186,7 @@ pub const DENSIFY_DENSITY: f64 = 0.2;
 /// Features with at most this many columns are stored dense.
 pub const DENSIFY_MAX_DIM: usize = 64;
 
-/// Load a dataset directory (layout of `datasets/FORMAT.md`, summarized in the module docs).
+/// Load a dataset directory (layout of `docs/dataset-format.md`, summarized in the module docs).
 ///
 /// * **Nodes** `N` = `meta.json:computed.nodes` if present, else the largest of
 ///   (max edge id + 1, `y` rows, `x_shape[0]`).

@@ -1,4 +1,4 @@
-//! The baselines' defining behaviours (issue 3): LLCG's global correction, GGS's identical
+//! The baselines' defining behaviours: LLCG's global correction, GGS's identical
 //! parameters, PSGD-PA's METIS partition, weighted averaging, trainer failures and the
 //! step-count schedule. All on small generated graphs; each test runs in about a second.
 
