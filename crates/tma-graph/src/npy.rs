@@ -16,7 +16,7 @@
 //! # Writing
 //! [`encode`] produces a little-endian `.npy` v1.0 file whose header is padded so the payload
 //! starts at a multiple of 64 bytes (`numpy.load(f, mmap_mode="r")` can memory-map it);
-//! [`write`] writes it **atomically** ([`write_atomic`]: a temporary file in the same directory,
+//! [`write()`] writes it **atomically** ([`write_atomic`]: a temporary file in the same directory,
 //! fsync'd, then renamed over `path`), so a reader never sees a half-written array.
 //!
 //! # Errors

@@ -1,11 +1,11 @@
 //! The seeding policy of the workspace: every random stream of a run is derived from the run's
 //! one `seed` and a [`Purpose`] naming what the stream is for.
 //!
-//! * [`derive`]`(seed, purpose)` gives the `u64` seed of that purpose's stream, and
+//! * [`derive()`]`(seed, purpose)` gives the `u64` seed of that purpose's stream, and
 //!   [`rng`]`(seed, purpose)` the stream itself: `ChaCha8Rng::seed_from_u64(derive(seed, purpose))`.
 //! * Work that is split into fixed chunks processed in parallel draws chunk `c` from
 //!   [`chunk_rng`]`(stream_seed, c)` = `ChaCha8Rng::seed_from_u64(stream_seed)` with ChaCha
-//!   stream (nonce) `c`, where `stream_seed` is one purpose's [`derive`]d seed (or, for the
+//!   stream (nonce) `c`, where `stream_seed` is one purpose's [`derive()`]d seed (or, for the
 //!   sampler and dropout, a `u64` drawn from the caller's RNG). The chunk size is a constant of
 //!   the caller, so results do not depend on the number of threads.
 //!
