@@ -552,8 +552,8 @@ pub fn write<T: Element>(path: &Path, data: &[T], shape: &[usize]) -> Result<()>
     write_atomic(path, &encode(data, shape))
 }
 
-/// Writes `bytes` to `path` atomically: to a temporary file `.NAME.tmp-PID` in the same
-/// directory, fsync'd, then renamed over `path`. A reader sees the old file or the new one,
+/// Writes `bytes` to `path` atomically: to a temporary file `.NAME.tmp-PID-K` in the same
+/// directory (`K` counts this process's calls), fsync'd, then renamed over `path`. A reader sees the old file or the new one,
 /// never a partial one; on error the temporary file is removed.
 ///
 /// # Errors
@@ -571,7 +571,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             reason: "not a file name".into(),
         })?
         .to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    // unique per process and call, so concurrent writers of one path never share a temp file
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}-{k}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
         f.write_all(bytes).map_err(io(&tmp))?;
@@ -653,8 +656,13 @@ mod tests {
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("v.npy")]);
         let e = write(&dir.path().join("no/such/dir/v.npy"), &[1u8], &[1]).unwrap_err();
+        let GraphError::Io { path, .. } = &e else {
+            panic!("{e:?}")
+        };
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let prefix = format!(".v.npy.tmp-{}-", std::process::id());
         assert!(
-            matches!(&e, GraphError::Io { path, .. } if path.ends_with("no/such/dir/.v.npy.tmp-".to_string() + &std::process::id().to_string())),
+            path.parent().unwrap().ends_with("no/such/dir") && name.starts_with(&prefix),
             "{e}"
         );
     }
