@@ -1,5 +1,5 @@
 //! Datasets: a graph with node features, labels and an optional split, loaded from a directory
-//! in the normalized layout of `datasets/FORMAT.md` ([`load_dataset`]).
+//! in the layout of `docs/dataset-format.md` ([`load_dataset`]).
 //!
 //! # Directory layout
 //!
@@ -16,14 +16,13 @@
 
 use std::path::{Path, PathBuf};
 
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::csr::Csr;
 use crate::error::{GraphError, Result};
 use crate::features::Features;
-use crate::npy::RawNpy;
+use crate::npy::NpyFile;
+use crate::seed::{self, Purpose};
 
 /// Node labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,7 +186,7 @@ pub const DENSIFY_DENSITY: f64 = 0.2;
 /// Features with at most this many columns are stored dense.
 pub const DENSIFY_MAX_DIM: usize = 64;
 
-/// Load a dataset directory (layout of `datasets/FORMAT.md`, summarized in the module docs).
+/// Load a dataset directory (layout of `docs/dataset-format.md`, summarized in the module docs).
 ///
 /// * **Nodes** `N` = `meta.json:computed.nodes` if present, else the largest of
 ///   (max edge id + 1, `y` rows, `x_shape[0]`).
@@ -265,17 +264,17 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     };
 
     // ---- edge_index
-    let ei = RawNpy::read(&p("edge_index.npy"))?;
+    let ei = NpyFile::read(&p("edge_index.npy"))?;
     ei.expect_ndim(2, "[2, E]")?;
-    if ei.shape[0] != 2 {
+    if ei.shape()[0] != 2 {
         return Err(ei.shape_err("[2, E]"));
     }
-    let e = ei.shape[1] as usize;
-    let ev = ei.i64s()?;
+    let e = ei.shape()[1] as usize;
+    let ev = ei.storage_vec::<i64>()?;
     for &v in &ev {
         if v < 0 {
             return Err(GraphError::IdOutOfRange {
-                path: ei.path.clone(),
+                path: ei.path().to_path_buf(),
                 id: v,
                 num_nodes: meta_nodes.unwrap_or(u32::MAX as u64),
             });
@@ -285,7 +284,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     // ---- labels file (read early: it may define N)
     let y_path = p("y.npy");
     let y_raw = if y_path.exists() {
-        Some(RawNpy::read(&y_path)?)
+        Some(NpyFile::read(&y_path)?)
     } else {
         None
     };
@@ -296,7 +295,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         None => {
             let mut n = ev.iter().copied().max().map(|m| m as u64 + 1).unwrap_or(0);
             if let Some(y) = &y_raw {
-                n = n.max(y.shape.first().copied().unwrap_or(0));
+                n = n.max(y.shape().first().copied().unwrap_or(0));
             }
             if let Some((r, _)) = x_shape {
                 n = n.max(r);
@@ -316,12 +315,12 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let mut src = Vec::with_capacity(e);
     let mut dst = Vec::with_capacity(e);
     for k in 0..e {
-        let s = ev[idx2(ei.fortran_order, 2, e, 0, k)];
-        let d = ev[idx2(ei.fortran_order, 2, e, 1, k)];
+        let s = ev[idx2(ei.fortran_order(), 2, e, 0, k)];
+        let d = ev[idx2(ei.fortran_order(), 2, e, 1, k)];
         for v in [s, d] {
             if v as u64 >= n {
                 return Err(GraphError::IdOutOfRange {
-                    path: ei.path.clone(),
+                    path: ei.path().to_path_buf(),
                     id: v,
                     num_nodes: n,
                 });
@@ -336,7 +335,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let graph = Csr::from_edges(nu, &src, &dst);
     drop((src, dst));
     if !directed {
-        check_symmetric(&graph, &ei.path)?;
+        check_symmetric(&graph, ei.path())?;
     }
 
     // ---- features
@@ -374,7 +373,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let split = if idx_files.iter().any(|f| f.exists()) {
         let mut parts = Vec::with_capacity(3);
         for f in &idx_files {
-            let r = RawNpy::read(f)?;
+            let r = NpyFile::read(f)?;
             r.expect_ndim(1, "[k]")?;
             let mut ids = r.ids(n)?;
             ids.sort_unstable();
@@ -391,10 +390,10 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         let mut parts = Vec::with_capacity(3);
         let mut num_splits = None;
         for f in &mask_files {
-            let r = RawNpy::read(f)?;
-            let (s, fortran) = match r.shape.as_slice() {
+            let r = NpyFile::read(f)?;
+            let (s, fortran) = match r.shape() {
                 [len] if *len == n => (1usize, false),
-                [s, len] if *len == n => (*s as usize, r.fortran_order),
+                [s, len] if *len == n => (*s as usize, r.fortran_order()),
                 _ => return Err(r.shape_err(&format!("[S, {n}]"))),
             };
             if let Some(prev) = num_splits {
@@ -412,7 +411,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
                     ),
                 ));
             }
-            let m = r.bools()?;
+            let m = r.raw::<bool>()?;
             let row = opts.split_index;
             let ids: Vec<u32> = (0..nu)
                 .filter(|&v| m[idx2(fortran, s, nu, row, v)] != 0)
@@ -457,28 +456,28 @@ fn check_symmetric(g: &Csr, path: &Path) -> Result<()> {
 }
 
 fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
-    let ip = RawNpy::read(&files[0])?;
-    let ix = RawNpy::read(&files[1])?;
-    let dx = RawNpy::read(&files[2])?;
-    if ip.shape.as_slice() != [n as u64 + 1] {
+    let ip = NpyFile::read(&files[0])?;
+    let ix = NpyFile::read(&files[1])?;
+    let dx = NpyFile::read(&files[2])?;
+    if ip.shape() != [n as u64 + 1] {
         return Err(ip.shape_err(&format!("[{}] (num_nodes + 1)", n + 1)));
     }
     ix.expect_ndim(1, "[nnz]")?;
-    let nnz = ix.shape[0];
-    if dx.shape.as_slice() != [nnz] {
+    let nnz = ix.shape()[0];
+    if dx.shape() != [nnz] {
         return Err(dx.shape_err(&format!("[{nnz}] (as x_indices)")));
     }
-    let indptr_i = ip.i64s()?;
+    let indptr_i = ip.storage_vec::<i64>()?;
     if indptr_i[0] != 0 {
         return Err(invalid(
-            &ip.path,
+            ip.path(),
             format!("indptr[0] = {} (must be 0)", indptr_i[0]),
         ));
     }
     for (v, w) in indptr_i.windows(2).enumerate() {
         if w[1] < w[0] {
             return Err(invalid(
-                &ip.path,
+                ip.path(),
                 format!(
                     "indptr not monotone: indptr[{}] = {} > indptr[{}] = {}",
                     v,
@@ -492,12 +491,12 @@ fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
     let last = *indptr_i.last().unwrap();
     if last as u64 != nnz {
         return Err(invalid(
-            &ip.path,
+            ip.path(),
             format!("indptr[N] = {last} but x_indices holds {nnz} entries"),
         ));
     }
     let indices = ix.ids(dim)?;
-    let data = dx.f32s()?;
+    let data = dx.storage_vec::<f32>()?;
     let dim = dim as usize;
     let dense_cells = n as f64 * dim as f64;
     let densify = dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * dense_cells;
@@ -525,19 +524,19 @@ fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
     }
 }
 
-fn read_labels(y: &RawNpy, n: usize) -> Result<Labels> {
-    if y.descr == "|u1" {
-        match y.shape.as_slice() {
+fn read_labels(y: &NpyFile, n: usize) -> Result<Labels> {
+    if y.descr() == "|u1" {
+        match y.shape() {
             [r, c] if *r == n as u64 => {
                 let c = *c as usize;
-                let raw = y.u8s()?;
+                let raw = y.raw::<u8>()?;
                 let mut out = vec![0u8; n * c];
                 for v in 0..n {
                     for j in 0..c {
-                        let b = raw[idx2(y.fortran_order, n, c, v, j)];
+                        let b = raw[idx2(y.fortran_order(), n, c, v, j)];
                         if b > 1 {
                             return Err(invalid(
-                                &y.path,
+                                y.path(),
                                 format!("multi-label entry ({v}, {j}) = {b}, must be 0 or 1"),
                             ));
                         }
@@ -552,23 +551,23 @@ fn read_labels(y: &RawNpy, n: usize) -> Result<Labels> {
             _ => Err(y.shape_err(&format!("[{n}, C]"))),
         }
     } else {
-        if y.descr != "<i8" {
+        if y.descr() != "<i8" {
             return Err(GraphError::Dtype {
-                path: y.path.clone(),
+                path: y.path().to_path_buf(),
                 expected: "<i8 ([N] classes) or |u1 ([N, C] multi-label)".into(),
-                found: y.descr.clone(),
+                found: y.descr().to_string(),
             });
         }
-        if y.shape.as_slice() != [n as u64] {
+        if y.shape() != [n as u64] {
             return Err(y.shape_err(&format!("[{n}]")));
         }
-        let vals = y.i64s()?;
+        let vals = y.storage_vec::<i64>()?;
         let mut out = Vec::with_capacity(n);
         let mut max = -1i64;
         for (v, &c) in vals.iter().enumerate() {
             if !(-1..=i32::MAX as i64).contains(&c) {
                 return Err(invalid(
-                    &y.path,
+                    y.path(),
                     format!("label of node {v} is {c} (must be -1 or a class id)"),
                 ));
             }
@@ -580,7 +579,7 @@ fn read_labels(y: &RawNpy, n: usize) -> Result<Labels> {
         if max >= 0 && (max as u64 >= n.max(2) as u64 || max as u64 >= MAX_CLASSES as u64) {
             let v = vals.iter().position(|&c| c == max).unwrap_or(0);
             return Err(invalid(
-                &y.path,
+                y.path(),
                 format!(
                     "label of node {v} is {max}, which would mean {} classes for {n} nodes \
                      (class ids must be < min(num_nodes, {MAX_CLASSES}))",
@@ -606,8 +605,8 @@ pub const MAX_CLASSES: usize = 1 << 20;
 /// * column 0 = `ln(1 + degree)` standardized to mean 0, standard deviation 1 over all nodes
 ///   (all zeros if every node has the same degree); degree = in-degree, plus out-degree when
 ///   `directed`;
-/// * columns `1..dim` = i.i.d. `N(0, 1) / sqrt(dim)` drawn from `ChaCha8Rng::seed_from_u64(seed)`
-///   in row-major order, so the result is a deterministic function of `(graph, dim, seed)`.
+/// * columns `1..dim` = i.i.d. `N(0, 1) / sqrt(dim)` drawn from
+///   [`seed::rng`]`(seed, Purpose::StructuralFeatures)` in row-major order, so the result is a deterministic function of `(graph, dim, seed)`.
 ///
 /// # Panics
 /// If `dim == 0`.
@@ -624,7 +623,7 @@ pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -
     let mean = logd.iter().sum::<f64>() / n.max(1) as f64;
     let var = logd.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n.max(1) as f64;
     let std = var.sqrt();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = seed::rng(seed, Purpose::StructuralFeatures);
     let scale = 1.0 / (dim as f64).sqrt();
     let mut data = Vec::with_capacity(n * dim);
     for &l in &logd {

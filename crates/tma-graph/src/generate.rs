@@ -1,14 +1,14 @@
 //! Synthetic graphs for scale tests: a stochastic block model with class-correlated features.
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::dataset::{Dataset, Labels};
 use crate::features::Features;
-use crate::split::{mix_seed, random_node_split};
+use crate::seed::{self, Purpose};
+use crate::split::random_node_split;
 
 /// Configuration of [`generate_sbm`].
 #[derive(Clone, Debug, PartialEq)]
@@ -61,9 +61,14 @@ const NODE_CHUNK: usize = 1 << 12;
 ///   edges (no loop over node pairs), parallel over chunks of 65,536 draws.
 /// * **Features**: dense `[N, feature_dim]`, `x_v = mu_{class(v)} + feature_noise * eps`, with
 ///   class means `mu_c ~ N(0, I)` and `eps ~ N(0, I)`.
-/// * **Split**: random 60/20/20 ([`random_node_split`]).
+/// * **Split**: random 60/20/20 ([`random_node_split`] with `cfg.seed`, the split a run with
+///   that seed would make).
 ///
-/// Deterministic in `cfg` (independent of the rayon thread count).
+/// Random streams ([`crate::seed`]): classes, then class means, from
+/// [`Purpose::GeneratorClasses`]; edge draws per chunk of 65,536 from
+/// [`Purpose::GeneratorEdges`]; feature noise per chunk of 4096 nodes from
+/// [`Purpose::GeneratorFeatures`]. Deterministic in `cfg` (independent of the rayon thread
+/// count).
 ///
 /// # Panics
 /// If `num_classes == 0`, `num_nodes > u32::MAX`, or `p_in_ratio` is not in `[0, 1]`.
@@ -79,7 +84,7 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
     );
     let n = cfg.num_nodes;
     let c = cfg.num_classes;
-    let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(cfg.seed, 10, 0));
+    let mut rng = seed::rng(cfg.seed, Purpose::GeneratorClasses);
 
     // classes and members
     let y: Vec<i32> = (0..n).map(|_| rng.random_range(0..c) as i32).collect();
@@ -95,10 +100,11 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         (n as f64 * cfg.avg_degree / 2.0).round().max(0.0) as usize
     };
     let num_chunks = m.div_ceil(EDGE_CHUNK);
+    let edge_seed = seed::derive(cfg.seed, Purpose::GeneratorEdges);
     let chunks: Vec<Vec<(u32, u32)>> = (0..num_chunks)
         .into_par_iter()
         .map(|ci| {
-            let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(cfg.seed, 11, ci as u64));
+            let mut rng = seed::chunk_rng(edge_seed, ci as u64);
             let count = EDGE_CHUNK.min(m - ci * EDGE_CHUNK);
             let mut out = Vec::with_capacity(count);
             while out.len() < count {
@@ -148,11 +154,12 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         })
         .collect();
     let mut data = vec![0f32; n * d];
+    let feature_seed = seed::derive(cfg.seed, Purpose::GeneratorFeatures);
     if d > 0 {
         data.par_chunks_mut(NODE_CHUNK * d)
             .enumerate()
             .for_each(|(ci, buf)| {
-                let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(cfg.seed, 13, ci as u64));
+                let mut rng = seed::chunk_rng(feature_seed, ci as u64);
                 for (k, row) in buf.chunks_mut(d).enumerate() {
                     let cls = y[ci * NODE_CHUNK + k] as usize;
                     let mu = &means[cls * d..(cls + 1) * d];
@@ -165,7 +172,7 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
     }
 
     let labels = Labels::Classes { y, num_classes: c };
-    let split = random_node_split(&labels, n, 0.6, 0.2, mix_seed(cfg.seed, 12, 0));
+    let split = random_node_split(&labels, n, 0.6, 0.2, cfg.seed);
     Dataset {
         name: "sbm".to_string(),
         directed: false,

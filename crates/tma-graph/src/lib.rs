@@ -7,10 +7,15 @@
 //! * [`Features`]: node features, dense row-major or sparse CSR (wide bag-of-words features are
 //!   never densified; see [`load_dataset`] for the rule).
 //! * [`Dataset`]: a graph with features, labels and splits, loaded from a directory in the layout
-//!   of `datasets/FORMAT.md` ([`load_dataset`]) or generated ([`generate_sbm`]).
+//!   of `docs/dataset-format.md` ([`load_dataset`]) or generated ([`generate_sbm`]).
 //! * Splits: [`random_node_split`] (node classification), [`link_split`] (link prediction with
 //!   fixed OGB-style negatives, no reverse-edge leakage).
 //! * Errors: [`GraphError`], every variant naming the offending file.
+//! * [`npy`]: the workspace's one `.npy` codec (typed reads with dtype and shape checks,
+//!   64-byte-aligned encoding, atomic writes), used by the loader, partition directories and
+//!   tests.
+//! * [`seed`]: the workspace's one seeding policy: every random stream is
+//!   [`seed::rng`]`(seed, Purpose)`, so different purposes never share a keystream.
 //!
 //! Architecture invariant: this crate knows nothing of neural networks.
 //!
@@ -44,7 +49,8 @@ pub mod dataset;
 pub mod error;
 pub mod features;
 pub mod generate;
-mod npy;
+pub mod npy;
+pub mod seed;
 pub mod split;
 
 pub use csr::{Csr, GlobalNodeId};

@@ -1,26 +1,118 @@
-//! Minimal, validating `.npy` reader built on `npyz`'s header parser.
+//! The `.npy` codec of the workspace: reads and writes NumPy arrays (format versions 1.0, 2.0
+//! and 3.0 read; 1.0 written), with every error naming the file.
 //!
-//! The whole file is read into memory once; the magic string, version and data length are
-//! checked here (so truncated files are reported, not panicked on), the header dictionary is
-//! parsed by `npyz`, and the little-endian payload is decoded with plain slice conversions.
+//! # Reading
+//! * [`read`] / [`decode`]: a typed array `T` ([`Element`]), in C (row-major) order, after
+//!   checking the dtype and the shape against a pattern (`&[Some(2), None]` = `[2, any]`).
+//! * [`NpyFile`]: the parsed header plus the raw payload, for callers that pick the element type
+//!   from the header (`y.npy` is int64 classes or uint8 multi-label) or index Fortran-order data
+//!   themselves.
+//!
+//! A file is read into memory once; the magic string, the version, the header length, the
+//! shape (its product may not overflow) and the payload length (exactly `len * itemsize` bytes:
+//! a truncated file or trailing bytes are errors) are checked here; the header dictionary is
+//! parsed by `npyz`.
+//!
+//! # Writing
+//! [`encode`] produces a little-endian `.npy` v1.0 file whose header is padded so the payload
+//! starts at a multiple of 64 bytes (`numpy.load(f, mmap_mode="r")` can memory-map it);
+//! [`write()`] writes it **atomically** ([`write_atomic`]: a temporary file in the same directory,
+//! fsync'd, then renamed over `path`), so a reader never sees a half-written array.
+//!
+//! # Errors
+//! [`GraphError::Io`] (cannot read, write or rename), [`GraphError::Npy`] (bad magic, version,
+//! header, truncated or over-long payload, overflowing shape), [`GraphError::Dtype`] (another
+//! element type) and [`GraphError::Shape`] (the shape does not fit the pattern), each naming
+//! the file.
+//!
+//! ```
+//! use tma_graph::npy;
+//! let dir = tempfile::tempdir().unwrap();
+//! let path = dir.path().join("edges.npy");
+//! npy::write(&path, &[0i64, 1, 1, 0], &[2, 2]).unwrap();
+//! let a = npy::read::<i64>(&path, &[Some(2), None]).unwrap();
+//! assert_eq!((a.shape, a.data), (vec![2, 2], vec![0, 1, 1, 0]));
+//! let e = npy::read::<f32>(&path, &[None, None]).unwrap_err();
+//! assert!(e.to_string().contains("edges.npy: wrong dtype: expected <f4, found <i8"), "{e}");
+//! ```
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{GraphError, Result};
 
-const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// The magic string every `.npy` file starts with.
+pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 
-/// A parsed `.npy` file: header fields plus the raw payload bytes.
-pub(crate) struct RawNpy {
-    pub path: PathBuf,
-    /// NumPy type string without quotes, e.g. `<i8`.
-    pub descr: String,
-    pub shape: Vec<u64>,
-    pub fortran_order: bool,
-    bytes: Vec<u8>,
-    data_offset: usize,
-    /// Product of `shape`.
-    pub len: usize,
+/// Alignment of the payload in files this module writes (bytes from the start of the file).
+pub const ALIGN: usize = 64;
+
+/// An element type of `.npy` arrays: a fixed-width little-endian number.
+pub trait Element: Copy + Send + Sync + 'static {
+    /// NumPy type string, e.g. `<i8` (little-endian int64), `|u1`, `|b1`.
+    const DESCR: &'static str;
+    /// Bytes per element.
+    const SIZE: usize;
+    /// Decodes one element from exactly [`Element::SIZE`] little-endian bytes.
+    fn read_le(bytes: &[u8]) -> Self;
+    /// Appends the little-endian bytes of `self` to `out`.
+    fn put_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! element {
+    ($t:ty, $d:expr) => {
+        impl Element for $t {
+            const DESCR: &'static str = $d;
+            const SIZE: usize = std::mem::size_of::<$t>();
+            #[inline]
+            fn read_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("element width"))
+            }
+            #[inline]
+            fn put_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    };
+}
+element!(i64, "<i8");
+element!(i32, "<i4");
+element!(u64, "<u8");
+element!(u32, "<u4");
+element!(f64, "<f8");
+element!(f32, "<f4");
+element!(u8, "|u1");
+
+/// NumPy `bool` (`|b1`): one byte, 0 = false, anything else = true.
+impl Element for bool {
+    const DESCR: &'static str = "|b1";
+    const SIZE: usize = 1;
+    #[inline]
+    fn read_le(bytes: &[u8]) -> Self {
+        bytes[0] != 0
+    }
+    #[inline]
+    fn put_le(self, out: &mut Vec<u8>) {
+        out.push(self as u8);
+    }
+}
+
+/// Memory order of a multi-dimensional payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// Row-major (NumPy's default, `fortran_order: False`).
+    C,
+    /// Column-major (`fortran_order: True`).
+    Fortran,
+}
+
+/// A typed array read from a `.npy` file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array<T> {
+    /// Dimensions, outermost first (`[]` for a scalar).
+    pub shape: Vec<usize>,
+    /// `shape.iter().product()` elements in C (row-major) order, whatever the file's order.
+    pub data: Vec<T>,
 }
 
 fn npy_err(path: &Path, reason: impl Into<String>) -> GraphError {
@@ -56,17 +148,50 @@ fn precheck_shape(path: &Path, header: &str) -> Result<()> {
     Ok(())
 }
 
-impl RawNpy {
-    /// Read and validate the container (not the dtype/shape, which depend on the caller).
+/// Human-readable form of a shape pattern: `[2, _]`.
+fn pattern_text(pattern: &[Option<u64>]) -> String {
+    let dims: Vec<String> = pattern
+        .iter()
+        .map(|d| d.map_or("_".to_string(), |d| d.to_string()))
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// A parsed `.npy` file: header fields plus the raw payload bytes (not yet typed).
+#[derive(Debug)]
+pub struct NpyFile {
+    path: PathBuf,
+    descr: String,
+    shape: Vec<u64>,
+    fortran_order: bool,
+    bytes: Vec<u8>,
+    data_offset: usize,
+    len: usize,
+}
+
+impl NpyFile {
+    /// Reads and validates the container of the file at `path` (magic, version, header, shape
+    /// product, payload length for a plain dtype); the dtype and shape are checked by the
+    /// accessors, which depend on what the caller expects.
     ///
     /// # Errors
     /// [`GraphError::Io`] if the file cannot be read; [`GraphError::Npy`] on bad magic,
-    /// unsupported version, unparseable header, or a payload shorter than the header announces.
-    pub fn read(path: &Path) -> Result<RawNpy> {
+    /// unsupported version, unparseable header, overflowing shape, or a payload shorter or
+    /// longer than the header announces; [`GraphError::Dtype`] for a structured dtype.
+    pub fn read(path: &Path) -> Result<NpyFile> {
         let bytes = std::fs::read(path).map_err(|source| GraphError::Io {
             path: path.to_path_buf(),
             source,
         })?;
+        NpyFile::from_bytes(path, bytes)
+    }
+
+    /// As [`NpyFile::read`], on the bytes of a file already in memory; `path` names the file in
+    /// errors.
+    ///
+    /// # Errors
+    /// As [`NpyFile::read`], except [`GraphError::Io`].
+    pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<NpyFile> {
         if bytes.len() < 10 || &bytes[..6] != MAGIC {
             return Err(npy_err(path, "bad magic (expected \\x93NUMPY)"));
         }
@@ -115,7 +240,7 @@ impl RawNpy {
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| npy_err(path, "shape product overflows"))?;
         let fortran_order = header.order() == npyz::Order::Fortran;
-        Ok(RawNpy {
+        let f = NpyFile {
             path: path.to_path_buf(),
             descr,
             shape,
@@ -123,18 +248,91 @@ impl RawNpy {
             bytes,
             data_offset,
             len,
-        })
+        };
+        if let Some(item) = item_size(&f.descr) {
+            f.check_payload_len(item)?;
+        }
+        Ok(f)
     }
 
-    /// Require dtype `descr` (e.g. `<i8`) and return the validated payload of `len * size` bytes.
-    fn payload(&self, descr: &str, item: usize) -> Result<&[u8]> {
-        if self.descr != descr {
-            return Err(GraphError::Dtype {
-                path: self.path.clone(),
-                expected: descr.to_string(),
-                found: self.descr.clone(),
-            });
+    /// The file this array was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// NumPy type string without quotes, e.g. `<i8`.
+    pub fn descr(&self) -> &str {
+        &self.descr
+    }
+
+    /// Dimensions as stored in the header, outermost first.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// Number of elements (product of [`NpyFile::shape`]).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the array holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the payload is in Fortran (column-major) order.
+    pub fn fortran_order(&self) -> bool {
+        self.fortran_order
+    }
+
+    /// [`Order`] of the payload.
+    pub fn order(&self) -> Order {
+        if self.fortran_order {
+            Order::Fortran
+        } else {
+            Order::C
         }
+    }
+
+    /// The error "wrong shape: expected `expected`" for this file (`expected` is human-readable,
+    /// e.g. `[2, E]`).
+    pub fn shape_err(&self, expected: &str) -> GraphError {
+        GraphError::Shape {
+            path: self.path.clone(),
+            expected: expected.to_string(),
+            found: self.shape.clone(),
+        }
+    }
+
+    /// Requires `ndim` dimensions; `expected` is the human-readable shape for the error.
+    ///
+    /// # Errors
+    /// [`GraphError::Shape`].
+    pub fn expect_ndim(&self, ndim: usize, expected: &str) -> Result<()> {
+        if self.shape.len() != ndim {
+            return Err(self.shape_err(expected));
+        }
+        Ok(())
+    }
+
+    /// Requires the shape to fit `pattern` (one entry per dimension; `None` = any size).
+    ///
+    /// # Errors
+    /// [`GraphError::Shape`] with the pattern written as `[2, _]`.
+    pub fn expect_shape(&self, pattern: &[Option<u64>]) -> Result<()> {
+        let fits = self.shape.len() == pattern.len()
+            && self
+                .shape
+                .iter()
+                .zip(pattern)
+                .all(|(&s, p)| p.is_none_or(|p| p == s));
+        if !fits {
+            return Err(self.shape_err(&pattern_text(pattern)));
+        }
+        Ok(())
+    }
+
+    fn check_payload_len(&self, item: usize) -> Result<()> {
         let need = self
             .len
             .checked_mul(item)
@@ -149,60 +347,91 @@ impl RawNpy {
                 ),
             ));
         }
-        Ok(&self.bytes[self.data_offset..self.data_offset + need])
-    }
-
-    /// Require the number of dimensions; `expected` is the human-readable shape for the error.
-    pub fn expect_ndim(&self, ndim: usize, expected: &str) -> Result<()> {
-        if self.shape.len() != ndim {
-            return Err(self.shape_err(expected));
+        if have > need {
+            return Err(npy_err(
+                &self.path,
+                format!(
+                    "{} bytes after the data: header announces {} elements ({need} bytes), file holds {have} bytes",
+                    have - need,
+                    self.len
+                ),
+            ));
         }
         Ok(())
     }
 
-    pub fn shape_err(&self, expected: &str) -> GraphError {
-        GraphError::Shape {
-            path: self.path.clone(),
-            expected: expected.to_string(),
-            found: self.shape.clone(),
+    /// Requires dtype `descr` (e.g. `<i8`) and returns the payload of `len * item` bytes, in
+    /// storage order.
+    fn payload(&self, descr: &str, item: usize) -> Result<&[u8]> {
+        if self.descr != descr {
+            return Err(GraphError::Dtype {
+                path: self.path.clone(),
+                expected: descr.to_string(),
+                found: self.descr.clone(),
+            });
         }
+        self.check_payload_len(item)?;
+        Ok(&self.bytes[self.data_offset..])
     }
 
-    /// Payload as little-endian int64 in storage order.
-    pub fn i64s(&self) -> Result<Vec<i64>> {
-        let p = self.payload("<i8", 8)?;
-        Ok(p.chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-            .collect())
-    }
-
-    /// Payload as little-endian float32 in storage order.
-    pub fn f32s(&self) -> Result<Vec<f32>> {
-        let p = self.payload("<f4", 4)?;
-        Ok(p.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect())
-    }
-
-    /// Payload of `|u1` in storage order.
-    pub fn u8s(&self) -> Result<&[u8]> {
-        self.payload("|u1", 1)
-    }
-
-    /// Payload of `|b1` in storage order.
-    pub fn bools(&self) -> Result<&[u8]> {
-        self.payload("|b1", 1)
-    }
-
-    /// Payload as int64 converted to u32 ids, each checked `0 <= id < bound`.
+    /// The payload's raw bytes for dtype `T`, in storage order ([`NpyFile::order`]); no copy.
     ///
     /// # Errors
-    /// [`GraphError::IdOutOfRange`] for the first offending id.
+    /// [`GraphError::Dtype`] if the file's dtype is not `T::DESCR`.
+    pub fn raw<T: Element>(&self) -> Result<&[u8]> {
+        self.payload(T::DESCR, T::SIZE)
+    }
+
+    /// The elements as `T`, in storage order ([`NpyFile::order`]).
+    ///
+    /// # Errors
+    /// [`GraphError::Dtype`] if the file's dtype is not `T::DESCR`.
+    pub fn storage_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self
+            .raw::<T>()?
+            .chunks_exact(T::SIZE)
+            .map(T::read_le)
+            .collect())
+    }
+
+    /// The array as `T` in C (row-major) order; Fortran-order files of one or two dimensions
+    /// are transposed.
+    ///
+    /// # Errors
+    /// [`GraphError::Dtype`] for another dtype; [`GraphError::Npy`] for a Fortran-order array
+    /// of more than two dimensions.
+    pub fn to_array<T: Element>(&self) -> Result<Array<T>> {
+        let stored = self.storage_vec::<T>()?;
+        let shape: Vec<usize> = self.shape.iter().map(|&d| d as usize).collect();
+        let data = match (self.fortran_order, shape.as_slice()) {
+            (false, _) | (true, [] | [_]) => stored,
+            (true, &[rows, cols]) => {
+                let mut out = Vec::with_capacity(stored.len());
+                for r in 0..rows {
+                    out.extend((0..cols).map(|c| stored[c * rows + r]));
+                }
+                out
+            }
+            (true, _) => {
+                return Err(npy_err(
+                    &self.path,
+                    "Fortran order with more than 2 dimensions is not supported",
+                ))
+            }
+        };
+        Ok(Array { shape, data })
+    }
+
+    /// Node ids: an int64 payload converted to `u32`, each checked `0 <= id < bound`.
+    ///
+    /// # Errors
+    /// [`GraphError::Dtype`] if not `<i8`; [`GraphError::IdOutOfRange`] for the first offending
+    /// id.
     pub fn ids(&self, bound: u64) -> Result<Vec<u32>> {
-        let p = self.payload("<i8", 8)?;
+        let p = self.raw::<i64>()?;
         let mut out = Vec::with_capacity(self.len);
         for c in p.chunks_exact(8) {
-            let v = i64::from_le_bytes(c.try_into().unwrap());
+            let v = i64::read_le(c);
             if v < 0 || (v as u64) >= bound || v > u32::MAX as i64 {
                 return Err(GraphError::IdOutOfRange {
                     path: self.path.clone(),
@@ -213,5 +442,228 @@ impl RawNpy {
             out.push(v as u32);
         }
         Ok(out)
+    }
+}
+
+/// Bytes per element of the plain dtypes this module knows (`None` for others, which are
+/// only rejected when a caller asks for a type).
+fn item_size(descr: &str) -> Option<usize> {
+    let b = descr.as_bytes();
+    if b.len() < 3 || !matches!(b[0], b'<' | b'|' | b'=' | b'>') {
+        return None;
+    }
+    match b[1] {
+        b'i' | b'u' | b'f' | b'b' => descr[2..].parse().ok(),
+        _ => None,
+    }
+}
+
+/// Reads the `.npy` file at `path` as a `T` array in C order, requiring its shape to fit
+/// `pattern` (one entry per dimension, `None` = any size; e.g. `&[Some(2), None]` for
+/// `[2, E]`).
+///
+/// # Errors
+/// As [`NpyFile::read`], then [`GraphError::Shape`] and [`GraphError::Dtype`] naming `path`.
+pub fn read<T: Element>(path: &Path, pattern: &[Option<u64>]) -> Result<Array<T>> {
+    let f = NpyFile::read(path)?;
+    f.expect_shape(pattern)?;
+    f.to_array()
+}
+
+/// As [`read`], on the bytes of a file already in memory (`path` names it in errors).
+///
+/// # Errors
+/// As [`read`], except [`GraphError::Io`].
+pub fn decode<T: Element>(
+    path: &Path,
+    bytes: Vec<u8>,
+    pattern: &[Option<u64>],
+) -> Result<Array<T>> {
+    let f = NpyFile::from_bytes(path, bytes)?;
+    f.expect_shape(pattern)?;
+    f.to_array()
+}
+
+/// Encodes `data` (C order) with `shape` as a `.npy` v1.0 file whose payload starts at a
+/// multiple of [`ALIGN`] bytes.
+///
+/// # Panics
+/// If `data.len()` is not the product of `shape` (a bug in the caller).
+pub fn encode<T: Element>(data: &[T], shape: &[usize]) -> Vec<u8> {
+    encode_ordered(data, shape, Order::C)
+}
+
+/// As [`encode`], with `data` in the given memory order (the header's `fortran_order`).
+///
+/// # Panics
+/// If `data.len()` is not the product of `shape`.
+pub fn encode_ordered<T: Element>(data: &[T], shape: &[usize], order: Order) -> Vec<u8> {
+    let mut out = encode_header(T::DESCR, shape, order);
+    assert_eq!(
+        data.len(),
+        shape.iter().product::<usize>(),
+        "npy::encode: {} elements for shape {shape:?}",
+        data.len()
+    );
+    out.reserve(data.len() * T::SIZE);
+    for &x in data {
+        x.put_le(&mut out);
+    }
+    out
+}
+
+/// The magic string, version 1.0 and header of a `.npy` file with dtype `descr` and `shape`,
+/// padded with spaces and a newline so the payload that follows starts at a multiple of
+/// [`ALIGN`] bytes. Any `descr` is written as given (tests write wrong dtypes on purpose).
+pub fn encode_header(descr: &str, shape: &[usize], order: Order) -> Vec<u8> {
+    let shape_s = match shape {
+        [a] => format!("({a},)"),
+        _ => {
+            let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+            format!("({})", dims.join(", "))
+        }
+    };
+    let fortran = match order {
+        Order::C => "False",
+        Order::Fortran => "True",
+    };
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': {shape_s}, }}");
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat(total.next_multiple_of(ALIGN) - total));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out
+}
+
+/// Writes `data` (C order) with `shape` to `path` as `.npy` ([`encode`]), atomically
+/// ([`write_atomic`]).
+///
+/// # Errors
+/// [`GraphError::Io`] naming the file that could not be written or renamed.
+///
+/// # Panics
+/// If `data.len()` is not the product of `shape`.
+pub fn write<T: Element>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
+    write_atomic(path, &encode(data, shape))
+}
+
+/// Writes `bytes` to `path` atomically: to a temporary file `.NAME.tmp-PID-K` in the same
+/// directory (`K` counts this process's calls), fsync'd, then renamed over `path`. A reader sees the old file or the new one,
+/// never a partial one; on error the temporary file is removed.
+///
+/// # Errors
+/// [`GraphError::Io`] naming the file (the temporary one for write errors, `path` for the
+/// rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| GraphError::Io { path: p, source }
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| GraphError::Invalid {
+            path: path.to_path_buf(),
+            reason: "not a file name".into(),
+        })?
+        .to_string_lossy();
+    // unique per process and call, so concurrent writers of one path never share a temp file
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let k = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}-{k}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(bytes).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(io(path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_aligned_and_numpy_compatible() {
+        let b = encode(&[1u64, 2, 3], &[3]);
+        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + hlen) % 64, 0);
+        assert_eq!(b.len(), 10 + hlen + 24);
+        let h = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+        assert!(h.starts_with("{'descr': '<u8', 'fortran_order': False, 'shape': (3,), }"));
+        assert!(h.ends_with('\n'));
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+        let a = decode::<u64>(Path::new("x.npy"), b.clone(), &[None]).unwrap();
+        assert_eq!((a.shape, a.data), (vec![3], vec![1, 2, 3]));
+        let e = decode::<u32>(Path::new("x.npy"), b, &[None]).unwrap_err();
+        assert_eq!(e.to_string(), "x.npy: wrong dtype: expected <u4, found <u8");
+    }
+
+    #[test]
+    fn shape_pattern_and_payload_length_are_checked() {
+        let b = encode(&[1i32, 2, 3, 4, 5, 6], &[2, 3]);
+        let p = Path::new("d/a.npy");
+        let e = decode::<i32>(p, b.clone(), &[Some(3), None]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "d/a.npy: wrong shape: expected [3, _], found [2, 3]"
+        );
+        let e = decode::<i32>(p, b[..b.len() - 1].to_vec(), &[None, None]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "d/a.npy: malformed .npy file: truncated data: header announces 6 elements (24 bytes), file holds 23 bytes"
+        );
+        let mut long = b.clone();
+        long.push(0);
+        let e = decode::<i32>(p, long, &[None, None]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "d/a.npy: malformed .npy file: 1 bytes after the data: header announces 6 elements (24 bytes), file holds 25 bytes"
+        );
+    }
+
+    #[test]
+    fn fortran_order_is_transposed_to_c_order() {
+        // [[1, 2, 3], [4, 5, 6]] stored column by column
+        let b = encode_ordered(&[1u8, 4, 2, 5, 3, 6], &[2, 3], Order::Fortran);
+        let a = decode::<u8>(Path::new("f.npy"), b, &[Some(2), Some(3)]).unwrap();
+        assert_eq!(a.data, vec![1, 2, 3, 4, 5, 6]);
+        let b = encode(&[true, false, true], &[3]);
+        let a = decode::<bool>(Path::new("m.npy"), b, &[Some(3)]).unwrap();
+        assert_eq!(a.data, vec![true, false, true]);
+    }
+
+    #[test]
+    fn write_is_atomic_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.npy");
+        write(&p, &[1.5f32, -2.0], &[2]).unwrap();
+        write(&p, &[3.0f32], &[1]).unwrap(); // replaces
+        let a = read::<f32>(&p, &[None]).unwrap();
+        assert_eq!(a.data, vec![3.0]);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("v.npy")]);
+        let e = write(&dir.path().join("no/such/dir/v.npy"), &[1u8], &[1]).unwrap_err();
+        let GraphError::Io { path, .. } = &e else {
+            panic!("{e:?}")
+        };
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let prefix = format!(".v.npy.tmp-{}-", std::process::id());
+        assert!(
+            path.parent().unwrap().ends_with("no/such/dir") && name.starts_with(&prefix),
+            "{e}"
+        );
     }
 }

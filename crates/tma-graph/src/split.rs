@@ -2,28 +2,17 @@
 //! prediction).
 
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rayon::prelude::*;
 
 use crate::csr::Csr;
 use crate::dataset::{Labels, NodeSplit};
-
-/// SplitMix64 finalizer: derives independent stream seeds from `(seed, stream, index)`.
-pub(crate) fn mix_seed(seed: u64, stream: u64, index: u64) -> u64 {
-    let mut z = seed
-        ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ index.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use crate::seed::{self, Purpose};
 
 /// Random train/val/test split of the **labelled** nodes (all nodes for [`Labels::None`] and
 /// [`Labels::MultiLabel`]; nodes with `y >= 0` for [`Labels::Classes`]).
 ///
-/// The `m` eligible nodes are shuffled with `ChaCha8Rng::seed_from_u64(seed)`; the first
+/// The `m` eligible nodes are shuffled with [`seed::rng`]`(seed, Purpose::NodeSplit)`; the first
 /// `round(m * train_frac)` go to train, the next `round(m * val_frac)` to val (clamped to what
 /// is left), the rest to test. Each list is sorted. The usual choice is `0.6, 0.2` (60/20/20).
 /// Deterministic in `seed`.
@@ -47,7 +36,7 @@ pub fn random_node_split(
         .map(|v| v as u32)
         .collect();
     let m = nodes.len();
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = seed::rng(seed, Purpose::NodeSplit);
     nodes.shuffle(&mut rng);
     let n_train = ((m as f64 * train_frac).round() as usize).min(m);
     let n_val = ((m as f64 * val_frac).round() as usize).min(m - n_train);
@@ -97,7 +86,7 @@ const NEG_MAX_TRIES: usize = 64;
 ///
 /// 1. The candidate edges are the undirected edges `u < v` (or all arcs if `directed`),
 ///    self-loops excluded, listed in CSR order.
-/// 2. They are shuffled with a `ChaCha8Rng` seeded by `seed`; the first
+/// 2. They are shuffled with [`seed::rng`]`(seed, Purpose::LinkSplit)`; the first
 ///    `n_val = round(m * val_frac)` (capped at `max_eval_edges`) become validation positives,
 ///    the next `n_test = round(m * test_frac)` (capped likewise) test positives, the rest
 ///    training edges. With a cap this is sampling `n_val`/`n_test` edges without replacement;
@@ -110,8 +99,10 @@ const NEG_MAX_TRIES: usize = 64;
 ///    replacement) with `w != u` and `(u, w)` not an arc of the **full** `graph` (OGB style).
 ///    Rejection sampling is used; if fewer than 1/16 of the nodes are valid candidates for `u`
 ///    (a node adjacent to nearly everything), or after 64 rejected tries, any `w != u` is
-///    accepted. Negatives are drawn per chunk of 256 positives from a `ChaCha8Rng` seeded by
-///    `(seed, split, chunk)`, in parallel with rayon; results do not depend on the thread count.
+///    accepted. Negatives are drawn per chunk `c` of 256 positives from
+///    [`seed::chunk_rng`]`(seed::derive(seed, P), c)` with `P` = [`Purpose::ValNegatives`] or
+///    [`Purpose::TestNegatives`], in parallel with rayon; results do not depend on the thread
+///    count.
 ///
 /// Deterministic in `seed`. `graph` must have sorted rows (as built by [`Csr::from_edges`] or
 /// the loader); an unsorted graph is sorted internally first.
@@ -169,7 +160,7 @@ pub fn link_split(
     let n_test = ((m as f64 * test_frac).round() as usize)
         .min(cap)
         .min(m - n_val);
-    let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(seed, 1, 0));
+    let mut rng = seed::rng(seed, Purpose::LinkSplit);
     for i in 0..n_val + n_test {
         let j = rng.random_range(i..m);
         edges.swap(i, j);
@@ -220,8 +211,20 @@ pub fn link_split(
     } else {
         graph.degrees()
     };
-    let val_neg = sample_negatives(graph, &out_deg, &val_pos, num_neg, mix_seed(seed, 2, 0));
-    let test_neg = sample_negatives(graph, &out_deg, &test_pos, num_neg, mix_seed(seed, 3, 0));
+    let val_neg = sample_negatives(
+        graph,
+        &out_deg,
+        &val_pos,
+        num_neg,
+        seed::derive(seed, Purpose::ValNegatives),
+    );
+    let test_neg = sample_negatives(
+        graph,
+        &out_deg,
+        &test_pos,
+        num_neg,
+        seed::derive(seed, Purpose::TestNegatives),
+    );
 
     LinkSplit {
         train_graph,
@@ -249,7 +252,7 @@ fn sample_negatives(
     out_deg: &[u32],
     pos: &[(u32, u32)],
     num_neg: usize,
-    seed: u64,
+    stream_seed: u64,
 ) -> Vec<u32> {
     let n = graph.num_nodes();
     let mut out = vec![0u32; pos.len() * num_neg];
@@ -259,7 +262,7 @@ fn sample_negatives(
     out.par_chunks_mut(NEG_CHUNK * num_neg)
         .enumerate()
         .for_each(|(chunk, buf)| {
-            let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(seed, 4, chunk as u64));
+            let mut rng = seed::chunk_rng(stream_seed, chunk as u64);
             let first = chunk * NEG_CHUNK;
             for (k, row) in buf.chunks_mut(num_neg).enumerate() {
                 let u = pos[first + k].0;

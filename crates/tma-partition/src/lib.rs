@@ -18,7 +18,8 @@
 //!   "data uniformity" the paper argues for.
 //!
 //! Randomness is explicit: every method is a deterministic function of the graph and
-//! [`PartitionConfig::seed`] (ChaCha8 for our own draws, METIS' `seed` option for METIS), so the
+//! [`PartitionConfig::seed`] (streams derived by the workspace's seeding policy,
+//! `tma_graph::seed`: ChaCha8 for our own draws, METIS' `seed` option for METIS), so the
 //! same config gives byte-identical [`Partition::to_bytes`] (the reference release's RandomTMA seed
 //! had no effect and its SuperTMA grouping was unseeded; ours are seeded).
 //!

@@ -4,11 +4,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tma_graph::seed::{self, Purpose};
 use tma_graph::Csr;
 
 use crate::metis_call::{part_kway, symmetrize};
@@ -225,10 +225,11 @@ const RANDOM_CHUNK: usize = 1 << 16;
 /// Partition `graph` by `cfg`.
 ///
 /// Deterministic: the same graph and config give the same assignment, on any number of threads.
-/// Random uses `ChaCha8Rng::seed_from_u64(seed)` with stream `c` for node chunk `c` (65536 nodes
-/// per chunk), drawing `random_range(0..M+d)` per node. SuperNode draws its shuffles from
-/// `ChaCha8Rng::seed_from_u64(seed)`; both METIS methods pass a 31-bit fold of `seed` as METIS'
-/// `seed` option. METIS methods symmetrize the graph (both arc directions, no self-loops, no
+/// Streams follow [`tma_graph::seed`]: Random draws `random_range(0..M+d)` per node, node chunk
+/// `c` (65536 nodes per chunk) from [`seed::chunk_rng`]`(seed::derive(seed, Purpose::Partition),
+/// c)`. SuperNode clusters with METIS seeded by [`Purpose::SuperNodes`] and draws its shuffles
+/// from [`seed::rng`]`(seed, Purpose::SuperGrouping)`; Metis (PSGD-PA) seeds METIS by
+/// [`Purpose::MetisParts`]. METIS gets a 31-bit fold of the derived seed as its `seed` option. METIS methods symmetrize the graph (both arc directions, no self-loops, no
 /// duplicates) before partitioning, since METIS requires an undirected graph.
 ///
 /// # Errors
@@ -263,7 +264,12 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
             let vwgt: Vec<metis::Idx> = (0..n)
                 .map(|v| (graph.degree(v) + 1).div_ceil(scale) as metis::Idx)
                 .collect();
-            part_kway(&g, parts, Some(&vwgt), cfg.seed)?
+            part_kway(
+                &g,
+                parts,
+                Some(&vwgt),
+                seed::derive(cfg.seed, Purpose::MetisParts),
+            )?
         }
     };
     Ok(Partition {
@@ -273,15 +279,16 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
     })
 }
 
-/// Every node uniformly over `0..parts`, seeded, chunked into fixed ChaCha8 streams.
+/// Every node uniformly over `0..parts`, chunked into fixed streams of
+/// [`Purpose::Partition`].
 fn random_assignment(n: usize, parts: usize, seed: u64) -> Vec<u32> {
     let mut out = vec![0u32; n];
     let parts = parts as u32;
+    let stream_seed = seed::derive(seed, Purpose::Partition);
     out.par_chunks_mut(RANDOM_CHUNK)
         .enumerate()
         .for_each(|(c, chunk)| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(c as u64);
+            let mut rng = seed::chunk_rng(stream_seed, c as u64);
             for a in chunk.iter_mut() {
                 *a = rng.random_range(0..parts);
             }
@@ -290,19 +297,20 @@ fn random_assignment(n: usize, parts: usize, seed: u64) -> Vec<u32> {
 }
 
 /// Super-node id of every node: METIS k-way (no balance weights) into `min(k, n)` clusters, or
-/// the identity when `k >= n`.
+/// the identity when `k >= n`. METIS is seeded by [`Purpose::SuperNodes`] of `seed`.
 fn super_nodes(graph: &Csr, k: usize, seed: u64) -> Result<Vec<u32>, PartitionError> {
     let n = graph.num_nodes();
     if k >= n {
         return Ok((0..n as u32).collect());
     }
     let g = symmetrize(graph)?;
-    part_kway(&g, k.max(1), None, seed)
+    part_kway(&g, k.max(1), None, seed::derive(seed, Purpose::SuperNodes))
 }
 
 /// Shuffle the non-empty super-nodes (seeded) and cut the list into `parts` groups of
 /// `floor(S/parts)` or `floor(S/parts) + 1` super-nodes, the `S mod parts` larger groups chosen
-/// at random (seeded). Returns each node's group.
+/// at random (seeded). Both shuffles draw from [`seed::rng`]`(seed, Purpose::SuperGrouping)`.
+/// Returns each node's group.
 fn group_super_nodes(
     super_of: &[u32],
     parts: usize,
@@ -321,7 +329,7 @@ fn group_super_nodes(
             num_assigned_parts: parts,
         });
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rng = seed::rng(seed, Purpose::SuperGrouping);
     list.shuffle(&mut rng);
     // Which groups get one extra super-node: a random subset of size s % parts.
     let base = s / parts;
@@ -348,6 +356,8 @@ fn group_super_nodes(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
 
     /// Undirected ring 0-1-...-(n-1)-0 plus chords v - (v*7+3) % n.
     pub(crate) fn test_graph(n: usize) -> Csr {
@@ -440,12 +450,21 @@ pub(crate) mod tests {
 
     #[test]
     fn random_is_seeded_chacha8_per_chunk() {
-        // Exact values: node v of chunk 0 draws from ChaCha8Rng::seed_from_u64(seed), stream 0.
-        let p = random_assignment(10, 3, 42);
-        let mut rng = ChaCha8Rng::seed_from_u64(42);
+        // Exact values: node v of chunk 0 draws from ChaCha8Rng::seed_from_u64(derive(seed,
+        // Partition)), stream 0; node 65536 is the first draw of stream 1.
+        let p = random_assignment(RANDOM_CHUNK + 1, 3, 42);
+        let stream_seed = seed::derive(42, Purpose::Partition);
+        let mut rng = ChaCha8Rng::seed_from_u64(stream_seed);
         rng.set_stream(0);
-        let expect: Vec<u32> = (0..10).map(|_| rng.random_range(0..3u32)).collect();
-        assert_eq!(p, expect);
+        let expect: Vec<u32> = (0..64).map(|_| rng.random_range(0..3u32)).collect();
+        assert_eq!(p[..64], expect[..]);
+        let mut rng1 = ChaCha8Rng::seed_from_u64(stream_seed);
+        rng1.set_stream(1);
+        assert_eq!(p[RANDOM_CHUNK], rng1.random_range(0..3u32));
+        // not the keystream of the bare seed (which other purposes once shared)
+        let mut bare = ChaCha8Rng::seed_from_u64(42);
+        let naive: Vec<u32> = (0..64).map(|_| bare.random_range(0..3u32)).collect();
+        assert_ne!(p[..64], naive[..]);
     }
 
     #[test]

@@ -1,72 +1,40 @@
 //! Partitions of the real Cora citation graph (2708 nodes, 10556 arcs, 7 classes), read from
-//! `shared/datasets/planetoid_cora` with a minimal `.npy` (little-endian int64, C order) reader.
-//! Skipped (passes with a note) when the dataset directory is absent.
+//! `../shared/datasets/planetoid_cora` (relative to the repository root) with the workspace's
+//! `.npy` codec. Fails, saying what is missing, when the dataset directory is absent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use tma_graph::npy;
 use tma_partition::{
     build_parts, partition, partition_report, Csr, PartitionConfig, PartitionMethod,
 };
 
+/// `../shared/datasets/planetoid_cora`; panics naming the path when it is missing.
 fn dataset_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/datasets/planetoid_cora"
-    ))
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets/planetoid_cora");
+    assert!(
+        dir.join("edge_index.npy").is_file(),
+        "missing {}: this test needs the shared real datasets at ../shared/datasets next to the \
+         repository root (CI provides them; layout in docs/dataset-format.md); copy or link them there",
+        dir.display()
+    );
+    dir
 }
 
-/// Read a little-endian int64 `.npy` file: (shape, data).
-fn read_i64_npy(path: &PathBuf) -> (Vec<usize>, Vec<i64>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..6], b"\x93NUMPY");
-    let (header_len, start) = if bytes[6] == 1 {
-        (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10)
-    } else {
-        (
-            u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
-            12,
-        )
-    };
-    let header = std::str::from_utf8(&bytes[start..start + header_len]).unwrap();
-    assert!(header.contains("'<i8'") && header.contains("'fortran_order': False"));
-    let shape_str = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape = shape_str
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse().unwrap())
-        .collect();
-    let data = bytes[start + header_len..]
-        .chunks_exact(8)
-        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    (shape, data)
-}
-
-fn load_cora() -> Option<(Csr, Vec<i32>)> {
+fn load_cora() -> (Csr, Vec<i32>) {
     let dir = dataset_dir();
-    if !dir.join("edge_index.npy").exists() {
-        eprintln!("skipping: {} not found", dir.display());
-        return None;
-    }
-    let (shape, e) = read_i64_npy(&dir.join("edge_index.npy"));
-    let m = shape[1];
-    let src: Vec<u32> = e[..m].iter().map(|&x| x as u32).collect();
-    let dst: Vec<u32> = e[m..].iter().map(|&x| x as u32).collect();
-    let (_, y) = read_i64_npy(&dir.join("y.npy"));
+    let e = npy::read::<i64>(&dir.join("edge_index.npy"), &[Some(2), None]).unwrap();
+    let m = e.shape[1];
+    let src: Vec<u32> = e.data[..m].iter().map(|&x| x as u32).collect();
+    let dst: Vec<u32> = e.data[m..].iter().map(|&x| x as u32).collect();
+    let y = npy::read::<i64>(&dir.join("y.npy"), &[None]).unwrap().data;
     let g = Csr::from_edges(y.len(), &src, &dst);
-    Some((g, y.iter().map(|&c| c as i32).collect()))
+    (g, y.iter().map(|&c| c as i32).collect())
 }
 
 #[test]
 fn cora_random_vs_super_vs_metis() {
-    let Some((g, y)) = load_cora() else { return };
+    let (g, y) = load_cora();
     assert_eq!(g.num_nodes(), 2708);
     assert_eq!(g.num_edges(), 10556);
     let cfg = |method| PartitionConfig {

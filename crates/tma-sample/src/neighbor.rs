@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use tma_graph::Csr;
@@ -83,9 +83,9 @@ impl NeighborSampler {
     ///   the caller); copied into every block's `src_degree`.
     /// * `seeds`: unique graph ids, `< num_nodes`.
     /// * `rng`: the only source of randomness; one `u64` is drawn from it per hop, and the hop's
-    ///   destinations are sampled in chunks of 512 from `ChaCha8Rng::seed_from_u64(that u64)` with
-    ///   stream = chunk index, so the result is a deterministic function of `rng`'s state,
-    ///   independent of the thread count. Large hops (≥ 4096 destinations) fill chunks in
+    ///   destinations are sampled in chunks of 512, chunk `c` from
+    ///   `tma_graph::seed::chunk_rng(that u64, c)` (ChaCha8 seeded by it, stream `c`), so the
+    ///   result is a deterministic function of `rng`'s state, independent of the thread count. Large hops (≥ 4096 destinations) fill chunks in
     ///   parallel with rayon; relabelling is sequential.
     ///
     /// Memory: a per-thread marker of 4 bytes × `num_nodes` (kept between calls, reset only where
@@ -221,8 +221,7 @@ fn sample_hop(graph: &Csr, dst: &[u32], fanout: usize, hop_seed: u64) -> (Vec<u6
         rest = tail;
     }
     let fill = |(c, out): (usize, &mut [u32])| {
-        let mut rng = ChaCha8Rng::seed_from_u64(hop_seed);
-        rng.set_stream(c as u64);
+        let mut rng = tma_graph::seed::chunk_rng(hop_seed, c as u64);
         let mut scratch = Vec::new();
         let chunk = &dst[c * CHUNK..((c + 1) * CHUNK).min(dst.len())];
         let mut pos = 0;
@@ -281,6 +280,7 @@ fn sample_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
 
     /// Directed arcs src->dst (row dst lists src):
     /// 0 <- {1, 2}; 1 <- {3}; 2 <- {0, 3, 4}; 3 <- {}; 4 <- {5}; 5 <- {0}

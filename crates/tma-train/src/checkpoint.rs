@@ -17,7 +17,7 @@
 //! RNG state: every random stream of a run is a pure function of the user's `seed`, the
 //! stream's purpose and, for the trainers, the *segment* (0 for a fresh run, `k` after a resume
 //! from round `k`: a resumed run does not replay the samples of its first segment); see
-//! [`crate::seeding`]. So the checkpoint records the seed and the segment, not generator
+//! [`crate::trainer::trainer_rng`] and `tma_graph::seed`. So the checkpoint records the seed and the segment, not generator
 //! internals, and resuming never changes the seed. Adam moments are local to each trainer and
 //! restart at zero after a resume.
 //!

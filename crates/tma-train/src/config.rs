@@ -321,7 +321,9 @@ impl TrainConfig {
                 self.num_trainers + self.drop_parts
             ));
         }
-        if self.model == EncoderKind::Gat && (self.heads == 0 || self.hidden % self.heads != 0) {
+        if self.model == EncoderKind::Gat
+            && (self.heads == 0 || !self.hidden.is_multiple_of(self.heads))
+        {
             return Err(format!(
                 "--model gat splits --hidden {} over --heads {}: hidden must be a positive multiple of heads",
                 self.hidden, self.heads

@@ -7,8 +7,6 @@
 use crate::config::{Task, TrainConfig};
 use crate::TrainError;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
 use tma_nn::{Head, LayerOptions, Model, ModelConfig};
 use tma_partition::{PartitionConfig, PartitionMethod, PartitionReport};
@@ -395,7 +393,10 @@ pub fn share_examples(
         TrainTarget::Node { nodes, .. } => nodes.len(),
     };
     let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x6767_7300_5EED_0001));
+    order.shuffle(&mut tma_graph::seed::rng(
+        seed,
+        tma_graph::seed::Purpose::ExampleShares,
+    ));
     (0..keep)
         .map(|s| {
             let mine = order.iter().skip(s).step_by(num_shares).copied();

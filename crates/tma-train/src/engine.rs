@@ -9,10 +9,10 @@ use crate::coordinator::{coordinate, Coordinated};
 use crate::data::{build_model, Prepared};
 use crate::method::{ExchangeInputs, TrainingMethod};
 use crate::record::{Extras, FailPlan, Observer, RunResult};
-use crate::seeding::{self as seed, Purpose};
 use crate::trainer::{Trainer, TrainerExit};
 use crate::TrainError;
 use std::sync::Arc;
+use tma_graph::seed::{self, Purpose};
 
 /// Threads each trainer's pool gets: an equal share of `threads` (at least one).
 pub fn trainer_threads(threads: usize, num_trainers: usize) -> usize {

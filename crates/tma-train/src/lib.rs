@@ -35,7 +35,6 @@ pub mod mpi_cluster;
 pub mod output;
 pub mod record;
 pub mod run;
-pub mod seeding;
 pub mod store;
 pub mod trainer;
 

@@ -26,7 +26,8 @@
 //!           sparse -> feat_indptr.npy u64 [n+1], feat_indices.npy u32 [nnz],
 //!                     feat_data.npy f32 [nnz] (width d in the manifest)
 //! ```
-//! Every array is a little-endian NumPy `.npy` v1.0 file whose header is padded to 64 bytes,
+//! Every array is a little-endian NumPy `.npy` v1.0 file (written and read by the workspace's
+//! codec, `tma_graph::npy`) whose header is padded to 64 bytes,
 //! so the payload can be memory-mapped (`numpy.load(f, mmap_mode="r")`) and read from NumPy as
 //! is. Writing goes to a staging folder `.DIR.tmp` (each file fsync'd, manifest last) that is
 //! renamed to `DIR` at the end, so `DIR` either holds a complete partition or does not exist.
@@ -40,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use tma_graph::npy::{self, Element};
 use tma_graph::{Csr, Features, LinkSplit, NodeSplit};
 
 /// The on-disk format version this code writes and the only one it reads.
@@ -53,30 +54,47 @@ pub enum StoreError {
     /// The file could not be read, written or renamed.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
         #[source]
+        /// The OS error.
         source: std::io::Error,
     },
     /// The manifest names a format version this build does not read.
     #[error("{path}: partition format version {found} is not supported (this tma reads version {supported}); re-run `tma partition --out`")]
     Version {
+        /// The manifest.
         path: PathBuf,
+        /// The version it records.
         found: String,
+        /// The version this build reads.
         supported: u32,
     },
     /// A file's content does not match the sha256 recorded in the manifest.
     #[error("{path}: content hash mismatch (manifest records sha256 {expected}, file has {found}); the partition directory is corrupted or was modified, re-run `tma partition --out`")]
     HashMismatch {
+        /// The file.
         path: PathBuf,
+        /// sha256 recorded in the manifest.
         expected: String,
+        /// sha256 of the file.
         found: String,
     },
     /// The file is not what the manifest says (bad JSON, dtype, shape, missing entry, ...).
     #[error("{path}: {reason}")]
-    Format { path: PathBuf, reason: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The output directory exists and is not empty.
     #[error("{0}: exists and is not empty; choose another --out or remove it")]
     Exists(PathBuf),
+    /// A `.npy` file could not be written, or is malformed or not of the dtype/dimensions this
+    /// format stores (the codec's error names the file).
+    #[error(transparent)]
+    Npy(#[from] tma_graph::GraphError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -96,17 +114,29 @@ fn fmt_err(path: &Path, reason: impl Into<String>) -> StoreError {
 /// The options that fixed the split and partition; a run on this directory uses them.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DataConfig {
+    /// Task the split was made for.
     pub task: Task,
+    /// Method whose partition this is.
     pub method: Method,
+    /// Trainers (parts kept).
     pub num_trainers: usize,
+    /// Parts dropped.
     pub drop_parts: usize,
+    /// Super-nodes K (super-tma).
     pub super_nodes: usize,
+    /// Seed of the split and partition.
     pub seed: u64,
+    /// Validation fraction (link).
     pub val_frac: f64,
+    /// Test fraction (link).
     pub test_frac: f64,
+    /// Fixed negatives per evaluation positive (link).
     pub eval_num_neg: usize,
+    /// Cap on evaluation positives (link).
     pub eval_max_edges: usize,
+    /// Whether feature rows were scaled to sum 1.
     pub normalize_features: bool,
+    /// Fixed split used (node).
     pub split_index: usize,
 }
 
@@ -155,7 +185,9 @@ pub struct PartEntry {
     pub part: usize,
     /// Folder name relative to the partition directory, e.g. `part-000`.
     pub dir: String,
+    /// Nodes of the part.
     pub num_nodes: usize,
+    /// Arcs of the part.
     pub num_edges: usize,
     /// Training examples: positive edges (link) or labelled training nodes (node).
     pub num_train: usize,
@@ -166,12 +198,15 @@ pub struct PartEntry {
 /// `manifest.json` of a partition directory.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Manifest {
+    /// Format version of the directory.
     pub format_version: u32,
     /// Dataset name (`Dataset::name`).
     pub dataset: String,
+    /// The data options it was made with.
     pub data: DataConfig,
     /// Model input width (feature dimension) and output width (classes / labels; hidden for link).
     pub in_dim: usize,
+    /// Model output width (classes / labels; hidden for link).
     pub out_dim: usize,
     /// Whether the training graph is directed (link positives are then arcs, not pairs).
     pub directed: bool,
@@ -181,9 +216,11 @@ pub struct Manifest {
     pub targets: String,
     /// Nodes and arcs of the coordinator's evaluation graph.
     pub num_nodes: usize,
+    /// Arcs of the coordinator's evaluation graph.
     pub num_edges: usize,
     /// sha256 of the partition assignment (`Partition::hash_hex`), None for centralized.
     pub assignment_sha256: Option<String>,
+    /// Every kept part, by trainer index.
     pub parts: Vec<PartEntry>,
     /// Partition quality report (edges kept, label/degree divergence), if partitioned.
     pub report: Option<serde_json::Value>,
@@ -196,117 +233,6 @@ pub struct Manifest {
 
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// An element type of our `.npy` files.
-pub trait NpyElem: Copy {
-    /// NumPy dtype string.
-    const DESCR: &'static str;
-    /// Bytes per element.
-    const SIZE: usize;
-    fn put(self, out: &mut Vec<u8>);
-    fn get(b: &[u8]) -> Self;
-}
-
-macro_rules! elem {
-    ($t:ty, $d:expr) => {
-        impl NpyElem for $t {
-            const DESCR: &'static str = $d;
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn put(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
-            }
-            fn get(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().expect("element width"))
-            }
-        }
-    };
-}
-elem!(u64, "<u8");
-elem!(u32, "<u4");
-elem!(i32, "<i4");
-elem!(f32, "<f4");
-elem!(u8, "|u1");
-
-/// Encodes `data` with `shape` as a `.npy` v1.0 file, header padded so the payload starts at
-/// a multiple of 64 bytes.
-pub fn encode_npy<T: NpyElem>(data: &[T], shape: &[usize]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_s = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let mut header = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-        T::DESCR,
-        shape_s
-    );
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat(total.next_multiple_of(64) - total));
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len() * T::SIZE);
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for &x in data {
-        x.put(&mut out);
-    }
-    out
-}
-
-/// Decodes a `.npy` file written by [`encode_npy`]: checks dtype and that the shape's first
-/// dimensions match `cols` (trailing dimensions; `None` = any). Returns (data, shape).
-///
-/// # Errors
-/// [`StoreError::Format`] naming `path` for a bad header, dtype, shape or length.
-pub fn decode_npy<T: NpyElem>(
-    path: &Path,
-    bytes: &[u8],
-    ndim: usize,
-) -> Result<(Vec<T>, Vec<usize>), StoreError> {
-    if bytes.len() < 10 || &bytes[..8] != b"\x93NUMPY\x01\x00" {
-        return Err(fmt_err(path, "not a .npy v1.0 file (bad magic)"));
-    }
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    if bytes.len() < 10 + hlen {
-        return Err(fmt_err(path, "truncated .npy header"));
-    }
-    let header = npyz::NpyHeader::from_reader(&bytes[..10 + hlen])
-        .map_err(|e| fmt_err(path, format!("unparseable .npy header: {e}")))?;
-    let descr = header.dtype().descr();
-    if descr.trim_matches('\'') != T::DESCR {
-        return Err(fmt_err(
-            path,
-            format!("dtype {descr}, expected {}", T::DESCR),
-        ));
-    }
-    if header.order() != npyz::Order::C {
-        return Err(fmt_err(path, "Fortran order is not supported"));
-    }
-    let shape: Vec<usize> = header.shape().iter().map(|&d| d as usize).collect();
-    if shape.len() != ndim {
-        return Err(fmt_err(
-            path,
-            format!(
-                "shape {shape:?} has {} dimensions, expected {ndim}",
-                shape.len()
-            ),
-        ));
-    }
-    let n: usize = shape.iter().product();
-    let payload = &bytes[10 + hlen..];
-    if payload.len() != n * T::SIZE {
-        return Err(fmt_err(
-            path,
-            format!(
-                "payload of {} bytes, shape {shape:?} needs {}",
-                payload.len(),
-                n * T::SIZE
-            ),
-        ));
-    }
-    Ok((payload.chunks_exact(T::SIZE).map(T::get).collect(), shape))
 }
 
 /// Writes files into a staging directory, recording their hashes.
@@ -322,21 +248,19 @@ impl Writer {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(io(parent))?;
         }
-        let mut f = fs::File::create(&path).map_err(io(&path))?;
-        f.write_all(bytes).map_err(io(&path))?;
-        f.sync_all().map_err(io(&path))?;
+        npy::write_atomic(&path, bytes)?;
         self.files
             .insert(rel.to_string(), hex(&Sha256::digest(bytes)));
         self.sizes.insert(rel.to_string(), bytes.len() as u64);
         Ok(())
     }
-    fn npy<T: NpyElem>(
+    fn npy<T: Element>(
         &mut self,
         rel: &str,
         data: &[T],
         shape: &[usize],
     ) -> Result<(), StoreError> {
-        self.file(rel, &encode_npy(data, shape))
+        self.file(rel, &npy::encode(data, shape))
     }
     fn csr(&mut self, dir: &str, g: &Csr) -> Result<(), StoreError> {
         self.npy(&format!("{dir}/indptr.npy"), &g.indptr, &[g.indptr.len()])?;
@@ -583,11 +507,13 @@ impl Reader<'_> {
         }
         Ok(bytes)
     }
-    fn npy<T: NpyElem>(&self, rel: &str, ndim: usize) -> Result<(Vec<T>, Vec<usize>), StoreError> {
+    /// The array `rel` (C order), with `ndim` dimensions of any size.
+    fn npy<T: Element>(&self, rel: &str, ndim: usize) -> Result<(Vec<T>, Vec<usize>), StoreError> {
         let b = self.bytes(rel)?;
-        decode_npy(&self.dir.join(rel), &b, ndim)
+        let a = npy::decode::<T>(&self.dir.join(rel), b, &vec![None; ndim])?;
+        Ok((a.data, a.shape))
     }
-    fn vec<T: NpyElem>(&self, rel: &str) -> Result<Vec<T>, StoreError> {
+    fn vec<T: Element>(&self, rel: &str) -> Result<Vec<T>, StoreError> {
         Ok(self.npy(rel, 1)?.0)
     }
     fn csr(&self, d: &str) -> Result<Csr, StoreError> {
@@ -958,17 +884,30 @@ mod tests {
     }
 
     #[test]
-    fn npy_header_is_aligned_and_numpy_compatible() {
-        let b = encode_npy(&[1u64, 2, 3], &[3]);
+    fn arrays_are_aligned_npy_files_the_codec_reads() {
+        let (cfg, p) = prep(Task::Node);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("parts");
+        write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        let f = dir.join("part-000/indices.npy");
+        let b = fs::read(&f).unwrap();
         let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
         assert_eq!((10 + hlen) % 64, 0);
-        assert_eq!(b.len(), 10 + hlen + 24);
-        let h = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
-        assert!(h.starts_with("{'descr': '<u8', 'fortran_order': False, 'shape': (3,), }"));
-        assert!(h.ends_with('\n'));
-        let (v, s) = decode_npy::<u64>(Path::new("x.npy"), &b, 1).unwrap();
-        assert_eq!((v, s), (vec![1, 2, 3], vec![3]));
-        let e = decode_npy::<u32>(Path::new("x.npy"), &b, 1).unwrap_err();
-        assert!(e.to_string().contains("expected <u4"), "{e}");
+        let a = npy::read::<u32>(&f, &[None]).unwrap();
+        assert_eq!(a.data, p.trainers[0].graph.indices);
+        // a file of another dtype (same hash in the manifest) is refused naming the file
+        let m = read_manifest(&dir).unwrap();
+        let wrong = npy::encode(&[1u64, 2], &[2]);
+        fs::write(&f, &wrong).unwrap();
+        let mut m2 = m.clone();
+        m2.files
+            .insert("part-000/indices.npy".into(), hex(&Sha256::digest(&wrong)));
+        let e = read_part(&dir, &m2, 0).unwrap_err();
+        assert!(matches!(e, StoreError::Npy(_)), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!("{}: wrong dtype: expected <u4, found <u8", f.display())
+        );
     }
 }

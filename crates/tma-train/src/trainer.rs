@@ -9,12 +9,12 @@ use crate::clock::Clock;
 use crate::cluster::{Reply, TrainerEndpoint, TrainerReport};
 use crate::config::TrainConfig;
 use crate::data::{NodeTargets, TrainTarget, TrainerData};
-use crate::seeding::Purpose;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tma_graph::seed::Purpose;
 use tma_nn::{Adam, Input, Mat, Model, ParamSet};
 use tma_sample::{unique_with_inverse, BlockView, NeighborSampler};
 
@@ -89,6 +89,19 @@ fn sample_recorded(
     mb
 }
 
+/// Trainer `index`'s random stream in seed segment `segment`:
+/// [`Purpose::Trainer`]`(index)` of the run's seed in segment 0, of
+/// [`Purpose::Resume`]`(segment)`'s seed after a resume from round `segment` (so a resumed run
+/// does not replay the samples of its first segment; the user's seed is never changed).
+pub fn trainer_rng(seed: u64, index: usize, segment: u64) -> ChaCha8Rng {
+    let base = if segment == 0 {
+        seed
+    } else {
+        tma_graph::seed::derive(seed, Purpose::Resume(segment as u32))
+    };
+    tma_graph::seed::rng(base, Purpose::Trainer(index as u32))
+}
+
 /// Sampler fanouts from config values (0 = all neighbours).
 pub fn sampler_fanouts(fanouts: &[usize]) -> Vec<usize> {
     fanouts
@@ -105,8 +118,8 @@ impl Trainer {
     }
 
     /// A trainer whose random stream (batch order, negatives, neighbour samples, dropout) is
-    /// [`Purpose::Trainer`]`{ index: data.trainer, segment }` of `cfg.seed`: segment 0 for a
-    /// fresh run, the round a resumed run continues from otherwise.
+    /// [`trainer_rng`]`(cfg.seed, data.trainer, segment)`: segment 0 for a fresh run, the round
+    /// a resumed run continues from otherwise.
     pub fn with_segment(
         data: TrainerData,
         model: Model,
@@ -116,13 +129,7 @@ impl Trainer {
     ) -> Trainer {
         let grads = params.zeros_like();
         let adam = Adam::new(params.len(), cfg.lr);
-        let rng = crate::seeding::rng(
-            cfg.seed,
-            Purpose::Trainer {
-                index: data.trainer,
-                segment,
-            },
-        );
+        let rng = trainer_rng(cfg.seed, data.trainer, segment);
         let sampler = NeighborSampler {
             fanouts: sampler_fanouts(&cfg.fanouts),
         };

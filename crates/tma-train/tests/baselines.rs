@@ -1,4 +1,4 @@
-//! The baselines' defining behaviours (issue 3): LLCG's global correction, GGS's identical
+//! The baselines' defining behaviours: LLCG's global correction, GGS's identical
 //! parameters, PSGD-PA's METIS partition, weighted averaging, trainer failures and the
 //! step-count schedule. All on small generated graphs; each test runs in about a second.
 
@@ -135,7 +135,7 @@ fn scripted_run(
     corrector: Option<&mut dyn Corrector>,
 ) -> (Scripted, Record, ParamSet) {
     let model = build_model(c, p.model_shape()).unwrap();
-    let init = initial_params(&c, &model);
+    let init = initial_params(c, &model);
     let mut coord = Scripted {
         n: p.trainers.len(),
         rounds: script,
@@ -575,7 +575,6 @@ fn resumed_run_counts_steps_from_the_start_of_the_run() {
         &mut rec,
         Extras {
             resume: Some(resume_after_round_5(&c, &p)),
-            ..Extras::default()
         },
     )
     .unwrap();
@@ -610,7 +609,6 @@ fn resumed_ggs_run_counts_steps_from_the_start_of_the_run() {
         &mut rec,
         Extras {
             resume: Some(resume_after_round_5(&c, &p)),
-            ..Extras::default()
         },
     )
     .unwrap();

@@ -1,52 +1,34 @@
-//! Tiny `.npy` writer and a valid fixture dataset for the loader tests.
+//! Test helpers: `.npy` writers over the workspace codec ([`tma_graph::npy`]), a valid fixture
+//! dataset for the loader tests, and the path of the shared real datasets.
 
 use std::path::{Path, PathBuf};
 
-/// Encode an `.npy` v1.0 file.
+use tma_graph::npy::{self, Order};
+
+/// Encode an `.npy` v1.0 file holding `data` (raw little-endian bytes) under any dtype string,
+/// including wrong ones (the malformed-file tests need them).
 pub fn npy_bytes(descr: &str, shape: &[usize], fortran: bool, data: &[u8]) -> Vec<u8> {
-    let shape_s = match shape {
-        [a] => format!("({a},)"),
-        _ => format!(
-            "({})",
-            shape
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut h = format!(
-        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape_s}, }}",
-        if fortran { "True" } else { "False" }
-    );
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    out.extend_from_slice(h.as_bytes());
+    let order = if fortran { Order::Fortran } else { Order::C };
+    let mut out = npy::encode_header(descr, shape, order);
     out.extend_from_slice(data);
     out
 }
 
 pub fn write_i64(dir: &Path, name: &str, shape: &[usize], v: &[i64]) {
-    let data: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(dir.join(name), npy_bytes("<i8", shape, false, &data)).unwrap();
+    npy::write(&dir.join(name), v, shape).unwrap();
 }
 
 pub fn write_f32(dir: &Path, name: &str, shape: &[usize], v: &[f32]) {
-    let data: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(dir.join(name), npy_bytes("<f4", shape, false, &data)).unwrap();
+    npy::write(&dir.join(name), v, shape).unwrap();
 }
 
 pub fn write_f64(dir: &Path, name: &str, shape: &[usize], v: &[f64]) {
-    let data: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    std::fs::write(dir.join(name), npy_bytes("<f8", shape, false, &data)).unwrap();
+    npy::write(&dir.join(name), v, shape).unwrap();
 }
 
+/// One-byte elements under dtype `descr` (`|u1`, `|b1`, or a wrong one), C or Fortran order.
 pub fn write_u8(dir: &Path, name: &str, descr: &str, shape: &[usize], fortran: bool, v: &[u8]) {
-    std::fs::write(dir.join(name), npy_bytes(descr, shape, fortran, v)).unwrap();
+    npy::write_atomic(&dir.join(name), &npy_bytes(descr, shape, fortran, v)).unwrap();
 }
 
 /// The fixture: 4 nodes, undirected path 0-1-2-3 (both directions) plus a self-loop 3-3,
@@ -78,15 +60,18 @@ pub fn fixture() -> tempfile::TempDir {
     d
 }
 
-/// `shared/datasets/<name>` if present.
-pub fn real_dataset(name: &str) -> Option<PathBuf> {
+/// `../shared/datasets/<name>` (relative to the repository root). Panics, saying what is
+/// missing and how to get it, when the directory is absent: a test never passes by skipping.
+pub fn real_dataset(name: &str) -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/datasets")
         .join(name);
-    if p.join("meta.json").exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not present", p.display());
-        None
-    }
+    assert!(
+        p.join("meta.json").is_file(),
+        "missing {}: the real-dataset tests need the shared datasets at ../shared/datasets next \
+         to the repository root (CI provides them; layout in docs/dataset-format.md); copy or link \
+         them there",
+        p.display()
+    );
+    p
 }

@@ -1,24 +1,20 @@
 //! Real `mpirun` jobs (1 coordinator + 3 trainer processes on localhost) on a real graph.
-//! Built only with `--features mpi`: `cargo test -p tma-cli --features mpi --test mpi`.
-#![cfg(feature = "mpi")]
+//! Compiled only with `--features mpi`: `cargo test -p tma-cli --features mpi --test cli mpi::`.
+//! Needs Open MPI's `mpirun` on `PATH` and the shared Cora dataset; fails saying so otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const TMA: &str = env!("CARGO_BIN_EXE_tma");
+use crate::harness::{shared_dataset, summary, tempdir, text, tma, TMA};
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn dataset() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets/planetoid_cora");
-    p.join("edge_index.npy").exists().then_some(p)
+/// Panics, saying how to install it, when `mpirun` cannot be run.
+fn require_mpirun() {
+    if let Err(e) = Command::new("mpirun").arg("--version").output() {
+        panic!(
+            "cannot run mpirun ({e}): the MPI tests need Open MPI (Debian: apt-get install \
+             openmpi-bin libopenmpi-dev libclang-dev; .ci/run installs them)"
+        );
+    }
 }
 
 /// `mpirun` with the flags a root container needs.
@@ -30,10 +26,6 @@ fn mpirun(np: usize, args: &[&str]) -> Command {
         .args(["--oversubscribe", "-np", &np.to_string(), TMA])
         .args(args);
     c
-}
-
-fn summary(run: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap()
 }
 
 const TRAIN: &[&str] = &[
@@ -50,21 +42,21 @@ const TRAIN: &[&str] = &[
 
 #[test]
 fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
-    if Command::new("mpirun").arg("--version").output().is_err() {
-        eprintln!("note: mpirun not installed; skipping the MPI test");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    require_mpirun();
+    let ds = shared_dataset("planetoid_cora");
+    let tmp = tempdir();
     let parts = tmp.path().join("parts");
     let p = parts.to_str().unwrap();
-    let mut part_args = vec!["partition", "--parts", "3", "--out", p];
-    let ds = dataset();
-    let ds_s = ds.as_ref().map(|d| d.to_str().unwrap().to_string());
-    match &ds_s {
-        Some(d) => part_args.extend(["--dataset", d.as_str()]),
-        None => eprintln!("note: planetoid_cora absent; using the generated graph"),
-    }
-    let o = Command::new(TMA).args(&part_args).output().unwrap();
+    let part_args = [
+        "partition",
+        "--parts",
+        "3",
+        "--out",
+        p,
+        "--dataset",
+        ds.to_str().unwrap(),
+    ];
+    let o = tma(&part_args);
     assert!(o.status.success(), "{}", text(&o));
 
     // 1 coordinator + 3 trainers

@@ -1,40 +1,24 @@
 //! The `tma` binary as a user runs it: outputs on disk, exit codes, error messages.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tma(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args(args)
-        .output()
-        .expect("run tma")
-}
+use tma_graph::npy;
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-const QUICK: &[&str] = &[
-    "--gen-nodes",
-    "800",
-    "--hidden",
-    "16",
-    "--sync-every",
-    "300ms",
-    "--time-limit",
-    "1s",
-    "--quiet",
-];
+use crate::harness::{
+    assert_fails_with, assert_success, json_file, shared_dataset, stderr, stdout, summary, tempdir,
+    tma, QUICK,
+};
 
 #[test]
 fn train_on_generated_graph_writes_every_output() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap();
     let mut args = vec!["train", "--out", o, "--trainers", "2"];
     args.extend_from_slice(QUICK);
     let r = tma(&args);
-    assert!(r.status.success(), "{}", stderr(&r));
+    assert_success(&r);
     assert!(!stderr(&r).contains("warning"), "{}", stderr(&r));
     for f in [
         "config.toml",
@@ -59,13 +43,12 @@ fn train_on_generated_graph_writes_every_output() {
     let first: serde_json::Value = serde_json::from_str(rounds.lines().next().unwrap()).unwrap();
     assert_eq!(first["round"], 1);
     assert_eq!(first["participants"], serde_json::json!([0, 1]));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary(&out);
     assert_eq!(summary["rounds"], n);
     assert_eq!(summary["final_test"]["metric"], "accuracy");
     let acc = summary["best_test"]["value"].as_f64().unwrap();
     assert!(acc > 0.3, "generated SBM (8 classes) accuracy {acc}");
-    let stdout = String::from_utf8_lossy(&r.stdout);
+    let stdout = stdout(&r);
     assert!(stdout.contains(&format!("done: {n} rounds")), "{stdout}");
 
     // the same run directory is never overwritten
@@ -88,7 +71,7 @@ fn train_on_generated_graph_writes_every_output() {
         out2.to_str().unwrap(),
         "--quiet",
     ]);
-    assert!(r2.status.success(), "{}", stderr(&r2));
+    assert_success(&r2);
     // a config.toml lists every option (super_nodes, llcg_steps, ...): none is "ignored"
     assert!(!stderr(&r2).contains("warning"), "{}", stderr(&r2));
     let c1 = std::fs::read_to_string(&cfg).unwrap();
@@ -101,7 +84,7 @@ fn train_on_generated_graph_writes_every_output() {
 
 #[test]
 fn missing_dataset_file_is_named_in_the_error() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let ds = dir.path().join("broken");
     std::fs::create_dir(&ds).unwrap();
     std::fs::write(ds.join("meta.json"), r#"{"directed": false}"#).unwrap();
@@ -114,43 +97,39 @@ fn missing_dataset_file_is_named_in_the_error() {
         out.to_str().unwrap(),
         "--quiet",
     ]);
-    assert_eq!(r.status.code(), Some(1));
-    let e = stderr(&r);
-    assert!(e.contains("edge_index.npy"), "{e}");
-    assert!(!e.contains("panicked"), "{e}");
+    assert_fails_with(&r, 1, &["edge_index.npy"]);
     assert!(!out.join("summary.json").exists());
 }
 
 #[test]
 fn truncated_npy_is_an_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let ds = dir.path().join("trunc");
     std::fs::create_dir(&ds).unwrap();
     std::fs::write(ds.join("meta.json"), r#"{"directed": false}"#).unwrap();
     // a valid header announcing [2, 4] int64 followed by only 3 values
-    let header = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 4), }";
-    let mut h = header.to_string();
-    while !(10 + h.len() + 1).is_multiple_of(64) {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(h.as_bytes());
-    for v in [0i64, 1, 1] {
-        bytes.extend_from_slice(&v.to_le_bytes());
-    }
+    let mut bytes = npy::encode(&[0i64, 1, 1, 0, 2, 2, 3, 3], &[2, 4]);
+    bytes.truncate(bytes.len() - 5 * 8);
     std::fs::write(ds.join("edge_index.npy"), bytes).unwrap();
     let r = tma(&["info", "--dataset", ds.to_str().unwrap()]);
-    assert_eq!(r.status.code(), Some(1));
-    let e = stderr(&r);
-    assert!(e.contains("edge_index.npy"), "{e}");
-    assert!(!e.contains("panicked"), "{e}");
+    assert_fails_with(&r, 1, &["edge_index.npy", "truncated data"]);
+}
+
+#[test]
+fn info_on_cora_prints_the_summary_and_split() {
+    let ds = shared_dataset("planetoid_cora");
+    let r = tma(&["info", "--dataset", ds.to_str().unwrap()]);
+    assert_success(&r);
+    assert_eq!(
+        stdout(&r),
+        "planetoid_cora: 2708 nodes, 10556 arcs (undirected), features 1433-d sparse (nnz 49216), 7 classes, split 140/500/1000\n\
+         split: train 140 / val 500 / test 1000\n"
+    );
 }
 
 #[test]
 fn bad_flags_are_rejected_with_a_reason() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
@@ -173,10 +152,18 @@ fn bad_flags_are_rejected_with_a_reason() {
 
 #[test]
 fn node_task_without_labels_says_what_to_do() {
-    let Some(ds) = shared("seal_USAir") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
+    // a link-prediction-only graph: a 4-cycle with no y.npy
+    let dir = tempdir();
+    let ds_dir = dir.path().join("unlabelled");
+    std::fs::create_dir(&ds_dir).unwrap();
+    std::fs::write(ds_dir.join("meta.json"), r#"{"directed": false}"#).unwrap();
+    npy::write(
+        &ds_dir.join("edge_index.npy"),
+        &[0i64, 1, 1, 2, 2, 3, 3, 0, 1, 0, 2, 1, 3, 2, 0, 3],
+        &[2, 8],
+    )
+    .unwrap();
+    let ds = ds_dir.to_str().unwrap().to_string();
     let out = dir.path().join("run");
     let r = tma(&[
         "train",
@@ -186,15 +173,14 @@ fn node_task_without_labels_says_what_to_do() {
         out.to_str().unwrap(),
         "--quiet",
     ]);
-    assert_eq!(r.status.code(), Some(1));
-    assert!(stderr(&r).contains("--task link"), "{}", stderr(&r));
+    assert_fails_with(&r, 1, &["--task link"]);
     // a run that failed before its first round leaves no run directory behind
     assert!(!out.exists(), "{} left behind", out.display());
 }
 
 /// The assignment hash `tma partition` prints on its last line.
 fn assignment_sha256(o: &Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(o);
     let line = out.lines().last().unwrap_or_default();
     line.split("assignment sha256 ")
         .nth(1)
@@ -241,7 +227,7 @@ fn partition_method_takes_the_train_method_names_too() {
 
     // the help says which is which
     let h = tma(&["partition", "--help"]);
-    let help = String::from_utf8_lossy(&h.stdout);
+    let help = stdout(&h);
     for s in [
         "random (= random-tma)",
         "super (= super-tma)",
@@ -259,7 +245,7 @@ fn partition_method_takes_the_train_method_names_too() {
     );
 
     // a partition directory written under the alias records the train method
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let out = dir.path().join("parts");
     let r = tma(&[
         "partition",
@@ -272,15 +258,14 @@ fn partition_method_takes_the_train_method_names_too() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(r.status.success(), "{}", stderr(&r));
-    let m: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_success(&r);
+    let m = json_file(&out.join("manifest.json"));
     assert_eq!(m["data"]["method"], "psgd-pa");
 }
 
 #[test]
 fn compare_refuses_train_options_it_cannot_honour() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let out = dir.path().join("cmp");
     let o = out.to_str().unwrap();
     let cfg = dir.path().join("mpi.toml");
@@ -350,7 +335,7 @@ fn compare_refuses_train_options_it_cannot_honour() {
     ];
     args.extend_from_slice(QUICK);
     let r = tma(&args);
-    assert!(r.status.success(), "{}", stderr(&r));
+    assert_success(&r);
     assert!(out.join("results.json").is_file());
     assert!(
         stderr(&r).contains("warning: --super-nodes is ignored: only --method super-tma uses super-nodes (method: centralized)"),
@@ -361,7 +346,7 @@ fn compare_refuses_train_options_it_cannot_honour() {
 
 #[test]
 fn contradictory_train_options_are_errors() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
@@ -386,7 +371,7 @@ fn contradictory_train_options_are_errors() {
 
 #[test]
 fn ignored_train_options_are_warned_about() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let cases: &[(&[&str], &[&str])] = &[
         (
             &["--super-nodes", "50", "--llcg-steps", "3", "--join-timeout", "5s"],
@@ -418,20 +403,6 @@ fn ignored_train_options_are_warned_about() {
             assert!(e.contains(n), "{extra:?}: {e}");
         }
         assert_eq!(e.matches("warning:").count(), needles.len(), "{e}");
-    }
-}
-
-fn shared(name: &str) -> Option<String> {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/datasets"
-    ))
-    .join(name);
-    if p.join("meta.json").exists() {
-        Some(p.to_str().unwrap().to_string())
-    } else {
-        eprintln!("note: {} absent; skipped", p.display());
-        None
     }
 }
 
@@ -500,7 +471,7 @@ fn bench_rejects_bad_sizes_reports_and_peers() {
         assert!(e.contains(msg), "{args:?}: {e}");
         assert!(!e.contains("panicked"), "{args:?}: {e}");
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();
     let o = tma(&["bench", "--report", empty.to_str().unwrap()]);
@@ -553,6 +524,6 @@ fn bench_rejects_bad_sizes_reports_and_peers() {
         peers.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(out.contains("12.00x (met)"), "{out}");
 }

@@ -1,11 +1,11 @@
 //! `tma compare` end to end on a generated graph: every output file, one run per method and
 //! seed, a table row per method, and refusal to overwrite.
 
-use std::process::Command;
+use crate::harness::{assert_success, json_file, stderr, tempdir, tma_cmd};
 
 #[test]
 fn compare_writes_table_results_and_plot() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let out = dir.path().join("cmp");
     let out_s = out.to_str().unwrap();
     let args = [
@@ -36,19 +36,15 @@ fn compare_writes_table_results_and_plot() {
         "--out",
         out_s,
     ];
-    let o = Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = tma_cmd(&args).output().unwrap();
+    assert_success(&o);
     for f in ["results.json", "table.md", "val_vs_time.svg"] {
         assert!(out.join(f).exists(), "{f} missing");
     }
     for run in ["random-tma-seed0", "ggs-seed1", "centralized-seed1"] {
         assert!(out.join(run).join("summary.json").exists(), "{run}");
     }
-    let r: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let r = json_file(&out.join("results.json"));
     assert_eq!(r["runs"].as_array().unwrap().len(), 6);
     let table = r["table"].as_array().unwrap();
     let methods: Vec<&str> = table
@@ -79,10 +75,11 @@ fn compare_writes_table_results_and_plot() {
         "plot lacks lines"
     );
     // never overwrites a finished comparison
-    let again = Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args(args)
-        .output()
-        .unwrap();
+    let again = tma_cmd(&args).output().unwrap();
     assert!(!again.status.success());
-    assert!(String::from_utf8_lossy(&again.stderr).contains("results.json"));
+    assert!(
+        stderr(&again).contains("results.json"),
+        "{}",
+        stderr(&again)
+    );
 }

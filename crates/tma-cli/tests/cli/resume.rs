@@ -2,23 +2,10 @@
 //! killed by SIGKILL mid-run, then `tma train --resume`.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn tma(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args(args)
-        .output()
-        .expect("run tma")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::harness::{json_file, summary, tempdir, text, tma, tma_cmd};
 
 fn checkpoint_round(run: &Path) -> Option<u64> {
     let s = std::fs::read_to_string(run.join("checkpoint/state.json")).ok()?;
@@ -70,33 +57,32 @@ fn logged_rounds(run: &Path) -> Vec<u64> {
 
 #[test]
 fn killed_run_resumes_losing_at_most_one_round() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let run = dir.path().join("run");
     let r = run.to_str().unwrap();
     // 8 rounds of 1s; a 2-core CI machine gets a round well within a second
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tma"))
-        .args([
-            "train",
-            "--gen-nodes",
-            "1500",
-            "--hidden",
-            "16",
-            "--trainers",
-            "2",
-            "--threads",
-            "2",
-            "--sync-every",
-            "1s",
-            "--time-limit",
-            "8s",
-            "--quiet",
-            "--out",
-            r,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start tma");
+    let mut child = tma_cmd(&[
+        "train",
+        "--gen-nodes",
+        "1500",
+        "--hidden",
+        "16",
+        "--trainers",
+        "2",
+        "--threads",
+        "2",
+        "--sync-every",
+        "1s",
+        "--time-limit",
+        "8s",
+        "--quiet",
+        "--out",
+        r,
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start tma");
     let t0 = Instant::now();
     while checkpoint_round(&run).unwrap_or(0) < 3 {
         assert!(
@@ -118,8 +104,7 @@ fn killed_run_resumes_losing_at_most_one_round() {
     let o = tma(&["train", "--resume", r, "--quiet"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(run.join("summary.json").exists(), "{}", text(&o));
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let s = summary(&run);
     // 8 rounds are due (1 s each, 8 s limit); under load a late round at or past the limit
     // is the last one, so 7 is possible
     let n = s["rounds"].as_u64().unwrap();
@@ -174,9 +159,7 @@ fn killed_run_resumes_losing_at_most_one_round() {
     );
     assert_eq!(per_trainer, steps.last().unwrap().2);
     // the checkpoint saved the counts of the last round
-    let st: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("checkpoint/state.json")).unwrap())
-            .unwrap();
+    let st = json_file(&run.join("checkpoint/state.json"));
     assert_eq!(st["steps"], serde_json::json!(per_trainer));
     // the clock continued from the checkpoint: the last round is at the 8 s limit
     let t = s["train_time_s"].as_f64().unwrap();
@@ -196,14 +179,12 @@ fn killed_run_resumes_losing_at_most_one_round() {
 
 #[test]
 fn partition_dir_trains_and_corruption_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let parts = dir.path().join("parts");
     let p = parts.to_str().unwrap();
     let o = tma(&["partition", "--parts", "2", "--out", p]);
     assert!(o.status.success(), "{}", text(&o));
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(parts.join("manifest.json")).unwrap())
-            .unwrap();
+    let m = json_file(&parts.join("manifest.json"));
     assert_eq!(m["format_version"].as_u64(), Some(1));
     assert_eq!(m["parts"].as_array().unwrap().len(), 2);
     let run = dir.path().join("run");

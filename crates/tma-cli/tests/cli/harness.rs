@@ -1,0 +1,102 @@
+//! What every CLI test needs: the built `tma` binary, temporary directories, running `tma` and
+//! checking its exit code and messages, reading its JSON outputs, and the shared real datasets
+//! (a missing dataset or tool is a failure that says how to get it, never a silent pass).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `tma` binary Cargo built for these tests.
+pub const TMA: &str = env!("CARGO_BIN_EXE_tma");
+
+/// A `tma` command with `args`, not yet run.
+pub fn tma_cmd(args: &[&str]) -> Command {
+    let mut c = Command::new(TMA);
+    c.args(args);
+    c
+}
+
+/// Runs `tma args` to completion and returns its exit status and output.
+pub fn tma(args: &[&str]) -> Output {
+    tma_cmd(args).output().expect("run the tma binary")
+}
+
+/// A fresh temporary directory, removed when dropped.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("create a temporary directory")
+}
+
+/// The process's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The process's stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stdout followed by stderr, for failure messages and searches over both.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
+
+/// Asserts `o` succeeded (exit code 0), showing its output otherwise.
+pub fn assert_success(o: &Output) {
+    assert!(
+        o.status.success(),
+        "tma failed ({}):\n{}",
+        o.status,
+        text(o)
+    );
+}
+
+/// Asserts `o` exited with `code`, that its stderr contains every one of `needles`, and that it
+/// did not panic.
+pub fn assert_fails_with(o: &Output, code: i32, needles: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "exit status; stderr:\n{e}");
+    for n in needles {
+        assert!(e.contains(n), "stderr lacks {n:?}:\n{e}");
+    }
+    assert!(!e.contains("panicked"), "tma panicked:\n{e}");
+}
+
+/// Parses the JSON file `path`.
+pub fn json_file(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `RUN_DIR/summary.json`.
+pub fn summary(run: &Path) -> serde_json::Value {
+    json_file(&run.join("summary.json"))
+}
+
+/// `../shared/datasets/<name>` (relative to the repository root). Panics, saying what is
+/// missing and how to get it, when the directory is absent.
+pub fn shared_dataset(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/datasets")
+        .join(name);
+    assert!(
+        p.join("meta.json").is_file(),
+        "missing {}: this test needs the shared real datasets at ../shared/datasets next to the \
+         repository root (CI provides them; layout in docs/dataset-format.md); copy or link them there",
+        p.display()
+    );
+    p
+}
+
+/// Short training on the built-in generated graph: 800 nodes, hidden 16, rounds every 300 ms,
+/// 1 s of training, no progress output.
+pub const QUICK: &[&str] = &[
+    "--gen-nodes",
+    "800",
+    "--hidden",
+    "16",
+    "--sync-every",
+    "300ms",
+    "--time-limit",
+    "1s",
+    "--quiet",
+];

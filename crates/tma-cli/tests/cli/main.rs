@@ -1,0 +1,17 @@
+//! Integration tests of the `tma` binary (one test binary, ripgrep style): every module runs
+//! the built binary through the shared [`harness`].
+//!
+//! * `commands`: train / info / partition / bench as a user runs them (outputs, exit codes,
+//!   messages);
+//! * `compare`: `tma compare` end to end;
+//! * `resume`: partition directories, a run killed with SIGKILL and resumed;
+//! * `mpi` (only with `--features mpi`): real `mpirun` jobs;
+//!   `cargo test -p tma-cli --features mpi --test cli mpi::`.
+
+mod harness;
+
+mod commands;
+mod compare;
+#[cfg(feature = "mpi")]
+mod mpi;
+mod resume;
