@@ -1,4 +1,4 @@
-//! `tma bench`: the performance suite of issue 5. Prints every figure, its fraction of the
+//! `tma bench`: the performance suite (bench/README.md). Prints every figure, its fraction of the
 //! machine's own ceiling (measured in the same run) and, given peer results (`--peers`, JSON lines
 //! written by `bench/pyg_fullgraph.py` / `bench/dgl_minibatch.py`), its ratio to the peer.
 //!
@@ -1281,7 +1281,7 @@ fn sampler(sz: &Sizes, c: &Ceilings, g: &Csr) -> Figure {
 }
 
 /// Mini-batch training throughput: link prediction (seed edges/s) or node classification
-/// (seed nodes/s), SPEC model (SAGE, LayerNorm, PReLU, hidden 256, Adam), measured on a real
+/// (seed nodes/s), the reference release's model (SAGE, LayerNorm, PReLU, hidden 256, Adam), measured on a real
 /// [`Trainer`] (`Trainer::step`, what `tma train` runs). Takes the graph and features and hands
 /// them back (the trainer owns its data).
 fn minibatch(

@@ -1,4 +1,5 @@
 //! `tma`: train GNNs with time-based model averaging over randomized partitions.
+#![warn(missing_docs)]
 
 mod bench;
 mod compare;

@@ -19,7 +19,7 @@ use tma_train::{
 #[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
-    /// Dataset directory in the .npy layout of datasets/FORMAT.md. Omitted: a generated
+    /// Dataset directory in the .npy layout of docs/dataset-format.md. Omitted: a generated
     /// stochastic block model graph (see --gen-nodes).
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
@@ -70,7 +70,7 @@ pub struct TrainOpts {
     /// Dropout probability after each hidden layer. Default: 0.
     #[arg(long)]
     pub dropout: Option<f32>,
-    /// LayerNorm between layers (true, SPEC's stack) or not (false, as Kipf & Welling's GCN). Default: true.
+    /// LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN). Default: true.
     #[arg(long, value_name = "BOOL")]
     pub layer_norm: Option<bool>,
     /// Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours. Default: 10,25.

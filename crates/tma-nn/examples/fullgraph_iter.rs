@@ -1,4 +1,4 @@
-//! Full-graph GraphSAGE training-iteration benchmark (the DESIGN.md reference measurement):
+//! Full-graph GraphSAGE training-iteration benchmark (the reference measurement of docs/decisions):
 //! N = 200k nodes, E = 4M edges (20 random in-neighbours each), 128-d dense input, hidden 256,
 //! 40 classes, 2 layers; forward + softmax cross-entropy + backward + Adam per iteration.
 //!
