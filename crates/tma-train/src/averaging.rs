@@ -6,13 +6,10 @@
 //! the parameters of all participating trainers are replaced by their arithmetic mean.
 //! Adam moments are neither averaged nor reset. Weighting by nodes/edges is an option.
 
-use crate::clock::Clock;
-use crate::cluster::{Contribution, TrainerEndpoint};
+use crate::cluster::Contribution;
 use crate::config::TrainConfig;
 use crate::method::{DataLayout, Exchange, ExchangeInputs, Schedule, TrainingMethod};
-use crate::trainer::{Trainer, TrainerExit};
 use std::sync::Arc;
-use std::time::Duration;
 use tma_nn::ParamSet;
 
 /// Changes the averaged model before it is sent back to the trainers (LLCG's global
@@ -72,17 +69,6 @@ impl Exchange for ModelAveraging<'_> {
     }
 }
 
-/// Trains between rounds on its own data and joins every round with its parameters
-/// ([`Trainer::run`]).
-pub fn run_averaging_trainer(
-    trainer: Trainer,
-    endpoint: &mut dyn TrainerEndpoint,
-    clock: Arc<dyn Clock>,
-    fail_at: Option<Duration>,
-) -> TrainerExit {
-    trainer.run(endpoint, clock, fail_at)
-}
-
 /// A model-averaging method over a given data layout: RandomTMA (random partition), SuperTMA
 /// (super-node partition), PSGD-PA (METIS partition) and centralized (one trainer, whole
 /// graph), which differ only in their layout.
@@ -94,16 +80,6 @@ pub struct Averaging {
 impl TrainingMethod for Averaging {
     fn layout(&self, cfg: &TrainConfig) -> DataLayout {
         (self.layout)(cfg)
-    }
-
-    fn run_trainer(
-        &self,
-        trainer: Trainer,
-        endpoint: &mut dyn TrainerEndpoint,
-        clock: Arc<dyn Clock>,
-        fail_at: Option<Duration>,
-    ) -> TrainerExit {
-        run_averaging_trainer(trainer, endpoint, clock, fail_at)
     }
 
     fn exchange<'a>(&self, inputs: ExchangeInputs<'a>) -> Box<dyn Exchange + 'a> {

@@ -8,15 +8,11 @@
 //! the coordinator replies, so the corrected model is what trainers continue from and what is
 //! evaluated.
 
-use crate::averaging::{run_averaging_trainer, Corrector, ModelAveraging};
-use crate::clock::Clock;
-use crate::cluster::TrainerEndpoint;
+use crate::averaging::{Corrector, ModelAveraging};
 use crate::config::TrainConfig;
 use crate::data::{EvalData, Prepared, TrainTarget, TrainerData};
 use crate::method::{DataLayout, Exchange, ExchangeInputs, TrainingMethod};
-use crate::trainer::{Trainer, TrainerExit};
-use std::sync::Arc;
-use std::time::Duration;
+use crate::trainer::Trainer;
 use tma_nn::{Model, ParamSet};
 use tma_partition::PartitionMethod;
 
@@ -98,16 +94,6 @@ pub struct LlcgMethod;
 impl TrainingMethod for LlcgMethod {
     fn layout(&self, _cfg: &TrainConfig) -> DataLayout {
         DataLayout::Partitioned(PartitionMethod::Metis)
-    }
-
-    fn run_trainer(
-        &self,
-        trainer: Trainer,
-        endpoint: &mut dyn TrainerEndpoint,
-        clock: Arc<dyn Clock>,
-        fail_at: Option<Duration>,
-    ) -> TrainerExit {
-        run_averaging_trainer(trainer, endpoint, clock, fail_at)
     }
 
     fn exchange<'a>(&self, inputs: ExchangeInputs<'a>) -> Box<dyn Exchange + 'a> {

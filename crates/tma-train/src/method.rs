@@ -67,14 +67,17 @@ pub trait TrainingMethod: Sync {
     /// How the training examples reach the trainers under `cfg`.
     fn layout(&self, cfg: &TrainConfig) -> DataLayout;
     /// A trainer's loop: trains, joins exchanges, returns when told to stop, when the
-    /// coordinator is gone, or at `fail_at` (failure experiment).
+    /// coordinator is gone, or at `fail_at` (failure experiment). Default: the model-averaging
+    /// loop ([`Trainer::run`]: local steps, parameters sent at every round).
     fn run_trainer(
         &self,
         trainer: Trainer,
         endpoint: &mut dyn TrainerEndpoint,
         clock: Arc<dyn Clock>,
         fail_at: Option<Duration>,
-    ) -> TrainerExit;
+    ) -> TrainerExit {
+        trainer.run(endpoint, clock, fail_at)
+    }
     /// The coordinator's exchange for one run.
     fn exchange<'a>(&self, inputs: ExchangeInputs<'a>) -> Box<dyn Exchange + 'a>;
 }
