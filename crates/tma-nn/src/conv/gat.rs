@@ -76,7 +76,11 @@ impl GatConv {
             ));
         }
         let channels = a.out_dim / heads;
-        let w = alloc.add(a.name("lin.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w = alloc.add(
+            a.name("lin.weight"),
+            vec![a.out_dim, a.in_dim],
+            Init::Glorot,
+        );
         let att_src = alloc.add(a.name("att_src"), vec![1, heads, channels], Init::Glorot);
         let att_dst = alloc.add(a.name("att_dst"), vec![1, heads, channels], Init::Glorot);
         let bias = alloc.add(a.name("bias"), vec![a.out_dim], Init::Const(0.0));
@@ -157,7 +161,12 @@ fn rows_per_task(dout: usize) -> usize {
 
 /// Split `[num_dst, *]` row buffers and `[E, heads]` arc buffers into matching row chunks of
 /// `rows` destinations (arcs of a destination are contiguous in a block).
-fn arc_chunks<'a>(b: &BlockView, rows: usize, heads: usize, buf: &'a mut [f32]) -> Vec<&'a mut [f32]> {
+fn arc_chunks<'a>(
+    b: &BlockView,
+    rows: usize,
+    heads: usize,
+    buf: &'a mut [f32],
+) -> Vec<&'a mut [f32]> {
     let mut out = Vec::new();
     let mut rest = buf;
     let mut r0 = 0;
@@ -225,7 +234,11 @@ impl Conv for GatConv {
             let mut mx = vec![0.0f32; 2 * hh];
             let r0 = k * rows;
             let e0 = b.indptr[r0] as usize;
-            for (r, (row, aself)) in o.chunks_exact_mut(dout).zip(a_self.chunks_exact_mut(hh)).enumerate() {
+            for (r, (row, aself)) in o
+                .chunks_exact_mut(dout)
+                .zip(a_self.chunks_exact_mut(hh))
+                .enumerate()
+            {
                 let i = r0 + r;
                 let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
                 simd_dispatch!(gat_row(
@@ -304,12 +317,17 @@ impl Conv for GatConv {
                 .zip(arc_chunks(b, rows, hh, &mut dz))
                 .enumerate()
                 .collect();
-            let (tr, ss, sd, al, als) = (&t[..], &s_src[..], &s_dst[..], &alpha[..], &alpha_self[..]);
+            let (tr, ss, sd, al, als) =
+                (&t[..], &s_src[..], &s_dst[..], &alpha[..], &alpha_self[..]);
             tasks.into_par_iter().for_each(|(k, ((dzs, dsd), dza))| {
                 let mut mean = vec![0.0f32; hh];
                 let r0 = k * rows;
                 let e0 = b.indptr[r0] as usize;
-                for (r, (dzs, dsd)) in dzs.chunks_exact_mut(hh).zip(dsd.chunks_exact_mut(hh)).enumerate() {
+                for (r, (dzs, dsd)) in dzs
+                    .chunks_exact_mut(hh)
+                    .zip(dsd.chunks_exact_mut(hh))
+                    .enumerate()
+                {
                     let i = r0 + r;
                     let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
                     simd_dispatch!(gat_back_row(
@@ -345,8 +363,24 @@ impl Conv for GatConv {
                 for (r, row) in dtc.chunks_exact_mut(dout).enumerate() {
                     let j = k * chunk_rows + r;
                     simd_dispatch!(gat_t_row(
-                        j, row, &mut ds, &mut acc, &tptr, &tarc, b, &d.data, &t, &alpha,
-                        &alpha_self, &dz, &dz_self, &ds_dst, a_src, a_dst, hh, c
+                        j,
+                        row,
+                        &mut ds,
+                        &mut acc,
+                        &tptr,
+                        &tarc,
+                        b,
+                        &d.data,
+                        &t,
+                        &alpha,
+                        &alpha_self,
+                        &dz,
+                        &dz_self,
+                        &ds_dst,
+                        a_src,
+                        a_dst,
+                        hh,
+                        c
                     ));
                 }
                 acc
@@ -363,7 +397,15 @@ impl Conv for GatConv {
         x.linear_weight_grad(ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
         let dx = need_dx.then(|| {
             let mut dx = Mat::from_vec(ns, din, pool.take(ns * din));
-            matmul_a_b(ns, din, dout, &dt, &p[self.w..self.w + dout * din], &mut dx.data, false);
+            matmul_a_b(
+                ns,
+                din,
+                dout,
+                &dt,
+                &p[self.w..self.w + dout * din],
+                &mut dx.data,
+                false,
+            );
             dx
         });
         pool.give(dt);
@@ -459,7 +501,11 @@ fn gat_row(
     row.fill(0.0);
     let ti = &t[i * dout..(i + 1) * dout];
     for h in 0..hh {
-        axpy(&mut row[h * c..(h + 1) * c], a_self[h], &ti[h * c..(h + 1) * c]);
+        axpy(
+            &mut row[h * c..(h + 1) * c],
+            a_self[h],
+            &ti[h * c..(h + 1) * c],
+        );
     }
     for (k, &j) in nb.iter().enumerate() {
         if let Some(&n) = ahead.get(k) {
@@ -562,7 +608,11 @@ fn gat_t_row(
         }
         let di = &d[i as usize * dout..(i as usize + 1) * dout];
         for h in 0..hh {
-            axpy(&mut row[h * c..(h + 1) * c], alpha[e * hh + h], &di[h * c..(h + 1) * c]);
+            axpy(
+                &mut row[h * c..(h + 1) * c],
+                alpha[e * hh + h],
+                &di[h * c..(h + 1) * c],
+            );
             ds[h] += dz[e * hh + h];
         }
     }
