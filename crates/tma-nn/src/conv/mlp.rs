@@ -58,7 +58,7 @@ impl Conv for MlpConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self) -> bool {
+    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
         false
     }
     fn forward(

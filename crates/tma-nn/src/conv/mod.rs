@@ -65,6 +65,13 @@ macro_rules! encoders {
     };
 }
 
+/// Tests: force GAT's aggregate-first (`Some(true)`) or transform-first (`Some(false)`) path on
+/// the calling thread; `None` restores the cost-based choice.
+#[cfg(test)]
+pub(crate) fn set_gat_aggregate_first(v: Option<bool>) {
+    gat::FORCE_AGGREGATE_FIRST.with(|c| c.set(v));
+}
+
 // The layer files (declared here, not inside the macro, so that `cargo fmt` reaches them).
 mod gat;
 mod gcn;
@@ -198,9 +205,9 @@ pub(crate) trait Conv: Send + Sync + fmt::Debug {
     fn out_dim(&self) -> usize;
     /// Offset of the layer's bias `[out_dim]`.
     fn bias(&self) -> usize;
-    /// Whether a dense input is multiplied on every source row (so an [`crate::Input::Indexed`]
-    /// input is gathered whole, not only its destination rows).
-    fn reads_all_rows_dense(&self) -> bool;
+    /// Whether a dense input is multiplied on every source row of `b` (so an
+    /// [`crate::Input::Indexed`] input is gathered whole, not only its destination rows).
+    fn reads_all_rows_dense(&self, b: &BlockView) -> bool;
     /// `out = conv(x)` without bias; with `keep`, the cache for [`Conv::backward`].
     ///
     /// The caller has checked `x.rows() == b.num_src`, `x.dim() == in_dim`, `num_dst <= num_src`.
