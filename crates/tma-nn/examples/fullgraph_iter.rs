@@ -1,9 +1,9 @@
-//! Full-graph GraphSAGE training-iteration benchmark (the reference measurement of docs/decisions):
+//! Full-graph GraphSAGE training-iteration benchmark (the `fullgraph.iter` workload of `tma bench`):
 //! N = 200k nodes, E = 4M edges (20 random in-neighbours each), 128-d dense input, hidden 256,
 //! 40 classes, 2 layers; forward + softmax cross-entropy + backward + Adam per iteration.
 //!
 //! `cargo run --release -p tma-nn --example fullgraph_iter [-- N AVG_DEG ITERS THREADS [ENCODER]]`
-//! (ENCODER: sage (default), gcn or mlp; the env var `TMA_LAYER_NORM=0` turns LayerNorm off).
+//! (ENCODER: sage (default), gcn, mlp or gat; the env var `TMA_LAYER_NORM=0` turns LayerNorm off).
 //! Prints per-iteration seconds (forward / backward / total), the median, and peak RSS.
 
 use rand::{Rng, SeedableRng};
@@ -46,7 +46,7 @@ fn main() {
     let threads = *args.get(3).unwrap_or(&2);
     let encoder: EncoderKind = std::env::args()
         .nth(5)
-        .map(|e| e.parse().expect("encoder: sage, gcn or mlp"))
+        .map(|e| e.parse().expect("encoder: sage, gcn, mlp or gat"))
         .unwrap_or(EncoderKind::Sage);
     let layer_norm = std::env::var("TMA_LAYER_NORM").map_or(true, |v| v != "0");
     let (in_dim, hidden, classes) = (128, 256, 40);

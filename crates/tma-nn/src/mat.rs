@@ -70,7 +70,7 @@ fn check_extent(len: usize, rows: usize, cols: usize, rs: usize, cs: usize, what
 /// `c[m,n] (+)= lhs[m,k] * rhs[k,n]`, each operand given by (row stride, col stride) in
 /// elements. `accumulate == false` overwrites `c`.
 #[allow(clippy::too_many_arguments)]
-fn gemm_strided(
+pub(crate) fn gemm_strided(
     m: usize,
     n: usize,
     k: usize,

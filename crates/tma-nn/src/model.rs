@@ -460,7 +460,7 @@ impl Model {
             "indexed input: rows != block num_src"
         );
         assert_eq!(all.len() % dim.max(1), 0, "indexed input: data length");
-        let transform_first = conv.reads_all_rows_dense();
+        let transform_first = conv.reads_all_rows_dense(b);
         // When the destinations are most of the sources (large link batches: 856k of 1M rows)
         // the partial gather costs nearly as much as a full one, and aggregating from the
         // contiguous copy avoids a row-map lookup per arc: gather everything then.

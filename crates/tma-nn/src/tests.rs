@@ -1143,7 +1143,8 @@ fn gat_layer_backward_matches_finite_differences() {
     // destination 0 also lists itself as a source (ignored: exactly one self-loop)
     block.indices[0] = 0;
     let bv = block.view();
-    for last in [false, true] {
+    for (last, af) in [(false, false), (true, false), (false, true), (true, true)] {
+        crate::conv::set_gat_aggregate_first(Some(af));
         let (din, dout) = (4usize, 6usize);
         let args = ConvArgs {
             layer: 0,
@@ -1192,7 +1193,7 @@ fn gat_layer_backward_matches_finite_differences() {
             let dx = conv
                 .backward(&pool, &p, &bv, x0, cache, &d, &mut g, true)
                 .unwrap();
-            let tag = format!("gat last={last} sparse={sparse}");
+            let tag = format!("gat last={last} aggregate_first={af} sparse={sparse}");
             // the bias is the model's: its gradient is not formed here
             let nb = dout;
             fd_check(&format!("{tag} params"), &mut |q| loss(q, &xd), &p, &g);
@@ -1219,6 +1220,64 @@ fn gat_layer_backward_matches_finite_differences() {
             }
         }
     }
+    crate::conv::set_gat_aggregate_first(None);
+}
+
+/// GAT's aggregate-first path (per-head sums of input rows, then `W^h` on destinations),
+/// forced on: whole-model gradients by finite differences (node and link heads), and the same
+/// values as the transform-first path, for gathered and indexed input and full-graph inference.
+#[test]
+fn gat_aggregate_first_equals_transform_first() {
+    let mut r = rng(37);
+    let blocks = two_blocks(&mut r);
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let all = randn(&mut r, 30 * 4);
+    let rows: Vec<u32> = (0..9u32).map(|i| 3 * i + 1).collect();
+    let gathered: Vec<f32> = rows
+        .iter()
+        .flat_map(|&i| all[i as usize * 4..(i as usize + 1) * 4].to_vec())
+        .collect();
+    let x = dense(9, 4, gathered);
+    let g = Csr::from_edges(30, &[1, 2, 0, 5, 7, 7], &[0, 0, 1, 4, 4, 6]);
+    let deg = g.degrees();
+    let xall = dense(30, 4, all.clone());
+    for head in [Head::Link, Head::Node { num_classes: 3 }] {
+        let m = model(EncoderKind::Gat, head, 4, 0.0);
+        crate::conv::set_gat_aggregate_first(Some(true));
+        check_model_grad(&m, &x, &blocks, true, 43);
+        let p = m.init_params(&mut rng(4));
+        let run = |af: bool, x: Input| {
+            crate::conv::set_gat_aggregate_first(Some(af));
+            let (out, cache) = m.forward(&p, &views, x, true, &mut rng(7));
+            let d = Mat::from_vec(out.rows, out.cols, randn(&mut rng(8), out.data.len()));
+            let mut gr = m.zero_params();
+            m.backward(&p, cache, &d, &mut gr);
+            let full = m.infer_full(&p, &g, &deg, &xall);
+            (out.data, gr.data, full.data)
+        };
+        let tf = run(false, Input::Rows(&x));
+        let indexed = Input::Indexed {
+            all: &all,
+            dim: 4,
+            rows: &rows,
+        };
+        for (name, af) in [
+            ("rows", run(true, Input::Rows(&x))),
+            ("indexed", run(true, indexed)),
+        ] {
+            for (what, a, b, tol) in [
+                ("output", &af.0, &tf.0, 1e-5),
+                ("gradients", &af.1, &tf.1, 1e-4),
+                ("infer_full", &af.2, &tf.2, 1e-5),
+            ] {
+                assert_eq!(a.len(), b.len());
+                for (u, v) in a.iter().zip(b.iter()) {
+                    assert!((u - v).abs() < tol, "{name} {what}: {u} vs {v}");
+                }
+            }
+        }
+    }
+    crate::conv::set_gat_aggregate_first(None);
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! Graph attention (GAT), multi-head, with its hand-written backward.
 
 use super::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
-use crate::kernels::{add_into, axpy, dot_lanes, min_rows, BufferPool, InputRef};
-use crate::mat::matmul_a_b;
+use crate::kernels::{add_into, axpy, min_rows, BufferPool, InputRef};
+use crate::mat::{gemm_strided, matmul_a_b};
 use crate::Mat;
 use rayon::prelude::*;
 use tma_sample::BlockView;
@@ -34,12 +34,20 @@ use tma_sample::BlockView;
 /// `[H·C]` (0).
 ///
 /// **Shapes:** input `[num_src, in]` (dense, sparse or rows of a larger dense matrix), output
-/// `[num_dst, H·C]`. Memory: `X Wᵀ` `[num_src, H·C]` plus `E × H` attention coefficients (no
-/// `E × F` message tensor). Forward: one CSR pass per destination row (scores, softmax,
-/// weighted gather), parallel over rows (rayon). Backward: a pass over destination rows
-/// (softmax and LeakyReLU backward, per edge and head) and a gather over the transposed block,
-/// parallel over source rows; reductions over fixed row chunks, so results do not depend on
-/// the thread count.
+/// `[num_dst, H·C]`.
+///
+/// Computation: no `E × F` message tensor; per arc only `H` scores and coefficients. Two
+/// orders, chosen per call by multiply-add count (the choice does not change the values beyond
+/// rounding):
+/// - transform first: `t = X Wᵀ` on every source, `s_src = <t_j^h, a_src^h>`, then per
+///   destination row one CSR pass (scores, softmax, weighted sum of `t` rows);
+/// - aggregate first (dense input with `num_src ≫ num_dst`, e.g. a sampled input layer):
+///   `s_src = x_j · (W^hᵀ a_src^h)`, per destination and head the weighted sum of input rows
+///   (read in place for [`crate::Input::Indexed`]), then `W^h` on the destinations only.
+///
+/// Rows are processed in parallel (rayon). Backward: a pass over destination rows (softmax and
+/// LeakyReLU backward per arc and head) and a gather over the transposed block, parallel over
+/// source rows; reductions over fixed row chunks, so results do not depend on the thread count.
 #[derive(Clone, Debug)]
 pub struct GatConv {
     in_dim: usize,
@@ -76,7 +84,11 @@ impl GatConv {
             ));
         }
         let channels = a.out_dim / heads;
-        let w = alloc.add(a.name("lin.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w = alloc.add(
+            a.name("lin.weight"),
+            vec![a.out_dim, a.in_dim],
+            Init::Glorot,
+        );
         let att_src = alloc.add(a.name("att_src"), vec![1, heads, channels], Init::Glorot);
         let att_dst = alloc.add(a.name("att_dst"), vec![1, heads, channels], Init::Glorot);
         let bias = alloc.add(a.name("bias"), vec![a.out_dim], Init::Const(0.0));
@@ -107,15 +119,26 @@ impl GatConv {
     }
 }
 
-/// What [`GatConv`]'s forward keeps: `t = X Wᵀ` `[num_src, H·C]`, the scores
-/// `s_src = <t_j^h, a_src^h>` `[num_src, H]`, `s_dst` `[num_dst, H]`, and the attention
-/// coefficients per arc (`[E, H]`, block order) and per self-loop (`[num_dst, H]`).
+/// What [`GatConv`]'s forward keeps: the summed rows' source `h` (transform first: `t = X Wᵀ`
+/// `[num_src, H·C]`; aggregate first: the per-head attention-weighted input sums
+/// `[num_dst, H, in]`), the scores `s_src` `[num_src, H]`, `s_dst` `[num_dst, H]`, the attention
+/// coefficients per arc (`[E, H]`, block order) and per self-loop (`[num_dst, H]`), and on the
+/// aggregate-first path `v = [W^hᵀ a_src^h ; W^hᵀ a_dst^h]` `[2, H, in]`.
 struct GatCache {
-    t: Vec<f32>,
+    aggregate_first: bool,
+    h: Vec<f32>,
     s_src: Vec<f32>,
     s_dst: Vec<f32>,
     alpha: Vec<f32>,
     alpha_self: Vec<f32>,
+    v: Vec<f32>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: force the aggregate-first (`Some(true)`) or transform-first path on this thread.
+    pub(crate) static FORCE_AGGREGATE_FIRST: std::cell::Cell<Option<bool>> =
+        const { std::cell::Cell::new(None) };
 }
 
 #[inline(always)]
@@ -136,28 +159,44 @@ fn leaky_grad(z: f32) -> f32 {
     }
 }
 
-/// Per-head scores `s[r, h] = <t[r, h·C..(h+1)·C], a[h]>` for the first `rows` rows of `t`.
-fn head_scores(t: &[f32], rows: usize, heads: usize, c: usize, a: &[f32], s: &mut [f32]) {
-    let dout = heads * c;
-    s[..rows * heads]
-        .par_chunks_mut(heads)
-        .zip(t[..rows * dout].par_chunks(dout))
-        .with_min_len(min_rows(dout))
-        .for_each(|(s, row)| {
+/// Per-head scores `s[r, h] = <row(r)[h·hs .. h·hs + k], a[h·k .. (h+1)·k]>` for `rows` rows.
+fn head_scores<'a>(
+    rows: usize,
+    row: impl Fn(usize) -> &'a [f32] + Sync,
+    hh: usize,
+    k: usize,
+    hs: usize,
+    a: &[f32],
+    s: &mut [f32],
+) {
+    s[..rows * hh]
+        .par_chunks_mut(hh)
+        .enumerate()
+        .with_min_len(min_rows(hh * k))
+        .for_each(|(r, s)| {
+            if r + 8 < rows {
+                prefetch(row(r + 8)); // rows may be random rows of a larger matrix
+            }
+            let x = row(r);
             for (h, s) in s.iter_mut().enumerate() {
-                *s = dot_lanes(&row[h * c..(h + 1) * c], &a[h * c..(h + 1) * c]);
+                *s = dot8(&x[h * hs..h * hs + k], &a[h * k..(h + 1) * k]);
             }
         });
 }
 
 /// Destination rows per parallel task in the row passes.
-fn rows_per_task(dout: usize) -> usize {
-    min_rows(dout * 16)
+fn rows_per_task(width: usize) -> usize {
+    min_rows(width * 16)
 }
 
-/// Split `[num_dst, *]` row buffers and `[E, heads]` arc buffers into matching row chunks of
-/// `rows` destinations (arcs of a destination are contiguous in a block).
-fn arc_chunks<'a>(b: &BlockView, rows: usize, heads: usize, buf: &'a mut [f32]) -> Vec<&'a mut [f32]> {
+/// Split an `[E, heads]` arc buffer into the row chunks of `rows` destinations (arcs of a
+/// destination are contiguous in a block).
+fn arc_chunks<'a>(
+    b: &BlockView,
+    rows: usize,
+    heads: usize,
+    buf: &'a mut [f32],
+) -> Vec<&'a mut [f32]> {
     let mut out = Vec::new();
     let mut rest = buf;
     let mut r0 = 0;
@@ -172,6 +211,26 @@ fn arc_chunks<'a>(b: &BlockView, rows: usize, heads: usize, buf: &'a mut [f32]) 
     out
 }
 
+impl GatConv {
+    /// Aggregate first (sum input rows per head, then `W^h` on destinations only) when that
+    /// costs fewer multiply-adds than `X Wᵀ` on every source: typically the input layer of a
+    /// sampled block (`num_src ≫ num_dst`); never for sparse input.
+    fn aggregate_first(&self, sparse: bool, nd: usize, ns: usize, ne: usize) -> bool {
+        #[cfg(test)]
+        if let Some(f) = FORCE_AGGREGATE_FIRST.with(|c| c.get()) {
+            return f && !sparse;
+        }
+        if sparse {
+            return false;
+        }
+        let (din, hh) = (self.in_dim, self.heads);
+        let dout = hh * self.channels;
+        let tf = ns * din * dout + ne * dout;
+        let af = 2 * ns * din * hh + ne * hh * din + nd * din * dout;
+        af < tf
+    }
+}
+
 impl Conv for GatConv {
     fn in_dim(&self) -> usize {
         self.in_dim
@@ -182,9 +241,9 @@ impl Conv for GatConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self) -> bool {
-        // attention needs W x_j for every source: always transform first
-        true
+    fn reads_all_rows_dense(&self, b: &BlockView) -> bool {
+        // transform first multiplies every source row; aggregate first reads rows in place
+        !self.aggregate_first(false, b.num_dst, b.num_src, b.indptr[b.num_dst] as usize)
     }
 
     fn forward(
@@ -199,44 +258,80 @@ impl Conv for GatConv {
         let (hh, c) = (self.heads, self.channels);
         let dout = hh * c;
         let ne = b.indptr[nd] as usize;
-        let mut t = pool.take(ns * dout);
-        x.linear(ns, &p[self.w..self.w + dout * din], dout, &mut t, false);
+        let w = &p[self.w..self.w + dout * din];
         let (a_src, a_dst) = (
             &p[self.att_src..self.att_src + dout],
             &p[self.att_dst..self.att_dst + dout],
         );
+        let af = self.aggregate_first(x.is_sparse(), nd, ns, ne);
         let mut s_src = pool.take(ns * hh);
         let mut s_dst = pool.take(nd * hh);
-        head_scores(&t, ns, hh, c, a_src, &mut s_src);
-        head_scores(&t, nd, hh, c, a_dst, &mut s_dst);
         let mut alpha = pool.take(ne * hh);
         let mut alpha_self = pool.take(nd * hh);
-        let mut out = Mat::from_vec(nd, dout, pool.take(nd * dout));
-        let rows = rows_per_task(dout);
-        let tasks: Vec<_> = out
-            .data
-            .chunks_mut(rows * dout)
+        // what the attention sums: rows of t = X Wᵀ (k = C per head) or of X (k = in, the same
+        // row for every head)
+        let mut t = Vec::new();
+        let mut v = Vec::new();
+        let (k, hs) = if af { (din, 0) } else { (c, c) };
+        if af {
+            // s_src[j, h] = a_src^h · W^h x_j = x_j · (W^hᵀ a_src^h)
+            v = vec![0.0f32; 2 * hh * din];
+            for h in 0..hh {
+                for cc in 0..c {
+                    let wr = &w[(h * c + cc) * din..(h * c + cc + 1) * din];
+                    axpy(&mut v[h * din..(h + 1) * din], a_src[h * c + cc], wr);
+                    let o = (hh + h) * din;
+                    axpy(&mut v[o..o + din], a_dst[h * c + cc], wr);
+                }
+            }
+        } else {
+            t = pool.take(ns * dout);
+            x.linear(ns, w, dout, &mut t, false);
+        }
+        let (src, map) = if af { x.agg_source(ns) } else { (&t[..], None) };
+        let width = if af { din } else { dout };
+        let srow = |j: usize| -> &[f32] {
+            let r = map.map_or(j, |m| m[j] as usize);
+            &src[r * width..(r + 1) * width]
+        };
+        let (va, vd) = if af {
+            (&v[..hh * din], &v[hh * din..])
+        } else {
+            (a_src, a_dst)
+        };
+        head_scores(ns, srow, hh, k, hs, va, &mut s_src);
+        head_scores(nd, srow, hh, k, hs, vd, &mut s_dst);
+        // the attention-weighted sums, [nd, hh·k]
+        let mut sums = pool.take(nd * hh * k);
+        let rows = rows_per_task(hh * k);
+        let tasks: Vec<_> = sums
+            .chunks_mut(rows * hh * k)
             .zip(alpha_self.chunks_mut(rows * hh))
             .zip(arc_chunks(b, rows, hh, &mut alpha))
             .enumerate()
             .collect();
-        let (tr, ss, sd) = (&t[..], &s_src[..], &s_dst[..]);
-        tasks.into_par_iter().for_each(|(k, ((o, a_self), a_arc))| {
+        let (ss, sd) = (&s_src[..], &s_dst[..]);
+        tasks.into_par_iter().for_each(|(q, ((o, a_self), a_arc))| {
             let mut mx = vec![0.0f32; 2 * hh];
-            let r0 = k * rows;
+            let r0 = q * rows;
             let e0 = b.indptr[r0] as usize;
-            for (r, (row, aself)) in o.chunks_exact_mut(dout).zip(a_self.chunks_exact_mut(hh)).enumerate() {
+            for (r, (row, aself)) in o
+                .chunks_exact_mut(hh * k)
+                .zip(a_self.chunks_exact_mut(hh))
+                .enumerate()
+            {
                 let i = r0 + r;
                 let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
                 simd_dispatch!(gat_row(
                     i,
                     &b.indices[s..e],
                     &b.indices[(s + 16).min(b.indices.len())..],
-                    tr,
+                    srow,
                     ss,
                     sd,
                     hh,
-                    c,
+                    k,
+                    hs,
                     &mut a_arc[(s - e0) * hh..(e - e0) * hh],
                     aself,
                     &mut mx,
@@ -244,17 +339,49 @@ impl Conv for GatConv {
                 ));
             }
         });
+        let out = if af {
+            // out[:, h·C..] = sums_h W^hᵀ, per head (strided operands, no copies)
+            let mut out = Mat::from_vec(nd, dout, pool.take(nd * dout));
+            for h in 0..hh {
+                gemm_strided(
+                    nd,
+                    c,
+                    din,
+                    &mut out.data[h * c..],
+                    dout,
+                    &sums[h * din..],
+                    hh * din,
+                    1,
+                    &w[h * c * din..],
+                    1,
+                    din,
+                    false,
+                    true,
+                );
+            }
+            out
+        } else {
+            Mat::from_vec(nd, dout, std::mem::take(&mut sums))
+        };
+        let h = if af {
+            sums
+        } else {
+            pool.give(sums);
+            t
+        };
         let cache = if keep {
             Some(Box::new(GatCache {
-                t,
+                aggregate_first: af,
+                h,
                 s_src,
                 s_dst,
                 alpha,
                 alpha_self,
+                v,
             }) as ConvCache)
         } else {
-            for v in [t, s_src, s_dst, alpha, alpha_self] {
-                pool.give(v);
+            for buf in [h, s_src, s_dst, alpha, alpha_self] {
+                pool.give(buf);
             }
             None
         };
@@ -277,50 +404,109 @@ impl Conv for GatConv {
         let dout = hh * c;
         let ne = b.indptr[nd] as usize;
         let GatCache {
-            t,
+            aggregate_first: af,
+            h: hbuf,
             s_src,
             s_dst,
             alpha,
             alpha_self,
+            v,
         } = *cache
             .expect("backward needs a forward with keep")
             .downcast::<GatCache>()
             .expect("forward cache of another layer type");
+        let w = &p[self.w..self.w + dout * din];
         let (a_src, a_dst) = (
             &p[self.att_src..self.att_src + dout],
             &p[self.att_dst..self.att_dst + dout],
         );
+        let (k, hs) = if af { (din, 0) } else { (c, c) };
+        // dL/d(sums) [nd, hh·k]: d itself (transform first) or d_h W^h per head
+        let mut dsums = Vec::new();
+        if af {
+            dsums = pool.take(nd * hh * din);
+            for h in 0..hh {
+                gemm_strided(
+                    nd,
+                    din,
+                    c,
+                    &mut dsums[h * din..],
+                    hh * din,
+                    &d.data[h * c..],
+                    dout,
+                    1,
+                    &w[h * c * din..],
+                    din,
+                    1,
+                    false,
+                    true,
+                );
+                // dW^h += d_hᵀ sums_h
+                gemm_strided(
+                    c,
+                    din,
+                    nd,
+                    &mut g[self.w + h * c * din..],
+                    din,
+                    &d.data[h * c..],
+                    1,
+                    dout,
+                    &hbuf[h * din..],
+                    hh * din,
+                    1,
+                    true,
+                    true,
+                );
+            }
+        }
+        let ds_rows: &[f32] = if af { &dsums } else { &d.data };
+        let (src, map) = if af {
+            x.agg_source(ns)
+        } else {
+            (&hbuf[..], None)
+        };
+        let width = if af { din } else { dout };
+        let srow = |j: usize| -> &[f32] {
+            let r = map.map_or(j, |m| m[j] as usize);
+            &src[r * width..(r + 1) * width]
+        };
         // Pass 1, over destination rows: dz = dL/d(pre-LeakyReLU score) per arc and self-loop
-        // (softmax backward: de_ij = α_ij (dα_ij − Σ_k α_ik dα_ik), dα_ij = <d_i^h, t_j^h>),
+        // (softmax backward: de_ij = α_ij (dα_ij − Σ_k α_ik dα_ik), dα_ij = <dsums_i^h, src_j^h>),
         // and ds_dst_i = Σ_j dz_ij.
         let mut dz = pool.take(ne * hh);
         let mut dz_self = pool.take(nd * hh);
         let mut ds_dst = pool.take(nd * hh);
         {
-            let rows = rows_per_task(dout);
+            let rows = rows_per_task(hh * k);
             let tasks: Vec<_> = dz_self
                 .chunks_mut(rows * hh)
                 .zip(ds_dst.chunks_mut(rows * hh))
                 .zip(arc_chunks(b, rows, hh, &mut dz))
                 .enumerate()
                 .collect();
-            let (tr, ss, sd, al, als) = (&t[..], &s_src[..], &s_dst[..], &alpha[..], &alpha_self[..]);
-            tasks.into_par_iter().for_each(|(k, ((dzs, dsd), dza))| {
+            let (ss, sd, al, als) = (&s_src[..], &s_dst[..], &alpha[..], &alpha_self[..]);
+            tasks.into_par_iter().for_each(|(q, ((dzs, dsd), dza))| {
                 let mut mean = vec![0.0f32; hh];
-                let r0 = k * rows;
+                let r0 = q * rows;
                 let e0 = b.indptr[r0] as usize;
-                for (r, (dzs, dsd)) in dzs.chunks_exact_mut(hh).zip(dsd.chunks_exact_mut(hh)).enumerate() {
+                for (r, (dzs, dsd)) in dzs
+                    .chunks_exact_mut(hh)
+                    .zip(dsd.chunks_exact_mut(hh))
+                    .enumerate()
+                {
                     let i = r0 + r;
                     let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
                     simd_dispatch!(gat_back_row(
                         i,
                         &b.indices[s..e],
-                        tr,
-                        &d.data[i * dout..(i + 1) * dout],
+                        &b.indices[(s + 16).min(b.indices.len())..],
+                        srow,
+                        &ds_rows[i * hh * k..(i + 1) * hh * k],
                         ss,
                         sd,
                         hh,
-                        c,
+                        k,
+                        hs,
                         &al[s * hh..e * hh],
                         &als[i * hh..(i + 1) * hh],
                         &mut dza[(s - e0) * hh..(e - e0) * hh],
@@ -331,43 +517,98 @@ impl Conv for GatConv {
                 }
             });
         }
-        // Pass 2, over source rows through the transposed block: dt_j = Σ_i α_ij d_i (+ self)
-        // + ds_src_j a_src (+ ds_dst_j a_dst); d a_src += ds_src_j t_j, d a_dst += ds_dst_j t_j.
+        // Pass 2, over source rows through the transposed block. Transform first: row = dL/dt_j
+        // = Σ_i α_ij d_i (+ self) + ds_src_j a_src (+ ds_dst_j a_dst), acc = [d a_src | d a_dst].
+        // Aggregate first: row = dL/dx_j = Σ_h (Σ_i α_ij^h dsums_i^h (+ self) + ds_src_j^h v_src^h
+        // (+ ds_dst_j^h v_dst^h)), acc = [dL/dv_src | dL/dv_dst] (`v = W^hᵀ a^h`).
         let (tptr, tarc) = transposed_arcs(b);
-        let mut dt = pool.take(ns * dout);
-        let chunk_rows = 4 * min_rows(dout);
-        let parts: Vec<Vec<f32>> = dt
-            .par_chunks_mut(chunk_rows * dout)
+        let rw = if af { din } else { dout };
+        let hr = if af { 0 } else { c };
+        let need_row = !af || need_dx;
+        let (va, vd) = if af {
+            (&v[..hh * din], &v[hh * din..])
+        } else {
+            (a_src, a_dst)
+        };
+        let mut rows_out = pool.take(ns * rw);
+        let chunk_rows = 4 * min_rows(rw);
+        let parts: Vec<Vec<f32>> = rows_out
+            .par_chunks_mut(chunk_rows * rw)
             .enumerate()
-            .map(|(k, dtc)| {
-                let mut acc = vec![0.0f32; 2 * dout]; // d att_src | d att_dst
+            .map(|(q, rc)| {
+                let mut acc = vec![0.0f32; 2 * hh * k];
                 let mut ds = vec![0.0f32; hh];
-                for (r, row) in dtc.chunks_exact_mut(dout).enumerate() {
-                    let j = k * chunk_rows + r;
+                for (r, row) in rc.chunks_exact_mut(rw).enumerate() {
+                    let j = q * chunk_rows + r;
                     simd_dispatch!(gat_t_row(
-                        j, row, &mut ds, &mut acc, &tptr, &tarc, b, &d.data, &t, &alpha,
-                        &alpha_self, &dz, &dz_self, &ds_dst, a_src, a_dst, hh, c
+                        j,
+                        row,
+                        need_row,
+                        &mut ds,
+                        &mut acc,
+                        &tptr,
+                        &tarc,
+                        b,
+                        ds_rows,
+                        srow(j),
+                        &alpha,
+                        &alpha_self,
+                        &dz,
+                        &dz_self,
+                        &ds_dst,
+                        va,
+                        vd,
+                        hh,
+                        k,
+                        hs,
+                        hr
                     ));
                 }
                 acc
             })
             .collect();
+        let mut dva = vec![0.0f32; 2 * hh * k];
         for part in &parts {
-            add_into(&mut g[self.att_src..self.att_src + dout], &part[..dout]);
-            add_into(&mut g[self.att_dst..self.att_dst + dout], &part[dout..]);
+            add_into(&mut dva, part);
         }
         drop((tptr, tarc));
-        for v in [t, s_src, s_dst, alpha, alpha_self, dz, dz_self, ds_dst] {
-            pool.give(v);
+        for buf in [s_src, s_dst, alpha, alpha_self, dz, dz_self, ds_dst, dsums] {
+            pool.give(buf);
         }
-        x.linear_weight_grad(ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
-        let dx = need_dx.then(|| {
-            let mut dx = Mat::from_vec(ns, din, pool.take(ns * din));
-            matmul_a_b(ns, din, dout, &dt, &p[self.w..self.w + dout * din], &mut dx.data, false);
+        if af {
+            pool.give(hbuf);
+            // v^h = W^hᵀ a^h: d a^h[cc] = <W[h·C + cc], dv^h>, dW[h·C + cc] += a^h[cc] dv^h
+            for (side, att) in [(0usize, self.att_src), (1, self.att_dst)] {
+                for h in 0..hh {
+                    let dv = &dva[(side * hh + h) * din..(side * hh + h + 1) * din];
+                    for cc in 0..c {
+                        let o = (h * c + cc) * din;
+                        g[att + h * c + cc] += dot8(&w[o..o + din], dv);
+                        let a = p[att + h * c + cc];
+                        axpy(&mut g[self.w + o..self.w + o + din], a, dv);
+                    }
+                }
+            }
+            if need_dx {
+                Some(Mat::from_vec(ns, din, rows_out))
+            } else {
+                pool.give(rows_out);
+                None
+            }
+        } else {
+            add_into(&mut g[self.att_src..self.att_src + dout], &dva[..dout]);
+            add_into(&mut g[self.att_dst..self.att_dst + dout], &dva[dout..]);
+            pool.give(hbuf);
+            let dt = rows_out;
+            x.linear_weight_grad(ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
+            let dx = need_dx.then(|| {
+                let mut dx = Mat::from_vec(ns, din, pool.take(ns * din));
+                matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, false);
+                dx
+            });
+            pool.give(dt);
             dx
-        });
-        pool.give(dt);
-        dx
+        }
     }
 }
 
@@ -394,25 +635,52 @@ fn transposed_arcs(b: &BlockView) -> (Vec<usize>, Vec<(u32, usize)>) {
     (ptr, arcs)
 }
 
+/// `Σ a ⊙ b` in 8 fixed lanes (one AVX2 register; `chunks_exact` lets the compiler drop the
+/// bounds checks and vectorize), lanes summed pairwise in a fixed order.
+#[inline(always)]
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// Hint the CPU to load `s` (no effect on results).
+#[inline(always)]
+fn prefetch(s: &[f32]) {
+    crate::kernels::prefetch_row(s, 0, s.len());
+}
+
 /// One destination row of the forward: scores, stable softmax (self-loop included, an arc
-/// `i → i` gets weight 0), weighted sum of `t` rows into `row`. `mx`: scratch `2·heads`.
+/// `i → i` gets weight 0), and `row[h·k..] = Σ_j α_ij^h src_j[h·hs..h·hs + k]`.
+/// `mx`: scratch `2·heads`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn gat_row(
+fn gat_row<'a>(
     i: usize,
     nb: &[u32],
     ahead: &[u32],
-    t: &[f32],
+    srow: impl Fn(usize) -> &'a [f32],
     s_src: &[f32],
     s_dst: &[f32],
     hh: usize,
-    c: usize,
+    k: usize,
+    hs: usize,
     a_arc: &mut [f32],
     a_self: &mut [f32],
     mx: &mut [f32],
     row: &mut [f32],
 ) {
-    let dout = hh * c;
     let sd = &s_dst[i * hh..(i + 1) * hh];
     let (m, sum) = mx.split_at_mut(hh);
     for h in 0..hh {
@@ -420,8 +688,8 @@ fn gat_row(
         a_self[h] = e;
         m[h] = e;
     }
-    for (k, &j) in nb.iter().enumerate() {
-        let e = &mut a_arc[k * hh..(k + 1) * hh];
+    for (q, &j) in nb.iter().enumerate() {
+        let e = &mut a_arc[q * hh..(q + 1) * hh];
         let j = j as usize;
         if j == i {
             e.fill(f32::NEG_INFINITY); // the self-loop is counted once, below
@@ -457,35 +725,42 @@ fn gat_row(
         }
     }
     row.fill(0.0);
-    let ti = &t[i * dout..(i + 1) * dout];
+    let si = srow(i);
     for h in 0..hh {
-        axpy(&mut row[h * c..(h + 1) * c], a_self[h], &ti[h * c..(h + 1) * c]);
+        axpy(
+            &mut row[h * k..(h + 1) * k],
+            a_self[h],
+            &si[h * hs..h * hs + k],
+        );
     }
-    for (k, &j) in nb.iter().enumerate() {
-        if let Some(&n) = ahead.get(k) {
-            crate::kernels::prefetch_row(t, n as usize * dout, dout);
+    for (q, &j) in nb.iter().enumerate() {
+        if let Some(&n) = ahead.get(q) {
+            prefetch(srow(n as usize));
         }
-        let tj = &t[j as usize * dout..(j as usize + 1) * dout];
-        let e = &a_arc[k * hh..(k + 1) * hh];
+        let sj = srow(j as usize);
+        let e = &a_arc[q * hh..(q + 1) * hh];
         for h in 0..hh {
-            axpy(&mut row[h * c..(h + 1) * c], e[h], &tj[h * c..(h + 1) * c]);
+            axpy(&mut row[h * k..(h + 1) * k], e[h], &sj[h * hs..h * hs + k]);
         }
     }
 }
 
 /// Pass 1 of the backward for destination `i`: `dz` per arc (into `dz_arc`) and self-loop,
-/// `ds_dst = Σ dz` over the row. `mean`: scratch `heads`.
+/// `ds_dst = Σ dz` over the row; `dsum` = dL/d(row of the forward's sums). `mean`: scratch
+/// `heads`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn gat_back_row(
+fn gat_back_row<'a>(
     i: usize,
     nb: &[u32],
-    t: &[f32],
-    d: &[f32],
+    ahead: &[u32],
+    srow: impl Fn(usize) -> &'a [f32],
+    dsum: &[f32],
     s_src: &[f32],
     s_dst: &[f32],
     hh: usize,
-    c: usize,
+    k: usize,
+    hs: usize,
     a_arc: &[f32],
     a_self: &[f32],
     dz_arc: &mut [f32],
@@ -493,20 +768,22 @@ fn gat_back_row(
     ds_dst: &mut [f32],
     mean: &mut [f32],
 ) {
-    let dout = hh * c;
-    let ti = &t[i * dout..(i + 1) * dout];
-    // dα = <d_i^h, t_j^h>; mean = Σ_j α_ij dα_ij
+    let si = srow(i);
+    // dα = <dsum^h, src_j^h>; mean = Σ_j α_ij dα_ij
     for h in 0..hh {
-        let v = dot_lanes(&d[h * c..(h + 1) * c], &ti[h * c..(h + 1) * c]);
+        let v = dot8(&dsum[h * k..(h + 1) * k], &si[h * hs..h * hs + k]);
         dz_self[h] = v;
         mean[h] = a_self[h] * v;
     }
-    for (k, &j) in nb.iter().enumerate() {
-        let tj = &t[j as usize * dout..(j as usize + 1) * dout];
+    for (q, &j) in nb.iter().enumerate() {
+        if let Some(&n) = ahead.get(q) {
+            prefetch(srow(n as usize));
+        }
+        let sj = srow(j as usize);
         for h in 0..hh {
-            let v = dot_lanes(&d[h * c..(h + 1) * c], &tj[h * c..(h + 1) * c]);
-            dz_arc[k * hh + h] = v;
-            mean[h] += a_arc[k * hh + h] * v;
+            let v = dot8(&dsum[h * k..(h + 1) * k], &sj[h * hs..h * hs + k]);
+            dz_arc[q * hh + h] = v;
+            mean[h] += a_arc[q * hh + h] * v;
         }
     }
     let sd = &s_dst[i * hh..(i + 1) * hh];
@@ -516,72 +793,90 @@ fn gat_back_row(
         dz_self[h] = v;
         ds_dst[h] = v;
     }
-    for (k, &j) in nb.iter().enumerate() {
+    for (q, &j) in nb.iter().enumerate() {
         let j = j as usize;
         for h in 0..hh {
             let z = s_src[j * hh + h] + sd[h];
-            let a = a_arc[k * hh + h]; // 0 for an arc i → i
-            let v = a * (dz_arc[k * hh + h] - mean[h]) * leaky_grad(z);
-            dz_arc[k * hh + h] = v;
+            let a = a_arc[q * hh + h]; // 0 for an arc i → i
+            let v = a * (dz_arc[q * hh + h] - mean[h]) * leaky_grad(z);
+            dz_arc[q * hh + h] = v;
             ds_dst[h] += v;
         }
     }
 }
 
-/// Pass 2 of the backward for source `j`: `row = dL/dt_j`; adds `ds_src_j t_j` and
-/// `ds_dst_j t_j` (for `j < num_dst`) to `acc = [d att_src | d att_dst]`. `ds`: scratch `heads`.
+/// Pass 2 of the backward for source `j` (see `GatConv::backward`): with `need_row`,
+/// `row[h·hr..h·hr + k] += ...` (`hr = 0`: all heads into one row); adds `ds_src_j src_j` and
+/// (for `j < num_dst`) `ds_dst_j src_j` per head to `acc = [src side | dst side]` `[2, heads, k]`.
+/// `ds`: scratch `heads`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn gat_t_row(
     j: usize,
     row: &mut [f32],
+    need_row: bool,
     ds: &mut [f32],
     acc: &mut [f32],
     tptr: &[usize],
     tarc: &[(u32, usize)],
     b: &BlockView,
-    d: &[f32],
-    t: &[f32],
+    dsums: &[f32],
+    sj: &[f32],
     alpha: &[f32],
     alpha_self: &[f32],
     dz: &[f32],
     dz_self: &[f32],
     ds_dst: &[f32],
-    a_src: &[f32],
-    a_dst: &[f32],
+    va: &[f32],
+    vd: &[f32],
     hh: usize,
-    c: usize,
+    k: usize,
+    hs: usize,
+    hr: usize,
 ) {
-    let dout = hh * c;
+    let w = hh * k;
     row.fill(0.0);
     ds.fill(0.0);
     let arcs = &tarc[tptr[j]..tptr[j + 1]];
-    for (k, &(i, e)) in arcs.iter().enumerate() {
-        if let Some(&(n, _)) = arcs.get(k + 16) {
-            crate::kernels::prefetch_row(d, n as usize * dout, dout);
+    for (q, &(i, e)) in arcs.iter().enumerate() {
+        let i = i as usize;
+        if need_row {
+            if let Some(&(n, _)) = arcs.get(q + 16) {
+                prefetch(&dsums[n as usize * w..(n as usize + 1) * w]);
+            }
+            let di = &dsums[i * w..(i + 1) * w];
+            for h in 0..hh {
+                axpy(
+                    &mut row[h * hr..h * hr + k],
+                    alpha[e * hh + h],
+                    &di[h * k..(h + 1) * k],
+                );
+            }
         }
-        let di = &d[i as usize * dout..(i as usize + 1) * dout];
         for h in 0..hh {
-            axpy(&mut row[h * c..(h + 1) * c], alpha[e * hh + h], &di[h * c..(h + 1) * c]);
             ds[h] += dz[e * hh + h];
         }
     }
-    let tj = &t[j * dout..(j + 1) * dout];
-    let (acc_src, acc_dst) = acc.split_at_mut(dout);
+    let (acc_src, acc_dst) = acc.split_at_mut(w);
     if j < b.num_dst {
-        let dj = &d[j * dout..(j + 1) * dout];
+        let dj = &dsums[j * w..(j + 1) * w];
         for h in 0..hh {
-            let r = h * c..(h + 1) * c;
-            axpy(&mut row[r.clone()], alpha_self[j * hh + h], &dj[r.clone()]);
+            let r = h * hr..h * hr + k;
+            let rk = h * k..(h + 1) * k;
             ds[h] += dz_self[j * hh + h];
             let v = ds_dst[j * hh + h];
-            axpy(&mut acc_dst[r.clone()], v, &tj[r.clone()]);
-            axpy(&mut row[r.clone()], v, &a_dst[r]);
+            axpy(&mut acc_dst[rk.clone()], v, &sj[h * hs..h * hs + k]);
+            if need_row {
+                axpy(&mut row[r.clone()], alpha_self[j * hh + h], &dj[rk.clone()]);
+                axpy(&mut row[r], v, &vd[rk]);
+            }
         }
     }
     for (h, &v) in ds.iter().enumerate() {
-        let r = h * c..(h + 1) * c;
-        axpy(&mut acc_src[r.clone()], v, &tj[r.clone()]);
-        axpy(&mut row[r.clone()], v, &a_src[r]);
+        let rk = h * k..(h + 1) * k;
+        axpy(&mut acc_src[rk.clone()], v, &sj[h * hs..h * hs + k]);
+        if need_row {
+            axpy(&mut row[h * hr..h * hr + k], v, &va[rk]);
+        }
     }
 }

@@ -33,7 +33,11 @@ pub struct GcnConv {
 impl GcnConv {
     /// Declare `encoder.{l}.lin.weight`, `encoder.{l}.bias`.
     pub(crate) fn build(a: &ConvArgs, alloc: &mut ParamAlloc) -> Result<Self, String> {
-        let w = alloc.add(a.name("lin.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w = alloc.add(
+            a.name("lin.weight"),
+            vec![a.out_dim, a.in_dim],
+            Init::Glorot,
+        );
         let bias = alloc.add(a.name("bias"), vec![a.out_dim], Init::Const(0.0));
         Ok(GcnConv {
             core: LinearAgg {
@@ -67,7 +71,7 @@ impl Conv for GcnConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self) -> bool {
+    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
         self.core.out_dim < self.core.in_dim
     }
     fn forward(

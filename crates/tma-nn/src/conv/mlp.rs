@@ -58,7 +58,7 @@ impl Conv for MlpConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self) -> bool {
+    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
         false
     }
     fn forward(
@@ -71,7 +71,13 @@ impl Conv for MlpConv {
     ) -> (Mat, Option<ConvCache>) {
         let (nd, din, dout) = (b.num_dst, self.in_dim, self.out_dim);
         let mut out = Mat::from_vec(nd, dout, pool.take(nd * dout));
-        x.linear(nd, &p[self.w..self.w + dout * din], dout, &mut out.data, false);
+        x.linear(
+            nd,
+            &p[self.w..self.w + dout * din],
+            dout,
+            &mut out.data,
+            false,
+        );
         (out, None)
     }
     fn backward(

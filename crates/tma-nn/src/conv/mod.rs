@@ -8,9 +8,10 @@
 //! of hidden layers fused with LayerNorm → PReLU → dropout) and the buffer pool.
 //!
 //! Adding an encoder: a new file in this folder with a type that implements `Conv` and has a
-//! `build(&ConvArgs, &mut ParamAlloc) -> Result<Self, String>` constructor, plus one line in the
-//! `encoders!` list below (variant, module and type, the `--model` name). Nothing else lists
-//! encoders: [`EncoderKind`]'s names, parsing and [`crate::Model::new`] read the list.
+//! `build(&ConvArgs, &mut ParamAlloc) -> Result<Self, String>` constructor, its `mod` line and
+//! one line in the `encoders!` list below (variant, module and type, the `--model` name).
+//! Nothing else lists encoders: [`EncoderKind`]'s names, parsing and [`crate::Model::new`] read
+//! the list, and the model tests run every registered encoder (`EncoderKind::ALL`).
 
 use crate::kernels::{aggregate, aggregate_backward, AggCoefs, Transposed};
 use crate::kernels::{BufferPool, InputRef};
@@ -22,11 +23,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 use tma_sample::BlockView;
 
-/// The registry: `Variant => module::Type, "name" [| "alias" ...];`. Declares each module,
-/// re-exports its type, and generates [`EncoderKind`] with its names, parsing and builder.
+/// The registry: `Variant => module::Type, "name" [| "alias" ...];`. Re-exports each type and
+/// generates [`EncoderKind`] with its names, parsing and builder.
 macro_rules! encoders {
     ($( $variant:ident => $module:ident :: $ty:ident, $name:literal $(| $alias:literal)* ; )*) => {
-        $( mod $module; pub use $module::$ty; )*
+        $( pub use $module::$ty; )*
 
         /// Which graph convolution the encoder stacks; `--model NAME` (case-insensitive).
         /// Every variant is one layer type of this module ([`EncoderKind::ALL`] lists them).
@@ -63,6 +64,19 @@ macro_rules! encoders {
         }
     };
 }
+
+/// Tests: force GAT's aggregate-first (`Some(true)`) or transform-first (`Some(false)`) path on
+/// the calling thread; `None` restores the cost-based choice.
+#[cfg(test)]
+pub(crate) fn set_gat_aggregate_first(v: Option<bool>) {
+    gat::FORCE_AGGREGATE_FIRST.with(|c| c.set(v));
+}
+
+// The layer files (declared here, not inside the macro, so that `cargo fmt` reaches them).
+mod gat;
+mod gcn;
+mod mlp;
+mod sage;
 
 encoders! {
     Sage => sage::SageConv, "sage" | "graphsage";
@@ -191,9 +205,9 @@ pub(crate) trait Conv: Send + Sync + fmt::Debug {
     fn out_dim(&self) -> usize;
     /// Offset of the layer's bias `[out_dim]`.
     fn bias(&self) -> usize;
-    /// Whether a dense input is multiplied on every source row (so an [`crate::Input::Indexed`]
-    /// input is gathered whole, not only its destination rows).
-    fn reads_all_rows_dense(&self) -> bool;
+    /// Whether a dense input is multiplied on every source row of `b` (so an
+    /// [`crate::Input::Indexed`] input is gathered whole, not only its destination rows).
+    fn reads_all_rows_dense(&self, b: &BlockView) -> bool;
     /// `out = conv(x)` without bias; with `keep`, the cache for [`Conv::backward`].
     ///
     /// The caller has checked `x.rows() == b.num_src`, `x.dim() == in_dim`, `num_dst <= num_src`.

@@ -33,9 +33,17 @@ pub struct SageConv {
 impl SageConv {
     /// Declare `encoder.{l}.lin_l.weight`, `.lin_l.bias`, `.lin_r.weight`.
     pub(crate) fn build(a: &ConvArgs, alloc: &mut ParamAlloc) -> Result<Self, String> {
-        let w = alloc.add(a.name("lin_l.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w = alloc.add(
+            a.name("lin_l.weight"),
+            vec![a.out_dim, a.in_dim],
+            Init::Glorot,
+        );
         let bias = alloc.add(a.name("lin_l.bias"), vec![a.out_dim], Init::Const(0.0));
-        let w_r = alloc.add(a.name("lin_r.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w_r = alloc.add(
+            a.name("lin_r.weight"),
+            vec![a.out_dim, a.in_dim],
+            Init::Glorot,
+        );
         Ok(SageConv {
             core: LinearAgg {
                 in_dim: a.in_dim,
@@ -68,7 +76,7 @@ impl Conv for SageConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self) -> bool {
+    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
         self.core.out_dim < self.core.in_dim
     }
     fn forward(
