@@ -185,5 +185,6 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         structural_features: false,
         labels,
         split: Some(split),
+        removed: Default::default(),
     }
 }
