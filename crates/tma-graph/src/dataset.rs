@@ -91,6 +91,9 @@ pub struct Dataset {
     pub split: Option<NodeSplit>,
     /// What the loader removed from `edge_index.npy` (self-loops, duplicate arcs).
     pub removed: RemovedArcs,
+    /// Fixed splits the dataset ships: 0 (none), 1 (`*_idx.npy`, or masks of one row), or `S`
+    /// mask rows (`--split-index` picks one).
+    pub num_splits: usize,
 }
 
 /// Arcs of `edge_index.npy` the loader did not keep (the graph has no self-loops and no
@@ -111,9 +114,8 @@ impl RemovedArcs {
         if self.self_loops == 0 && self.duplicate_arcs == 0 {
             return None;
         }
-        let plural = |n: usize, one: &str, many: &str| {
-            format!("{n} {}", if n == 1 { one } else { many })
-        };
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         Some(format!(
             "edge_index.npy: removed {} and {} on load (the graph keeps neither)",
             plural(self.self_loops, "self-loop", "self-loops"),
@@ -261,7 +263,11 @@ pub const DENSIFY_MAX_DIM: usize = 64;
 /// * [`GraphError::Invalid`]: `meta.json` unparseable or missing `directed` / `x_shape`;
 ///   `x_indptr` not starting at 0, not monotone or not ending at nnz; labels `< -1` or
 ///   multi-labels not 0/1; duplicate split ids; undirected graph not symmetric;
-///   `opts.split_index >= S`; `opts.structural_dim == 0`.
+///   `opts.split_index >= S` (index files hold one split); `opts.structural_dim == 0`; a label
+///   id `>= meta.json:computed.classes`; a split whose train/val/test lists share nodes
+///   (unless `opts.allow_split_overlap`); non-finite feature values (`x_data.npy`);
+///   object (pickled) arrays give [`GraphError::Dtype`] naming the dtype the file needs.
+/// * Self-loops and duplicate arcs are removed and counted in [`Dataset::removed`].
 pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let meta_path = dir.join("meta.json");
     let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| GraphError::Io {
@@ -449,6 +455,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         p("val_masks.npy"),
         p("test_masks.npy"),
     ];
+    let mut num_splits = 0usize;
     let split = if idx_files.iter().any(|f| f.exists()) {
         let mut parts = Vec::with_capacity(3);
         for f in &idx_files {
@@ -461,13 +468,23 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
             }
             parts.push(ids);
         }
+        if opts.split_index > 0 {
+            return Err(invalid(
+                &idx_files[0],
+                format!(
+                    "split_index {} out of range: index files hold one split (index 0)",
+                    opts.split_index
+                ),
+            ));
+        }
+        num_splits = 1;
         let test = parts.pop().unwrap();
         let val = parts.pop().unwrap();
         let train = parts.pop().unwrap();
         Some(NodeSplit { train, val, test })
     } else if mask_files.iter().any(|f| f.exists()) {
         let mut parts = Vec::with_capacity(3);
-        let mut num_splits = None;
+        let mut num_splits_masks = None;
         for f in &mask_files {
             let r = read_npy(f, "|b1 (bool) [S, N]")?;
             let (s, fortran) = match r.shape() {
@@ -475,12 +492,12 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
                 [s, len] if *len == n => (*s as usize, r.fortran_order()),
                 _ => return Err(r.shape_err(&format!("[S, {n}]"))),
             };
-            if let Some(prev) = num_splits {
+            if let Some(prev) = num_splits_masks {
                 if prev != s {
                     return Err(r.shape_err(&format!("[{prev}, {n}] (as the other mask files)")));
                 }
             }
-            num_splits = Some(s);
+            num_splits_masks = Some(s);
             if opts.split_index >= s {
                 return Err(invalid(
                     f,
@@ -498,6 +515,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
                 .collect();
             parts.push(ids);
         }
+        num_splits = num_splits_masks.unwrap_or(0);
         let test = parts.pop().unwrap();
         let val = parts.pop().unwrap();
         let train = parts.pop().unwrap();
@@ -526,6 +544,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         labels,
         split,
         removed,
+        num_splits,
     })
 }
 
@@ -639,7 +658,9 @@ fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
     if bad > 0 {
         let k = data.iter().position(|x| !x.is_finite()).unwrap_or(0);
         // the node whose row holds entry k: last v with indptr[v] <= k
-        let v = indptr_i.partition_point(|&p| p as usize <= k).saturating_sub(1);
+        let v = indptr_i
+            .partition_point(|&p| p as usize <= k)
+            .saturating_sub(1);
         return Err(invalid(
             dx.path(),
             format!(

@@ -186,5 +186,6 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         labels,
         split: Some(split),
         removed: Default::default(),
+        num_splits: 0,
     }
 }

@@ -55,8 +55,8 @@ pub mod split;
 
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
-    load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs, DENSIFY_DENSITY,
-    DENSIFY_MAX_DIM,
+    load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs,
+    DENSIFY_DENSITY, DENSIFY_MAX_DIM,
 };
 pub use error::{GraphError, Result};
 pub use features::{gather_rows_into, Features};

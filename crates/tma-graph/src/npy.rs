@@ -163,7 +163,10 @@ fn precheck_object_dtype(path: &Path, header: &str) -> Result<()> {
         return Ok(());
     };
     let descr = &body[..end];
-    if descr.trim_start_matches(['|', '<', '>', '=']).starts_with('O') {
+    if descr
+        .trim_start_matches(['|', '<', '>', '='])
+        .starts_with('O')
+    {
         return Err(GraphError::Dtype {
             path: path.to_path_buf(),
             expected: "a plain numeric dtype".into(),

@@ -329,9 +329,17 @@ pub fn partition_report(
                     empty.len(),
                     parts,
                     if empty.len() == 1 { "" } else { "s" },
-                    empty.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "),
+                    empty
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     n,
-                    if empty.len() == 1 { "that trainer has" } else { "those trainers have" }
+                    if empty.len() == 1 {
+                        "that trainer has"
+                    } else {
+                        "those trainers have"
+                    }
                 ));
             }
             w

@@ -417,11 +417,15 @@ mod tests {
     #[test]
     fn resume_differences_name_the_flag_and_both_values() {
         // regression (issue 11): resume errors named internal values, not the option
-        let saved = serde_json::json!({"num_trainers": 4, "hidden": 64, "model": "sage", "lr": 0.01});
+        let saved =
+            serde_json::json!({"num_trainers": 4, "hidden": 64, "model": "sage", "lr": 0.01});
         let now = serde_json::json!({"num_trainers": 8, "hidden": 64, "model": "gcn", "lr": 0.1});
         assert_eq!(
             resume_differences(&saved, &now),
-            vec!["--trainers 4 -> 8".to_string(), "--model sage -> gcn".to_string()]
+            vec![
+                "--trainers 4 -> 8".to_string(),
+                "--model sage -> gcn".to_string()
+            ]
         );
         assert!(resume_differences(&saved, &saved).is_empty());
     }

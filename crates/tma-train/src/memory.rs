@@ -18,9 +18,12 @@ pub struct MemoryEstimate {
     /// The coordinator's copies (current, initial, best and template models, the replies and
     /// up to two rounds in validation): `8 * 4 * num_params` bytes.
     pub coordinator_params: u64,
-    /// Activations of one mini-batch step per trainer (forward values and their gradients).
+    /// Activations of one mini-batch step per trainer: four `width`-wide rows (value,
+    /// normalized value and both gradients) per destination node of every sampled block, and
+    /// the input rows of the outermost block.
     pub activations: u64,
-    /// Full-neighbour inference over the evaluation graph (a few `[N, width]` matrices).
+    /// Full-neighbour inference over the evaluation graph (a layer's input and output, two
+    /// `[N, width]` matrices).
     pub evaluation: u64,
 }
 
@@ -54,21 +57,26 @@ pub fn estimate(cfg: &TrainConfig, prep: &Prepared) -> Result<MemoryEstimate, Tr
         Task::Node => cfg.batch_size as u64,
         Task::Link => 2 * cfg.batch_size as u64 * (1 + cfg.num_neg as u64),
     };
+    // hidden activations (value, normalized/activated value and both gradients) of the
+    // destination nodes of every block; the input rows of the outermost block
     let mut layer_nodes = seeds.min(n);
     let mut act = 0u64;
     for &fo in &cfg.fanouts {
+        act = act.saturating_add(layer_nodes.saturating_mul(width).saturating_mul(4 * f));
         let fo = if fo == 0 { n } else { fo as u64 };
         layer_nodes = layer_nodes.saturating_mul(1 + fo).min(n);
-        // forward value, its norm/activation and their gradients
-        act = act.saturating_add(layer_nodes.saturating_mul(width).saturating_mul(4 * f));
     }
-    act = act.saturating_add(layer_nodes.saturating_mul(prep.in_dim as u64).saturating_mul(f));
+    act = act.saturating_add(
+        layer_nodes
+            .saturating_mul(prep.in_dim as u64)
+            .saturating_mul(f),
+    );
     Ok(MemoryEstimate {
         num_params: p,
         trainer_params: p.saturating_mul(6 * f).saturating_mul(m),
         coordinator_params: p.saturating_mul(8 * f),
         activations: act.saturating_mul(m),
-        evaluation: n.saturating_mul(width).saturating_mul(4 * f),
+        evaluation: n.saturating_mul(width).saturating_mul(2 * f),
     })
 }
 
@@ -77,7 +85,11 @@ pub fn estimate(cfg: &TrainConfig, prep: &Prepared) -> Result<MemoryEstimate, Tr
 /// # Errors
 /// [`TrainError::Config`] with the estimate, its parts and what to change; the estimate's own
 /// errors.
-pub fn check(cfg: &TrainConfig, prep: &Prepared, available: u64) -> Result<MemoryEstimate, TrainError> {
+pub fn check(
+    cfg: &TrainConfig,
+    prep: &Prepared,
+    available: u64,
+) -> Result<MemoryEstimate, TrainError> {
     let e = estimate(cfg, prep)?;
     if e.total() > available {
         return Err(TrainError::Config(format!(

@@ -336,10 +336,10 @@ impl Run {
         &self.dir
     }
 
-    /// Whether this run created its directory (or found it empty) and so removes it again if
-    /// it ends before its first round; false for a resumed run.
-    pub fn owns_dir(&self) -> bool {
-        self.created.is_some()
+    /// Whether the run directory existed (empty) before this run; None for a resumed run,
+    /// whose directory is never removed. See [`discard_unstarted`].
+    pub fn dir_existed(&self) -> Option<bool> {
+        self.created
     }
 
     /// Ends the run early when `flag` is set (e.g. by the CLI on Ctrl-C): the round in flight
@@ -463,7 +463,9 @@ impl Run {
                 ));
             }
             if let Some(st) = &self.resumed {
-                let short = |h: Option<&str>| h.map_or("none".to_string(), |h| h.chars().take(16).collect());
+                let short = |h: Option<&str>| {
+                    h.map_or("none".to_string(), |h| h.chars().take(16).collect())
+                };
                 if st.partition_hash != prep.partition_hash {
                     return Err(TrainError::Config(format!(
                         "--resume {}: the checkpoint was made on another partition of the data (assignment sha256 {}, now {}); resume with the same --dataset, --method, --trainers, --drop-parts, --super-nodes and --seed",
@@ -597,11 +599,19 @@ impl Drop for Run {
 /// emptied if it was an empty directory. A run with at least one round is kept (it has a
 /// checkpoint to resume from).
 fn remove_unstarted_run(dir: &Path, existed: bool) {
+    discard_unstarted(dir, existed);
+}
+
+/// Puts the run directory `dir` of a run that has no round yet back as it was (removed, or
+/// emptied when it `existed` empty before the run) and returns true; returns false, touching
+/// nothing, when the run has a round (it has a checkpoint to resume from). For a process that
+/// must stop at once (a second Ctrl-C) without unwinding the [`Run`].
+pub fn discard_unstarted(dir: &Path, existed: bool) -> bool {
     let started = std::fs::metadata(dir.join("rounds.jsonl"))
         .map(|m| m.len() > 0)
         .unwrap_or(false);
     if started {
-        return;
+        return false;
     }
     if !existed {
         let _ = std::fs::remove_dir_all(dir);
@@ -615,6 +625,7 @@ fn remove_unstarted_run(dir: &Path, existed: bool) {
             };
         }
     }
+    true
 }
 
 /// Whether `dir` holds only what a run writes before its first round (`config.toml`,
@@ -634,7 +645,9 @@ fn unstarted_run_dir(dir: &Path) -> bool {
             }
             "partition.json" => true,
             "rounds.jsonl" => std::fs::metadata(&p).map(|m| m.len() == 0).unwrap_or(false),
-            "checkpoint" => std::fs::read_dir(&p).map(|mut r| r.next().is_none()).unwrap_or(false),
+            "checkpoint" => std::fs::read_dir(&p)
+                .map(|mut r| r.next().is_none())
+                .unwrap_or(false),
             _ => false,
         };
         if !ok {
