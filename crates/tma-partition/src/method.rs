@@ -753,13 +753,175 @@ pub(crate) mod tests {
                 num_nodes: 10
             })
         );
-        assert!(matches!(
+        // fewer super-nodes (K = 2) than parts: the largest are split until every part has one
+        let p = partition(
+            &g,
+            &cfg(PartitionMethod::SuperNode { num_super_nodes: 2 }, 3, 0, 0),
+        )
+        .unwrap();
+        assert!(p.part_sizes().iter().all(|&s| s > 0));
+        assert_eq!((p.notes.clusters_obtained, p.notes.clusters_filled), (2, 1));
+    }
+
+    /// Two 17-cliques joined by one edge (34 nodes): METIS returns fewer non-empty parts than
+    /// asked for 20.
+    fn two_cliques() -> Csr {
+        let (mut src, mut dst) = (vec![], vec![]);
+        for base in [0u32, 17] {
+            for a in 0..17 {
+                for b in 0..17 {
+                    if a != b {
+                        src.push(base + a);
+                        dst.push(base + b);
+                    }
+                }
+            }
+        }
+        src.extend([0, 17]);
+        dst.extend([17, 0]);
+        Csr::from_edges(34, &src, &dst)
+    }
+
+    #[test]
+    fn metis_fewer_parts_than_asked_are_repaired_and_reported() {
+        // regression (issue 11): 34 nodes into 20 METIS parts came back with empty parts, exit 0
+        // (a 34-node star: the hub's weight 34 leaves METIS 15 non-empty parts)
+        let (mut src, mut dst) = (vec![], vec![]);
+        for v in 1..34u32 {
+            src.extend([0, v]);
+            dst.extend([v, 0]);
+        }
+        let g = Csr::from_edges(34, &src, &dst);
+        let p = partition(&g, &cfg(PartitionMethod::Metis, 18, 2, 0)).unwrap();
+        let sizes = p.part_sizes();
+        assert_eq!(sizes.len(), 20);
+        assert!(sizes.iter().all(|&s| s > 0), "{sizes:?}");
+        assert_eq!(sizes.iter().sum::<usize>(), 34);
+        assert_eq!(
+            (
+                p.notes.clusters_requested,
+                p.notes.clusters_obtained,
+                p.notes.clusters_filled
+            ),
+            (20, 15, 5)
+        );
+        let w = p.notes.warnings(PartitionMethod::Metis, 34);
+        assert_eq!(
+            w,
+            vec![format!(
+                "METIS returned {} non-empty parts of 20 requested; split the largest parts to fill the {} empty ones",
+                p.notes.clusters_obtained, p.notes.clusters_filled
+            )]
+        );
+        let r = crate::partition_report(&g, &p, None);
+        assert_eq!(
+            (r.clusters_requested, r.clusters_obtained),
+            (20, p.notes.clusters_obtained)
+        );
+        assert!(r.empty_parts.is_empty());
+        assert_eq!(r.warnings, w);
+        assert!(r.to_table().contains(&format!(
+            "clusters: 20 requested, {} obtained from METIS",
+            p.notes.clusters_obtained
+        )));
+        // super-nodes: METIS returns k < K = 30 clusters here; asking for k + 2 parts splits
+        // the largest clusters twice
+        let g = two_cliques();
+        let sup = |parts| {
             partition(
                 &g,
-                &cfg(PartitionMethod::SuperNode { num_super_nodes: 2 }, 3, 0, 0)
+                &cfg(
+                    PartitionMethod::SuperNode {
+                        num_super_nodes: 30,
+                    },
+                    parts,
+                    0,
+                    0,
+                ),
+            )
+            .unwrap()
+        };
+        let k = sup(2).notes.clusters_obtained;
+        assert!(k < 30 && k + 2 <= 34, "k = {k}");
+        let p = sup(k + 2);
+        assert!(p.part_sizes().iter().all(|&s| s > 0));
+        assert_eq!(
+            (
+                p.notes.clusters_requested,
+                p.notes.clusters_obtained,
+                p.notes.clusters_filled
             ),
-            Err(PartitionError::TooFewSuperNodes { .. })
-        ));
+            (30, k, 2)
+        );
+    }
+
+    #[test]
+    fn fill_empty_parts_splits_the_largest_in_bfs_order() {
+        // path 0-1-2-3-4-5 all in part 0, parts 1 and 2 empty
+        let (mut src, mut dst) = (vec![], vec![]);
+        for v in 0..5u32 {
+            src.extend([v, v + 1]);
+            dst.extend([v + 1, v]);
+        }
+        let g = Csr::from_edges(6, &src, &dst);
+        let mut a = vec![0u32; 6];
+        assert_eq!(fill_empty_parts(&g, &mut a, 3), vec![1, 2]);
+        // part 0 (6 nodes) gives 3..6 to part 1; then part 0 and 1 have 3 each: part 0 (lower
+        // id) gives its second half (BFS from 0: 0, 1, 2 -> {1, 2}... half = 1) -> 1, 2 to part 2
+        assert_eq!(a, vec![0, 2, 2, 1, 1, 1]);
+        let mut b = vec![0u32, 1, 1, 0, 0, 0];
+        assert!(fill_empty_parts(&g, &mut b, 2).is_empty());
+        assert_eq!(b, vec![0, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn random_empty_parts_and_clamped_super_nodes_are_reported() {
+        // regression (issue 11): empty random parts were listed with 0 nodes, never warned
+        let g = test_graph(5);
+        let p = partition(&g, &cfg(PartitionMethod::Random, 5, 0, 3)).unwrap();
+        let sizes = p.part_sizes();
+        let empty: Vec<usize> = (0..5).filter(|&i| sizes[i] == 0).collect();
+        assert!(!empty.is_empty(), "seed 3 leaves a part empty: {sizes:?}");
+        let r = crate::partition_report(&g, &p, None);
+        assert_eq!(r.empty_parts, empty);
+        let ids: Vec<String> = empty.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            r.warnings,
+            vec![format!(
+                "{} of 5 parts got no node (part{} {}; 5 nodes dealt at random): {} no data",
+                empty.len(),
+                if empty.len() == 1 { "" } else { "s" },
+                ids.join(", "),
+                if empty.len() == 1 {
+                    "that trainer has"
+                } else {
+                    "those trainers have"
+                }
+            )]
+        );
+        // regression (issue 11): --super-nodes K > nodes was accepted silently
+        let g = test_graph(30);
+        let p = partition(
+            &g,
+            &cfg(
+                PartitionMethod::SuperNode {
+                    num_super_nodes: 100,
+                },
+                3,
+                0,
+                0,
+            ),
+        )
+        .unwrap();
+        assert!(p.notes.super_nodes_clamped);
+        assert_eq!(
+            (p.notes.clusters_requested, p.notes.clusters_obtained),
+            (100, 30)
+        );
+        assert_eq!(
+            p.notes.warnings(PartitionMethod::SuperNode { num_super_nodes: 100 }, 30),
+            vec!["--super-nodes 100 exceeds the graph's 30 nodes: clamped to 30 (every node is its own super-node)".to_string()]
+        );
     }
 
     #[test]
