@@ -288,6 +288,12 @@ pub fn prepare_with(
                     tma_graph::random_node_split(&ds.labels, ds.num_nodes(), 0.6, 0.2, cfg.seed)
                 }
             };
+            if split.train.is_empty() || split.val.is_empty() {
+                return Err(TrainError::Data(format!(
+                    "dataset '{}' has an empty train or validation split",
+                    ds.name
+                )));
+            }
             if let NodeTargets::Classes { y, .. } = &targets {
                 let unl = |l: &[u32]| l.iter().filter(|&&v| y[v as usize] < 0).count();
                 let (a, b, c) = (unl(&split.train), unl(&split.val), unl(&split.test));
@@ -308,12 +314,6 @@ pub fn prepare_with(
                         split.val.len()
                     )));
                 }
-            }
-            if split.train.is_empty() || split.val.is_empty() {
-                return Err(TrainError::Data(format!(
-                    "dataset '{}' has an empty train or validation split",
-                    ds.name
-                )));
             }
             (
                 ds.graph.clone(),
