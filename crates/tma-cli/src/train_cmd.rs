@@ -349,11 +349,7 @@ pub(crate) struct Printer {
 
 impl Observer for Printer {
     fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
-        let loss = if r.train_loss.is_finite() {
-            format!("{:.4}", r.train_loss)
-        } else {
-            "-".to_string()
-        };
+        let loss = loss_text(r.train_loss);
         let mut line = format!(
             "round {:>3}  t={:>7.1}s  steps={:?}  loss={loss}  val {}={:.4}{}",
             r.round,
@@ -372,6 +368,15 @@ impl Observer for Printer {
             None => {}
         }
         Ok(())
+    }
+}
+
+/// A round's mean training loss for the round line: `-` when no trainer took a step (NaN).
+pub(crate) fn loss_text(loss: f64) -> String {
+    if loss.is_finite() {
+        format!("{loss:.4}")
+    } else {
+        "-".to_string()
     }
 }
 
@@ -576,15 +581,6 @@ pub fn train(o: TrainOpts) -> Result<()> {
     }
     let result = result?;
     let s = &result.summary;
-    if s.interrupted {
-        println!(
-            "interrupted: stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
-            s.rounds,
-            s.train_time_s,
-            out.display()
-        );
-        println!("resume with: tma train --resume {}", out.display());
-    }
     println!(
         "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best (round {}) val={:.4} test={:.4}",
         s.rounds,
@@ -600,6 +596,16 @@ pub fn train(o: TrainOpts) -> Result<()> {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
     }
     println!("run directory: {}", out.display());
+    if s.interrupted {
+        println!(
+            "interrupted: stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
+            s.rounds,
+            s.train_time_s,
+            out.display()
+        );
+        println!("resume with: tma train --resume {}", out.display());
+    }
+
     if let (false, Some(mib)) = (quiet, crate::dist::peak_rss_mib()) {
         eprintln!("peak RSS (coordinator process) {mib:.0} MiB");
     }
@@ -872,4 +878,21 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
     tma_train::output::write_atomic(path, &serde_json::to_vec_pretty(v)?)
         .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_line_loss_and_failed_trainers_are_readable() {
+        // regression (issue 11): `loss=NaN` for a round without a step; raw tuples for failures
+        assert_eq!(loss_text(f64::NAN), "-");
+        assert_eq!(loss_text(f64::INFINITY), "-");
+        assert_eq!(loss_text(0.012345), "0.0123");
+        assert_eq!(
+            failed_list(&[(1, 4.018577031), (3, f64::NAN)]),
+            "trainer 1 at 4.0s, trainer 3 at ?"
+        );
+    }
 }
