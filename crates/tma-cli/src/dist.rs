@@ -188,7 +188,7 @@ pub fn available_memory_bytes() -> Option<u64> {
                 .ok()
                 .and_then(|t| kb_field(&t, "VmSize:"))
                 .unwrap_or(0);
-            take((lim.rlim_cur as u64).saturating_sub(used));
+            take(lim.rlim_cur.saturating_sub(used));
         }
     }
     best

@@ -401,7 +401,7 @@ fn ctrl_c_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
     let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap().to_string();
-    let mut child = tma_cmd(&[
+    let child = tma_cmd(&[
         "train",
         "--gen-nodes",
         "800",
