@@ -294,7 +294,18 @@ pub fn prepare_with(
                     ds.name
                 )));
             }
-            if let NodeTargets::Classes { y, .. } = &targets {
+            if let NodeTargets::Classes { y, num_classes } = &targets {
+                let mut count = vec![0usize; *num_classes];
+                for &c in y.iter().filter(|&&c| c >= 0) {
+                    count[c as usize] += 1;
+                }
+                let unused = count.iter().filter(|&&c| c == 0).count();
+                if unused > 0 {
+                    warnings.push(format!(
+                        "y.npy: {unused} of the {num_classes} classes (ids 0..{}, from the largest label) have no node; the model still outputs {num_classes} classes",
+                        num_classes - 1
+                    ));
+                }
                 let unl = |l: &[u32]| l.iter().filter(|&&v| y[v as usize] < 0).count();
                 let (a, b, c) = (unl(&split.train), unl(&split.val), unl(&split.test));
                 if a + b + c > 0 {

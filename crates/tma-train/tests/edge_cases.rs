@@ -200,6 +200,21 @@ fn unlabelled_split_nodes_are_counted_and_skipped() {
 }
 
 #[test]
+fn classes_without_nodes_are_said() {
+    // labels 0 and 3 only: a 4-class model with 2 classes nobody has
+    let mut ds = one_training_node(200);
+    ds.labels = Labels::Classes {
+        y: (0..200).map(|v| if v % 2 == 0 { 0 } else { 3 }).collect(),
+        num_classes: 4,
+    };
+    let prep = tma_train::prepare(ds, &quick(Method::Centralized, 1)).unwrap();
+    assert_eq!(
+        prep.warnings,
+        vec!["y.npy: 2 of the 4 classes (ids 0..3, from the largest label) have no node; the model still outputs 4 classes".to_string()]
+    );
+}
+
+#[test]
 fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     // regression (issue 11): --hidden 100000000 was started and killed by the OOM killer
     let tmp = tempfile::tempdir().unwrap();
