@@ -669,10 +669,17 @@ pub struct InfoOpts {
     /// Nodes of the generated graph when no --dataset is given.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
+    /// Accept a fixed split whose train/val/test lists share nodes.
+    #[arg(long)]
+    pub allow_split_overlap: bool,
 }
 
 pub fn info(o: InfoOpts) -> Result<()> {
-    let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
+    let cfg = TrainConfig {
+        allow_split_overlap: o.allow_split_overlap,
+        ..TrainConfig::default()
+    };
+    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
     println!("{}", ds.summary());
     println!(
         "removed on load: {} self-loops, {} duplicate arcs",
@@ -774,13 +781,16 @@ pub struct PartitionOpts {
     /// Scale each feature row to sum 1 before writing (with --out; as `tma train --normalize-features`).
     #[arg(long)]
     pub normalize_features: bool,
+    /// Accept a fixed split whose train/val/test lists share nodes.
+    #[arg(long)]
+    pub allow_split_overlap: bool,
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
     use tma_partition::PartitionConfig;
     use tma_train::method::DataLayout;
     if let Some(out) = &o.out {
-        let cfg = crate::dist::partition_config(
+        let mut cfg = crate::dist::partition_config(
             o.method.method(),
             o.task,
             o.num_parts,
@@ -789,6 +799,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             o.seed,
             o.normalize_features,
         )?;
+        cfg.allow_split_overlap = o.allow_split_overlap;
         let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
@@ -836,7 +847,14 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         }
         return Ok(());
     }
-    let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
+    let ds = load(
+        &o.dataset,
+        o.gen_nodes,
+        &TrainConfig {
+            allow_split_overlap: o.allow_split_overlap,
+            ..TrainConfig::default()
+        },
+    )?;
     let tcfg = TrainConfig {
         method: o.method.method(),
         super_nodes: o.super_nodes,

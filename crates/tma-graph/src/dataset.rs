@@ -564,10 +564,18 @@ fn check_split_disjoint(sp: &NodeSplit, files: &[PathBuf; 3], split_index: usize
             return Err(invalid(
                 &files[a],
                 format!(
-                    "{} node{} of this split{row} also appear in {} (first: {}{}); a node must be in \
+                    "{} of this split{row} also {} in {} (first: {}{}); a node must be in \
                      one of train/val/test only (pass --allow-split-overlap to use it anyway)",
-                    common.len(),
-                    if common.len() == 1 { "" } else { "s" },
+                    if common.len() == 1 {
+                        "1 node".to_string()
+                    } else {
+                        format!("{} nodes", common.len())
+                    },
+                    if common.len() == 1 {
+                        "appears"
+                    } else {
+                        "appear"
+                    },
                     files[b].display(),
                     first.join(", "),
                     if common.len() > 5 { ", ..." } else { "" }

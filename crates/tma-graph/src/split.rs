@@ -169,9 +169,12 @@ const NEG_MAX_TRIES: usize = 64;
 ///    replacement) among the valid ones: `w != u` and `(u, w)` not an arc of the **full**
 ///    `graph` (OGB style); never a true edge. Rejection sampling (64 tries) is used when at
 ///    least 1/16 of the nodes are valid for `u`, else (or when the tries fail) a draw from the
-///    exact list of valid candidates. Validation negatives are drawn first; a test negative
-///    pair is never a validation negative pair (in either direction for undirected graphs)
-///    unless `u` has no other valid candidate ([`LinkSplitNotes::shared_val_test_negatives`]).
+///    exact list of valid candidates. Every candidate pair belongs to the validation or the
+///    test side by a seeded hash of the pair (the same for both directions of an undirected
+///    pair); validation negatives are drawn from validation-side pairs and test negatives from
+///    test-side pairs, so no pair (in either direction) is in both. A source whose valid
+///    candidates all lie on the other side draws from all of them; test negatives that then
+///    repeat a validation pair are counted ([`LinkSplitNotes::shared_val_test_negatives`]).
 ///    Negatives are drawn per chunk `c` of 256 positives from
 ///    [`seed::chunk_rng`]`(seed::derive(seed, P), c)` with `P` = [`Purpose::ValNegatives`] or
 ///    [`Purpose::TestNegatives`], in parallel with rayon; results do not depend on the thread
@@ -322,13 +325,21 @@ pub fn link_split(
     let train_graph = Csr::from_edges(n, &src, &dst);
     drop((src, dst));
 
-    // 4. negatives: validation first, then test negatives that avoid every validation pair.
+    // 4. negatives. Every candidate pair has a side (validation or test) from a hash of the
+    // pair (both directions alike for undirected graphs), so the two sets cannot share a pair;
+    // only a source whose valid candidates all lie on the other side draws from all of them.
+    let side_key = seed::derive(seed, Purpose::TestNegatives) ^ 0x5a5a_5a5a_5a5a_5a5a;
     let val_neg = sample_negatives(
         graph,
         &out_deg,
         &val_pos,
         num_neg,
         seed::derive(seed, Purpose::ValNegatives),
+        Side {
+            key: side_key,
+            test: false,
+            directed,
+        },
         None,
     )
     .0;
@@ -347,7 +358,12 @@ pub fn link_split(
         &test_pos,
         num_neg,
         seed::derive(seed, Purpose::TestNegatives),
-        Some((&val_pairs, directed)),
+        Side {
+            key: side_key,
+            test: true,
+            directed,
+        },
+        Some(&val_pairs),
     );
     notes.shared_val_test_negatives = shared;
 
@@ -360,6 +376,24 @@ pub fn link_split(
         test_neg,
         num_neg,
         notes,
+    }
+}
+
+/// Which half of the candidate pairs a negative sampler draws from (see [`link_split`] step 4).
+#[derive(Clone, Copy)]
+struct Side {
+    key: u64,
+    test: bool,
+    directed: bool,
+}
+
+impl Side {
+    /// Whether pair `(u, w)` is on this side: a hash of its [`pair_key`].
+    #[inline]
+    fn owns(&self, u: u32, w: u32) -> bool {
+        let (a, b) = pair_key(self.directed, u, w);
+        let h = seed::splitmix64(self.key ^ ((a as u64) << 32 | b as u64));
+        (h & 1 == 1) == self.test
     }
 }
 
@@ -383,22 +417,23 @@ fn has_arc(g: &Csr, u: u32, w: u32) -> bool {
     g.neighbors(w as usize).binary_search(&u).is_ok()
 }
 
-/// Negatives of every positive (row-major, `num_neg` per positive) and how many of them are
-/// pairs of `avoid` (drawn only where the source has no other valid negative).
+/// Negatives of every positive (row-major, `num_neg` per positive), drawn among the valid
+/// candidates on `side`, and how many are pairs of `avoid` (drawn only where the source has no
+/// valid candidate on its side, so the draw falls back to all valid candidates).
 fn sample_negatives(
     graph: &Csr,
     out_deg: &[u32],
     pos: &[(u32, u32)],
     num_neg: usize,
     stream_seed: u64,
-    avoid: Option<(&std::collections::HashSet<(u32, u32)>, bool)>,
+    side: Side,
+    avoid: Option<&std::collections::HashSet<(u32, u32)>>,
 ) -> (Vec<u32>, usize) {
     let n = graph.num_nodes();
     let mut out = vec![0u32; pos.len() * num_neg];
     if num_neg == 0 || pos.is_empty() {
         return (out, 0);
     }
-    let avoided = |u: u32, w: u32| avoid.is_some_and(|(set, d)| set.contains(&pair_key(d, u, w)));
     let ok = |u: u32, w: u32| w != u && !has_arc(graph, u, w);
     let shared: usize = out
         .par_chunks_mut(NEG_CHUNK * num_neg)
@@ -409,17 +444,18 @@ fn sample_negatives(
             let mut shared = 0usize;
             for (k, row) in buf.chunks_mut(num_neg).enumerate() {
                 let u = pos[first + k].0;
-                // valid candidates: all nodes but u and u's out-neighbours
+                // valid candidates: all nodes but u and u's out-neighbours (about half of them
+                // on this side)
                 let valid = n.saturating_sub(1 + out_deg[u as usize] as usize);
                 // the exact candidate list, built only when rejection sampling fails or the
                 // candidates are rare (fewer than 1/16 of the nodes)
-                let mut list: Option<(Vec<u32>, bool)> = None;
+                let mut list: Option<Vec<u32>> = None;
                 for slot in row.iter_mut() {
                     let mut w = None;
                     if list.is_none() && valid * 16 >= n {
                         for _ in 0..NEG_MAX_TRIES {
                             let c = rng.random_range(0..n as u32);
-                            if ok(u, c) && !avoided(u, c) {
+                            if ok(u, c) && side.owns(u, c) {
                                 w = Some(c);
                                 break;
                             }
@@ -428,14 +464,14 @@ fn sample_negatives(
                     let w = match w {
                         Some(w) => w,
                         None => {
-                            let (cands, sharing) = list.get_or_insert_with(|| {
+                            let cands = list.get_or_insert_with(|| {
                                 let all: Vec<u32> = (0..n as u32).filter(|&c| ok(u, c)).collect();
-                                let fresh: Vec<u32> =
-                                    all.iter().copied().filter(|&c| !avoided(u, c)).collect();
-                                if fresh.is_empty() {
-                                    (all, true)
+                                let mine: Vec<u32> =
+                                    all.iter().copied().filter(|&c| side.owns(u, c)).collect();
+                                if mine.is_empty() {
+                                    all
                                 } else {
-                                    (fresh, false)
+                                    mine
                                 }
                             });
                             // callers drop positives without any valid negative; if one got
@@ -444,13 +480,15 @@ fn sample_negatives(
                             if cands.is_empty() {
                                 u
                             } else {
-                                if *sharing {
-                                    shared += 1;
-                                }
                                 cands[rng.random_range(0..cands.len())]
                             }
                         }
                     };
+                    // a shared pair is possible only where a source had no candidate on its
+                    // side (here, or when its validation negatives were drawn)
+                    if avoid.is_some_and(|a| a.contains(&pair_key(side.directed, u, w))) {
+                        shared += 1;
+                    }
                     *slot = w;
                 }
             }

@@ -821,7 +821,7 @@ pub(crate) mod tests {
         assert!(r.empty_parts.is_empty());
         assert_eq!(r.warnings, w);
         assert!(r.to_table().contains(&format!(
-            "clusters: 20 requested, {} obtained from METIS",
+            "clusters: 20 requested, {} obtained",
             p.notes.clusters_obtained
         )));
         // super-nodes: METIS returns k < K = 30 clusters here; asking for k + 2 parts splits

@@ -412,7 +412,7 @@ impl PartitionReport {
         if self.clusters_requested > 0 {
             let _ = writeln!(
                 s,
-                "clusters: {} requested, {} obtained from METIS",
+                "clusters: {} requested, {} obtained",
                 self.clusters_requested, self.clusters_obtained
             );
         }

@@ -145,7 +145,7 @@ fn broken_features_splits_and_pickles_are_errors_naming_the_file() {
         1,
         &[
             "train_idx.npy",
-            "1 node of this split also appear in",
+            "1 node of this split also appears in",
             "test_idx.npy (first: 1)",
             "--allow-split-overlap",
         ],

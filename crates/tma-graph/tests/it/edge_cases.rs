@@ -136,7 +136,7 @@ fn overlapping_splits_name_both_files_unless_allowed() {
     .to_string();
     assert!(
         msg.contains(
-            "train_masks.npy: invalid content: 1 node of this split (split index 1) also appear"
+            "train_masks.npy: invalid content: 1 node of this split (split index 1) also appears"
         ) && msg.contains("val_masks.npy (first: 0)"),
         "{msg}"
     );
@@ -266,6 +266,14 @@ fn negatives_are_never_true_edges_and_few_are_reported() {
             assert_eq!(ls.notes.min_valid_negatives, Some(1));
         }
         assert_eq!(ls.train_edges.len() + ranked, 9);
+        // the one pair (0, 4) is on one side only: when both sets rank a positive from 0,
+        // every test negative repeats a validation pair, and is counted
+        let expect = if !ls.val_pos.is_empty() {
+            7 * ls.test_pos.len()
+        } else {
+            0
+        };
+        assert_eq!(ls.notes.shared_val_test_negatives, expect, "seed {seed}");
     }
 }
 
