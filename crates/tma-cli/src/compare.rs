@@ -305,9 +305,15 @@ fn run_one(
         ..RunSpec::new(cfg, data_source(&o.dataset, o.gen_nodes))
     };
     let mut run = Run::start(spec)?;
+    if let Some(bytes) = crate::dist::available_memory_bytes() {
+        run.set_memory_budget(bytes);
+    }
     let t0 = Instant::now();
     run.prepare()?;
     let prepare_s = t0.elapsed().as_secs_f64();
+    for w in run.warnings() {
+        eprintln!("warning: {method} seed {seed}: {w}");
+    }
     let mut rec = Recorder {
         label: format!("{method} seed {seed}"),
         quiet,

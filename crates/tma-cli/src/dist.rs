@@ -125,13 +125,73 @@ pub fn partition_config(
 
 /// `tma partition --out DIR`: split + partition exactly as `tma train` would, then write the
 /// partition directory.
-pub fn write_partitions(ds: tma_graph::Dataset, cfg: &TrainConfig, out: &Path) -> Result<Manifest> {
+/// Also returns what preparation changed or dropped in the data (warnings, one line each;
+/// the load's own and the partition report's are among them).
+pub fn write_partitions(
+    ds: tma_graph::Dataset,
+    cfg: &TrainConfig,
+    out: &Path,
+) -> Result<(Manifest, Vec<String>)> {
     let name = ds.name.clone();
     let directed = ds.directed;
     let prep = tma_train::prepare(ds, cfg)?;
     let m = store::write_partition_dir(out, &prep, cfg, &name, directed)
         .with_context(|| format!("writing partition directory {}", out.display()))?;
-    Ok(m)
+    // the load's warning is printed by the caller before preparing
+    let warnings = prep
+        .warnings
+        .iter()
+        .filter(|w| !w.starts_with("edge_index.npy:"))
+        .cloned()
+        .collect();
+    Ok((m, warnings))
+}
+
+/// Memory this process may still use, bytes: the least of the machine's available memory
+/// (`MemAvailable`), the cgroup's limit less its usage, and the address-space limit
+/// (`ulimit -v`) less this process's size. None where none of them can be read.
+pub fn available_memory_bytes() -> Option<u64> {
+    let mut best: Option<u64> = None;
+    let mut take = |b: u64| best = Some(best.map_or(b, |x: u64| x.min(b)));
+    let kb_field = |text: &str, key: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+            .map(|kb| kb * 1024)
+    };
+    if let Ok(t) = std::fs::read_to_string("/proc/meminfo") {
+        if let Some(b) = kb_field(&t, "MemAvailable:") {
+            take(b);
+        }
+    }
+    let read_u64 =
+        |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    if let (Some(max), Some(cur)) = (
+        read_u64("/sys/fs/cgroup/memory.max"),
+        read_u64("/sys/fs/cgroup/memory.current"),
+    ) {
+        take(max.saturating_sub(cur));
+    }
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we pass.
+        if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+            && lim.rlim_cur != libc::RLIM_INFINITY
+        {
+            let used = std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|t| kb_field(&t, "VmSize:"))
+                .unwrap_or(0);
+            take(lim.rlim_cur.saturating_sub(used));
+        }
+    }
+    best
 }
 
 /// Peak resident memory of this process (VmHWM), MiB; None where /proc is absent.

@@ -4,6 +4,7 @@
 mod bench;
 mod compare;
 mod dist;
+mod interrupt;
 #[cfg(feature = "mpi")]
 mod mpi_run;
 mod plot;
@@ -39,7 +40,12 @@ use std::process::ExitCode;
 /// trainers, each on a randomized partition of the graph, whose models are averaged every
 /// fixed span of wall-clock time (RandomTMA / SuperTMA, Zhu et al. 2023, arXiv 2305.09887).
 #[derive(Parser)]
-#[command(name = "tma", version, about, long_about = None)]
+#[command(
+    name = "tma",
+    version,
+    about = "Train graph neural networks with M independent trainers on a randomized graph partition whose models are averaged every fixed span of wall-clock time (RandomTMA/SuperTMA)",
+    long_about = None
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

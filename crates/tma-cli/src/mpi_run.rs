@@ -213,7 +213,11 @@ pub fn run_coordinator(
         let weights: Vec<f64> = m
             .parts
             .iter()
-            .map(|p| average_weight(cfg.average_weight, p.num_nodes, p.num_edges))
+            // a part without training examples joins with weight 0
+            .map(|p| match p.num_train {
+                0 => 0.0,
+                _ => average_weight(cfg.average_weight, p.num_nodes, p.num_edges),
+            })
             .collect();
         let eval_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(rank_threads(cfg))
@@ -233,6 +237,7 @@ pub fn run_coordinator(
             model: &model,
             clock: &*e.clock,
             eval_pool: &eval_pool,
+            stop: e.stop.as_deref(),
         };
         let result = coordinate(
             &mut coord,

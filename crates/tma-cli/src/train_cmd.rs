@@ -112,6 +112,9 @@ pub struct TrainOpts {
     /// Which of a dataset's fixed mask splits to use (node). Default: 0.
     #[arg(long)]
     pub split_index: Option<usize>,
+    /// Accept a dataset's fixed split whose train/val/test lists share nodes (otherwise an error naming both files). Default: false.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub allow_split_overlap: Option<bool>,
     /// Seed of every random choice (split, partition, init, sampling). Default: 0.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -233,6 +236,7 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
         test_frac: o.test_frac.unwrap_or(d.test_frac),
         normalize_features: o.normalize_features.unwrap_or(d.normalize_features),
         split_index: o.split_index.unwrap_or(d.split_index),
+        allow_split_overlap: o.allow_split_overlap.unwrap_or(d.allow_split_overlap),
         seed: o.seed.unwrap_or(d.seed),
         threads: o.threads.unwrap_or(d.threads),
     };
@@ -345,11 +349,7 @@ pub(crate) struct Printer {
 
 impl Observer for Printer {
     fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
-        let loss = if r.train_loss.is_finite() {
-            format!("{:.4}", r.train_loss)
-        } else {
-            "-".to_string()
-        };
+        let loss = loss_text(r.train_loss);
         let mut line = format!(
             "round {:>3}  t={:>7.1}s  steps={:?}  loss={loss}  val {}={:.4}{}",
             r.round,
@@ -368,6 +368,15 @@ impl Observer for Printer {
             None => {}
         }
         Ok(())
+    }
+}
+
+/// A round's mean training loss for the round line: `-` when no trainer took a step (NaN).
+pub(crate) fn loss_text(loss: f64) -> String {
+    if loss.is_finite() {
+        format!("{loss:.4}")
+    } else {
+        "-".to_string()
     }
 }
 
@@ -429,11 +438,45 @@ pub fn train(o: TrainOpts) -> Result<()> {
         out: o.out.clone(),
         resume: resume_dir.is_some(),
     };
+    // Ctrl-C: first stops after the round in flight, second at once (in-process runs; under
+    // MPI the launcher owns the signals)
+    let interrupt = (engine == Engine::InProcess).then(crate::interrupt::install);
     let mut run = Run::start(spec)?;
     let out = run.dir().to_path_buf();
+    if let Some((stop, cleanup)) = &interrupt {
+        if let (Some(existed), Ok(mut slot)) = (run.dir_existed(), cleanup.lock()) {
+            *slot = Some((out.clone(), existed));
+        }
+        run.stop_on(stop.clone());
+    }
+    if let Some(bytes) = crate::dist::available_memory_bytes() {
+        run.set_memory_budget(bytes);
+    }
+    for w in split_index_warnings(&flags, run.config(), run.dataset()) {
+        eprintln!("warning: {w}");
+    }
+    let interrupted_early = |what: &str| -> Result<()> {
+        if interrupt
+            .as_ref()
+            .is_some_and(|(s, _)| s.load(Ordering::SeqCst))
+        {
+            bail!(
+                "interrupted {what}: nothing to keep, the run directory {} was removed",
+                out.display()
+            );
+        }
+        Ok(())
+    };
+    interrupted_early("while loading the data")?;
     if !quiet {
         if let Some(ds) = run.dataset() {
             eprintln!("dataset   {}", ds.summary());
+            if ds.split.is_none() && cfg_task_is_node(run.config()) {
+                eprintln!(
+                    "          (no fixed split: a seeded 60/20/20 split of the labelled nodes, --seed {})",
+                    run.config().seed
+                );
+            }
             if ds.structural_features {
                 eprintln!("          (no node features: using 32-d structural features, see docs)");
             }
@@ -475,6 +518,12 @@ pub fn train(o: TrainOpts) -> Result<()> {
     if let (Some(rep), false) = (&prep.report, quiet) {
         eprintln!("{}", rep.to_table());
     }
+    let cfg_warn = run.warnings().to_vec();
+    for w in &cfg_warn {
+        eprintln!("warning: {w}");
+    }
+    interrupted_early("before training started")?;
+    let prep = run.prepared().expect("prepared");
     if !quiet {
         let m = prep.trainers.len().max(cfg.effective_trainers());
         eprintln!(
@@ -547,10 +596,53 @@ pub fn train(o: TrainOpts) -> Result<()> {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
     }
     println!("run directory: {}", out.display());
+    if s.interrupted {
+        println!(
+            "interrupted: stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
+            s.rounds,
+            s.train_time_s,
+            out.display()
+        );
+        println!("resume with: tma train --resume {}", out.display());
+    }
+
     if let (false, Some(mib)) = (quiet, crate::dist::peak_rss_mib()) {
         eprintln!("peak RSS (coordinator process) {mib:.0} MiB");
     }
+    if s.interrupted {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(130);
+    }
     Ok(())
+}
+
+/// What happens to `--split-index` when it was given on the command line (`flags`) and does
+/// not pick a split: a link task, or a dataset without several fixed mask splits. (An index
+/// beyond the dataset's splits is a loading error.)
+pub(crate) fn split_index_warnings(
+    flags: &TrainOpts,
+    cfg: &TrainConfig,
+    ds: Option<&Dataset>,
+) -> Vec<String> {
+    let Some(i) = flags.split_index else {
+        return Vec::new();
+    };
+    if cfg.task == Task::Link {
+        return vec![format!(
+            "--split-index {i} is ignored: --task link splits edges (--val-frac/--test-frac), not nodes"
+        )];
+    }
+    match ds.map(|d| d.num_splits) {
+        Some(0) => vec![format!(
+            "--split-index {i} is ignored: the dataset ships no fixed split; a seeded 60/20/20 split of its labelled nodes is used"
+        )],
+        _ => Vec::new(),
+    }
+}
+
+fn cfg_task_is_node(cfg: &TrainConfig) -> bool {
+    cfg.task == Task::Node
 }
 
 /// `[(1, 4.02)]` as `trainer 1 at 4.0s` (a trainer that panicked has no time: `at ?`).
@@ -577,18 +669,51 @@ pub struct InfoOpts {
     /// Nodes of the generated graph when no --dataset is given.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
+    /// Accept a fixed split whose train/val/test lists share nodes.
+    #[arg(long)]
+    pub allow_split_overlap: bool,
 }
 
 pub fn info(o: InfoOpts) -> Result<()> {
-    let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
+    let cfg = TrainConfig {
+        allow_split_overlap: o.allow_split_overlap,
+        ..TrainConfig::default()
+    };
+    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
     println!("{}", ds.summary());
-    if let Some(s) = &ds.split {
-        println!(
-            "split: train {} / val {} / test {}",
-            s.train.len(),
-            s.val.len(),
-            s.test.len()
-        );
+    println!(
+        "removed on load: {} self-loops, {} duplicate arcs",
+        ds.removed.self_loops, ds.removed.duplicate_arcs
+    );
+    if let Some(w) = ds.removed.warning() {
+        eprintln!("warning: {w}");
+    }
+    match &ds.split {
+        Some(s) => {
+            let unl = |l: &[u32]| {
+                l.iter()
+                    .filter(|&&v| !ds.labels.is_labelled(v as usize))
+                    .count()
+            };
+            let what = match ds.num_splits {
+                0 => "split (generated, seeded 60/20/20)".to_string(),
+                1 => "split".to_string(),
+                k => format!("split 0 of {k} (--split-index picks one)"),
+            };
+            println!(
+                "{what}: train {} / val {} / test {}",
+                s.train.len(),
+                s.val.len(),
+                s.test.len()
+            );
+            let (a, b, c) = (unl(&s.train), unl(&s.val), unl(&s.test));
+            if a + b + c > 0 && matches!(ds.labels, tma_graph::Labels::Classes { .. }) {
+                eprintln!(
+                    "warning: split: {a} train / {b} val / {c} test nodes are unlabelled (y = -1); training and metrics skip them"
+                );
+            }
+        }
+        None => println!("split: none fixed (tma train --task node makes a seeded 60/20/20 split)"),
     }
     Ok(())
 }
@@ -631,8 +756,8 @@ pub struct PartitionOpts {
     /// Partitioner: random (= random-tma), super (= super-tma) or metis (= psgd-pa); the `tma train --method` names are accepted too.
     #[arg(long, value_enum, default_value = "random")]
     pub method: PartitionMethodArg,
-    /// Number of parts M.
-    #[arg(long = "parts", default_value_t = 4)]
+    /// Number of parts M (also --num-parts).
+    #[arg(long = "parts", visible_alias = "num-parts", default_value_t = 4)]
     pub num_parts: usize,
     /// Extra parts given to no one.
     #[arg(long, default_value_t = 0)]
@@ -656,13 +781,16 @@ pub struct PartitionOpts {
     /// Scale each feature row to sum 1 before writing (with --out; as `tma train --normalize-features`).
     #[arg(long)]
     pub normalize_features: bool,
+    /// Accept a fixed split whose train/val/test lists share nodes.
+    #[arg(long)]
+    pub allow_split_overlap: bool,
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
     use tma_partition::PartitionConfig;
     use tma_train::method::DataLayout;
     if let Some(out) = &o.out {
-        let cfg = crate::dist::partition_config(
+        let mut cfg = crate::dist::partition_config(
             o.method.method(),
             o.task,
             o.num_parts,
@@ -671,10 +799,14 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             o.seed,
             o.normalize_features,
         )?;
+        cfg.allow_split_overlap = o.allow_split_overlap;
         let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
-        let m = crate::dist::write_partitions(ds, &cfg, out)?;
+        if let Some(w) = ds.removed.warning() {
+            eprintln!("warning: {w}");
+        }
+        let (m, warnings) = crate::dist::write_partitions(ds, &cfg, out)?;
         println!(
             "wrote {} ({} parts, task {}) in {:.2}s; manifest sha256 {}",
             out.display(),
@@ -693,12 +825,36 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
                 p.size_bytes as f64 / (1 << 20) as f64
             );
         }
+        for w in &warnings {
+            eprintln!("warning: {w}");
+        }
+        let idle: Vec<&str> = m
+            .parts
+            .iter()
+            .filter(|p| p.num_train == 0)
+            .map(|p| p.dir.as_str())
+            .collect();
+        if !idle.is_empty() {
+            eprintln!(
+                "warning: {} {} no training {}: written anyway; `tma train` runs such a trainer with weight 0",
+                idle.join(", "),
+                if idle.len() == 1 { "has" } else { "have" },
+                if cfg.task == Task::Link { "edges" } else { "nodes" }
+            );
+        }
         if let Some(path) = o.json {
             write_json(&path, &m)?;
         }
         return Ok(());
     }
-    let ds = load(&o.dataset, o.gen_nodes, &TrainConfig::default())?;
+    let ds = load(
+        &o.dataset,
+        o.gen_nodes,
+        &TrainConfig {
+            allow_split_overlap: o.allow_split_overlap,
+            ..TrainConfig::default()
+        },
+    )?;
     let tcfg = TrainConfig {
         method: o.method.method(),
         super_nodes: o.super_nodes,
@@ -724,6 +880,9 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     let rep = tma_partition::partition_report(&ds.graph, &p, labels);
     println!("{}", ds.summary());
     println!("{}", rep.to_table());
+    for w in ds.removed.warning().iter().chain(&rep.warnings) {
+        eprintln!("warning: {w}");
+    }
     println!(
         "partitioned in {secs:.2}s; assignment sha256 {}",
         p.hash_hex()
@@ -737,4 +896,21 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
     tma_train::output::write_atomic(path, &serde_json::to_vec_pretty(v)?)
         .with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_line_loss_and_failed_trainers_are_readable() {
+        // regression (issue 11): `loss=NaN` for a round without a step; raw tuples for failures
+        assert_eq!(loss_text(f64::NAN), "-");
+        assert_eq!(loss_text(f64::INFINITY), "-");
+        assert_eq!(loss_text(0.012345), "0.0123");
+        assert_eq!(
+            failed_list(&[(1, 4.018577031), (3, f64::NAN)]),
+            "trainer 1 at 4.0s, trainer 3 at ?"
+        );
+    }
 }

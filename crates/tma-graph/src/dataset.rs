@@ -89,6 +89,39 @@ pub struct Dataset {
     pub labels: Labels,
     /// The dataset's own split, if it ships one.
     pub split: Option<NodeSplit>,
+    /// What the loader removed from `edge_index.npy` (self-loops, duplicate arcs).
+    pub removed: RemovedArcs,
+    /// Fixed splits the dataset ships: 0 (none), 1 (`*_idx.npy`, or masks of one row), or `S`
+    /// mask rows (`--split-index` picks one).
+    pub num_splits: usize,
+}
+
+/// Arcs of `edge_index.npy` the loader did not keep (the graph has no self-loops and no
+/// duplicate arcs). Counted in arcs as stored: an undirected duplicate edge stored in both
+/// directions counts twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RemovedArcs {
+    /// Arcs `v -> v` dropped.
+    pub self_loops: usize,
+    /// Repeated arcs merged into one (each extra copy counts once).
+    pub duplicate_arcs: usize,
+}
+
+impl RemovedArcs {
+    /// `edge_index.npy: removed 2 self-loops and 3 duplicate arcs` (None when nothing was
+    /// removed).
+    pub fn warning(&self) -> Option<String> {
+        if self.self_loops == 0 && self.duplicate_arcs == 0 {
+            return None;
+        }
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        Some(format!(
+            "edge_index.npy: removed {} and {} on load (the graph keeps neither)",
+            plural(self.self_loops, "self-loop", "self-loops"),
+            plural(self.duplicate_arcs, "duplicate arc", "duplicate arcs")
+        ))
+    }
 }
 
 impl Dataset {
@@ -123,7 +156,7 @@ impl Dataset {
         };
         let split = match &self.split {
             Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
-            None => "no split".to_string(),
+            None => "no fixed split (tma train makes a seeded 60/20/20 one)".to_string(),
         };
         format!(
             "{}: {} nodes, {} arcs ({}), {}, {}, {}",
@@ -152,6 +185,9 @@ pub struct LoadOptions {
     pub structural_dim: usize,
     /// Seed of the random columns of the structural features (default 0).
     pub seed: u64,
+    /// Accept a fixed split whose train/val/test lists share nodes (default false: an overlap
+    /// is an error naming both files).
+    pub allow_split_overlap: bool,
 }
 
 impl Default for LoadOptions {
@@ -160,6 +196,7 @@ impl Default for LoadOptions {
             split_index: 0,
             structural_dim: 32,
             seed: 0,
+            allow_split_overlap: false,
         }
     }
 }
@@ -169,6 +206,19 @@ fn invalid(path: &Path, reason: impl Into<String>) -> GraphError {
         path: path.to_path_buf(),
         reason: reason.into(),
     }
+}
+
+/// [`NpyFile::read`], with `expected` (the dtype the file must have) in the error for an
+/// object (pickled) array.
+fn read_npy(path: &Path, expected: &str) -> Result<NpyFile> {
+    NpyFile::read(path).map_err(|e| match e {
+        GraphError::Dtype { path, found, .. } => GraphError::Dtype {
+            path,
+            expected: expected.to_string(),
+            found,
+        },
+        other => other,
+    })
 }
 
 /// Index of element `(r, c)` of a 2-D array with `shape = [rows, cols]` in storage order.
@@ -213,7 +263,11 @@ pub const DENSIFY_MAX_DIM: usize = 64;
 /// * [`GraphError::Invalid`]: `meta.json` unparseable or missing `directed` / `x_shape`;
 ///   `x_indptr` not starting at 0, not monotone or not ending at nnz; labels `< -1` or
 ///   multi-labels not 0/1; duplicate split ids; undirected graph not symmetric;
-///   `opts.split_index >= S`; `opts.structural_dim == 0`.
+///   `opts.split_index >= S` (index files hold one split); `opts.structural_dim == 0`; a label
+///   id `>= meta.json:computed.classes`; a split whose train/val/test lists share nodes
+///   (unless `opts.allow_split_overlap`); non-finite feature values (`x_data.npy`);
+///   object (pickled) arrays give [`GraphError::Dtype`] naming the dtype the file needs.
+/// * Self-loops and duplicate arcs are removed and counted in [`Dataset::removed`].
 pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let meta_path = dir.join("meta.json");
     let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| GraphError::Io {
@@ -243,6 +297,14 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         ),
     };
 
+    let meta_classes = match meta.get("computed").and_then(|c| c.get("classes")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid(&meta_path, "`computed.classes` is not an integer"))?,
+        ),
+    };
+
     // ---- which optional files exist
     let p = |f: &str| dir.join(f);
     let x_files = [p("x_indptr.npy"), p("x_indices.npy"), p("x_data.npy")];
@@ -264,7 +326,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     };
 
     // ---- edge_index
-    let ei = NpyFile::read(&p("edge_index.npy"))?;
+    let ei = read_npy(&p("edge_index.npy"), "<i8 (int64) [2, E]")?;
     ei.expect_ndim(2, "[2, E]")?;
     if ei.shape()[0] != 2 {
         return Err(ei.shape_err("[2, E]"));
@@ -284,7 +346,10 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     // ---- labels file (read early: it may define N)
     let y_path = p("y.npy");
     let y_raw = if y_path.exists() {
-        Some(NpyFile::read(&y_path)?)
+        Some(read_npy(
+            &y_path,
+            "<i8 (int64) [N] classes or |u1 (uint8) [N, C] multi-label",
+        )?)
     } else {
         None
     };
@@ -314,6 +379,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     // ---- graph
     let mut src = Vec::with_capacity(e);
     let mut dst = Vec::with_capacity(e);
+    let mut self_loops = 0usize;
     for k in 0..e {
         let s = ev[idx2(ei.fortran_order(), 2, e, 0, k)];
         let d = ev[idx2(ei.fortran_order(), 2, e, 1, k)];
@@ -329,10 +395,16 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         if s != d {
             src.push(s as u32);
             dst.push(d as u32);
+        } else {
+            self_loops += 1;
         }
     }
     drop(ev);
     let graph = Csr::from_edges(nu, &src, &dst);
+    let removed = RemovedArcs {
+        self_loops,
+        duplicate_arcs: src.len() - graph.num_edges(),
+    };
     drop((src, dst));
     if !directed {
         check_symmetric(&graph, ei.path())?;
@@ -362,6 +434,19 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         None => Labels::None,
         Some(y) => read_labels(&y, nu)?,
     };
+    if let (Some(c), Labels::Classes { y, num_classes }) = (meta_classes, &labels) {
+        if *num_classes as u64 > c {
+            let max = *num_classes as i32 - 1;
+            let v = y.iter().position(|&l| l == max).unwrap_or(0);
+            return Err(invalid(
+                &y_path,
+                format!(
+                    "label of node {v} is {max}, but meta.json says computed.classes = {c} \
+                     (class ids must be < {c})"
+                ),
+            ));
+        }
+    }
 
     // ---- split
     let idx_files = [p("train_idx.npy"), p("val_idx.npy"), p("test_idx.npy")];
@@ -370,10 +455,11 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         p("val_masks.npy"),
         p("test_masks.npy"),
     ];
+    let mut num_splits = 0usize;
     let split = if idx_files.iter().any(|f| f.exists()) {
         let mut parts = Vec::with_capacity(3);
         for f in &idx_files {
-            let r = NpyFile::read(f)?;
+            let r = read_npy(f, "<i8 (int64) [k] node ids")?;
             r.expect_ndim(1, "[k]")?;
             let mut ids = r.ids(n)?;
             ids.sort_unstable();
@@ -382,26 +468,36 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
             }
             parts.push(ids);
         }
+        if opts.split_index > 0 {
+            return Err(invalid(
+                &idx_files[0],
+                format!(
+                    "split_index {} out of range: index files hold one split (index 0)",
+                    opts.split_index
+                ),
+            ));
+        }
+        num_splits = 1;
         let test = parts.pop().unwrap();
         let val = parts.pop().unwrap();
         let train = parts.pop().unwrap();
         Some(NodeSplit { train, val, test })
     } else if mask_files.iter().any(|f| f.exists()) {
         let mut parts = Vec::with_capacity(3);
-        let mut num_splits = None;
+        let mut num_splits_masks = None;
         for f in &mask_files {
-            let r = NpyFile::read(f)?;
+            let r = read_npy(f, "|b1 (bool) [S, N]")?;
             let (s, fortran) = match r.shape() {
                 [len] if *len == n => (1usize, false),
                 [s, len] if *len == n => (*s as usize, r.fortran_order()),
                 _ => return Err(r.shape_err(&format!("[S, {n}]"))),
             };
-            if let Some(prev) = num_splits {
+            if let Some(prev) = num_splits_masks {
                 if prev != s {
                     return Err(r.shape_err(&format!("[{prev}, {n}] (as the other mask files)")));
                 }
             }
-            num_splits = Some(s);
+            num_splits_masks = Some(s);
             if opts.split_index >= s {
                 return Err(invalid(
                     f,
@@ -419,6 +515,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
                 .collect();
             parts.push(ids);
         }
+        num_splits = num_splits_masks.unwrap_or(0);
         let test = parts.pop().unwrap();
         let val = parts.pop().unwrap();
         let train = parts.pop().unwrap();
@@ -426,6 +523,17 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     } else {
         None
     };
+
+    if let Some(sp) = &split {
+        if !opts.allow_split_overlap {
+            let names = if idx_files.iter().any(|f| f.exists()) {
+                &idx_files
+            } else {
+                &mask_files
+            };
+            check_split_disjoint(sp, names, opts.split_index)?;
+        }
+    }
 
     Ok(Dataset {
         name,
@@ -435,7 +543,64 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         structural_features: structural,
         labels,
         split,
+        removed,
+        num_splits,
     })
+}
+
+/// Error when two lists of a fixed split share nodes: names both files, the overlap count and
+/// the first ids.
+fn check_split_disjoint(sp: &NodeSplit, files: &[PathBuf; 3], split_index: usize) -> Result<()> {
+    let lists = [&sp.train, &sp.val, &sp.test];
+    for (a, b) in [(0usize, 1usize), (0, 2), (1, 2)] {
+        let common = sorted_intersection(lists[a], lists[b]);
+        if !common.is_empty() {
+            let first: Vec<String> = common.iter().take(5).map(|v| v.to_string()).collect();
+            let row = if files[0].to_string_lossy().ends_with("_masks.npy") {
+                format!(" (split index {split_index})")
+            } else {
+                String::new()
+            };
+            return Err(invalid(
+                &files[a],
+                format!(
+                    "{} of this split{row} also {} in {} (first: {}{}); a node must be in \
+                     one of train/val/test only (pass --allow-split-overlap to use it anyway)",
+                    if common.len() == 1 {
+                        "1 node".to_string()
+                    } else {
+                        format!("{} nodes", common.len())
+                    },
+                    if common.len() == 1 {
+                        "appears"
+                    } else {
+                        "appear"
+                    },
+                    files[b].display(),
+                    first.join(", "),
+                    if common.len() > 5 { ", ..." } else { "" }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Common elements of two ascending lists.
+fn sorted_intersection(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Check that every arc `u -> v` has its reverse (rows must be sorted).
@@ -456,9 +621,9 @@ fn check_symmetric(g: &Csr, path: &Path) -> Result<()> {
 }
 
 fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
-    let ip = NpyFile::read(&files[0])?;
-    let ix = NpyFile::read(&files[1])?;
-    let dx = NpyFile::read(&files[2])?;
+    let ip = read_npy(&files[0], "<i8 (int64) [N + 1]")?;
+    let ix = read_npy(&files[1], "<i8 (int64) [nnz]")?;
+    let dx = read_npy(&files[2], "<f4 (float32) [nnz]")?;
     if ip.shape() != [n as u64 + 1] {
         return Err(ip.shape_err(&format!("[{}] (num_nodes + 1)", n + 1)));
     }
@@ -497,6 +662,24 @@ fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
     }
     let indices = ix.ids(dim)?;
     let data = dx.storage_vec::<f32>()?;
+    let bad = data.iter().filter(|x| !x.is_finite()).count();
+    if bad > 0 {
+        let k = data.iter().position(|x| !x.is_finite()).unwrap_or(0);
+        // the node whose row holds entry k: last v with indptr[v] <= k
+        let v = indptr_i
+            .partition_point(|&p| p as usize <= k)
+            .saturating_sub(1);
+        return Err(invalid(
+            dx.path(),
+            format!(
+                "{bad} non-finite feature value{} (NaN or infinity); the first is entry {k} \
+                 (node {v}, column {}) = {}",
+                if bad == 1 { "" } else { "s" },
+                indices[k],
+                data[k]
+            ),
+        ));
+    }
     let dim = dim as usize;
     let dense_cells = n as f64 * dim as f64;
     let densify = dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * dense_cells;

@@ -185,5 +185,7 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         structural_features: false,
         labels,
         split: Some(split),
+        removed: Default::default(),
+        num_splits: 0,
     }
 }

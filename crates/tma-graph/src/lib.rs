@@ -55,10 +55,10 @@ pub mod split;
 
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
-    load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, DENSIFY_DENSITY,
-    DENSIFY_MAX_DIM,
+    load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs,
+    DENSIFY_DENSITY, DENSIFY_MAX_DIM,
 };
 pub use error::{GraphError, Result};
 pub use features::{gather_rows_into, Features};
 pub use generate::{generate_sbm, SbmConfig};
-pub use split::{link_split, random_node_split, LinkSplit};
+pub use split::{link_split, random_node_split, LinkSplit, LinkSplitNotes};

@@ -148,6 +148,37 @@ fn precheck_shape(path: &Path, header: &str) -> Result<()> {
     Ok(())
 }
 
+/// Object arrays (`'descr': '|O'`, what `np.save` writes for a pickled Python array) are not
+/// `.npy` data this codec reads: say so before the generic header parser fails on them.
+fn precheck_object_dtype(path: &Path, header: &str) -> Result<()> {
+    let Some(start) = header.find("'descr'") else {
+        return Ok(());
+    };
+    let rest = &header[start + "'descr'".len()..];
+    let Some(q) = rest.find('\'') else {
+        return Ok(());
+    };
+    let body = &rest[q + 1..];
+    let Some(end) = body.find('\'') else {
+        return Ok(());
+    };
+    let descr = &body[..end];
+    if descr
+        .trim_start_matches(['|', '<', '>', '='])
+        .starts_with('O')
+    {
+        return Err(GraphError::Dtype {
+            path: path.to_path_buf(),
+            expected: "a plain numeric dtype".into(),
+            found: format!(
+                "{descr} (an object array: pickled Python objects are not supported; \
+                 save a numeric array, e.g. np.save(f, np.asarray(a, dtype=np.int64)))"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Human-readable form of a shape pattern: `[2, _]`.
 fn pattern_text(pattern: &[Option<u64>]) -> String {
     let dims: Vec<String> = pattern
@@ -221,6 +252,7 @@ impl NpyFile {
         let header_text = std::str::from_utf8(&bytes[hstart..data_offset])
             .map_err(|_| npy_err(path, "header is not valid UTF-8/ASCII"))?;
         precheck_shape(path, header_text)?;
+        precheck_object_dtype(path, header_text)?;
         let header = npyz::NpyHeader::from_reader(&bytes[..data_offset])
             .map_err(|e| npy_err(path, format!("unparseable header: {e}")))?;
         let descr = match header.dtype() {

@@ -74,12 +74,77 @@ pub struct LinkSplit {
     pub test_neg: Vec<u32>,
     /// Negatives per positive.
     pub num_neg: usize,
+    /// What the split had to adapt to the graph (all zero / false on an ordinary graph).
+    pub notes: LinkSplitNotes,
+}
+
+/// What [`link_split`] had to adapt to the graph, so a caller can say so.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkSplitNotes {
+    /// Candidate edges (undirected edges `u < v`, or arcs).
+    pub num_edges: usize,
+    /// `val_frac * num_edges` rounded to 0 and one validation edge was taken anyway.
+    pub forced_val: bool,
+    /// `test_frac * num_edges` rounded to 0 and one test edge was taken anyway.
+    pub forced_test: bool,
+    /// Held-out edges given back to training because their source `u` is adjacent to every
+    /// other node: no negative `(u, w)` exists to rank them against.
+    pub unrankable: usize,
+    /// Held-out positives whose source has fewer valid negative destinations than `num_neg`
+    /// (their `num_neg` negatives, drawn with replacement, repeat those few).
+    pub few_negatives: usize,
+    /// The fewest valid negative destinations of any held-out positive's source (`None`
+    /// without held-out positives).
+    pub min_valid_negatives: Option<usize>,
+    /// Test negative pairs that are also validation negative pairs (in either direction for
+    /// undirected graphs), drawn only where the source had no other valid negative.
+    pub shared_val_test_negatives: usize,
+}
+
+impl LinkSplitNotes {
+    /// One line per adaptation (empty on an ordinary graph), e.g.
+    /// `link split: val-frac 0.05 of 12 edges rounds to 0; holding out 1 validation edge`.
+    pub fn warnings(&self, val_frac: f64, test_frac: f64, num_neg: usize) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.forced_val {
+            w.push(format!(
+                "link split: val-frac {val_frac} of {} edges rounds to 0; holding out 1 validation edge",
+                self.num_edges
+            ));
+        }
+        if self.forced_test {
+            w.push(format!(
+                "link split: test-frac {test_frac} of {} edges rounds to 0; holding out 1 test edge",
+                self.num_edges
+            ));
+        }
+        if self.unrankable > 0 {
+            w.push(format!(
+                "link split: {} held-out edge(s) went back to training: their source is adjacent to every other node, so no negative exists to rank them against",
+                self.unrankable
+            ));
+        }
+        if self.few_negatives > 0 {
+            w.push(format!(
+                "link split: {} held-out positive(s) have fewer than {num_neg} valid negatives (as few as {}); their {num_neg} negatives repeat those",
+                self.few_negatives,
+                self.min_valid_negatives.unwrap_or(0)
+            ));
+        }
+        if self.shared_val_test_negatives > 0 {
+            w.push(format!(
+                "link split: {} test negative pair(s) are also validation negatives (no other valid negative for their source)",
+                self.shared_val_test_negatives
+            ));
+        }
+        w
+    }
 }
 
 /// Positives per RNG chunk when sampling negatives (fixed, so results do not depend on the
 /// number of threads).
 const NEG_CHUNK: usize = 256;
-/// Rejection tries per negative before accepting any `w != u`.
+/// Rejection tries per negative before drawing from the exact list of valid candidates.
 const NEG_MAX_TRIES: usize = 64;
 
 /// Random edge split with fixed negatives.
@@ -89,17 +154,28 @@ const NEG_MAX_TRIES: usize = 64;
 /// 2. They are shuffled with [`seed::rng`]`(seed, Purpose::LinkSplit)`; the first
 ///    `n_val = round(m * val_frac)` (capped at `max_eval_edges`) become validation positives,
 ///    the next `n_test = round(m * test_frac)` (capped likewise) test positives, the rest
-///    training edges. With a cap this is sampling `n_val`/`n_test` edges without replacement;
-///    edges beyond the cap stay in training. For directed graphs, a training arc `v -> u` whose
+///    training edges. A positive fraction that rounds to 0 still takes 1 edge when the graph has
+///    enough (`m >= 2` for one of val/test, `m >= 3` for both, one edge always left for
+///    training); [`LinkSplitNotes::forced_val`] / `forced_test` say so. With a cap this is
+///    sampling `n_val`/`n_test` edges without replacement; edges beyond the cap stay in
+///    training. A held-out edge `(u, v)` whose source `u` is adjacent to every other node has no
+///    negative to be ranked against and goes back to training
+///    ([`LinkSplitNotes::unrankable`]). For directed graphs, a training arc `v -> u` whose
 ///    reverse `u -> v` is held out is dropped as well (it would leak the answer), so
 ///    `train_edges.len()` may be a little below `m - n_val - n_test`.
 /// 3. `train_graph` is rebuilt from the training edges (both directions if undirected), so no
 ///    val/test pair appears in it in either direction.
 /// 4. For each positive `(u, v)`, `num_neg` destinations `w` are drawn uniformly (with
-///    replacement) with `w != u` and `(u, w)` not an arc of the **full** `graph` (OGB style).
-///    Rejection sampling is used; if fewer than 1/16 of the nodes are valid candidates for `u`
-///    (a node adjacent to nearly everything), or after 64 rejected tries, any `w != u` is
-///    accepted. Negatives are drawn per chunk `c` of 256 positives from
+///    replacement) among the valid ones: `w != u` and `(u, w)` not an arc of the **full**
+///    `graph` (OGB style); never a true edge. Rejection sampling (64 tries) is used when at
+///    least 1/16 of the nodes are valid for `u`, else (or when the tries fail) a draw from the
+///    exact list of valid candidates. Every candidate pair belongs to the validation or the
+///    test side by a seeded hash of the pair (the same for both directions of an undirected
+///    pair); validation negatives are drawn from validation-side pairs and test negatives from
+///    test-side pairs, so no pair (in either direction) is in both. A source whose valid
+///    candidates all lie on the other side draws from all of them; test negatives that then
+///    repeat a validation pair are counted ([`LinkSplitNotes::shared_val_test_negatives`]).
+///    Negatives are drawn per chunk `c` of 256 positives from
 ///    [`seed::chunk_rng`]`(seed::derive(seed, P), c)` with `P` = [`Purpose::ValNegatives`] or
 ///    [`Purpose::TestNegatives`], in parallel with rayon; results do not depend on the thread
 ///    count.
@@ -156,19 +232,67 @@ pub fn link_split(
 
     // 2. partial Fisher-Yates: only the first n_val + n_test positions are needed.
     let cap = max_eval_edges.unwrap_or(usize::MAX);
-    let n_val = ((m as f64 * val_frac).round() as usize).min(cap).min(m);
-    let n_test = ((m as f64 * test_frac).round() as usize)
+    let mut n_val = ((m as f64 * val_frac).round() as usize).min(cap).min(m);
+    let mut n_test = ((m as f64 * test_frac).round() as usize)
         .min(cap)
         .min(m - n_val);
+    // a tiny graph still gets one validation and one test edge (and keeps one for training)
+    let (want_val, want_test) = (val_frac > 0.0 && cap > 0, test_frac > 0.0 && cap > 0);
+    let mut notes = LinkSplitNotes {
+        num_edges: m,
+        ..LinkSplitNotes::default()
+    };
+    if m > want_val as usize + want_test as usize {
+        if want_val && n_val == 0 {
+            n_val = 1;
+            notes.forced_val = true;
+        }
+        if want_test && n_test == 0 && n_val < m - 1 {
+            n_test = 1;
+            notes.forced_test = true;
+        }
+    }
     let mut rng = seed::rng(seed, Purpose::LinkSplit);
     for i in 0..n_val + n_test {
         let j = rng.random_range(i..m);
         edges.swap(i, j);
     }
-    let val_pos = edges[..n_val].to_vec();
-    let test_pos = edges[n_val..n_val + n_test].to_vec();
+    // out-degree in the full graph and the number of valid negatives (w != u, no arc u -> w)
+    let out_deg: Vec<u32> = if directed {
+        let mut d = vec![0u32; n];
+        for &u in &graph.indices {
+            d[u as usize] += 1;
+        }
+        d
+    } else {
+        graph.degrees()
+    };
+    let valid_negatives = |u: u32| -> usize {
+        let self_loop = has_arc(graph, u, u) as usize;
+        n.saturating_sub(1 + out_deg[u as usize] as usize - self_loop)
+    };
+    let mut val_pos = edges[..n_val].to_vec();
+    let mut test_pos = edges[n_val..n_val + n_test].to_vec();
     let mut train_edges = edges.split_off(n_val + n_test);
     drop(edges);
+    // a held-out edge whose source has no valid negative cannot be ranked: back to training
+    for pos in [&mut val_pos, &mut test_pos] {
+        pos.retain(|&(u, v)| {
+            let keep = valid_negatives(u) > 0;
+            if !keep {
+                train_edges.push((u, v));
+                notes.unrankable += 1;
+            }
+            keep
+        });
+    }
+    for &(u, _) in val_pos.iter().chain(&test_pos) {
+        let k = valid_negatives(u);
+        if k < num_neg {
+            notes.few_negatives += 1;
+        }
+        notes.min_valid_negatives = Some(notes.min_valid_negatives.map_or(k, |m| m.min(k)));
+    }
     if directed {
         // a held-out arc u -> v also removes a reciprocal training arc v -> u
         let held: std::collections::HashSet<(u32, u32)> = val_pos
@@ -201,30 +325,47 @@ pub fn link_split(
     let train_graph = Csr::from_edges(n, &src, &dst);
     drop((src, dst));
 
-    // 4. negatives.
-    let out_deg: Vec<u32> = if directed {
-        let mut d = vec![0u32; n];
-        for &u in &graph.indices {
-            d[u as usize] += 1;
-        }
-        d
-    } else {
-        graph.degrees()
-    };
+    // 4. negatives. Every candidate pair has a side (validation or test) from a hash of the
+    // pair (both directions alike for undirected graphs), so the two sets cannot share a pair;
+    // only a source whose valid candidates all lie on the other side draws from all of them.
+    let side_key = seed::derive(seed, Purpose::TestNegatives) ^ 0x5a5a_5a5a_5a5a_5a5a;
     let val_neg = sample_negatives(
         graph,
         &out_deg,
         &val_pos,
         num_neg,
         seed::derive(seed, Purpose::ValNegatives),
-    );
-    let test_neg = sample_negatives(
+        Side {
+            key: side_key,
+            test: false,
+            directed,
+        },
+        None,
+    )
+    .0;
+    let val_pairs: std::collections::HashSet<(u32, u32)> = val_pos
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(u, _))| {
+            val_neg[i * num_neg..(i + 1) * num_neg]
+                .iter()
+                .map(move |&w| pair_key(directed, u, w))
+        })
+        .collect();
+    let (test_neg, shared) = sample_negatives(
         graph,
         &out_deg,
         &test_pos,
         num_neg,
         seed::derive(seed, Purpose::TestNegatives),
+        Side {
+            key: side_key,
+            test: true,
+            directed,
+        },
+        Some(&val_pairs),
     );
+    notes.shared_val_test_negatives = shared;
 
     LinkSplit {
         train_graph,
@@ -234,6 +375,35 @@ pub fn link_split(
         val_neg,
         test_neg,
         num_neg,
+        notes,
+    }
+}
+
+/// Which half of the candidate pairs a negative sampler draws from (see [`link_split`] step 4).
+#[derive(Clone, Copy)]
+struct Side {
+    key: u64,
+    test: bool,
+    directed: bool,
+}
+
+impl Side {
+    /// Whether pair `(u, w)` is on this side: a hash of its [`pair_key`].
+    #[inline]
+    fn owns(&self, u: u32, w: u32) -> bool {
+        let (a, b) = pair_key(self.directed, u, w);
+        let h = seed::splitmix64(self.key ^ ((a as u64) << 32 | b as u64));
+        (h & 1 == 1) == self.test
+    }
+}
+
+/// The key of pair `(u, w)`: itself for directed graphs, `(min, max)` for undirected ones.
+#[inline]
+fn pair_key(directed: bool, u: u32, w: u32) -> (u32, u32) {
+    if directed {
+        (u, w)
+    } else {
+        (u.min(w), u.max(w))
     }
 }
 
@@ -247,44 +417,83 @@ fn has_arc(g: &Csr, u: u32, w: u32) -> bool {
     g.neighbors(w as usize).binary_search(&u).is_ok()
 }
 
+/// Negatives of every positive (row-major, `num_neg` per positive), drawn among the valid
+/// candidates on `side`, and how many are pairs of `avoid` (drawn only where the source has no
+/// valid candidate on its side, so the draw falls back to all valid candidates).
 fn sample_negatives(
     graph: &Csr,
     out_deg: &[u32],
     pos: &[(u32, u32)],
     num_neg: usize,
     stream_seed: u64,
-) -> Vec<u32> {
+    side: Side,
+    avoid: Option<&std::collections::HashSet<(u32, u32)>>,
+) -> (Vec<u32>, usize) {
     let n = graph.num_nodes();
     let mut out = vec![0u32; pos.len() * num_neg];
     if num_neg == 0 || pos.is_empty() {
-        return out;
+        return (out, 0);
     }
-    out.par_chunks_mut(NEG_CHUNK * num_neg)
+    let ok = |u: u32, w: u32| w != u && !has_arc(graph, u, w);
+    let shared: usize = out
+        .par_chunks_mut(NEG_CHUNK * num_neg)
         .enumerate()
-        .for_each(|(chunk, buf)| {
+        .map(|(chunk, buf)| {
             let mut rng = seed::chunk_rng(stream_seed, chunk as u64);
             let first = chunk * NEG_CHUNK;
+            let mut shared = 0usize;
             for (k, row) in buf.chunks_mut(num_neg).enumerate() {
                 let u = pos[first + k].0;
-                // valid candidates: all nodes but u and u's out-neighbours
+                // valid candidates: all nodes but u and u's out-neighbours (about half of them
+                // on this side)
                 let valid = n.saturating_sub(1 + out_deg[u as usize] as usize);
-                let strict = valid * 16 >= n;
+                // the exact candidate list, built only when rejection sampling fails or the
+                // candidates are rare (fewer than 1/16 of the nodes)
+                let mut list: Option<Vec<u32>> = None;
                 for slot in row.iter_mut() {
-                    let mut w;
-                    let mut tries = 0;
-                    loop {
-                        w = rng.random_range(0..n as u32);
-                        if w == u && n > 1 {
-                            continue;
+                    let mut w = None;
+                    if list.is_none() && valid * 16 >= n {
+                        for _ in 0..NEG_MAX_TRIES {
+                            let c = rng.random_range(0..n as u32);
+                            if ok(u, c) && side.owns(u, c) {
+                                w = Some(c);
+                                break;
+                            }
                         }
-                        tries += 1;
-                        if !strict || tries > NEG_MAX_TRIES || !has_arc(graph, u, w) {
-                            break;
+                    }
+                    let w = match w {
+                        Some(w) => w,
+                        None => {
+                            let cands = list.get_or_insert_with(|| {
+                                let all: Vec<u32> = (0..n as u32).filter(|&c| ok(u, c)).collect();
+                                let mine: Vec<u32> =
+                                    all.iter().copied().filter(|&c| side.owns(u, c)).collect();
+                                if mine.is_empty() {
+                                    all
+                                } else {
+                                    mine
+                                }
+                            });
+                            // callers drop positives without any valid negative; if one got
+                            // here anyway, the only honest value is u itself (rank against
+                            // nothing), never a true edge
+                            if cands.is_empty() {
+                                u
+                            } else {
+                                cands[rng.random_range(0..cands.len())]
+                            }
                         }
+                    };
+                    // a shared pair is possible only where a source had no candidate on its
+                    // side (here, or when its validation negatives were drawn)
+                    if avoid.is_some_and(|a| a.contains(&pair_key(side.directed, u, w))) {
+                        shared += 1;
                     }
                     *slot = w;
                 }
             }
-        });
-    out
+            shared
+        })
+        .sum();
+    (out, shared)
 }

@@ -8,7 +8,7 @@ pub enum PartitionError {
     NoParts,
     /// More parts (`num_parts + drop_parts`) than nodes: some part would be empty.
     #[error(
-        "{num_assigned_parts} parts (num_parts + drop_parts) for a graph of {num_nodes} nodes"
+        "{num_assigned_parts} parts (num_parts + drop_parts: --trainers or --parts, plus --drop-parts) for a graph of {num_nodes} nodes: at most one part per node"
     )]
     TooManyParts {
         /// `num_parts + drop_parts`.

@@ -34,7 +34,9 @@ mod part;
 mod report;
 
 pub use error::PartitionError;
-pub use method::{partition, Partition, PartitionConfig, PartitionMethod, DEFAULT_NUM_SUPER_NODES};
+pub use method::{
+    partition, Partition, PartitionConfig, PartitionMethod, PartitionNotes, DEFAULT_NUM_SUPER_NODES,
+};
 pub use part::{build_part, build_parts, Part};
 pub use report::{
     js_divergence, log2_degree_bin, partition_report, PartStats, PartitionReport, NUM_DEGREE_BINS,

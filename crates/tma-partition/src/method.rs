@@ -111,6 +111,53 @@ pub struct Partition {
     pub assignment: Vec<u32>,
     /// `M + d`: parts `0..M` are kept (trainers), `M..M + d` dropped.
     pub num_assigned_parts: usize,
+    /// What METIS delivered and what was repaired (zeros for [`PartitionMethod::Random`]).
+    #[serde(default)]
+    pub notes: PartitionNotes,
+}
+
+/// What a METIS-based method asked for, what METIS returned, and the repair.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionNotes {
+    /// Clusters asked of METIS: `M + d` parts ([`PartitionMethod::Metis`]) or `K` super-nodes
+    /// as configured ([`PartitionMethod::SuperNode`]); 0 when METIS was not called.
+    pub clusters_requested: usize,
+    /// Non-empty clusters METIS returned (METIS may return fewer than asked on small or
+    /// clustered graphs); for super-nodes with `K >= num_nodes`, the node count.
+    pub clusters_obtained: usize,
+    /// Clusters that were empty and were filled by splitting the largest ones (so that every
+    /// one of the `M + d` parts, or enough super-nodes for them, is non-empty).
+    pub clusters_filled: usize,
+    /// `K` was at least the node count: every node became its own super-node.
+    pub super_nodes_clamped: bool,
+}
+
+impl PartitionNotes {
+    /// One line per thing the user did not get as asked (empty when nothing happened).
+    pub fn warnings(&self, method: PartitionMethod, num_nodes: usize) -> Vec<String> {
+        let mut w = Vec::new();
+        match method {
+            PartitionMethod::SuperNode { num_super_nodes } => {
+                if self.super_nodes_clamped && num_super_nodes > num_nodes {
+                    w.push(format!(
+                        "--super-nodes {num_super_nodes} exceeds the graph's {num_nodes} nodes: clamped to {num_nodes} (every node is its own super-node)"
+                    ));
+                }
+                if self.clusters_filled > 0 {
+                    w.push(format!(
+                        "METIS returned {} non-empty super-nodes of {} requested, fewer than the parts need; split the largest into {} more",
+                        self.clusters_obtained, self.clusters_requested, self.clusters_filled
+                    ));
+                }
+            }
+            PartitionMethod::Metis if self.clusters_filled > 0 => w.push(format!(
+                "METIS returned {} non-empty parts of {} requested; split the largest parts to fill the {} empty ones",
+                self.clusters_obtained, self.clusters_requested, self.clusters_filled
+            )),
+            _ => {}
+        }
+        w
+    }
 }
 
 /// Magic prefix of [`Partition::to_bytes`].
@@ -208,6 +255,7 @@ impl Partition {
             config,
             assignment,
             num_assigned_parts: parts,
+            notes: PartitionNotes::default(),
         })
     }
 
@@ -249,10 +297,18 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
             num_nodes: n,
         });
     }
+    let mut notes = PartitionNotes::default();
     let assignment = match cfg.method {
         PartitionMethod::Random => random_assignment(n, parts, cfg.seed),
         PartitionMethod::SuperNode { num_super_nodes } => {
-            let super_of = super_nodes(graph, num_super_nodes, cfg.seed)?;
+            let mut super_of = super_nodes(graph, num_super_nodes, cfg.seed)?;
+            notes.clusters_requested = num_super_nodes;
+            notes.super_nodes_clamped = num_super_nodes >= n;
+            let k = compact_ids(&mut super_of);
+            notes.clusters_obtained = k;
+            if k < parts {
+                notes.clusters_filled = fill_empty_parts(graph, &mut super_of, parts).len();
+            }
             group_super_nodes(&super_of, parts, cfg.seed)?
         }
         PartitionMethod::Metis => {
@@ -264,19 +320,107 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
             let vwgt: Vec<metis::Idx> = (0..n)
                 .map(|v| (graph.degree(v) + 1).div_ceil(scale) as metis::Idx)
                 .collect();
-            part_kway(
+            let mut a = part_kway(
                 &g,
                 parts,
                 Some(&vwgt),
                 seed::derive(cfg.seed, Purpose::MetisParts),
-            )?
+            )?;
+            notes.clusters_requested = parts;
+            let filled = fill_empty_parts(graph, &mut a, parts);
+            notes.clusters_obtained = parts - filled.len();
+            notes.clusters_filled = filled.len();
+            a
         }
     };
     Ok(Partition {
         config: *cfg,
         assignment,
         num_assigned_parts: parts,
+        notes,
     })
+}
+
+/// Renumbers the cluster ids in `ids` to `0..k` in order of first id (the non-empty clusters
+/// keep their relative order) and returns `k`.
+fn compact_ids(ids: &mut [u32]) -> usize {
+    let max = ids.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
+    let mut map = vec![u32::MAX; max];
+    for &s in ids.iter() {
+        map[s as usize] = 0;
+    }
+    let mut k = 0u32;
+    for m in map.iter_mut() {
+        if *m == 0 {
+            *m = k;
+            k += 1;
+        }
+    }
+    for s in ids.iter_mut() {
+        *s = map[*s as usize];
+    }
+    k as usize
+}
+
+/// Makes every one of the labels `0..parts` of `assign` non-empty (needs `num_nodes >= parts`):
+/// for each empty label in increasing order, the largest part (the lowest id among equals)
+/// gives it the second half of its nodes in breadth-first order inside that part (from its
+/// lowest node, following arcs in both directions; unreached nodes follow in id order), so a
+/// connected part splits into two connected halves. Deterministic. Returns the labels that were
+/// empty.
+pub(crate) fn fill_empty_parts(graph: &Csr, assign: &mut [u32], parts: usize) -> Vec<usize> {
+    let n = assign.len();
+    let mut sizes = vec![0usize; parts];
+    for &p in assign.iter() {
+        sizes[p as usize] += 1;
+    }
+    let empty: Vec<usize> = (0..parts).filter(|&p| sizes[p] == 0).collect();
+    if empty.is_empty() || n < parts {
+        return if n < parts { Vec::new() } else { empty };
+    }
+    // out-neighbours, so the BFS can follow arcs both ways
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for v in 0..n {
+        for &u in graph.neighbors(v) {
+            out[u as usize].push(v as u32);
+        }
+    }
+    let mut seen = vec![false; n];
+    for &e in &empty {
+        let big = (0..parts)
+            .max_by(|&a, &b| sizes[a].cmp(&sizes[b]).then(b.cmp(&a)))
+            .expect("parts > 0");
+        let b = big as u32;
+        let members: Vec<u32> = (0..n as u32).filter(|&v| assign[v as usize] == b).collect();
+        let mut order = Vec::with_capacity(members.len());
+        let mut queue = std::collections::VecDeque::new();
+        for &start in &members {
+            if seen[start as usize] {
+                continue;
+            }
+            seen[start as usize] = true;
+            queue.push_back(start);
+            while let Some(v) = queue.pop_front() {
+                order.push(v);
+                for &u in graph.neighbors(v as usize).iter().chain(&out[v as usize]) {
+                    if assign[u as usize] == b && !seen[u as usize] {
+                        seen[u as usize] = true;
+                        queue.push_back(u);
+                    }
+                }
+            }
+        }
+        for &v in &members {
+            seen[v as usize] = false;
+        }
+        let half = order.len() / 2;
+        for &v in &order[half..] {
+            assign[v as usize] = e as u32;
+        }
+        sizes[e] = order.len() - half;
+        sizes[big] = half;
+    }
+    empty
 }
 
 /// Every node uniformly over `0..parts`, chunked into fixed streams of
@@ -609,13 +753,175 @@ pub(crate) mod tests {
                 num_nodes: 10
             })
         );
-        assert!(matches!(
+        // fewer super-nodes (K = 2) than parts: the largest are split until every part has one
+        let p = partition(
+            &g,
+            &cfg(PartitionMethod::SuperNode { num_super_nodes: 2 }, 3, 0, 0),
+        )
+        .unwrap();
+        assert!(p.part_sizes().iter().all(|&s| s > 0));
+        assert_eq!((p.notes.clusters_obtained, p.notes.clusters_filled), (2, 1));
+    }
+
+    /// Two 17-cliques joined by one edge (34 nodes): METIS returns fewer non-empty parts than
+    /// asked for 20.
+    fn two_cliques() -> Csr {
+        let (mut src, mut dst) = (vec![], vec![]);
+        for base in [0u32, 17] {
+            for a in 0..17 {
+                for b in 0..17 {
+                    if a != b {
+                        src.push(base + a);
+                        dst.push(base + b);
+                    }
+                }
+            }
+        }
+        src.extend([0, 17]);
+        dst.extend([17, 0]);
+        Csr::from_edges(34, &src, &dst)
+    }
+
+    #[test]
+    fn metis_fewer_parts_than_asked_are_repaired_and_reported() {
+        // regression (issue 11): 34 nodes into 20 METIS parts came back with empty parts, exit 0
+        // (a 34-node star: the hub's weight 34 leaves METIS 15 non-empty parts)
+        let (mut src, mut dst) = (vec![], vec![]);
+        for v in 1..34u32 {
+            src.extend([0, v]);
+            dst.extend([v, 0]);
+        }
+        let g = Csr::from_edges(34, &src, &dst);
+        let p = partition(&g, &cfg(PartitionMethod::Metis, 18, 2, 0)).unwrap();
+        let sizes = p.part_sizes();
+        assert_eq!(sizes.len(), 20);
+        assert!(sizes.iter().all(|&s| s > 0), "{sizes:?}");
+        assert_eq!(sizes.iter().sum::<usize>(), 34);
+        assert_eq!(
+            (
+                p.notes.clusters_requested,
+                p.notes.clusters_obtained,
+                p.notes.clusters_filled
+            ),
+            (20, 15, 5)
+        );
+        let w = p.notes.warnings(PartitionMethod::Metis, 34);
+        assert_eq!(
+            w,
+            vec![format!(
+                "METIS returned {} non-empty parts of 20 requested; split the largest parts to fill the {} empty ones",
+                p.notes.clusters_obtained, p.notes.clusters_filled
+            )]
+        );
+        let r = crate::partition_report(&g, &p, None);
+        assert_eq!(
+            (r.clusters_requested, r.clusters_obtained),
+            (20, p.notes.clusters_obtained)
+        );
+        assert!(r.empty_parts.is_empty());
+        assert_eq!(r.warnings, w);
+        assert!(r.to_table().contains(&format!(
+            "clusters: 20 requested, {} obtained",
+            p.notes.clusters_obtained
+        )));
+        // super-nodes: METIS returns k < K = 30 clusters here; asking for k + 2 parts splits
+        // the largest clusters twice
+        let g = two_cliques();
+        let sup = |parts| {
             partition(
                 &g,
-                &cfg(PartitionMethod::SuperNode { num_super_nodes: 2 }, 3, 0, 0)
+                &cfg(
+                    PartitionMethod::SuperNode {
+                        num_super_nodes: 30,
+                    },
+                    parts,
+                    0,
+                    0,
+                ),
+            )
+            .unwrap()
+        };
+        let k = sup(2).notes.clusters_obtained;
+        assert!(k < 30 && k + 2 <= 34, "k = {k}");
+        let p = sup(k + 2);
+        assert!(p.part_sizes().iter().all(|&s| s > 0));
+        assert_eq!(
+            (
+                p.notes.clusters_requested,
+                p.notes.clusters_obtained,
+                p.notes.clusters_filled
             ),
-            Err(PartitionError::TooFewSuperNodes { .. })
-        ));
+            (30, k, 2)
+        );
+    }
+
+    #[test]
+    fn fill_empty_parts_splits_the_largest_in_bfs_order() {
+        // path 0-1-2-3-4-5 all in part 0, parts 1 and 2 empty
+        let (mut src, mut dst) = (vec![], vec![]);
+        for v in 0..5u32 {
+            src.extend([v, v + 1]);
+            dst.extend([v + 1, v]);
+        }
+        let g = Csr::from_edges(6, &src, &dst);
+        let mut a = vec![0u32; 6];
+        assert_eq!(fill_empty_parts(&g, &mut a, 3), vec![1, 2]);
+        // part 0 (6 nodes) gives 3..6 to part 1; then part 0 and 1 have 3 each: part 0 (lower
+        // id) gives its second half (BFS from 0: 0, 1, 2 -> {1, 2}... half = 1) -> 1, 2 to part 2
+        assert_eq!(a, vec![0, 2, 2, 1, 1, 1]);
+        let mut b = vec![0u32, 1, 1, 0, 0, 0];
+        assert!(fill_empty_parts(&g, &mut b, 2).is_empty());
+        assert_eq!(b, vec![0, 1, 1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn random_empty_parts_and_clamped_super_nodes_are_reported() {
+        // regression (issue 11): empty random parts were listed with 0 nodes, never warned
+        let g = test_graph(5);
+        let p = partition(&g, &cfg(PartitionMethod::Random, 5, 0, 3)).unwrap();
+        let sizes = p.part_sizes();
+        let empty: Vec<usize> = (0..5).filter(|&i| sizes[i] == 0).collect();
+        assert!(!empty.is_empty(), "seed 3 leaves a part empty: {sizes:?}");
+        let r = crate::partition_report(&g, &p, None);
+        assert_eq!(r.empty_parts, empty);
+        let ids: Vec<String> = empty.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            r.warnings,
+            vec![format!(
+                "{} of 5 parts got no node (part{} {}; 5 nodes dealt at random): {} no data",
+                empty.len(),
+                if empty.len() == 1 { "" } else { "s" },
+                ids.join(", "),
+                if empty.len() == 1 {
+                    "that trainer has"
+                } else {
+                    "those trainers have"
+                }
+            )]
+        );
+        // regression (issue 11): --super-nodes K > nodes was accepted silently
+        let g = test_graph(30);
+        let p = partition(
+            &g,
+            &cfg(
+                PartitionMethod::SuperNode {
+                    num_super_nodes: 100,
+                },
+                3,
+                0,
+                0,
+            ),
+        )
+        .unwrap();
+        assert!(p.notes.super_nodes_clamped);
+        assert_eq!(
+            (p.notes.clusters_requested, p.notes.clusters_obtained),
+            (100, 30)
+        );
+        assert_eq!(
+            p.notes.warnings(PartitionMethod::SuperNode { num_super_nodes: 100 }, 30),
+            vec!["--super-nodes 100 exceeds the graph's 30 nodes: clamped to 30 (every node is its own super-node)".to_string()]
+        );
     }
 
     #[test]

@@ -131,6 +131,7 @@ mod tests {
             },
             assignment,
             num_assigned_parts: parts,
+            notes: Default::default(),
         }
     }
 

@@ -135,6 +135,16 @@ pub struct PartitionReport {
     pub graph_degree_histogram: Vec<u64>,
     /// `[num_classes]`: labelled nodes of the whole graph per class (empty without labels).
     pub graph_label_histogram: Vec<u64>,
+    /// Clusters asked of METIS (`M + d` parts for `metis`, `K` for `super`; 0 for `random`).
+    pub clusters_requested: usize,
+    /// Non-empty clusters METIS returned, before any repair (0 for `random`).
+    pub clusters_obtained: usize,
+    /// Parts without a node (possible with `random` on few nodes; never with `metis`/`super`,
+    /// whose empty clusters are filled).
+    pub empty_parts: Vec<usize>,
+    /// One line per thing the partition did not deliver as asked (empty parts, clusters
+    /// METIS did not return, a clamped K).
+    pub warnings: Vec<String>,
 }
 
 /// Per-part accumulators of one rayon fold task.
@@ -282,6 +292,11 @@ pub fn partition_report(
         }
     };
     let label_divs: Vec<f64> = kept.iter().filter_map(|s| s.label_divergence).collect();
+    let empty: Vec<usize> = stats
+        .iter()
+        .filter(|s| s.num_nodes == 0)
+        .map(|s| s.part)
+        .collect();
     PartitionReport {
         method: partition.config.method.to_string(),
         num_parts: partition.config.num_parts,
@@ -304,6 +319,32 @@ pub fn partition_report(
             / k,
         graph_degree_histogram: acc.graph_deg_hist,
         graph_label_histogram,
+        clusters_requested: partition.notes.clusters_requested,
+        clusters_obtained: partition.notes.clusters_obtained,
+        warnings: {
+            let mut w = partition.notes.warnings(partition.config.method, n);
+            if !empty.is_empty() {
+                w.push(format!(
+                    "{} of {} parts got no node (part{} {}; {} nodes dealt at random): {} no data",
+                    empty.len(),
+                    parts,
+                    if empty.len() == 1 { "" } else { "s" },
+                    empty
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    n,
+                    if empty.len() == 1 {
+                        "that trainer has"
+                    } else {
+                        "those trainers have"
+                    }
+                ));
+            }
+            w
+        },
+        empty_parts: empty,
         parts: stats,
     }
 }
@@ -368,6 +409,13 @@ impl PartitionReport {
             self.node_imbalance,
             self.edge_imbalance
         );
+        if self.clusters_requested > 0 {
+            let _ = writeln!(
+                s,
+                "clusters: {} requested, {} obtained",
+                self.clusters_requested, self.clusters_obtained
+            );
+        }
         s
     }
 
@@ -424,6 +472,7 @@ mod tests {
             },
             assignment: vec![0, 0, 1, 1],
             num_assigned_parts: 2,
+            notes: Default::default(),
         };
         let labels = [0, 1, 0, 1];
         let r = partition_report(&g, &p, Some((&labels, 2)));

@@ -56,7 +56,11 @@ impl Exchange for ModelAveraging<'_> {
     fn combine(&mut self, contribs: &[Contribution], model: &mut ParamSet) -> Arc<Vec<f32>> {
         let models: Vec<&[f32]> = contribs.iter().map(|c| c.params.as_slice()).collect();
         let w: Vec<f64> = contribs.iter().map(|c| self.weights[c.trainer]).collect();
-        average_models(&models, &w, &mut model.data);
+        // only trainers without training examples (weight 0) took part: the model stays the
+        // last average, which is all they hold
+        if w.iter().any(|&x| x > 0.0) {
+            average_models(&models, &w, &mut model.data);
+        }
         if let Some(c) = self.corrector.as_deref_mut() {
             c.correct(model);
         }
@@ -90,20 +94,24 @@ impl TrainingMethod for Averaging {
 /// Weighted mean of flat parameter vectors, written into `out`.
 ///
 /// `models[i]` are trainer `i`'s parameters (all the same length as `out`); `weights[i] >= 0`
-/// (they need not sum to one; uniform weights give the paper's plain mean). Sums in f64 so the
-/// result does not depend on the order of trainers beyond rounding of the final cast.
+/// (they need not sum to one; uniform weights give the paper's plain mean). All weights zero
+/// (only trainers without training examples) gives the plain mean. Sums in f64 so the result
+/// does not depend on the order of trainers beyond rounding of the final cast.
 ///
 /// # Panics
-/// If `models` is empty, lengths differ, or all weights are zero.
+/// If `models` is empty or lengths differ.
 pub fn average_models(models: &[&[f32]], weights: &[f64], out: &mut [f32]) {
     assert!(!models.is_empty(), "average over no model");
     assert_eq!(models.len(), weights.len());
     let total: f64 = weights.iter().sum();
-    assert!(total > 0.0, "all averaging weights are zero");
     for m in models {
         assert_eq!(m.len(), out.len(), "parameter vectors differ in length");
     }
-    let w: Vec<f64> = weights.iter().map(|w| w / total).collect();
+    let w: Vec<f64> = if total > 0.0 {
+        weights.iter().map(|w| w / total).collect()
+    } else {
+        vec![1.0 / models.len() as f64; models.len()]
+    };
     use rayon::prelude::*;
     out.par_chunks_mut(1 << 14)
         .enumerate()
@@ -140,6 +148,19 @@ mod tests {
         let mut out = [0f32; 2];
         average_models(&[&a, &b], &[3.0, 1.0], &mut out);
         assert_eq!(out, [1.0, 3.0]);
+    }
+
+    #[test]
+    fn zero_weights_give_the_plain_mean_and_zero_weight_is_left_out() {
+        // regression (issue 11): all-zero weights panicked
+        let a = [1.0f32, 3.0];
+        let b = [3.0f32, 5.0];
+        let mut out = [0f32; 2];
+        average_models(&[&a, &b], &[0.0, 0.0], &mut out);
+        assert_eq!(out, [2.0, 4.0]);
+        // a trainer without examples (weight 0) does not move the mean
+        average_models(&[&a, &b], &[0.0, 1.0], &mut out);
+        assert_eq!(out, [3.0, 5.0]);
     }
 
     #[test]

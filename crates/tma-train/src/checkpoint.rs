@@ -115,6 +115,50 @@ pub struct CheckpointState {
     /// before this field existed, which resumes with step offsets 0.
     #[serde(default)]
     pub steps: Vec<u64>,
+    /// The run's training configuration (as `config.toml` serializes it), so a resume can
+    /// name the option that differs. Absent in a `state.json` written before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<serde_json::Value>,
+}
+
+/// Options a resumed run must keep: they fix the split, the partition or the model's shape.
+/// `(key in the configuration, command-line flag)`.
+pub const RESUME_FIXED: &[(&str, &str)] = &[
+    ("task", "--task"),
+    ("method", "--method"),
+    ("num_trainers", "--trainers"),
+    ("drop_parts", "--drop-parts"),
+    ("super_nodes", "--super-nodes"),
+    ("model", "--model"),
+    ("heads", "--heads"),
+    ("hidden", "--hidden"),
+    ("num_layers", "--layers"),
+    ("layer_norm", "--layer-norm"),
+    ("val_frac", "--val-frac"),
+    ("test_frac", "--test-frac"),
+    ("eval_max_edges", "--eval-max-edges"),
+    ("eval_num_neg", "--eval-num-neg"),
+    ("normalize_features", "--normalize-features"),
+    ("split_index", "--split-index"),
+    ("allow_split_overlap", "--allow-split-overlap"),
+    ("seed", "--seed"),
+];
+
+/// The options of [`RESUME_FIXED`] whose value in `now` differs from the checkpoint's
+/// `saved` configuration, as `--trainers 4 -> 8` (empty when they agree).
+pub fn resume_differences(saved: &serde_json::Value, now: &serde_json::Value) -> Vec<String> {
+    let show = |v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => "(unset)".to_string(),
+    };
+    RESUME_FIXED
+        .iter()
+        .filter_map(|&(key, flag)| {
+            let (a, b) = (saved.get(key), now.get(key));
+            (a.is_some() && a != b).then(|| format!("{flag} {} -> {}", show(a), show(b)))
+        })
+        .collect()
 }
 
 /// Writes a checkpoint after every round (an [`Observer`]).
@@ -128,6 +172,7 @@ pub struct Checkpointer {
     best: Option<SavedBest>,
     /// Steps since the start of the run of each trainer, by index (see [`CheckpointState::steps`]).
     steps: Vec<u64>,
+    config: Option<serde_json::Value>,
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> TrainError {
@@ -163,7 +208,14 @@ impl Checkpointer {
             manifest_sha256,
             best: resumed.and_then(|s| s.best.clone()),
             steps: resumed.map(|s| s.steps.clone()).unwrap_or_default(),
+            config: None,
         })
+    }
+
+    /// Records the run's configuration in every `state.json` ([`CheckpointState::config`]).
+    pub fn with_config(mut self, config: serde_json::Value) -> Self {
+        self.config = Some(config);
+        self
     }
 
     fn save_model(&mut self, name: &str, params: &[f32]) -> Result<(), TrainError> {
@@ -204,6 +256,7 @@ impl Observer for Checkpointer {
             model: model.clone(),
             best: self.best.clone(),
             steps: self.steps.clone(),
+            config: self.config.clone(),
         };
         write_atomic(
             &self.dir.join("state.json"),
@@ -268,7 +321,7 @@ pub fn resume_from(
         let p = ParamSet::load_safetensors(&path).map_err(TrainError::Model)?;
         if p.data.len() != template.data.len() {
             return Err(TrainError::Config(format!(
-                "{}: {} parameters, the configured model has {}",
+                "resume: the checkpointed model {} has {} parameters but the configured one has {}; resume with the options the run was started with (--model, --hidden, --layers, --heads, --task and the same --dataset)",
                 path.display(),
                 p.data.len(),
                 template.data.len()
@@ -362,6 +415,22 @@ mod tests {
     }
 
     #[test]
+    fn resume_differences_name_the_flag_and_both_values() {
+        // regression (issue 11): resume errors named internal values, not the option
+        let saved =
+            serde_json::json!({"num_trainers": 4, "hidden": 64, "model": "sage", "lr": 0.01});
+        let now = serde_json::json!({"num_trainers": 8, "hidden": 64, "model": "gcn", "lr": 0.1});
+        assert_eq!(
+            resume_differences(&saved, &now),
+            vec![
+                "--trainers 4 -> 8".to_string(),
+                "--model sage -> gcn".to_string()
+            ]
+        );
+        assert!(resume_differences(&saved, &saved).is_empty());
+    }
+
+    #[test]
     fn checkpoint_roundtrip_keeps_last_and_best_only() {
         let tmp = tempfile::tempdir().unwrap();
         let template = ParamSet::from_shapes(&[("w".into(), vec![2, 2])]);
@@ -424,6 +493,7 @@ mod tests {
             model: "round-000004.safetensors".into(),
             best: None,
             steps: vec![40, 41, 42],
+            config: None,
         };
         let mut c = Checkpointer::new(tmp.path(), template.clone(), 1, 4, None, None, Some(&saved))
             .unwrap();

@@ -60,6 +60,13 @@ impl Method {
             Method::Ggs => "ggs",
         }
     }
+
+    /// Whether the method combines trainers by averaging their models (every method but GGS,
+    /// which averages gradients at every step): a trainer without training examples can then
+    /// join rounds with weight 0.
+    pub fn averages_models(&self) -> bool {
+        !matches!(self, Method::Ggs)
+    }
 }
 
 impl fmt::Display for Method {
@@ -206,6 +213,10 @@ pub struct TrainConfig {
     pub normalize_features: bool,
     /// Which of a dataset's fixed mask splits to use (node task).
     pub split_index: usize,
+    /// Accept a dataset's fixed split whose train/val/test lists share nodes (otherwise an
+    /// error naming both files).
+    #[serde(default)]
+    pub allow_split_overlap: bool,
     /// Seed of every random stream of the run (split, partition, init, sampling).
     pub seed: u64,
     /// Worker threads in all (0 = all cores); trainers get equal shares.
@@ -244,6 +255,7 @@ impl Default for TrainConfig {
             test_frac: 0.05,
             normalize_features: false,
             split_index: 0,
+            allow_split_overlap: false,
             seed: 0,
             threads: 0,
         }

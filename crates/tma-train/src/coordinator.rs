@@ -31,6 +31,16 @@ pub struct Coordinated<'a> {
     pub clock: &'a dyn Clock,
     /// Threads for combining and evaluating (the coordinator's share of the cores).
     pub eval_pool: &'a rayon::ThreadPool,
+    /// A stop request (Ctrl-C): when set, the round in flight is formed at once and is the last.
+    pub stop: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl Coordinated<'_> {
+    /// Whether the caller asked the run to stop early.
+    fn stop_requested(&self) -> bool {
+        self.stop
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// How long the coordinator waits for the trainers' contributions to one exchange before it
@@ -107,15 +117,16 @@ pub fn coordinate(
                         continue;
                     }
                     let now = clock.elapsed();
-                    if now >= due {
+                    if now >= due || ctx.stop_requested() {
                         break;
                     }
                     clock.sleep((due - now).min(Duration::from_millis(20)));
                 }
                 // the last round is the first one formed at or after the time limit, whether it
                 // was scheduled there or the rounds before it ran late
-                let mut stop =
-                    (paced && due >= cfg.time_limit) || clock.elapsed() >= cfg.time_limit;
+                let mut stop = (paced && due >= cfg.time_limit)
+                    || clock.elapsed() >= cfg.time_limit
+                    || ctx.stop_requested();
                 // averaging rounds are numbered as rounds (across resumes); gradient exchanges
                 // count from 1 in each process lifetime
                 exchange_id = if paced { round + 1 } else { exchange_id + 1 };
@@ -234,6 +245,9 @@ fn finish_run(
         steps_per_trainer: last_steps,
         failed_trainers: Vec::new(),
         partition_hash: prep.partition_hash.clone(),
+        interrupted: ctx.stop_requested(),
+        warnings: Vec::new(),
+        removed_on_load: prep.removed,
     };
     Ok(RunResult {
         rounds: records,

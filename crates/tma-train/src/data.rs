@@ -119,6 +119,13 @@ impl TrainerData {
     pub fn num_edges(&self) -> usize {
         self.graph.num_edges()
     }
+    /// Its training examples (edges or nodes).
+    pub fn num_examples(&self) -> usize {
+        match &self.target {
+            TrainTarget::Link { edges } => edges.len(),
+            TrainTarget::Node { nodes, .. } => nodes.len(),
+        }
+    }
 }
 
 /// What the coordinator evaluates on.
@@ -158,6 +165,24 @@ pub struct Prepared {
     pub in_dim: usize,
     /// Output width of the encoder (classes or labels; hidden for link).
     pub out_dim: usize,
+    /// What preparation changed or dropped in the user's data, one line each (self-loops and
+    /// duplicate arcs removed on load, unlabelled split nodes skipped, link-split adaptations,
+    /// empty parts, a clamped `--super-nodes`, ...); printed as warnings and recorded in
+    /// `partition.json` and `summary.json`.
+    pub warnings: Vec<String>,
+    /// Self-loops and duplicate arcs the loader removed from the dataset.
+    pub removed: tma_graph::RemovedArcs,
+}
+
+impl Prepared {
+    /// Trainers (indices) without a training example: they join every round with weight 0.
+    pub fn idle_trainers(&self) -> Vec<usize> {
+        self.trainers
+            .iter()
+            .filter(|t| t.num_examples() == 0)
+            .map(|t| t.trainer)
+            .collect()
+    }
 }
 
 /// Positive training edges of a graph: each undirected edge once (u < v), or every arc.
@@ -193,6 +218,7 @@ pub fn prepare_with(
         ds.features.row_normalize();
     }
     let directed = ds.directed;
+    let mut warnings: Vec<String> = ds.removed.warning().into_iter().collect();
     let (graph, eval, node_targets) = match cfg.task {
         Task::Link => {
             let split = tma_graph::link_split(
@@ -204,12 +230,32 @@ pub fn prepare_with(
                 cfg.eval_num_neg,
                 cfg.seed,
             );
-            if split.val_pos.is_empty() {
+            let notes = &split.notes;
+            if split.val_pos.is_empty() || (cfg.test_frac > 0.0 && split.test_pos.is_empty()) {
+                let why = if notes.unrankable > 0 {
+                    format!(
+                        "no valid negative pair exists for the held-out edges ({} of them): every source is adjacent to every other node (a complete graph?); MRR needs non-edges to rank against",
+                        notes.unrankable
+                    )
+                } else if cfg.val_frac <= 0.0 || cfg.eval_max_edges == 0 {
+                    format!(
+                        "--val-frac {} / --eval-max-edges {} hold out no validation edge; link prediction needs at least one",
+                        cfg.val_frac, cfg.eval_max_edges
+                    )
+                } else {
+                    format!(
+                        "it has {} edge(s); link prediction needs at least {} (1 validation, {}1 training)",
+                        notes.num_edges,
+                        2 + (cfg.test_frac > 0.0) as usize,
+                        if cfg.test_frac > 0.0 { "1 test, " } else { "" }
+                    )
+                };
                 return Err(TrainError::Data(format!(
-                    "dataset '{}' leaves no validation edges with val-frac {}",
-                    ds.name, cfg.val_frac
+                    "dataset '{}': cannot split for link prediction: {why}",
+                    ds.name
                 )));
             }
+            warnings.extend(notes.warnings(cfg.val_frac, cfg.test_frac, cfg.eval_num_neg));
             let g = split.train_graph.clone();
             (g, EvalData::Link { split }, None)
         }
@@ -247,6 +293,38 @@ pub fn prepare_with(
                     "dataset '{}' has an empty train or validation split",
                     ds.name
                 )));
+            }
+            if let NodeTargets::Classes { y, num_classes } = &targets {
+                let mut count = vec![0usize; *num_classes];
+                for &c in y.iter().filter(|&&c| c >= 0) {
+                    count[c as usize] += 1;
+                }
+                let unused = count.iter().filter(|&&c| c == 0).count();
+                if unused > 0 {
+                    warnings.push(format!(
+                        "y.npy: {unused} of the {num_classes} classes (ids 0..{}, from the largest label) have no node; the model still outputs {num_classes} classes",
+                        num_classes - 1
+                    ));
+                }
+                let unl = |l: &[u32]| l.iter().filter(|&&v| y[v as usize] < 0).count();
+                let (a, b, c) = (unl(&split.train), unl(&split.val), unl(&split.test));
+                if a + b + c > 0 {
+                    warnings.push(format!(
+                        "split: {a} train / {b} val / {c} test nodes are unlabelled (y = -1) and are skipped; training and metrics use labelled nodes only ({} / {} / {})",
+                        split.train.len() - a,
+                        split.val.len() - b,
+                        split.test.len() - c
+                    ));
+                }
+                if split.train.len() == a || split.val.len() == b {
+                    return Err(TrainError::Data(format!(
+                        "dataset '{}' has no labelled {} node (train {} of which {a} unlabelled, val {} of which {b} unlabelled)",
+                        ds.name,
+                        if split.train.len() == a { "training" } else { "validation" },
+                        split.train.len(),
+                        split.val.len()
+                    )));
+                }
             }
             (
                 ds.graph.clone(),
@@ -342,23 +420,30 @@ pub fn prepare_with(
             (trainers, Some(report), Some(partition.hash_hex()))
         }
     };
-    for t in &trainers {
-        let empty = match &t.target {
-            TrainTarget::Link { edges } => edges.is_empty(),
-            TrainTarget::Node { nodes, .. } => nodes.is_empty(),
-        };
-        if empty {
-            return Err(TrainError::Data(format!(
-                "trainer {} got no training {} (graph too small for {} trainers?)",
-                t.trainer,
-                if cfg.task == Task::Link {
-                    "edges"
-                } else {
-                    "nodes"
-                },
-                cfg.num_trainers
-            )));
-        }
+    if let Some(rep) = &report {
+        warnings.extend(rep.warnings.iter().cloned());
+    }
+    let idle: Vec<usize> = trainers
+        .iter()
+        .filter(|t| t.num_examples() == 0)
+        .map(|t| t.trainer)
+        .collect();
+    let what = if cfg.task == Task::Link {
+        "edges"
+    } else {
+        "nodes"
+    };
+    if !idle.is_empty() && (idle.len() == trainers.len() || !cfg.method.averages_models()) {
+        return Err(TrainError::Data(format!(
+            "trainer{} {} got no training {what} ({} trainers on {} training {what}); use fewer --trainers",
+            if idle.len() == 1 { "" } else { "s" },
+            idle.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+            cfg.num_trainers,
+            match &eval {
+                EvalData::Node { split, .. } => split.train.len(),
+                EvalData::Link { split } => split.train_edges.len(),
+            }
+        )));
     }
     Ok(Prepared {
         graph,
@@ -370,6 +455,8 @@ pub fn prepare_with(
         partition_hash,
         in_dim,
         out_dim,
+        warnings,
+        removed: ds.removed,
     })
 }
 

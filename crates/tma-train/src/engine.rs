@@ -41,11 +41,18 @@ pub fn average_weight(w: AverageWeight, num_nodes: usize, num_edges: usize) -> f
     }
 }
 
-/// [`average_weight`] of every trainer of `prep`.
+/// [`average_weight`] of every trainer of `prep`; 0 for a trainer without training examples
+/// (it joins every round, but its parameters, the last average, do not enter the mean).
 pub fn average_weights(cfg: &TrainConfig, prep: &Prepared) -> Vec<f64> {
     prep.trainers
         .iter()
-        .map(|t| average_weight(cfg.average_weight, t.num_nodes(), t.num_edges()))
+        .map(|t| {
+            if t.num_examples() == 0 {
+                0.0
+            } else {
+                average_weight(cfg.average_weight, t.num_nodes(), t.num_edges())
+            }
+        })
         .collect()
 }
 
@@ -122,6 +129,7 @@ pub fn run_in_process(
             model: &model,
             clock: &*clock,
             eval_pool: &eval_pool,
+            stop: extras.stop.as_deref(),
         };
         let result = coordinate(
             &mut coord,

@@ -28,6 +28,7 @@ pub mod eval;
 mod evaluator;
 pub mod ggs;
 pub mod llcg;
+pub mod memory;
 pub mod method;
 pub mod methods;
 #[cfg(feature = "mpi")]
@@ -45,7 +46,9 @@ pub use data::{build_model, Prepared};
 pub use eval::{evaluate, EvalResult, Split};
 pub use methods::{prepare, run_in_process, training_method};
 pub use output::RunDir;
-pub use record::{Extras, FailPlan, Observer, Quiet, Resume, RoundRecord, RunResult, Summary};
+pub use record::{
+    Extras, FailPlan, Observer, Quiet, Resume, RoundRecord, RunResult, StopFlag, Summary,
+};
 pub use run::{DataSource, Engine, Run, RunSpec};
 
 use std::path::PathBuf;

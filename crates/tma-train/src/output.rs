@@ -79,14 +79,26 @@ impl RunDir {
     /// checkpoint is dropped and will be run again) and is then appended to.
     ///
     /// # Errors
-    /// [`TrainError::Config`] if the run already finished (`summary.json` exists);
+    /// [`TrainError::Config`] if the run already finished (`summary.json` exists and is not
+    /// marked `interrupted`);
     /// [`TrainError::Io`].
     pub fn reopen(path: &Path, last_round: u64) -> Result<RunDir, TrainError> {
-        if path.join("summary.json").exists() {
-            return Err(TrainError::Config(format!(
-                "{} holds a finished run (summary.json exists); nothing to resume",
-                path.display()
-            )));
+        let sp = path.join("summary.json");
+        if sp.exists() {
+            // a run stopped early (Ctrl-C) wrote a summary marked interrupted: it resumes, and
+            // its summary is written again at the end
+            let interrupted = fs::read(&sp)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v.get("interrupted").and_then(|i| i.as_bool()))
+                .unwrap_or(false);
+            if !interrupted {
+                return Err(TrainError::Config(format!(
+                    "{} holds a finished run (summary.json exists); nothing to resume",
+                    path.display()
+                )));
+            }
+            fs::remove_file(&sp).map_err(|e| io_err(&sp, e))?;
         }
         let rp = path.join("rounds.jsonl");
         let text = fs::read_to_string(&rp).unwrap_or_default();

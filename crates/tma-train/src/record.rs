@@ -62,10 +62,36 @@ pub struct Summary {
     /// Optimizer steps of each trainer since the start of the run (across resumes), as of the
     /// last round it joined (0 for trainers that never joined one).
     pub steps_per_trainer: Vec<u64>,
-    /// Trainers that failed during the run, with the training time (seconds) they stopped.
+    /// Trainers that failed during the run, with the training time (seconds) they stopped;
+    /// in JSON a list of `{"trainer": 1, "at_s": 4.02}` (`at_s` null when unknown, e.g. a
+    /// trainer that panicked).
+    #[serde(serialize_with = "failed_as_objects")]
     pub failed_trainers: Vec<(usize, f64)>,
     /// sha256 of the partition assignment (None for methods that do not partition).
     pub partition_hash: Option<String>,
+    /// The run was stopped by a stop request (Ctrl-C) before its time limit: the last round is
+    /// the one in flight at the request; `tma train --resume RUN_DIR` continues it.
+    pub interrupted: bool,
+    /// What the run changed or dropped in the user's data, and trainers without training
+    /// examples (one line each; see `Prepared::warnings`).
+    pub warnings: Vec<String>,
+    /// Self-loops and duplicate arcs the loader removed from the dataset.
+    pub removed_on_load: tma_graph::RemovedArcs,
+}
+
+fn failed_as_objects<S: serde::Serializer>(
+    failed: &[(usize, f64)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(failed.len()))?;
+    for &(trainer, at) in failed {
+        seq.serialize_element(&serde_json::json!({
+            "trainer": trainer,
+            "at_s": if at.is_finite() { Some(at) } else { None },
+        }))?;
+    }
+    seq.end()
 }
 
 /// Receives what happens during a run (the CLI prints it, [`crate::run::Run`] writes it to the
@@ -123,7 +149,14 @@ impl Resume {
 pub struct Extras {
     /// Continue from a checkpoint instead of the initial model.
     pub resume: Option<Resume>,
+    /// Set (by the caller, e.g. the CLI on Ctrl-C) to end the run early: the coordinator forms
+    /// the round in flight at once, makes it the last, and the run writes its checkpoint and
+    /// a summary marked `interrupted`.
+    pub stop: Option<StopFlag>,
 }
+
+/// A request to end a run early, shared between whoever requests it and the coordinator.
+pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
 
 /// Result of a run: records, summary and both models.
 pub struct RunResult {

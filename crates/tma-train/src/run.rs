@@ -20,7 +20,7 @@ use crate::clock::{Clock, RealClock};
 use crate::config::TrainConfig;
 use crate::data::{build_model, Prepared};
 use crate::output::RunDir;
-use crate::record::{Extras, FailPlan, Observer, RoundRecord, RunResult};
+use crate::record::{Extras, FailPlan, Observer, RoundRecord, RunResult, StopFlag};
 use crate::store::{self, Manifest};
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
@@ -115,6 +115,7 @@ pub fn load_dataset(data: &DataSource, cfg: &TrainConfig) -> Result<Option<Datas
             let opts = LoadOptions {
                 split_index: cfg.split_index,
                 seed: cfg.seed,
+                allow_split_overlap: cfg.allow_split_overlap,
                 ..LoadOptions::default()
             };
             tma_graph::load_dataset(dir, &opts)
@@ -173,6 +174,9 @@ pub struct Run {
     prepared: Option<Prepared>,
     manifest_sha256: Option<String>,
     clock: std::sync::OnceLock<Arc<dyn Clock>>,
+    stop: Option<StopFlag>,
+    memory_budget: Option<u64>,
+    warnings: Vec<String>,
 }
 
 fn abs_display(p: &Path) -> String {
@@ -254,13 +258,39 @@ impl Run {
                     dir.display()
                 )));
             }
+            if !dir.join("checkpoint").join("state.json").exists() {
+                return Err(TrainError::Config(format!(
+                    "--resume {}: the run stopped before its first round, so there is no checkpoint to resume from; start it again (remove {} or choose another --out)",
+                    dir.display(),
+                    dir.display()
+                )));
+            }
             let st = checkpoint::read_state(&dir)?;
+            if let Some(saved) = &st.config {
+                let now = serde_json::to_value(&config).expect("config serializes");
+                let diff = checkpoint::resume_differences(saved, &now);
+                if !diff.is_empty() {
+                    return Err(TrainError::Config(format!(
+                        "--resume {}: {} differ{} from the run's checkpoint; a resumed run keeps its data, partition and model options: drop {} (or start a new run with another --out)",
+                        dir.display(),
+                        diff.join(", "),
+                        if diff.len() == 1 { "s" } else { "" },
+                        if diff.len() == 1 { "that flag" } else { "those flags" }
+                    )));
+                }
+            }
             let rd = RunDir::reopen(&dir, st.round)?;
             (dir, rd, Some(st), None)
         } else {
             let dir = out.unwrap_or_else(|| default_out(&name, &config));
             let existed = dir.exists();
-            let rd = RunDir::create(&dir)?;
+            let rd = RunDir::create(&dir).map_err(|e| match e {
+                TrainError::RunDirExists(d) if unstarted_run_dir(&d) => TrainError::Config(format!(
+                    "--out {}: it holds a run that stopped before its first round (no checkpoint, nothing to resume); remove it or choose another --out",
+                    d.display()
+                )),
+                e => e,
+            })?;
             (dir, rd, None, Some(existed))
         };
         let run = Run {
@@ -276,6 +306,9 @@ impl Run {
             prepared: None,
             manifest_sha256,
             clock: std::sync::OnceLock::new(),
+            stop: None,
+            memory_budget: None,
+            warnings: Vec::new(),
         };
         if run.resumed.is_none() {
             let resolved = ResolvedConfig {
@@ -301,6 +334,32 @@ impl Run {
     /// The run directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether the run directory existed (empty) before this run; None for a resumed run,
+    /// whose directory is never removed. See [`discard_unstarted`].
+    pub fn dir_existed(&self) -> Option<bool> {
+        self.created
+    }
+
+    /// Ends the run early when `flag` is set (e.g. by the CLI on Ctrl-C): the round in flight
+    /// is formed at once and is the last; the checkpoint and a summary marked `interrupted`
+    /// are written, and `--resume` continues the run.
+    pub fn stop_on(&mut self, flag: StopFlag) {
+        self.stop = Some(flag);
+    }
+
+    /// Refuse, in [`Run::prepare`], a run whose estimated memory
+    /// ([`crate::memory::estimate`]) exceeds `bytes` (what the machine has available).
+    pub fn set_memory_budget(&mut self, bytes: u64) {
+        self.memory_budget = Some(bytes);
+    }
+
+    /// What preparation changed or dropped in the user's data and trainers without training
+    /// examples, one line each (after [`Run::prepare`]; recorded in `partition.json` and
+    /// `summary.json`).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The resolved configuration (for a partition directory: with its data options).
@@ -388,23 +447,50 @@ impl Run {
                 }
                 Opened::Prepared => unreachable!("prepared is None"),
             };
+            if let Some(budget) = self.memory_budget {
+                crate::memory::check(cfg, &prep, budget)?;
+            }
+            let mut warnings = prep.warnings.clone();
+            let idle = prep.idle_trainers();
+            if !idle.is_empty() {
+                warnings.push(format!(
+                    "trainer{} {} got no training {} (a small graph for {} trainers): {} every round with weight 0, the others train",
+                    if idle.len() == 1 { "" } else { "s" },
+                    idle.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+                    if cfg.task == crate::config::Task::Link { "edges" } else { "nodes" },
+                    prep.trainers.len(),
+                    if idle.len() == 1 { "it joins" } else { "they join" }
+                ));
+            }
             if let Some(st) = &self.resumed {
-                if st.partition_hash != prep.partition_hash
-                    || st.manifest_sha256 != self.manifest_sha256
-                {
+                let short = |h: Option<&str>| {
+                    h.map_or("none".to_string(), |h| h.chars().take(16).collect())
+                };
+                if st.partition_hash != prep.partition_hash {
                     return Err(TrainError::Config(format!(
-                        "resume {}: the checkpoint was made on partition {} (manifest {}), this run has partition {} (manifest {}); resume with the same data and partition options",
+                        "--resume {}: the checkpoint was made on another partition of the data (assignment sha256 {}, now {}); resume with the same --dataset, --method, --trainers, --drop-parts, --super-nodes and --seed",
                         self.dir.display(),
-                        st.partition_hash.as_deref().unwrap_or("none"),
-                        st.manifest_sha256.as_deref().unwrap_or("none"),
-                        prep.partition_hash.as_deref().unwrap_or("none"),
-                        self.manifest_sha256.as_deref().unwrap_or("none"),
+                        short(st.partition_hash.as_deref()),
+                        short(prep.partition_hash.as_deref()),
                     )));
                 }
-            } else if let Some(pj) = pj {
+                if st.manifest_sha256 != self.manifest_sha256 {
+                    return Err(TrainError::Config(format!(
+                        "--resume {}: the checkpoint was made {} (manifest sha256 {}), this run reads {} (manifest sha256 {}); resume with the same --partitions",
+                        self.dir.display(),
+                        if st.manifest_sha256.is_some() { "from a partition directory" } else { "without --partitions" },
+                        short(st.manifest_sha256.as_deref()),
+                        if self.manifest_sha256.is_some() { "a partition directory" } else { "a dataset" },
+                        short(self.manifest_sha256.as_deref()),
+                    )));
+                }
+            } else if let Some(mut pj) = pj {
+                pj["warnings"] = serde_json::json!(warnings);
+                pj["removed_on_load"] = serde_json::json!(prep.removed);
                 let bytes = serde_json::to_vec_pretty(&pj).expect("partition.json serializes");
                 self.run_dir.write("partition.json", &bytes)?;
             }
+            self.warnings = warnings;
             self.prepared = Some(prep);
         }
         Ok(self.prepared.as_ref().expect("just prepared"))
@@ -439,7 +525,10 @@ impl Run {
                 &fail,
                 ctx.clock,
                 ctx.observer,
-                Extras { resume: ctx.resume },
+                Extras {
+                    resume: ctx.resume,
+                    stop: ctx.stop,
+                },
             )
         })
     }
@@ -474,20 +563,23 @@ impl Run {
             prep.partition_hash.clone(),
             self.manifest_sha256.clone(),
             self.resumed.as_ref(),
-        )?;
+        )?
+        .with_config(serde_json::to_value(&self.config).expect("config serializes"));
         let mut recorder = Recorder {
             user: observer,
             run_dir: &mut self.run_dir,
             ckpt,
         };
-        let result = engine(EngineContext {
+        let mut result = engine(EngineContext {
             prep,
             cfg: &self.config,
             clock,
             observer: &mut recorder,
             resume,
             segment,
+            stop: self.stop.clone(),
         })?;
+        result.summary.warnings = self.warnings.clone();
         self.run_dir.finish(&result)?;
         Ok(result)
     }
@@ -507,11 +599,19 @@ impl Drop for Run {
 /// emptied if it was an empty directory. A run with at least one round is kept (it has a
 /// checkpoint to resume from).
 fn remove_unstarted_run(dir: &Path, existed: bool) {
+    discard_unstarted(dir, existed);
+}
+
+/// Puts the run directory `dir` of a run that has no round yet back as it was (removed, or
+/// emptied when it `existed` empty before the run) and returns true; returns false, touching
+/// nothing, when the run has a round (it has a checkpoint to resume from). For a process that
+/// must stop at once (a second Ctrl-C) without unwinding the [`Run`].
+pub fn discard_unstarted(dir: &Path, existed: bool) -> bool {
     let started = std::fs::metadata(dir.join("rounds.jsonl"))
         .map(|m| m.len() > 0)
         .unwrap_or(false);
     if started {
-        return;
+        return false;
     }
     if !existed {
         let _ = std::fs::remove_dir_all(dir);
@@ -525,6 +625,36 @@ fn remove_unstarted_run(dir: &Path, existed: bool) {
             };
         }
     }
+    true
+}
+
+/// Whether `dir` holds only what a run writes before its first round (`config.toml`,
+/// `partition.json`, an empty `rounds.jsonl`, an empty `checkpoint/`).
+fn unstarted_run_dir(dir: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut has_config = false;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let p = e.path();
+        let ok = match name.as_str() {
+            "config.toml" => {
+                has_config = true;
+                true
+            }
+            "partition.json" => true,
+            "rounds.jsonl" => std::fs::metadata(&p).map(|m| m.len() == 0).unwrap_or(false),
+            "checkpoint" => std::fs::read_dir(&p)
+                .map(|mut r| r.next().is_none())
+                .unwrap_or(false),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    has_config
 }
 
 /// What an engine gets from [`Run::coordinate_with`].
@@ -543,6 +673,8 @@ pub struct EngineContext<'a> {
     /// round for a resumed one (a resumed run does not replay the samples of its first
     /// segment).
     pub segment: u64,
+    /// The run's stop request ([`Run::stop_on`]), for the coordinator's loop.
+    pub stop: Option<StopFlag>,
 }
 
 /// The run's own observer: the caller's first, then `rounds.jsonl`, then the checkpoint.

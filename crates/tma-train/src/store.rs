@@ -704,6 +704,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
                 val_neg,
                 test_neg,
                 num_neg: k,
+                notes: Default::default(),
             },
         }
     } else {
@@ -726,6 +727,14 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         partition_hash: m.assignment_sha256.clone(),
         in_dim: m.in_dim,
         out_dim: m.out_dim,
+        // what `tma partition --out` reported (its partition report's warnings)
+        warnings: m
+            .report
+            .as_ref()
+            .and_then(|r| r.get("warnings"))
+            .and_then(|w| serde_json::from_value(w.clone()).ok())
+            .unwrap_or_default(),
+        removed: Default::default(),
     })
 }
 

@@ -343,7 +343,9 @@ impl Trainer {
                 }
             }
             let due = endpoint.due_round();
-            let enough = every == 0 || self.steps >= steps_at_join + every;
+            // (a trainer without examples takes no step: it joins every round called)
+            let enough =
+                every == 0 || self.num_examples() == 0 || self.steps >= steps_at_join + every;
             if every > 0 && enough && due <= joined {
                 std::thread::sleep(Duration::from_micros(200));
                 continue;
@@ -364,6 +366,12 @@ impl Trainer {
                     Some(Reply::Stop(_)) => return TrainerExit::Stopped,
                     None => return TrainerExit::Orphaned,
                 }
+                continue;
+            }
+            if self.num_examples() == 0 {
+                // nothing to train on (an unlucky part of a small graph): only join rounds,
+                // with weight 0 in the mean
+                std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
             let l = self.step();

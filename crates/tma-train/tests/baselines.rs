@@ -160,6 +160,7 @@ fn scripted_run(
         model: &model,
         clock: &clock,
         eval_pool: &pool,
+        stop: None,
     };
     coordinate(
         &mut coord,
@@ -421,6 +422,7 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
             model: &model,
             clock: &*clock,
             eval_pool: &pool,
+            stop: None,
         };
         coordinate(
             &mut coord,
@@ -575,6 +577,7 @@ fn resumed_run_counts_steps_from_the_start_of_the_run() {
         &mut rec,
         Extras {
             resume: Some(resume_after_round_5(&c, &p)),
+            stop: None,
         },
     )
     .unwrap();
@@ -609,6 +612,7 @@ fn resumed_ggs_run_counts_steps_from_the_start_of_the_run() {
         &mut rec,
         Extras {
             resume: Some(resume_after_round_5(&c, &p)),
+            stop: None,
         },
     )
     .unwrap();

@@ -123,6 +123,7 @@ fn info_on_cora_prints_the_summary_and_split() {
     assert_eq!(
         stdout(&r),
         "planetoid_cora: 2708 nodes, 10556 arcs (undirected), features 1433-d sparse (nnz 49216), 7 classes, split 140/500/1000\n\
+         removed on load: 0 self-loops, 0 duplicate arcs\n\
          split: train 140 / val 500 / test 1000\n"
     );
 }

@@ -12,6 +12,7 @@ mod harness;
 
 mod commands;
 mod compare;
+mod edge_cases;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod resume;

@@ -1,5 +1,6 @@
 //! Integration tests of tma-graph (one binary, ripgrep style).
 
+mod edge_cases;
 mod generate;
 mod load_real;
 mod malformed;

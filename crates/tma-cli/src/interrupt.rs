@@ -1,0 +1,76 @@
+//! Ctrl-C during `tma train`: the first one asks the run to stop after the round in flight
+//! (the run then writes its checkpoint and a summary marked `interrupted`, and the CLI says how
+//! to resume); the second one stops the process at once (removing a run directory that has no
+//! round yet, so `--out` can be used again). The library knows nothing of signals: it reads
+//! the stop flag this module sets ([`tma_train::Run::stop_on`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// SIGINTs received so far (the handler only counts; a watcher thread acts).
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
+    if n >= 3 {
+        // the watcher did not get to run: stop now (async-signal-safe)
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) }
+    }
+}
+
+/// The run directory to clean up on a second Ctrl-C: its path and whether it existed before
+/// the run (`Run::dir_existed`); None while no directory is made or for a resumed run.
+pub type Cleanup = Arc<Mutex<Option<(PathBuf, bool)>>>;
+
+/// Installs the SIGINT handler and its watcher thread; returns the stop flag for the run and
+/// the slot for the run directory.
+pub fn install() -> (tma_train::StopFlag, Cleanup) {
+    let stop: tma_train::StopFlag = Arc::new(AtomicBool::new(false));
+    let cleanup: Cleanup = Arc::new(Mutex::new(None));
+    // SAFETY: the handler only touches an atomic (and calls _exit); installed once.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    let (s, c) = (stop.clone(), cleanup.clone());
+    std::thread::Builder::new()
+        .name("tma-ctrl-c".into())
+        .spawn(move || {
+            let mut announced = false;
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                let n = COUNT.load(Ordering::SeqCst);
+                if n >= 1 && !announced {
+                    announced = true;
+                    s.store(true, Ordering::SeqCst);
+                    eprintln!(
+                        "\ninterrupt: finishing the round in flight, then writing the checkpoint and the summary (Ctrl-C again to stop at once)"
+                    );
+                }
+                if n >= 2 {
+                    let slot = c.lock().map(|g| g.clone()).unwrap_or(None);
+                    match slot {
+                        Some((dir, existed)) if tma_train::run::discard_unstarted(&dir, existed) => {
+                            eprintln!(
+                                "interrupt: stopped at once; the run had no round yet, {} was removed",
+                                dir.display()
+                            );
+                        }
+                        Some((dir, _)) => eprintln!(
+                            "interrupt: stopped at once; `tma train --resume {}` continues from its last checkpoint",
+                            dir.display()
+                        ),
+                        None => eprintln!("interrupt: stopped at once"),
+                    }
+                    std::process::exit(130);
+                }
+            }
+        })
+        .expect("spawn the Ctrl-C watcher");
+    (stop, cleanup)
+}

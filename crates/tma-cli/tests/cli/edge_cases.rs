@@ -1,0 +1,518 @@
+//! Issue 11 ("nothing silent") as a user meets it: small broken inputs written by the test,
+//! Ctrl-C, resume with other options, a model too large, ignored flags. Every case ends with
+//! exit 0 and the stated warning, or a non-zero exit naming the file or flag.
+
+use crate::harness::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tma_graph::npy;
+
+/// A dataset directory: undirected `edges` (both directions written), `n` nodes, 2 classes
+/// (`y = v % 2`), 4-d dense features, index split train/val/test as given.
+fn write_dataset(dir: &Path, n: usize, edges: &[(i64, i64)], split: [&[i64]; 3]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("meta.json"),
+        format!(r#"{{"name": "tiny", "directed": false, "computed": {{"nodes": {n}}}, "x_shape": [{n}, 4]}}"#),
+    )
+    .unwrap();
+    let mut src = vec![];
+    let mut dst = vec![];
+    for &(a, b) in edges {
+        src.extend([a, b]);
+        dst.extend([b, a]);
+    }
+    let e = src.len();
+    src.extend(dst);
+    npy::write(&dir.join("edge_index.npy"), &src, &[2, e]).unwrap();
+    let indptr: Vec<i64> = (0..=n as i64).map(|v| 4 * v).collect();
+    let indices: Vec<i64> = (0..n as i64).flat_map(|_| 0..4).collect();
+    let data: Vec<f32> = (0..4 * n).map(|k| (k % 7) as f32 * 0.5).collect();
+    npy::write(&dir.join("x_indptr.npy"), &indptr, &[n + 1]).unwrap();
+    npy::write(&dir.join("x_indices.npy"), &indices, &[4 * n]).unwrap();
+    npy::write(&dir.join("x_data.npy"), &data, &[4 * n]).unwrap();
+    let y: Vec<i64> = (0..n as i64).map(|v| v % 2).collect();
+    npy::write(&dir.join("y.npy"), &y, &[n]).unwrap();
+    for (name, ids) in ["train_idx.npy", "val_idx.npy", "test_idx.npy"]
+        .iter()
+        .zip(split)
+    {
+        npy::write(&dir.join(name), ids, &[ids.len()]).unwrap();
+    }
+    dir.to_path_buf()
+}
+
+fn ring(n: i64) -> Vec<(i64, i64)> {
+    (0..n).map(|v| (v, (v + 1) % n)).collect()
+}
+
+#[test]
+fn top_level_help_says_what_tma_does_in_one_line() {
+    let r = tma(&["--help"]);
+    assert_success(&r);
+    assert_eq!(
+        stdout(&r).lines().next().unwrap(),
+        "Train graph neural networks with M independent trainers on a randomized graph partition whose models are averaged every fixed span of wall-clock time (RandomTMA/SuperTMA)"
+    );
+}
+
+#[test]
+fn info_reports_removed_arcs_and_unlabelled_split_nodes() {
+    let dir = tempdir();
+    let mut edges = ring(6);
+    edges.extend([(0, 1), (2, 2)]); // a duplicate edge (2 arcs) and a self-loop (2 arcs)
+    let ds = write_dataset(
+        &dir.path().join("d"),
+        6,
+        &edges,
+        [&[0, 1], &[2, 3], &[4, 5]],
+    );
+    let mut y = vec![0i64, 1, -1, 1, 0, -1];
+    npy::write(&ds.join("y.npy"), &y, &[6]).unwrap();
+    let r = tma(&["info", "--dataset", ds.to_str().unwrap()]);
+    assert_success(&r);
+    assert!(
+        stdout(&r).contains("removed on load: 2 self-loops, 2 duplicate arcs\n"),
+        "{}",
+        text(&r)
+    );
+    let e = stderr(&r);
+    assert!(
+        e.contains("warning: edge_index.npy: removed 2 self-loops and 2 duplicate arcs on load"),
+        "{e}"
+    );
+    assert!(
+        e.contains("warning: split: 0 train / 1 val / 1 test nodes are unlabelled (y = -1)"),
+        "{e}"
+    );
+    // a label above meta.json's class count is refused, naming y.npy
+    std::fs::write(
+        ds.join("meta.json"),
+        r#"{"name": "tiny", "directed": false, "computed": {"nodes": 6, "classes": 2}, "x_shape": [6, 4]}"#,
+    )
+    .unwrap();
+    y[3] = 5;
+    npy::write(&ds.join("y.npy"), &y, &[6]).unwrap();
+    let r = tma(&["info", "--dataset", ds.to_str().unwrap()]);
+    assert_fails_with(
+        &r,
+        1,
+        &[
+            "y.npy",
+            "label of node 3 is 5, but meta.json says computed.classes = 2",
+        ],
+    );
+}
+
+#[test]
+fn broken_features_splits_and_pickles_are_errors_naming_the_file() {
+    let dir = tempdir();
+    let ds = write_dataset(
+        &dir.path().join("d"),
+        6,
+        &ring(6),
+        [&[0, 1], &[2, 3], &[4, 5]],
+    );
+    let d = ds.to_str().unwrap();
+    // NaN in features
+    let mut data: Vec<f32> = vec![0.5; 24];
+    data[9] = f32::NAN;
+    npy::write(&ds.join("x_data.npy"), &data, &[24]).unwrap();
+    let r = tma(&["info", "--dataset", d]);
+    assert_fails_with(
+        &r,
+        1,
+        &[
+            "x_data.npy",
+            "1 non-finite feature value",
+            "entry 9 (node 2, column 1) = NaN",
+        ],
+    );
+    npy::write(&ds.join("x_data.npy"), &[0.5f32; 24], &[24]).unwrap();
+    // train and test share node 1
+    npy::write(&ds.join("test_idx.npy"), &[4i64, 5, 1], &[3]).unwrap();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        d,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &[
+            "train_idx.npy",
+            "1 node of this split also appears in",
+            "test_idx.npy (first: 1)",
+            "--allow-split-overlap",
+        ],
+    );
+    assert!(!out.exists());
+    npy::write(&ds.join("test_idx.npy"), &[4i64, 5], &[2]).unwrap();
+    // a pickled (object) array
+    let mut bytes = npy::encode_header("|O", &[6], npy::Order::C);
+    bytes.extend_from_slice(&[0u8; 48]);
+    std::fs::write(ds.join("y.npy"), bytes).unwrap();
+    let r = tma(&["info", "--dataset", d]);
+    assert_fails_with(
+        &r,
+        1,
+        &[
+            "y.npy",
+            "expected <i8 (int64) [N] classes",
+            "pickled Python objects are not supported",
+        ],
+    );
+}
+
+#[test]
+fn partition_writes_parts_without_training_nodes_and_warns_of_empty_parts() {
+    let dir = tempdir();
+    // 12 nodes, one training node: most parts have none
+    let ds = write_dataset(
+        &dir.path().join("d"),
+        12,
+        &ring(12),
+        [&[0], &[1, 2, 3], &[4, 5, 6]],
+    );
+    let d = ds.to_str().unwrap();
+    let out = dir.path().join("parts");
+    // --num-parts is accepted next to --parts (PyG/DGL name)
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        d,
+        "--num-parts",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    assert!(out.join("manifest.json").is_file());
+    assert!(
+        stderr(&r).contains(
+            "no training nodes: written anyway; `tma train` runs such a trainer with weight 0"
+        ),
+        "{}",
+        text(&r)
+    );
+    let m = json_file(&out.join("manifest.json"));
+    let trains: Vec<u64> = m["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["num_train"].as_u64().unwrap())
+        .collect();
+    assert_eq!(trains.iter().sum::<u64>(), 1);
+    assert_eq!(trains.len(), 3);
+    // 12 random parts of 12 nodes: some are empty, named
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        d,
+        "--parts",
+        "12",
+        "--method",
+        "random",
+    ]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains("parts got no node (part"),
+        "{}",
+        text(&r)
+    );
+    // METIS / super: every part non-empty, clusters requested and obtained reported
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        d,
+        "--parts",
+        "10",
+        "--method",
+        "metis",
+    ]);
+    assert_success(&r);
+    assert!(
+        stdout(&r).contains("clusters: 10 requested, "),
+        "{}",
+        text(&r)
+    );
+    // --super-nodes above the node count: clamped with a warning
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        d,
+        "--parts",
+        "3",
+        "--method",
+        "super",
+        "--super-nodes",
+        "50",
+    ]);
+    assert_success(&r);
+    assert!(
+        stderr(&r)
+            .contains("warning: --super-nodes 50 exceeds the graph's 12 nodes: clamped to 12"),
+        "{}",
+        text(&r)
+    );
+    // and training on it goes on with the parts that have data
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--partitions",
+        out.to_str().unwrap(),
+        "--hidden",
+        "8",
+        "--sync-every",
+        "200ms",
+        "--time-limit",
+        "600ms",
+        "--out",
+        run.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_success(&r);
+    let s = summary(&run);
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("got no training nodes")),
+        "{s}"
+    );
+}
+
+#[test]
+fn tiny_link_graph_says_how_many_edges_it_needs() {
+    let dir = tempdir();
+    let ds = write_dataset(
+        &dir.path().join("d"),
+        3,
+        &[(0, 1), (1, 2)],
+        [&[0], &[1], &[2]],
+    );
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--task",
+        "link",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["it has 2 edge(s); link prediction needs at least 3 (1 validation, 1 test, 1 training)"],
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn ignored_split_index_is_said_and_too_large_models_are_refused() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let mut args = vec![
+        "train",
+        "--task",
+        "link",
+        "--split-index",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(QUICK);
+    let r = tma(&args);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains("warning: --split-index 1 is ignored: --task link splits edges"),
+        "{}",
+        text(&r)
+    );
+    // regression (issue 11): --hidden 100000000 ran until the OOM killer stopped it
+    let out = dir.path().join("huge");
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "800",
+        "--hidden",
+        "100000000",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["GiB of memory but", "--hidden 100000000", "reduce --hidden"],
+    );
+    assert!(!out.exists(), "a refused run leaves no directory");
+}
+
+#[test]
+fn resume_with_other_options_names_the_flag_and_both_values() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let o = out.to_str().unwrap();
+    let mut args = vec!["train", "--trainers", "2", "--out", o];
+    args.extend_from_slice(QUICK);
+    assert_success(&tma(&args));
+    // a finished run is not resumed; but first, the option check names the flag
+    std::fs::remove_file(out.join("summary.json")).unwrap();
+    let r = tma(&[
+        "train",
+        "--resume",
+        o,
+        "--trainers",
+        "3",
+        "--hidden",
+        "32",
+        "--quiet",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["--trainers 2 -> 3", "--hidden 16 -> 32", "drop those flags"],
+    );
+}
+
+fn sigint(pid: u32) {
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let o = out.to_str().unwrap().to_string();
+    let child = tma_cmd(&[
+        "train",
+        "--gen-nodes",
+        "800",
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "120s",
+        "--out",
+        &o,
+        "--quiet",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let rounds = out.join("rounds.jsonl");
+    wait_for("the first round", Duration::from_secs(60), || {
+        std::fs::metadata(&rounds)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+    });
+    sigint(child.id());
+    let t = Instant::now();
+    let r = child.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "stopped after the round in flight"
+    );
+    assert_eq!(r.status.code(), Some(130), "{}", text(&r));
+    assert!(
+        stdout(&r).contains(&format!("resume with: tma train --resume {o}")),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        stderr(&r).contains("interrupt: finishing the round in flight"),
+        "{}",
+        text(&r)
+    );
+    let s = summary(&out);
+    assert_eq!(s["interrupted"], serde_json::json!(true));
+    assert!(out.join("checkpoint/state.json").is_file());
+    let r = tma(&["train", "--resume", &o, "--time-limit", "2s", "--quiet"]);
+    assert_success(&r);
+    assert_eq!(summary(&out)["interrupted"], serde_json::json!(false));
+}
+
+/// `tma train` on a 200000-node generated graph with super-tma: preparation (METIS into 1000
+/// super-nodes) takes seconds, so signals sent right after the run directory appears arrive
+/// before any round.
+fn slow_to_prepare(out: &str) -> std::process::Child {
+    tma_cmd(&[
+        "train",
+        "--gen-nodes",
+        "200000",
+        "--method",
+        "super-tma",
+        "--hidden",
+        "16",
+        "--time-limit",
+        "120s",
+        "--out",
+        out,
+        "--quiet",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+#[test]
+fn ctrl_c_before_the_first_round_leaves_no_run_dir() {
+    let dir = tempdir();
+    // once: the run stops when preparation ends, before training, and removes its directory
+    let out = dir.path().join("once");
+    let o = out.to_str().unwrap().to_string();
+    let child = slow_to_prepare(&o);
+    wait_for("config.toml", Duration::from_secs(120), || {
+        out.join("config.toml").is_file()
+    });
+    sigint(child.id());
+    let r = child.wait_with_output().unwrap();
+    assert_fails_with(
+        &r,
+        1,
+        &["interrupted before training started", "was removed"],
+    );
+    assert!(!out.exists(), "{} left behind", out.display());
+    // twice: stops at once
+    let out = dir.path().join("twice");
+    let o = out.to_str().unwrap().to_string();
+    let child = slow_to_prepare(&o);
+    wait_for("config.toml", Duration::from_secs(120), || {
+        out.join("config.toml").is_file()
+    });
+    sigint(child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    sigint(child.id());
+    let r = child.wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(130), "{}", text(&r));
+    assert!(
+        stderr(&r).contains("interrupt: stopped at once; the run had no round yet"),
+        "{}",
+        text(&r)
+    );
+    assert!(!out.exists(), "{} left behind", out.display());
+    // and the same --out works again
+    let mut args = vec!["train", "--out", &o];
+    args.extend_from_slice(QUICK);
+    assert_success(&tma(&args));
+}

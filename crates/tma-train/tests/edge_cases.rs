@@ -1,0 +1,311 @@
+//! Regression tests of issue 11 ("nothing silent") in the training library: trainers without
+//! training examples, link splits of tiny or complete graphs, unlabelled split nodes, the
+//! memory estimate, a stop request, and what summary.json records.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use tma_graph::{generate_sbm, Csr, Dataset, Features, Labels, NodeSplit, SbmConfig};
+use tma_train::{DataSource, Method, Quiet, Run, RunSpec, Task, TrainConfig};
+
+fn sbm(n: usize) -> Dataset {
+    generate_sbm(&SbmConfig {
+        num_nodes: n,
+        avg_degree: 8.0,
+        feature_dim: 8,
+        seed: 1,
+        ..SbmConfig::default()
+    })
+}
+
+fn quick(method: Method, trainers: usize) -> TrainConfig {
+    TrainConfig {
+        method,
+        num_trainers: trainers,
+        hidden: 8,
+        sync_every: Duration::from_millis(150),
+        time_limit: Duration::from_millis(600),
+        threads: 2,
+        ..TrainConfig::default()
+    }
+}
+
+/// A graph with `n` nodes on a ring and only node 0 in the training split (classes 0/1).
+fn one_training_node(n: usize) -> Dataset {
+    let mut ds = sbm(n);
+    ds.labels = Labels::Classes {
+        y: (0..n).map(|v| (v % 2) as i32).collect(),
+        num_classes: 2,
+    };
+    ds.split = Some(NodeSplit {
+        train: vec![0],
+        val: (1..n as u32 / 2).collect(),
+        test: (n as u32 / 2..n as u32).collect(),
+    });
+    ds
+}
+
+#[test]
+fn a_trainer_without_training_nodes_joins_every_round_with_weight_zero() {
+    // regression (issue 11): "trainer 1 got no training nodes" failed the whole run
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let cfg = quick(Method::RandomTma, 2);
+    let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(one_training_node(200))));
+    spec.out = Some(out.clone());
+    let mut run = Run::start(spec).unwrap();
+    let prep = run.prepare().unwrap();
+    let idle = prep.idle_trainers();
+    assert_eq!(idle.len(), 1, "one of the two parts holds node 0");
+    let w = run.warnings().to_vec();
+    assert_eq!(
+        w,
+        vec![format!(
+            "trainer {} got no training nodes (a small graph for 2 trainers): it joins every round with weight 0, the others train",
+            idle[0]
+        )]
+    );
+    let r = run.train(&mut Quiet).unwrap();
+    assert!(r.rounds.len() >= 2);
+    for rec in &r.rounds {
+        assert_eq!(rec.participants, vec![0, 1], "round {}", rec.round);
+        assert!(rec.train_loss.is_finite(), "the other trainer trains");
+    }
+    assert_eq!(r.summary.steps_per_trainer[idle[0]], 0);
+    assert!(r.summary.steps_per_trainer[1 - idle[0]] > 0);
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["warnings"], serde_json::json!(w));
+    assert_eq!(s["interrupted"], serde_json::json!(false));
+    let p: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("partition.json")).unwrap()).unwrap();
+    assert_eq!(p["warnings"], serde_json::json!(w));
+    // no training node at all: a clear error, not a run that learns nothing
+    let mut ds = one_training_node(200);
+    ds.split.as_mut().unwrap().train = vec![];
+    ds.split.as_mut().unwrap().val = vec![1, 2];
+    let err = tma_train::prepare(ds, &quick(Method::Ggs, 2))
+        .err()
+        .expect("empty train split");
+    assert_eq!(
+        err.to_string(),
+        "dataset 'sbm' has an empty train or validation split"
+    );
+    // GGS (gradient averaging) cannot run a trainer with nothing: it refuses, naming it
+    let err = tma_train::prepare(one_training_node(200), &quick(Method::Ggs, 2))
+        .err()
+        .expect("GGS with an empty share");
+    assert_eq!(
+        err.to_string(),
+        "trainer 1 got no training nodes (2 trainers on 1 training nodes); use fewer --trainers"
+    );
+}
+
+/// Undirected graph from undirected edge pairs.
+fn undirected(n: usize, edges: &[(u32, u32)]) -> Csr {
+    let mut src = vec![];
+    let mut dst = vec![];
+    for &(a, b) in edges {
+        src.extend([a, b]);
+        dst.extend([b, a]);
+    }
+    Csr::from_edges(n, &src, &dst)
+}
+
+fn link_dataset(graph: Csr) -> Dataset {
+    let n = graph.num_nodes();
+    Dataset {
+        name: "tiny".into(),
+        directed: false,
+        features: Features::Dense {
+            num_nodes: n,
+            dim: 2,
+            data: vec![1.0; 2 * n],
+        },
+        graph,
+        structural_features: false,
+        labels: Labels::None,
+        split: None,
+        removed: Default::default(),
+        num_splits: 0,
+    }
+}
+
+#[test]
+fn link_split_of_tiny_and_complete_graphs_says_what_it_needs() {
+    let cfg = TrainConfig {
+        task: Task::Link,
+        ..quick(Method::Centralized, 1)
+    };
+    // 2 edges: says exactly how many are needed
+    let err = tma_train::prepare(link_dataset(undirected(3, &[(0, 1), (1, 2)])), &cfg)
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "dataset 'tiny': cannot split for link prediction: it has 2 edge(s); link prediction needs at least 3 (1 validation, 1 test, 1 training)"
+    );
+    // 9 edges: 1 validation, 1 test edge, and the warning says so
+    let path: Vec<(u32, u32)> = (0..9).map(|v| (v, v + 1)).collect();
+    let prep = tma_train::prepare(link_dataset(undirected(10, &path)), &cfg).unwrap();
+    assert_eq!(
+        prep.warnings[..2],
+        [
+            "link split: val-frac 0.05 of 9 edges rounds to 0; holding out 1 validation edge"
+                .to_string(),
+            "link split: test-frac 0.05 of 9 edges rounds to 0; holding out 1 test edge"
+                .to_string()
+        ]
+    );
+    // complete graph K4: no negative pair exists at all
+    let k4: Vec<(u32, u32)> = (0..4)
+        .flat_map(|a| (a + 1..4).map(move |b| (a, b)))
+        .collect();
+    let err = tma_train::prepare(
+        link_dataset(undirected(4, &k4)),
+        &TrainConfig {
+            val_frac: 0.2,
+            test_frac: 0.2,
+            ..cfg.clone()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(
+        err.to_string().starts_with(
+            "dataset 'tiny': cannot split for link prediction: no valid negative pair exists"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn unlabelled_split_nodes_are_counted_and_skipped() {
+    let mut ds = one_training_node(200);
+    let sp = ds.split.as_mut().unwrap();
+    sp.train = vec![0, 2, 4];
+    sp.val = (5..100).collect();
+    if let Labels::Classes { y, .. } = &mut ds.labels {
+        y[2] = -1;
+        y[10] = -1;
+        y[11] = -1;
+        y[150] = -1;
+    }
+    let prep = tma_train::prepare(ds, &quick(Method::Centralized, 1)).unwrap();
+    // train {0,2,4}: 1 unlabelled; val 5..100: 10, 11; test 100..200: 150
+    assert_eq!(
+        prep.warnings,
+        vec!["split: 1 train / 2 val / 1 test nodes are unlabelled (y = -1) and are skipped; training and metrics use labelled nodes only (2 / 93 / 99)".to_string()]
+    );
+}
+
+#[test]
+fn classes_without_nodes_are_said() {
+    // labels 0 and 3 only: a 4-class model with 2 classes nobody has
+    let mut ds = one_training_node(200);
+    ds.labels = Labels::Classes {
+        y: (0..200).map(|v| if v % 2 == 0 { 0 } else { 3 }).collect(),
+        num_classes: 4,
+    };
+    let prep = tma_train::prepare(ds, &quick(Method::Centralized, 1)).unwrap();
+    assert_eq!(
+        prep.warnings,
+        vec!["y.npy: 2 of the 4 classes (ids 0..3, from the largest label) have no node; the model still outputs 4 classes".to_string()]
+    );
+}
+
+#[test]
+fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
+    // regression (issue 11): --hidden 100000000 was started and killed by the OOM killer
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let cfg = TrainConfig {
+        hidden: 1_000_000,
+        ..quick(Method::RandomTma, 2)
+    };
+    let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm(300))));
+    spec.out = Some(out.clone());
+    let mut run = Run::start(spec).unwrap();
+    run.set_memory_budget(1 << 30);
+    let err = run.prepare().err().unwrap().to_string();
+    assert!(
+        err.contains("GiB of memory but 1.0 GiB are available")
+            && err.contains("--hidden 1000000")
+            && err.contains("reduce --hidden, --trainers or --batch-size"),
+        "{err}"
+    );
+    drop(run);
+    assert!(!out.exists(), "a refused run leaves no directory");
+    // the estimate's parts, exactly: 2-layer SAGE (8 -> 1e6 -> 8 classes)
+    let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
+    let e = tma_train::memory::estimate(&cfg, &prep).unwrap();
+    let p = tma_train::build_model(&cfg, prep.model_shape())
+        .unwrap()
+        .num_params() as u64;
+    assert_eq!(e.num_params, p);
+    assert_eq!(e.trainer_params, p * 24 * 2);
+    assert_eq!(e.coordinator_params, p * 32);
+    assert_eq!(e.evaluation, 300 * 1_000_000 * 8);
+    assert!(e.total() > 1 << 30);
+}
+
+#[test]
+fn a_stop_request_ends_the_run_after_the_round_in_flight() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let cfg = TrainConfig {
+        time_limit: Duration::from_secs(60),
+        ..quick(Method::RandomTma, 2)
+    };
+    let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
+    spec.out = Some(out.clone());
+    let mut run = Run::start(spec).unwrap();
+    let stop = Arc::new(AtomicBool::new(true)); // requested before the first round
+    run.stop_on(stop);
+    let t = std::time::Instant::now();
+    let r = run.train(&mut Quiet).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(30), "stopped early");
+    assert_eq!(r.rounds.len(), 1, "the round in flight is the last");
+    assert!(r.summary.interrupted);
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["interrupted"], serde_json::json!(true));
+    assert!(out.join("checkpoint/state.json").is_file());
+    // an interrupted run resumes (its summary is written again at the end)
+    let mut spec = RunSpec::new(
+        TrainConfig {
+            time_limit: Duration::from_millis(600),
+            ..quick(Method::RandomTma, 2)
+        },
+        DataSource::InMemory(Box::new(sbm(300))),
+    );
+    spec.out = Some(out.clone());
+    spec.resume = true;
+    let r = Run::start(spec).unwrap().train(&mut Quiet).unwrap();
+    assert!(!r.summary.interrupted);
+    assert!(r.summary.rounds >= 2);
+}
+
+#[test]
+fn failed_trainers_are_objects_in_summary_json() {
+    // regression (issue 11): failed trainers were raw tuples [[1, 4.018577031]]
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let mut spec = RunSpec::new(
+        TrainConfig {
+            time_limit: Duration::from_millis(900),
+            ..quick(Method::RandomTma, 2)
+        },
+        DataSource::InMemory(Box::new(sbm(300))),
+    );
+    spec.out = Some(out.clone());
+    spec.fail.insert(1, Duration::from_millis(300));
+    Run::start(spec).unwrap().train(&mut Quiet).unwrap();
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let f = s["failed_trainers"].as_array().unwrap();
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0]["trainer"], serde_json::json!(1));
+    let at = f[0]["at_s"].as_f64().unwrap();
+    assert!((0.3..0.9).contains(&at), "{at}");
+}
