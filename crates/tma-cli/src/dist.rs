@@ -65,24 +65,30 @@ pub fn open_partitions(
     let d = &m.data;
     let mut clash = Vec::new();
     macro_rules! check {
-        ($opt:ident, $field:ident) => {
+        ($flag:literal, $opt:ident, $field:ident) => {
             if let Some(v) = &o.$opt {
                 if *v != d.$field {
-                    clash.push(format!(
-                        "{} = {:?} (the directory has {:?})",
-                        stringify!($opt),
-                        v,
-                        d.$field
-                    ));
+                    clash.push(format!("{} {} (the directory has {})", $flag, v, d.$field));
                 }
             }
         };
     }
-    check!(task, task);
-    check!(method, method);
-    check!(num_trainers, num_trainers);
-    check!(seed, seed);
-    check!(drop_parts, drop_parts);
+    check!("--task", task, task);
+    check!("--method", method, method);
+    check!("--trainers", num_trainers, num_trainers);
+    check!("--seed", seed, seed);
+    check!("--drop-parts", drop_parts, drop_parts);
+    check!("--super-nodes", super_nodes, super_nodes);
+    check!("--val-frac", val_frac, val_frac);
+    check!("--test-frac", test_frac, test_frac);
+    check!("--eval-num-neg", eval_num_neg, eval_num_neg);
+    check!("--eval-max-edges", eval_max_edges, eval_max_edges);
+    check!(
+        "--normalize-features",
+        normalize_features,
+        normalize_features
+    );
+    check!("--split-index", split_index, split_index);
     if !clash.is_empty() {
         bail!(
             "--partitions {} was made with other options: {}; drop those flags or re-run `tma partition --out`",

@@ -398,6 +398,12 @@ pub fn train(o: TrainOpts) -> Result<()> {
         None => None,
     };
     let mut warnings = unused_flag_warnings(&flags, &[cfg.method]);
+    if flags.heads.is_some() && cfg.model != tma_nn::EncoderKind::Gat {
+        warnings.push(format!(
+            "--heads is ignored: only --model gat has attention heads (model: {})",
+            cfg.model
+        ));
+    }
     if flags.join_timeout.is_some() && engine != Engine::Mpi {
         warnings.push(
             "--join-timeout is ignored: it applies only to --engine mpi (this run is in-process)"

@@ -177,6 +177,9 @@ pub struct Run {
     stop: Option<StopFlag>,
     memory_budget: Option<u64>,
     warnings: Vec<String>,
+    /// `config.toml` of a resumed run (flags over the saved config), written once the resume
+    /// has passed its checks.
+    resumed_config: Option<String>,
 }
 
 fn abs_display(p: &Path) -> String {
@@ -218,7 +221,8 @@ impl Run {
                 let manifest = store::read_manifest(&dir)?;
                 manifest.data.apply(&mut config);
                 let name = manifest.dataset.clone();
-                let shown = dir.display().to_string();
+                // absolute, so `--config RUN_DIR/config.toml` and `--resume` work from any directory
+                let shown = abs_display(&dir);
                 (
                     Opened::Partitions { dir, manifest },
                     name,
@@ -293,7 +297,7 @@ impl Run {
             })?;
             (dir, rd, None, Some(existed))
         };
-        let run = Run {
+        let mut run = Run {
             config,
             fail,
             engine,
@@ -309,8 +313,9 @@ impl Run {
             stop: None,
             memory_budget: None,
             warnings: Vec::new(),
+            resumed_config: None,
         };
-        if run.resumed.is_none() {
+        {
             let resolved = ResolvedConfig {
                 dataset: dataset_path,
                 gen_nodes,
@@ -326,7 +331,11 @@ impl Run {
             };
             let text = toml::to_string(&resolved)
                 .map_err(|e| TrainError::Config(format!("serializing config.toml: {e}")))?;
-            run.run_dir.write("config.toml", text.as_bytes())?;
+            if run.resumed.is_none() {
+                run.run_dir.write("config.toml", text.as_bytes())?;
+            } else {
+                run.resumed_config = Some(text);
+            }
         }
         Ok(run)
     }
@@ -554,6 +563,10 @@ impl Run {
             Some(st) => Some(checkpoint::resume_from(&self.dir, st, &template)?),
             None => None,
         };
+        // a resumed run records the configuration it continues with (flags over the saved one)
+        if let Some(text) = self.resumed_config.take() {
+            self.run_dir.write("config.toml", text.as_bytes())?;
+        }
         let segment = self.resumed.as_ref().map_or(0, |s| s.round);
         let ckpt = Checkpointer::new(
             &self.dir,

@@ -389,6 +389,10 @@ fn ignored_train_options_are_warned_about() {
                 "warning: --average-weight is ignored",
             ],
         ),
+        (
+            &["--heads", "4"],
+            &["warning: --heads is ignored: only --model gat has attention heads (model: sage)"],
+        ),
     ];
     for (i, (extra, needles)) in cases.iter().enumerate() {
         let out = dir.path().join(format!("run{i}"));

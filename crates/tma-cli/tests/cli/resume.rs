@@ -101,9 +101,20 @@ fn killed_run_resumes_losing_at_most_one_round() {
     // at most the round in flight is lost: the checkpoint trails the log by at most one
     assert!(ck + 1 >= last_logged, "checkpoint {ck}, logged {logged:?}");
 
-    let o = tma(&["train", "--resume", r, "--quiet"]);
+    // a flag given with --resume wins over the saved config and is recorded in config.toml
+    // (regression: config.toml kept the first segment's values)
+    let before = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(before.contains("lr = 0.001\n"), "{before}");
+    let o = tma(&["train", "--resume", r, "--quiet", "--lr", "0.002"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(run.join("summary.json").exists(), "{}", text(&o));
+    let after = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(after.contains("lr = 0.002\n"), "{after}");
+    assert_eq!(
+        before.replace("lr = 0.001\n", "lr = 0.002\n"),
+        after,
+        "only the flag given changes"
+    );
     let s = summary(&run);
     // 8 rounds are due (1 s each, 8 s limit); under load a late round at or past the limit
     // is the last one, so 7 is possible
@@ -208,7 +219,60 @@ fn partition_dir_trains_and_corruption_is_refused() {
     // a flag that contradicts the directory
     let o = tma(&["train", "--partitions", p, "--trainers", "3", "--quiet"]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("num_trainers"), "{}", text(&o));
+    assert!(
+        text(&o).contains("--trainers 3 (the directory has 2)"),
+        "{}",
+        text(&o)
+    );
+    // data options beyond task/method/trainers/seed are checked too (regression: they were
+    // silently replaced by the directory's values)
+    for (flag, value, needle) in [
+        (
+            "--normalize-features",
+            "true",
+            "--normalize-features true (the directory has false)",
+        ),
+        (
+            "--val-frac",
+            "0.1",
+            "--val-frac 0.1 (the directory has 0.05)",
+        ),
+        (
+            "--super-nodes",
+            "50",
+            "--super-nodes 50 (the directory has 1000)",
+        ),
+    ] {
+        let o = tma(&["train", "--partitions", p, flag, value, "--quiet"]);
+        assert!(!o.status.success(), "{flag} accepted");
+        assert!(text(&o).contains(needle), "{flag}: {}", text(&o));
+    }
+    // config.toml records the partition directory as an absolute path, so --resume and
+    // --config work from any directory (regression: it was relative)
+    let o = tma_cmd(&[
+        "train",
+        "--partitions",
+        "parts",
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "300ms",
+        "--quiet",
+        "--out",
+        "run_rel",
+    ])
+    .current_dir(dir.path())
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let cfg = std::fs::read_to_string(dir.path().join("run_rel/config.toml")).unwrap();
+    let abs = std::fs::canonicalize(&parts).unwrap();
+    assert!(
+        cfg.contains(&format!("partitions = \"{}\"", abs.display())),
+        "{cfg}"
+    );
     // flip a byte of part 1's features: refused, naming the file
     let f = parts.join("part-001/feat_indices.npy");
     let f = if f.exists() {
