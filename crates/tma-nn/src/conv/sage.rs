@@ -15,7 +15,8 @@ use tma_sample::BlockView;
 ///
 /// Parameters (`{l}` = layer index): `encoder.{l}.lin_l.weight` `[out, in]`,
 /// `encoder.{l}.lin_l.bias` `[out]`, `encoder.{l}.lin_r.weight` `[out, in]` (no bias), in this
-/// order; weights Glorot-uniform, bias 0.
+/// order; weights Xavier-uniform with gain `sqrt(2)` (`U(±sqrt(2)·sqrt(6/(in+out)))`, DGL's
+/// `SAGEConv` initialisation), bias 0.
 ///
 /// **Shapes:** input `[num_src, in]` (dense, sparse or rows of a larger dense matrix), block
 /// with `num_dst <= num_src` destinations (the first `num_dst` sources), output
@@ -33,9 +34,9 @@ pub struct SageConv {
 impl SageConv {
     /// Declare `encoder.{l}.lin_l.weight`, `.lin_l.bias`, `.lin_r.weight`.
     pub(crate) fn build(a: &ConvArgs, alloc: &mut ParamAlloc) -> Result<Self, String> {
-        let w = alloc.add(a.name("lin_l.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w = alloc.add(a.name("lin_l.weight"), vec![a.out_dim, a.in_dim], Init::XavierGain(std::f32::consts::SQRT_2));
         let bias = alloc.add(a.name("lin_l.bias"), vec![a.out_dim], Init::Const(0.0));
-        let w_r = alloc.add(a.name("lin_r.weight"), vec![a.out_dim, a.in_dim], Init::Glorot);
+        let w_r = alloc.add(a.name("lin_r.weight"), vec![a.out_dim, a.in_dim], Init::XavierGain(std::f32::consts::SQRT_2));
         Ok(SageConv {
             core: LinearAgg {
                 in_dim: a.in_dim,
