@@ -168,7 +168,7 @@ pub fn coordinate(
                     };
                     (loss_sum, loss_count) = (0.0, 0);
                     ev.submit(PendingRound {
-                        validate: stop || round % cfg.eval_every.max(1) == 0,
+                        validate: stop || round.is_multiple_of(cfg.eval_every.max(1)),
                         record,
                         params: Arc::new(model.data.clone()),
                     });
