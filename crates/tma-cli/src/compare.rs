@@ -208,6 +208,10 @@ struct Recorder {
 
 impl Observer for Recorder {
     fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
+        // a round left unvalidated by --eval-every is no point of the curve
+        if !r.val.value.is_finite() {
+            return Ok(());
+        }
         if !self.quiet {
             eprintln!(
                 "  {:<24} round {:>3} t={:>6.1}s val {}={:.4}{}",

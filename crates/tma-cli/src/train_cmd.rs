@@ -100,6 +100,9 @@ pub struct TrainOpts {
     /// At most this many validation and test positives (link; each is ranked against eval-num-neg negatives; every round validates them, so they cost CPU time the trainers share). Default: 500.
     #[arg(long)]
     pub eval_max_edges: Option<usize>,
+    /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation takes 1/K of the CPU time the trainers share. Default: 1 (every round).
+    #[arg(long, value_name = "K")]
+    pub eval_every: Option<u64>,
     /// Fraction of edges held out for validation (link). Default: 0.05.
     #[arg(long)]
     pub val_frac: Option<f64>,
@@ -232,6 +235,7 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
         num_neg: o.num_neg.unwrap_or(d.num_neg),
         eval_num_neg: o.eval_num_neg.unwrap_or(d.eval_num_neg),
         eval_max_edges: o.eval_max_edges.unwrap_or(d.eval_max_edges),
+        eval_every: o.eval_every.unwrap_or(d.eval_every),
         val_frac: o.val_frac.unwrap_or(d.val_frac),
         test_frac: o.test_frac.unwrap_or(d.test_frac),
         normalize_features: o.normalize_features.unwrap_or(d.normalize_features),
@@ -350,13 +354,18 @@ pub(crate) struct Printer {
 impl Observer for Printer {
     fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
         let loss = loss_text(r.train_loss);
+        let val = if r.val.value.is_finite() {
+            format!("val {}={:.4}", r.val.metric, r.val.value)
+        } else {
+            "val -".to_string()
+        };
         let mut line = format!(
-            "round {:>3}  t={:>7.1}s  steps={:?}  loss={loss}  val {}={:.4}{}",
+            "round {:>3}  t={:>7.1}s  steps={:?}  loss={loss}  {val}  eval {:.2}s/{:.2} core-s{}",
             r.round,
             r.elapsed_s,
             r.steps,
-            r.val.metric,
-            r.val.value,
+            r.eval_s,
+            r.eval_cpu_s,
             if r.is_best { " *" } else { "" }
         );
         if !r.missing.is_empty() {
@@ -598,6 +607,19 @@ pub fn train(o: TrainOpts) -> Result<()> {
         s.best_val.value,
         s.best_test.value
     );
+    if let (Some(v), Some(t)) = (
+        s.best_val.all.get("majority_rate"),
+        s.best_test.all.get("majority_rate"),
+    ) {
+        // a model stuck at the majority class shows as accuracy == this rate
+        println!("majority-class rate: val={v:.4} test={t:.4} (accuracy of always predicting the most frequent training class)");
+    }
+    if let (Some(v), Some(t)) = (
+        s.best_val.all.get("macro_f1"),
+        s.best_test.all.get("macro_f1"),
+    ) {
+        println!("best macro_f1: val={v:.4} test={t:.4} (multi-label: each node's top-k labels, k = its true label count)");
+    }
     if !s.failed_trainers.is_empty() {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
     }

@@ -314,11 +314,11 @@ impl Model {
                     |name: &str, shape: Vec<usize>, init| alloc.add(name.into(), shape, init);
                 Some(DecoderLayout {
                     dim: d,
-                    w1: push("decoder.lin1.weight", vec![d, d], Init::Glorot),
-                    b1: push("decoder.lin1.bias", vec![d], Init::Const(0.0)),
+                    w1: push("decoder.lin1.weight", vec![d, d], Init::FanIn(d)),
+                    b1: push("decoder.lin1.bias", vec![d], Init::FanIn(d)),
                     act: push("decoder.act.weight", vec![1], Init::Const(0.25)),
-                    w2: push("decoder.lin2.weight", vec![1, d], Init::Glorot),
-                    b2: push("decoder.lin2.bias", vec![1], Init::Const(0.0)),
+                    w2: push("decoder.lin2.weight", vec![1, d], Init::FanIn(d)),
+                    b2: push("decoder.lin2.bias", vec![1], Init::FanIn(d)),
                 })
             }
             Head::Node { .. } => None,
@@ -380,19 +380,33 @@ impl Model {
         }
     }
 
-    /// Fresh parameters: Glorot-uniform weights (`U(±sqrt(6/(in+out)))`, as PyG's `Linear`;
-    /// GAT's `[1, heads, C]` attention vectors over `heads + C`, as PyG's `glorot`), zero
-    /// biases, LayerNorm weight 1 / bias 0, PReLU slope 0.25. Drawn in spec order.
+    /// Fresh parameters, as the reference stack (PyTorch + DGL) initialises them: SAGE weights
+    /// Xavier-uniform with gain `sqrt(2)` (DGL's `SAGEConv`), GCN / MLP / GAT weights
+    /// Glorot-uniform (`U(±sqrt(6/(in+out)))`; GAT's `[1, heads, C]` attention vectors over
+    /// `heads + C`, as PyG's `glorot`), encoder biases 0, LayerNorm weight 1 / bias 0, PReLU
+    /// slope 0.25, and the link decoder's two linear layers (weights and biases)
+    /// `U(±1/sqrt(fan_in))`, PyTorch's `nn.Linear` default. Drawn in spec order.
+    /// docs/decisions/0006-learning-per-step.md has the measurements behind this.
     pub fn init_params(&self, rng: &mut ChaCha8Rng) -> ParamSet {
         let mut p = self.zero_params();
         for (s, init) in self.specs.iter().zip(&self.inits) {
             let v = &mut p.data[s.offset..s.offset + s.numel()];
             match *init {
                 Init::Const(c) => v.fill(c),
-                Init::Glorot => {
+                Init::Glorot | Init::XavierGain(_) => {
+                    let gain = match *init {
+                        Init::XavierGain(g) => g as f64,
+                        _ => 1.0,
+                    };
                     let k = s.shape.len();
                     let fans = s.shape[k.saturating_sub(2)..].iter().sum::<usize>();
-                    let a = (6.0 / fans as f64).sqrt() as f32;
+                    let a = (gain * (6.0 / fans as f64).sqrt()) as f32;
+                    for x in v.iter_mut() {
+                        *x = rng.random_range(-a..a);
+                    }
+                }
+                Init::FanIn(fan_in) => {
+                    let a = (1.0 / (fan_in.max(1) as f64).sqrt()) as f32;
                     for x in v.iter_mut() {
                         *x = rng.random_range(-a..a);
                     }

@@ -400,6 +400,7 @@ mod tests {
                 all: BTreeMap::new(),
             },
             eval_s: 0.0,
+            eval_cpu_s: 0.0,
             is_best,
         }
     }

@@ -174,10 +174,12 @@ pub fn coordinate(
                         },
                         val: EvalResult::default(),
                         eval_s: 0.0,
+                        eval_cpu_s: 0.0,
                         is_best: false,
                     };
                     (loss_sum, loss_count) = (0.0, 0);
                     ev.submit(PendingRound {
+                        validate: stop || round.is_multiple_of(cfg.eval_every.max(1)),
                         record,
                         params: Arc::new(model.data.clone()),
                     });

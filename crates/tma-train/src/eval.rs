@@ -1,6 +1,7 @@
-//! Evaluation: metrics (MRR and Hits@K for link prediction, OGB style; accuracy and micro-F1
-//! for node classification) and [`evaluate`], which applies them to a model on the validation
-//! or test split.
+//! Evaluation: metrics (MRR and Hits@K for link prediction, OGB style; accuracy with the
+//! majority-class rate beside it, and top-k micro-/macro-F1 for multi-label node
+//! classification) and [`evaluate`], which applies them to a model on the validation or test
+//! split.
 
 use crate::data::{EvalData, NodeTargets, Prepared};
 use serde::Serialize;
@@ -131,6 +132,88 @@ pub fn micro_f1(logits: &[f32], targets: &[u8], num_labels: usize, nodes: &[u32]
     2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
 }
 
+/// Micro- and macro-averaged F1 for multi-label prediction the way the field reports it
+/// (DeepWalk, LINE, node2vec on BlogCatalog): each node predicts its `k` highest-scoring labels,
+/// `k` = its number of true labels (ties: the lower label index first), so no threshold is
+/// involved. Macro-F1 is the mean over all `num_labels` labels of each label's F1 (0 for a label
+/// neither present nor predicted among `nodes`, as scikit-learn's `f1_score(average="macro")`).
+/// `logits: [N, L]`, `targets: [N, L]` (0/1), both row-major; only rows in `nodes` count.
+/// Returns `(micro, macro)`.
+pub fn multilabel_topk_f1(
+    logits: &[f32],
+    targets: &[u8],
+    num_labels: usize,
+    nodes: &[u32],
+) -> (f64, f64) {
+    let l = num_labels;
+    let (mut tp, mut fp, mut fneg) = (vec![0usize; l], vec![0usize; l], vec![0usize; l]);
+    let mut order: Vec<usize> = Vec::with_capacity(l);
+    for &v in nodes {
+        let r = v as usize * l;
+        let (row, truth) = (&logits[r..r + l], &targets[r..r + l]);
+        let k = truth.iter().filter(|&&t| t != 0).count();
+        order.clear();
+        order.extend(0..l);
+        // stable sort: equal scores keep the lower label index first
+        order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+        let mut pred = vec![false; l];
+        for &j in &order[..k] {
+            pred[j] = true;
+        }
+        for j in 0..l {
+            match (pred[j], truth[j] != 0) {
+                (true, true) => tp[j] += 1,
+                (true, false) => fp[j] += 1,
+                (false, true) => fneg[j] += 1,
+                _ => {}
+            }
+        }
+    }
+    let f1 = |tp: usize, fp: usize, fneg: usize| {
+        if tp == 0 {
+            0.0
+        } else {
+            2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
+        }
+    };
+    let sum = |x: &[usize]| x.iter().sum::<usize>();
+    let micro = f1(sum(&tp), sum(&fp), sum(&fneg));
+    let macro_ = if l == 0 {
+        0.0
+    } else {
+        (0..l).map(|j| f1(tp[j], fp[j], fneg[j])).sum::<f64>() / l as f64
+    };
+    (micro, macro_)
+}
+
+/// Accuracy of always predicting the most frequent class among the labelled `train` nodes
+/// (ties: the lower class), over the labelled `nodes`: the floor a classifier must beat. 0 when
+/// either set has no labelled node.
+pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &[u32]) -> f64 {
+    let mut count = vec![0usize; num_classes];
+    for &v in train {
+        let y = labels[v as usize];
+        if y >= 0 && (y as usize) < num_classes {
+            count[y as usize] += 1;
+        }
+    }
+    let Some(major) = (0..num_classes).rev().max_by_key(|&c| count[c]) else {
+        return 0.0;
+    };
+    if count[major] == 0 {
+        return 0.0;
+    }
+    let labelled: Vec<i32> = nodes
+        .iter()
+        .map(|&v| labels[v as usize])
+        .filter(|&y| y >= 0)
+        .collect();
+    if labelled.is_empty() {
+        return 0.0;
+    }
+    labelled.iter().filter(|&&y| y == major as i32).count() as f64 / labelled.len() as f64
+}
+
 /// Evaluates `params` on the validation or test split: exact layer-wise full-neighbour
 /// inference on the whole evaluation graph (`prep.graph`), then MRR/Hits@K against the fixed
 /// negatives (link) or accuracy/micro-F1 over the split's labelled nodes (node).
@@ -171,10 +254,21 @@ pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split)
             };
             let (metric, value) = match targets {
                 NodeTargets::Classes { y, num_classes } => {
-                    ("accuracy", accuracy(&h.data, *num_classes, y, nodes))
+                    let acc = accuracy(&h.data, *num_classes, y, nodes);
+                    all.insert(
+                        "majority_rate".into(),
+                        majority_rate(y, *num_classes, &ns.train, nodes),
+                    );
+                    ("accuracy", acc)
                 }
                 NodeTargets::MultiLabel { y, num_labels } => {
-                    ("micro_f1", micro_f1(&h.data, y, *num_labels, nodes))
+                    let (micro, macro_) = multilabel_topk_f1(&h.data, y, *num_labels, nodes);
+                    all.insert("macro_f1".into(), macro_);
+                    all.insert(
+                        "micro_f1_at_logit0".into(),
+                        micro_f1(&h.data, y, *num_labels, nodes),
+                    );
+                    ("micro_f1", micro)
                 }
             };
             all.insert(metric.into(), value);
@@ -215,5 +309,40 @@ mod tests {
         let l = [1.0f32, -1.0, 2.0, 3.0];
         let t = [1u8, 1, 0, 1];
         assert!((micro_f1(&l, &t, 2, &[0, 1]) - 4.0 / 6.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn multilabel_topk_f1_exact() {
+        // 3 nodes, 3 labels, all logits negative (thresholding at 0 would predict nothing)
+        let l = [
+            -1.0f32, -3.0, -2.0, // node 0: truth {0, 2} -> top-2 {0, 2}: tp 2
+            -5.0, -1.0,
+            -1.0, // node 1: truth {0} -> top-1: tie 1/2, the lower (1): fp 1, fn 1
+            -2.0, -2.0, -9.0, // node 2: truth {} -> k = 0, predicts nothing
+        ];
+        let t = [1u8, 0, 1, 1, 0, 0, 0, 0, 0];
+        assert_eq!(micro_f1(&l, &t, 3, &[0, 1, 2]), 0.0);
+        let (micro, macro_) = multilabel_topk_f1(&l, &t, 3, &[0, 1, 2]);
+        // tp 2, fp 1, fn 1 -> 4 / 6
+        assert!((micro - 4.0 / 6.0).abs() < 1e-12, "{micro}");
+        // label 0: tp 1 fn 1 -> 2/3; label 1: fp 1 -> 0; label 2: tp 1 -> 1
+        assert!(
+            (macro_ - (2.0 / 3.0 + 0.0 + 1.0) / 3.0).abs() < 1e-12,
+            "{macro_}"
+        );
+        // only node 0 counts: perfect
+        assert_eq!(multilabel_topk_f1(&l, &t, 3, &[0]).0, 1.0);
+    }
+
+    #[test]
+    fn majority_rate_exact() {
+        // training labels: class 2 x3, class 0 x2, one unlabelled -> majority 2
+        let y = [2, 2, 0, 0, 2, -1, 2, 1, 0, -1];
+        let train = [0, 1, 2, 3, 4, 5];
+        // evaluated nodes 6..10: labels 2, 1, 0, (unlabelled) -> 1 of 3
+        assert!((majority_rate(&y, 3, &train, &[6, 7, 8, 9]) - 1.0 / 3.0).abs() < 1e-12);
+        // a tie (class 0 and 2 twice each) goes to the lower class
+        assert_eq!(majority_rate(&y, 3, &[0, 1, 2, 3], &[2, 3, 6]), 2.0 / 3.0);
+        assert_eq!(majority_rate(&y, 3, &[5, 9], &[0]), 0.0);
     }
 }

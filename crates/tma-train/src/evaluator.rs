@@ -17,6 +17,9 @@ pub(crate) struct PendingRound {
     pub(crate) record: RoundRecord,
     /// The round's averaged parameters.
     pub(crate) params: Arc<Vec<f32>>,
+    /// Whether to validate it (`--eval-every`); a round that is not validated keeps a NaN
+    /// `val.value` (null in JSON) and is never the best.
+    pub(crate) validate: bool,
 }
 
 /// The best round so far: number, validation result, parameters.
@@ -77,11 +80,12 @@ impl Evaluator<'_> {
 
     fn accept(&mut self, mut p: PendingRound) {
         self.in_flight -= 1;
-        let is_best = self
-            .book
-            .best
-            .as_ref()
-            .is_none_or(|(_, b, _)| p.record.val.value > b.value);
+        let is_best = p.validate
+            && self
+                .book
+                .best
+                .as_ref()
+                .is_none_or(|(_, b, _)| p.record.val.value > b.value);
         if is_best {
             self.book.best = Some((p.record.round, p.record.val.clone(), p.params.clone()));
         }
@@ -126,11 +130,23 @@ pub(crate) fn with_evaluator<R>(
             .name("tma-evaluator".into())
             .spawn_scoped(scope, move || {
                 for mut job in job_rx {
+                    if !job.validate {
+                        job.record.val.value = f64::NAN;
+                        if done_tx.send(job).is_err() {
+                            break;
+                        }
+                        continue;
+                    }
                     params.data.copy_from_slice(&job.params);
+                    let cpu0 = pool_cpu_s(eval_pool);
                     let t0 = Instant::now();
                     job.record.val =
                         eval_pool.install(|| evaluate(model, &params, prep, Split::Val));
                     job.record.eval_s = t0.elapsed().as_secs_f64();
+                    job.record.eval_cpu_s = match (cpu0, pool_cpu_s(eval_pool)) {
+                        (Some(a), Some(b)) => (b - a).max(0.0),
+                        _ => job.record.eval_s * eval_pool.current_num_threads() as f64,
+                    };
                     if done_tx.send(job).is_err() {
                         break;
                     }
@@ -152,4 +168,21 @@ pub(crate) fn with_evaluator<R>(
         ev.close();
         (r, ev.book)
     })
+}
+
+/// CPU time of the calling thread, seconds (Linux: `/proc/thread-self/schedstat`, nanoseconds
+/// on CPU; `None` where that file cannot be read).
+fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 * 1e-9)
+}
+
+/// Summed CPU time of every thread of `pool` (each thread reads its own), seconds. The pool's
+/// threads only evaluate (and combine models between rounds), so the difference over one
+/// validation is what that validation took from the shared cores.
+fn pool_cpu_s(pool: &rayon::ThreadPool) -> Option<f64> {
+    pool.broadcast(|_| thread_cpu_s())
+        .into_iter()
+        .sum::<Option<f64>>()
 }

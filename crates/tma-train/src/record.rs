@@ -30,8 +30,12 @@ pub struct RoundRecord {
     pub train_loss: f64,
     /// Validation result of the averaged model.
     pub val: EvalResult,
-    /// Seconds the validation took.
+    /// Seconds the validation took (wall clock; it runs beside the trainers, on their cores).
     pub eval_s: f64,
+    /// Core-seconds the validation took from the cores the trainers share: CPU time of the
+    /// evaluation threads (Linux: `/proc/thread-self/schedstat`; elsewhere `eval_s` times the
+    /// evaluation threads, an upper bound).
+    pub eval_cpu_s: f64,
     /// Whether this round's model is the best so far on validation.
     pub is_best: bool,
 }

@@ -290,3 +290,59 @@ fn time_limit_holds_when_rounds_run_late() {
         r.rounds.len()
     );
 }
+
+/// `eval_every: 3` validates rounds 3, 6, ... and always the last; the others carry a NaN
+/// value (null in rounds.jsonl), are never the best, and cost no evaluation time. Validated
+/// rounds record the evaluation's wall and CPU seconds; node tasks report the majority-class
+/// rate beside accuracy (on the balanced 8-block SBM it is about 1/8).
+#[test]
+fn eval_every_skips_validation_and_records_its_cost() {
+    let cfg = TrainConfig {
+        method: Method::RandomTma,
+        num_trainers: 2,
+        hidden: 16,
+        eval_every: 3,
+        sync_every: Duration::from_millis(150),
+        time_limit: Duration::from_millis(1200),
+        // one core: the other tests of this binary run beside it, some of them timed
+        threads: 1,
+        ..TrainConfig::default()
+    };
+    let prep = prepare(sbm(1500, 3), &cfg).unwrap();
+    let mut rec = Record(Vec::new());
+    let r = run_in_process(
+        &prep,
+        &cfg,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras::default(),
+    )
+    .unwrap();
+    let rounds = &rec.0;
+    assert!(rounds.len() >= 4, "{} rounds", rounds.len());
+    let last = rounds.last().unwrap().round;
+    for x in rounds {
+        let validated = x.round.is_multiple_of(3) || x.round == last;
+        assert_eq!(x.val.value.is_finite(), validated, "round {}", x.round);
+        if validated {
+            assert_eq!(x.val.metric, "accuracy");
+            assert!(
+                x.eval_s > 0.0 && x.eval_cpu_s > 0.0,
+                "round {}: {x:?}",
+                x.round
+            );
+            let maj = x.val.all["majority_rate"];
+            assert!((0.08..0.2).contains(&maj), "majority rate {maj}");
+        } else {
+            assert!(!x.is_best);
+            assert_eq!((x.eval_s, x.eval_cpu_s), (0.0, 0.0));
+        }
+    }
+    assert!(r.summary.final_val.value.is_finite());
+    assert!(r.summary.best_round.is_multiple_of(3) || r.summary.best_round == last);
+    // rounds.jsonl writes the skipped value as null
+    let skipped = rounds.iter().find(|x| !x.val.value.is_finite()).unwrap();
+    let json = serde_json::to_value(skipped).unwrap();
+    assert!(json["val"]["value"].is_null(), "{json}");
+}

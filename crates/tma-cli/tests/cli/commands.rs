@@ -50,6 +50,17 @@ fn train_on_generated_graph_writes_every_output() {
     assert!(acc > 0.3, "generated SBM (8 classes) accuracy {acc}");
     let stdout = stdout(&r);
     assert!(stdout.contains(&format!("done: {n} rounds")), "{stdout}");
+    // node task: the majority-class rate is printed and recorded beside accuracy (the SBM's 8
+    // classes are balanced: about 1/8), and every round records what validation cost
+    let maj = summary["best_val"]["all"]["majority_rate"]
+        .as_f64()
+        .unwrap();
+    assert!((0.08..0.2).contains(&maj), "majority rate {maj}");
+    assert!(
+        stdout.contains(&format!("majority-class rate: val={maj:.4}")),
+        "{stdout}"
+    );
+    assert!(first["eval_cpu_s"].as_f64().unwrap() > 0.0, "{rounds}");
 
     // the same run directory is never overwritten
     let again = tma(&args);
@@ -140,6 +151,7 @@ fn bad_flags_are_rejected_with_a_reason() {
         (&["--model", "gat", "--hidden", "30"], "multiple of heads"),
         (&["--fail", "9@1s"], "trainer 9 does not exist"),
         (&["--method", "magic"], "magic"),
+        (&["--eval-every", "0"], "eval-every must be >= 1"),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["train", "--out", o, "--quiet"];

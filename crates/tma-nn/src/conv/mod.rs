@@ -169,6 +169,12 @@ pub(crate) enum Init {
     /// Glorot/Xavier uniform `U(±sqrt(6 / (fan_in + fan_out)))` over the last two dimensions
     /// (PyG's `glorot`: `[out, in]` weights, `[1, heads, channels]` attention vectors).
     Glorot,
+    /// Glorot/Xavier uniform scaled by `gain`: `U(±gain·sqrt(6 / (fan_in + fan_out)))`
+    /// (PyTorch's `xavier_uniform_(w, gain)`; DGL's `SAGEConv` uses gain `sqrt(2)`).
+    XavierGain(f32),
+    /// `U(±1/sqrt(fan_in))` with the given `fan_in`: PyTorch's `nn.Linear` default for its
+    /// weight (`kaiming_uniform_(a=sqrt(5))`) and its bias alike.
+    FanIn(usize),
     /// Every element `v`.
     Const(f32),
 }

@@ -15,7 +15,8 @@ use tma_sample::BlockView;
 ///
 /// Parameters (`{l}` = layer index): `encoder.{l}.lin_l.weight` `[out, in]`,
 /// `encoder.{l}.lin_l.bias` `[out]`, `encoder.{l}.lin_r.weight` `[out, in]` (no bias), in this
-/// order; weights Glorot-uniform, bias 0.
+/// order; weights Xavier-uniform with gain `sqrt(2)` (`U(±sqrt(2)·sqrt(6/(in+out)))`, DGL's
+/// `SAGEConv` initialisation), bias 0.
 ///
 /// **Shapes:** input `[num_src, in]` (dense, sparse or rows of a larger dense matrix), block
 /// with `num_dst <= num_src` destinations (the first `num_dst` sources), output
@@ -36,13 +37,13 @@ impl SageConv {
         let w = alloc.add(
             a.name("lin_l.weight"),
             vec![a.out_dim, a.in_dim],
-            Init::Glorot,
+            Init::XavierGain(std::f32::consts::SQRT_2),
         );
         let bias = alloc.add(a.name("lin_l.bias"), vec![a.out_dim], Init::Const(0.0));
         let w_r = alloc.add(
             a.name("lin_r.weight"),
             vec![a.out_dim, a.in_dim],
-            Init::Glorot,
+            Init::XavierGain(std::f32::consts::SQRT_2),
         );
         Ok(SageConv {
             core: LinearAgg {
@@ -76,7 +77,7 @@ impl Conv for SageConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
+    fn reads_all_rows_dense(&self) -> bool {
         self.core.out_dim < self.core.in_dim
     }
     fn forward(

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Time to accuracy: tma against the paper's own stack (the release's pipeline re-implemented on
+# DGL, `dgl_tma.py`), same data, split sizes, model and budget, A-B-B-A order, then a report.
+#
+#   bench/tta.sh                          # every workload below, 60 s each, A-B-B-A
+#   BUDGET=120s ORDER=ABBA bench/tta.sh   # longer runs
+#   ORDER=AB WORKLOADS="facebook-link" METHODS=random-tma bench/tta.sh
+#
+# Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
+# leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
+# next to the seeds then 10, Adam lr 1e-3, batch 65536 edges (link) / 1024 nodes (node),
+# gradient clipping 1.0 from epoch 2, 4 trainers (centralized: 1), 10 s rounds, CORES cores.
+# DGL evaluates concurrently like tma (--eval-mode concurrent, the release's behaviour).
+#
+# Needs: the DGL pipeline (PEER, default ../shared/peers/dgl_tma.py) and a Python with torch
+# 2.1.2 + dgl 2.1.0 (DGL_PYTHON, default .venv-dgl/bin/python; bench/README.md has the pip
+# line). Raw runs go to bench/out/tta/ (ignored by git); the report to $REPORT
+# (default bench/out/tta/report.md; bench/tta-results.md keeps a measured one with its set-up).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUDGET=${BUDGET:-60s}
+ORDER=${ORDER:-ABBA}
+CORES=${CORES:-2}
+PEER=${PEER:-../shared/peers/dgl_tma.py}
+DGL_PYTHON=${DGL_PYTHON:-.venv-dgl/bin/python}
+DATA=${DATA:-../shared/datasets}
+WORKLOADS=${WORKLOADS:-"facebook-link photo-link facebook-node"}
+METHODS=${METHODS:-"random-tma centralized"}
+OUT=${OUT:-bench/out/tta}
+REPORT=${REPORT:-$OUT/report.md}
+TMA=${TMA:-}
+
+[[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
+[[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
+if [[ -z "$TMA" ]]; then
+  cargo build --release -q -p tma-cli
+  TMA="${CARGO_TARGET_DIR:-target}/release/tma"
+fi
+mkdir -p "$OUT"
+rm -f "$OUT/failed.txt"
+
+# the number of held-out pairs must be 1000 on both sides: fraction = 1000.25 / undirected pairs
+frac() {
+  "$DGL_PYTHON" - "$1" <<'EOF'
+import numpy as np, sys, os
+ei = np.load(os.path.join(sys.argv[1], "edge_index.npy"))
+n = int(ei.max()) + 1
+u, v = np.minimum(ei[0], ei[1]).astype(np.int64), np.maximum(ei[0], ei[1]).astype(np.int64)
+keep = u != v
+print(f"{1000.25 / len(np.unique(u[keep] * n + v[keep])):.9f}")
+EOF
+}
+
+load() { echo "$(date -u +%H:%M:%S) $1: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"; }
+
+run_tma() { # dir dataset task method frac
+  local m=4; [[ "$4" == centralized ]] && m=1
+  load "tma $1"
+  local extra=(--batch-size 1024)
+  [[ "$3" == link ]] && extra=(--batch-size 65536 --eval-max-edges 1000 --eval-num-neg 1000 --val-frac "$5" --test-frac "$5")
+  "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every 10s \
+    --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
+    --clip-norm 1.0 --threads "$CORES" "${extra[@]}" --out "$1" --quiet > "$1.log" 2>&1
+}
+
+run_dgl() { # dir dataset task method frac
+  load "dgl $1"
+  local extra=()
+  [[ "$3" == link ]] && extra=(--val-frac "$5" --test-frac "$5" --val-eval-max 1000 --eval-negatives 1000 --batch-size 65536)
+  PYTHONFAULTHANDLER=1 "$DGL_PYTHON" "$PEER" --dataset "$2" --task "$3" --method "$4" --trainers 4 --sync-every 10s \
+    --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 10,25 --lr 0.001 \
+    --grad-clip 1.0 --cores "$CORES" --eval-mode concurrent "${extra[@]}" --out "$1" > "$1.log" 2>&1
+}
+
+for w in $WORKLOADS; do
+  case "$w" in
+    facebook-link) ds=musae_facebook_pagepage task=link ;;
+    photo-link) ds=amazon_photo task=link ;;
+    facebook-node) ds=musae_facebook_pagepage task=node ;;
+    *) echo "tta.sh: unknown workload $w (facebook-link, photo-link, facebook-node)" >&2; exit 2 ;;
+  esac
+  f=0; [[ "$task" == link ]] && f=$(frac "$DATA/$ds")
+  for m in $METHODS; do
+    for ((i = 0; i < ${#ORDER}; i++)); do
+      side=${ORDER:$i:1}
+      # the i-th run of each side is numbered by how many of that side came before
+      n=$(grep -o "$side" <<< "${ORDER:0:$i}" | wc -l || true)
+      d="$OUT/$w-$m-$([[ $side == A ]] && echo tma || echo dgl)-$n"
+      rm -rf "$d" "$d.log"
+      # a failed run is reported (its log kept) and the sequence goes on
+      if [[ $side == A ]]; then
+        run_tma "$d" "$DATA/$ds" "$task" "$m" "$f" || echo "tta.sh: tma run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
+      else
+        run_dgl "$d" "$DATA/$ds" "$task" "$m" "$f" || echo "tta.sh: DGL run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
+      fi
+    done
+  done
+done
+load end
+python3 bench/tta_report.py --budget "$BUDGET" --cores "$CORES" --order "$ORDER" "$OUT" > "$REPORT"
+cat "$REPORT"

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Time-to-accuracy report for the runs bench/tta.sh wrote (plain Python 3, no packages).
+
+    python3 bench/tta_report.py [--budget 60s --cores 2 --order ABBA] bench/out/tta
+
+Run directories are named WORKLOAD-METHOD-{tma,dgl}-N; run N of tma is paired with run N of DGL.
+For each pair: the DGL run's final validation metric is the target; the report gives the time
+each side first reached it (tma's speed-up = DGL's time / tma's), both metrics at equal
+training time (20 s, 40 s, DGL's last round) and at equal optimizer steps per trainer (tma's
+metric at its last round with no more steps than DGL's round), and both curves.
+"""
+import json
+import os
+import sys
+
+
+def load_tma(d):
+    """[(elapsed_s, mean steps per trainer, val, train_loss, eval_s, eval_cpu_s)] of a tma run."""
+    out = []
+    for line in open(os.path.join(d, "rounds.jsonl")):
+        r = json.loads(line)
+        st = r["steps"]
+        out.append((r["elapsed_s"], sum(st) / max(1, len(st)), r["val"]["value"], r.get("train_loss"),
+                    r.get("eval_s"), r.get("eval_cpu_s")))
+    return out
+
+
+def load_dgl(d):
+    """The same for a dgl_tma.py run (rounds with a skipped evaluation are left out)."""
+    out = []
+    for line in open(os.path.join(d, "rounds.jsonl")):
+        r = json.loads(line)
+        v = r.get("val_mrr", r.get("val_acc", r.get("val_micro_f1")))
+        if v is None:
+            continue
+        st = r["steps_per_trainer"]
+        st = [s for s in st if s] or [0]  # the coordinator's own row is 0
+        out.append((r["elapsed_s"], sum(st) / len(st), v, r.get("train_loss"), r.get("eval_s"), None))
+    return out
+
+
+def first_reach(curve, target):
+    return next((t for t, _, v, *_ in curve if v >= target - 1e-12), None)
+
+
+def at_time(curve, t):
+    """Metric of the last round formed at or before time t (None before the first round)."""
+    vals = [v for (e, _, v, *_) in curve if e <= t + 1e-9]
+    return vals[-1] if vals else None
+
+
+def at_steps(curve, s):
+    """(steps, metric) of the last round with at most s mean steps per trainer."""
+    pts = [(st, v) for (_, st, v, *_) in curve if st <= s + 1e-9]
+    return pts[-1] if pts else None
+
+
+def fmt(x, nd=3):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def main():
+    args = sys.argv[1:]
+    opts = {}
+    while args and args[0].startswith("--"):
+        opts[args[0][2:]] = args[1]
+        args = args[2:]
+    root = args[0] if args else "bench/out/tta"
+    runs = {}
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if not os.path.isfile(os.path.join(d, "rounds.jsonl")):
+            continue
+        stem, side, n = name.rsplit("-", 2)
+        runs.setdefault(stem, {}).setdefault(int(n), {})[side] = d
+    print(f"# Time to accuracy: tma vs the DGL pipeline (budget {opts.get('budget', '?')}, "
+          f"{opts.get('cores', '?')} cores, order {opts.get('order', '?')})\n")
+    print("| workload | pair | DGL final val (target) | DGL: time to target | tma: time to target | "
+          "tma sooner by | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
+          "steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    curves = []
+    for stem in sorted(runs):
+        for n in sorted(runs[stem]):
+            p = runs[stem][n]
+            if "tma" not in p or "dgl" not in p:
+                continue
+            a, b = load_tma(p["tma"]), load_dgl(p["dgl"])
+            if not a or not b:
+                continue
+            target = b[-1][2]
+            ta, tb = first_reach(a, target), first_reach(b, target)
+            ratio = f"{tb / ta:.2f}x" if ta and tb else ("not reached" if ta is None else "-")
+            t_end = b[-1][0]
+            sb = b[-1][1]
+            sa = at_steps(a, sb)
+            print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {fmt(ta, 1)} s | {ratio} | "
+                  f"{fmt(at_time(a, 20))} / {fmt(at_time(b, 20))} | {fmt(at_time(a, 40))} / {fmt(at_time(b, 40))} | "
+                  f"{fmt(at_time(a, t_end))} / {target:.3f} | {a[-1][1]:.0f} / {sb:.0f} | "
+                  f"{fmt(sa[1] if sa else None)} (at {fmt(sa[0] if sa else None, 0)}) / {target:.3f} |")
+            curves.append((stem, n, a, b))
+    print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s):\n")
+    for stem, n, a, b in curves:
+        print(f"- {stem} #{n} tma: " + " ".join(
+            f"{t:.0f}:{s:.0f}:{v:.3f}({fmt(e, 1)}/{fmt(c, 1)})" for t, s, v, _, e, c in a))
+        print(f"- {stem} #{n} DGL: " + " ".join(f"{t:.0f}:{s:.0f}:{v:.3f}" for t, s, v, *_ in b))
+
+
+if __name__ == "__main__":
+    main()
