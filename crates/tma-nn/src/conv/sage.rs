@@ -77,7 +77,7 @@ impl Conv for SageConv {
     fn bias(&self) -> usize {
         self.bias
     }
-    fn reads_all_rows_dense(&self) -> bool {
+    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
         self.core.out_dim < self.core.in_dim
     }
     fn forward(
