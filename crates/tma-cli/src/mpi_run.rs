@@ -108,8 +108,13 @@ pub fn run_trainer(
     m: &Manifest,
     cfg: &TrainConfig,
     fail: &FailPlan,
+    run_dir: Option<&Path>,
 ) -> Result<()> {
     let t = ctx.rank - 1;
+    let resume = match run_dir {
+        Some(d) => format!("`tma train --resume {}`", d.display()),
+        None => "`tma train --resume RUN_DIR`".to_string(),
+    };
     let mut ep = MpiTrainer::new(ctx.world(), cfg);
     let loaded = if t < m.parts.len() {
         store::read_part(dir, m, t).map_err(|e| e.to_string())
@@ -140,7 +145,7 @@ pub fn run_trainer(
         .build_global();
     // the coordinator sends the seed segment of the trainers' random streams
     let Some(segment) = ep.wait_start(ctx.join_timeout) else {
-        return orphaned(ctx, ep, "before the run started");
+        return orphaned(ctx, ep, "before the run started", &resume);
     };
     let model = build_model(cfg, manifest_shape(m))?;
     let init = model.zero_params();
@@ -168,11 +173,8 @@ pub fn run_trainer(
         crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
     );
     if kind == ByeKind::Orphaned {
-        return orphaned(
-            ctx,
-            ep,
-            &format!("at {:.1}s of training", clock.elapsed().as_secs_f64()),
-        );
+        let when = format!("at {:.1}s of training", clock.elapsed().as_secs_f64());
+        return orphaned(ctx, ep, &when, &resume);
     }
     ep.bye(kind, clock.elapsed());
     if ep.farewell() {
@@ -189,9 +191,9 @@ pub fn run_trainer(
 
 /// A trainer rank that lost the coordinator: exits with an error naming it, without
 /// `MPI_Finalize` (which would wait for the dead rank forever).
-fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str) -> Result<()> {
+fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result<()> {
     let msg = format!(
-        "rank {} (trainer {}) on {}: lost the coordinator (rank 0): nothing heard from it for {} ({when}); exiting. Resume the run with `tma train --resume RUN_DIR` under mpirun",
+        "rank {} (trainer {}) on {}: lost the coordinator (rank 0): nothing heard from it for {} ({when}); exiting. Continue the run with {resume} under mpirun",
         ctx.rank,
         ctx.rank - 1,
         ctx.host,

@@ -413,7 +413,7 @@ pub fn train(o: TrainOpts) -> Result<()> {
             };
             let ctx = crate::mpi_run::MpiContext::init(join_timeout)?;
             if ctx.rank() != 0 {
-                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail);
+                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail, o.out.as_deref());
             }
             Some(ctx)
         }

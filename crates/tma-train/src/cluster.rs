@@ -432,4 +432,149 @@ mod tests {
             assert!(h.join().unwrap());
         }
     }
+
+    #[test]
+    fn roster_rule_fresh_park_catch_up() {
+        let mut r = Roster::new(3);
+        r.begin(5); // the first round gathered (e.g. after a resume) expects everyone
+        assert!((0..3).all(|t| r.expects(t)));
+        assert_eq!(r.admit(0, 5), Verdict::Fresh);
+        assert_eq!(r.admit(1, 5), Verdict::Fresh);
+        r.end(); // trainer 2 missed round 5
+        r.took_part(0);
+        r.took_part(1);
+        r.begin(6);
+        assert!(r.expects(0) && r.expects(1) && !r.expects(2));
+        // trainer 2 answers round 5 late: stale, caught up, expected from round 7
+        assert_eq!(r.admit(2, 5), Verdict::CatchUp);
+        assert!(!r.expects(2));
+        // ... and joins round 6 from the current model at once: parked, not in the mean
+        assert_eq!(r.admit(2, 6), Verdict::Park);
+        assert_eq!(r.admit(0, 6), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        r.took_part(2); // parked: answered with round 6's model
+                        // between rounds every answer is stale
+        assert_eq!(r.admit(1, 6), Verdict::CatchUp);
+        r.begin(7);
+        assert!((0..3).all(|t| r.expects(t)));
+        assert_eq!(r.admit(2, 7), Verdict::Fresh);
+    }
+
+    /// Joins `round` on a thread; the thread returns the endpoint and the reply.
+    fn join(
+        mut t: InProcessTrainer,
+        round: u64,
+    ) -> std::thread::JoinHandle<(InProcessTrainer, Option<Reply>)> {
+        std::thread::spawn(move || {
+            let r = t.join_round(round, &[t.id as f32], TrainerReport::default());
+            (t, r)
+        })
+    }
+
+    fn continued(
+        h: std::thread::JoinHandle<(InProcessTrainer, Option<Reply>)>,
+    ) -> (InProcessTrainer, f32) {
+        match h.join().unwrap() {
+            (t, Some(Reply::Continue(p))) => (t, p[0]),
+            (_, r) => panic!("expected a Continue reply, got {r:?}"),
+        }
+    }
+
+    fn ids(c: &[Contribution]) -> Vec<usize> {
+        let mut v: Vec<usize> = c.iter().map(|c| c.trainer).collect();
+        v.sort();
+        v
+    }
+
+    /// The rule of issue 14 in the in-process engine: a stalled trainer misses rounds without
+    /// delaying them (after the first deadline nobody waits for it), gets the current model
+    /// when it wakes up, and takes part again from the next round; one that answers the round
+    /// being gathered out of step is parked and gets that round's model.
+    #[test]
+    fn stalled_trainer_misses_rounds_then_rejoins_with_the_current_model() {
+        let (mut coord, trainers) = InProcess::new(3);
+        let [t0, t1, t2]: [InProcessTrainer; 3] = trainers.try_into().ok().unwrap();
+        let timeout = Duration::from_millis(300);
+        let model = |x: f32| Arc::new(vec![x]);
+
+        // round 1: trainer 1 stalls; the round forms at its deadline
+        coord.call_round(1);
+        let (h0, h2) = (join(t0, 1), join(t2, 1));
+        let start = Instant::now();
+        let got = coord.gather(1, timeout, &model(0.0));
+        assert!(start.elapsed() >= timeout);
+        assert_eq!(ids(&got), vec![0, 2]);
+        coord.reply(&[0, 2], Reply::Continue(model(1.0)));
+        let ((t0, a), (t2, b)) = (continued(h0), continued(h2));
+        assert_eq!((a, b), (1.0, 1.0));
+
+        // round 2: not waited for again (forms as soon as 0 and 2 answered)
+        coord.call_round(2);
+        let (h0, h2) = (join(t0, 2), join(t2, 2));
+        let start = Instant::now();
+        let got = coord.gather(2, timeout, &model(1.0));
+        assert!(start.elapsed() < timeout, "{:?}", start.elapsed());
+        assert_eq!(ids(&got), vec![0, 2]);
+        coord.reply(&[0, 2], Reply::Continue(model(2.0)));
+        let ((t0, _), (t2, _)) = (continued(h0), continued(h2));
+
+        // trainer 1 wakes up between rounds and answers round 1: it gets the current model
+        let h1 = join(t1, 1);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !h1.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "late answer not taken between rounds"
+            );
+            coord.answer_late(&model(2.0));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (t1, p) = continued(h1);
+        assert_eq!(p, 2.0);
+
+        // round 3: all three again; trainer 2 stalls
+        coord.call_round(3);
+        let (h0, h1) = (join(t0, 3), join(t1, 3));
+        let got = coord.gather(3, timeout, &model(2.0));
+        assert_eq!(ids(&got), vec![0, 1]);
+        coord.reply(&[0, 1], Reply::Continue(model(3.0)));
+        let ((t0, _), (t1, _)) = (continued(h0), continued(h1));
+
+        // round 4: trainer 2 answers it out of step (it missed round 3): parked, not in the
+        // mean, and answered with round 4's model together with the participants
+        coord.call_round(4);
+        let h2 = join(t2, 4);
+        std::thread::sleep(Duration::from_millis(50));
+        let (h0, h1) = (join(t0, 4), join(t1, 4));
+        let got = coord.gather(4, timeout, &model(3.0));
+        assert_eq!(ids(&got), vec![0, 1]);
+        coord.reply(&[0, 1], Reply::Continue(model(4.0)));
+        let ((t0, _), (t1, _), (t2, p)) = (continued(h0), continued(h1), continued(h2));
+        assert_eq!(p, 4.0);
+
+        // round 5: everyone takes part
+        coord.call_round(5);
+        let hs = [join(t0, 5), join(t1, 5), join(t2, 5)];
+        let got = coord.gather(5, timeout, &model(4.0));
+        assert_eq!(ids(&got), vec![0, 1, 2]);
+        coord.reply(&[0, 1, 2], Reply::Continue(model(5.0)));
+        let mut ts: Vec<InProcessTrainer> = hs.into_iter().map(|h| continued(h).0).collect();
+
+        // round 6: only trainer 1 is left and answers after the deadline: a round nobody has
+        // answered waits for the first answer while anyone is alive
+        let t1 = ts.remove(1);
+        drop(ts);
+        coord.call_round(6);
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(600));
+            continued(join(t1, 6))
+        });
+        let start = Instant::now();
+        let got = coord.gather(6, timeout, &model(5.0));
+        assert!(start.elapsed() >= Duration::from_millis(600));
+        assert_eq!(ids(&got), vec![1]);
+        coord.reply(&[1], Reply::Continue(model(6.0)));
+        assert_eq!(late.join().unwrap().1, 6.0);
+    }
 }
