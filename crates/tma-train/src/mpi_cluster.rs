@@ -133,30 +133,31 @@ struct Op {
 }
 
 impl Op {
-    fn new(buf: Buf) -> Box<Op> {
-        // boxed: MPI keeps the address of the request until it completes
-        Box::new(Op {
+    fn new(buf: Buf) -> Op {
+        // the request is a handle (MPI keeps no pointer to this struct); the buffer is on
+        // the heap and does not move with it
+        Op {
             // SAFETY: reading the predefined null request.
             req: unsafe { ffi::RSMPI_REQUEST_NULL },
             buf: ManuallyDrop::new(buf),
             done: false,
             // SAFETY: a plain C struct; all zeros is a valid value.
             status: unsafe { std::mem::zeroed() },
-        })
+        }
     }
 
     /// `MPI_Isend` of `buf` to `dest`.
-    fn send(comm: ffi::MPI_Comm, dest: i32, tag: i32, buf: Buf) -> Box<Op> {
+    fn send(comm: ffi::MPI_Comm, dest: i32, tag: i32, buf: Buf) -> Op {
         let mut op = Op::new(buf);
         let (p, n, ty) = op.buf.raw();
-        // SAFETY: the buffer lives in the box (never freed before completion, see Drop).
+        // SAFETY: the buffer is owned by the op (never freed before completion, see Drop).
         let rc = unsafe { ffi::MPI_Isend(p, n, ty, dest, tag, comm, &mut op.req) };
         op.done = rc != 0; // failed to start: nothing in flight
         op
     }
 
     /// `MPI_Irecv` of exactly `buf`'s length from `source`.
-    fn recv(comm: ffi::MPI_Comm, source: i32, tag: i32, buf: Buf) -> Box<Op> {
+    fn recv(comm: ffi::MPI_Comm, source: i32, tag: i32, buf: Buf) -> Op {
         let mut op = Op::new(buf);
         let (p, n, ty) = op.buf.raw();
         // SAFETY: as in `send`.
@@ -186,7 +187,7 @@ impl Op {
     }
 
     /// The buffer of a completed operation, or `None` if it failed.
-    fn into_buf(mut self: Box<Op>) -> Option<Buf> {
+    fn into_buf(mut self) -> Option<Buf> {
         assert!(self.done, "Op::into_buf before completion");
         self.done = false; // the buffer moves out: Drop must not free it again
                            // SAFETY: taken once; Drop skips it (done is false, so it is "leaked" there).
@@ -213,7 +214,7 @@ fn take_matched(
     tag: i32,
     dtype: ffi::MPI_Datatype,
     make: impl FnOnce(usize) -> Buf,
-) -> Option<(i32, Box<Op>)> {
+) -> Option<(i32, Op)> {
     let mut flag: c_int = 0;
     // SAFETY: plain C handles and structs, filled by MPI.
     unsafe {
@@ -273,7 +274,7 @@ impl std::fmt::Display for RankProblem {
 /// A contribution being received: its header, then its parameters in flight.
 struct Incoming {
     hdr: Vec<u64>,
-    op: Box<Op>,
+    op: Op,
 }
 
 /// Rank 0's side of the MPI transport.
@@ -288,7 +289,7 @@ pub struct MpiCoordinator {
     /// Trainers whose parked contribution is answered with the next reply.
     parked: Vec<usize>,
     /// Sends in flight, by trainer.
-    outbox: Vec<Vec<Box<Op>>>,
+    outbox: Vec<Vec<Op>>,
     /// Contributions being received, by trainer.
     incoming: Vec<Option<Incoming>>,
     /// Training time of the first round deadline each trainer missed since it last took part.
@@ -302,6 +303,9 @@ pub struct MpiCoordinator {
     /// Contributions of the wrong size or malformed headers dropped.
     dropped: u64,
 }
+
+/// A contribution that arrived completely: trainer, header, parameters.
+type Arrived = (usize, Vec<u64>, Vec<f32>);
 
 fn u64s_to_f64(b: u64) -> f64 {
     f64::from_bits(b)
@@ -342,7 +346,7 @@ impl MpiCoordinator {
     /// Handles pending HELLO / READY / BYE messages, tests the operations in flight and
     /// returns the contributions that have arrived completely: `(trainer, header, params)`.
     /// A rank that failed to load is returned as a problem.
-    fn poll(&mut self) -> (Vec<(usize, Vec<u64>, Vec<f32>)>, Option<RankProblem>) {
+    fn poll(&mut self) -> (Vec<Arrived>, Option<RankProblem>) {
         let mut problem = None;
         let any = self.world.any_process();
         // small control messages: complete on arrival
@@ -736,7 +740,7 @@ pub struct MpiTrainer {
     /// Set once nothing was heard from the coordinator for `peer_timeout`.
     lost: Cell<bool>,
     peer_timeout: Duration,
-    outbox: RefCell<Vec<Box<Op>>>,
+    outbox: RefCell<Vec<Op>>,
 }
 
 // SAFETY: the communicator handle is only used from the thread that initialized MPI; the
