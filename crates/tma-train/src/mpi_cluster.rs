@@ -349,8 +349,9 @@ impl MpiCoordinator {
     fn poll(&mut self) -> (Vec<Arrived>, Option<RankProblem>) {
         let mut problem = None;
         let any = self.world.any_process();
-        // small control messages: complete on arrival
-        if let Some(pair) = any.immediate_matched_probe_with_tag(TAG_HELLO) {
+        // small control messages: complete on arrival (every HELLO first, so a READY with an
+        // error can name its host)
+        while let Some(pair) = any.immediate_matched_probe_with_tag(TAG_HELLO) {
             let (b, st) = pair.matched_receive_vec::<u8>();
             let t = st.source_rank() as usize - 1;
             self.hosts[t] = Some(String::from_utf8_lossy(&b).into_owned());
