@@ -236,9 +236,9 @@ pub fn run_coordinator(
         );
     }
     let clock = run.clock();
-    let mut finalize = true;
+    let mut coord = MpiCoordinator::new(ctx.world(), run.config(), clock.clone());
+    let mut finished = Ok(());
     let result = run.coordinate_with(observer, clock, |e| {
-        let mut coord = MpiCoordinator::new(ctx.world(), e.cfg, e.clock.clone());
         if let Err(problems) = coord.join(ctx.join_timeout) {
             for p in &problems {
                 eprintln!("error: {p}");
@@ -285,7 +285,7 @@ pub fn run_coordinator(
             e.observer,
             e.resume,
         );
-        let finished = coord.finish(ctx.join_timeout);
+        finished = coord.finish(ctx.join_timeout);
         let failed = coord.failed();
         eprintln!(
             "rank 0 (coordinator) on {}: peak RSS {:.0} MiB",
@@ -298,30 +298,29 @@ pub fn run_coordinator(
                 coord.dropped()
             );
         }
-        if let Err(problems) = &finished {
-            for p in problems {
-                eprintln!("warning: {p}; listed in summary.json failed_trainers");
-            }
-        }
-        if !coord.close() {
-            // no MPI_Finalize (it would wait for the lost ranks); the surviving trainer ranks
-            // were told to exit without it too
-            if finished.is_err() {
-                eprintln!(
-                    "warning: exiting without MPI_Finalize (a lost rank would make it wait forever); under mpirun without --enable-recovery the launcher ends the remaining ranks"
-                );
-            }
-            std::mem::forget(coord);
-            finalize = false;
-        }
         result.map(|mut r| {
             r.summary.failed_trainers = failed;
             r
         })
     });
-    if finalize {
+    // the run directory is complete (or the run failed): now let the trainer ranks go
+    if let Err(problems) = &finished {
+        for p in problems {
+            eprintln!("warning: {p}; listed in summary.json failed_trainers");
+        }
+    }
+    if coord.close() {
+        drop(coord);
         drop(ctx); // MPI_Finalize
     } else {
+        // no MPI_Finalize (it would wait for the lost ranks); the surviving trainer ranks were
+        // told to exit without it too
+        if finished.is_err() {
+            eprintln!(
+                "warning: exiting without MPI_Finalize (a lost rank would make it wait forever); under mpirun without --enable-recovery the launcher ends the remaining ranks"
+            );
+        }
+        std::mem::forget(coord);
         std::mem::forget(ctx);
     }
     Ok(result?)

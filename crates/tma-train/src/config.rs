@@ -418,6 +418,27 @@ mod tests {
     }
 
     #[test]
+    fn round_timeout_defaults_validates_and_reads_old_configs() {
+        let c = TrainConfig::default();
+        assert_eq!(c.round_timeout, Duration::from_secs(10));
+        // 4 * (5 s + 10 s)
+        assert_eq!(c.peer_timeout(), Duration::from_secs(60));
+        let zero = TrainConfig {
+            round_timeout: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(zero.validate().unwrap_err(), "round-timeout must be > 0");
+        // a configuration written before the option existed (a run directory to resume)
+        let mut v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["round_timeout"], "10s");
+        v.as_object_mut().unwrap().remove("round_timeout");
+        v["sync_every"] = "1s".into();
+        let old: TrainConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(old.round_timeout, Duration::from_secs(10));
+        assert_eq!(old.peer_timeout(), Duration::from_secs(44));
+    }
+
+    #[test]
     fn validate_rejects_bad_values() {
         let c = TrainConfig {
             fanouts: vec![10],

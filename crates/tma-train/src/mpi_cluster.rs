@@ -529,8 +529,9 @@ impl MpiCoordinator {
 
     /// Ends the exchange with the trainers that said goodbye: waits (at most the round
     /// timeout) for the messages in flight to them, then tells each whether to call
-    /// `MPI_Finalize`: yes only when no rank was lost and nothing is left in flight (a lost
-    /// rank would make `MPI_Finalize` wait forever). Returns that decision for rank 0 too.
+    /// `MPI_Finalize`: yes only when every trainer said goodbye and nothing is left in flight
+    /// (a lost rank would make `MPI_Finalize` wait forever). Returns that decision for rank 0
+    /// too.
     pub fn close(&mut self) -> bool {
         let deadline = Instant::now() + self.round_timeout;
         let said_bye: Vec<usize> = (0..self.n)
@@ -546,7 +547,11 @@ impl MpiCoordinator {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        let finalize = drained && self.lost.is_empty() && self.incoming.iter().all(Option::is_none);
+        // every trainer said goodbye (not so when the run failed before it started)
+        let finalize = drained
+            && self.lost.is_empty()
+            && self.state.iter().all(|s| *s == State::Gone)
+            && self.incoming.iter().all(Option::is_none);
         for &t in &said_bye {
             self.send(t, TAG_FINAL, Buf::U8(vec![finalize as u8]));
         }
@@ -630,8 +635,11 @@ impl CoordinatorEndpoint for MpiCoordinator {
         self.poll();
         for t in 0..self.n {
             // a rank that has not taken its earlier messages (dead or stalled) gets no more
-            // calls piled up: when it wakes, it answers an older round and is caught up
-            if self.state[t] == State::Alive && self.outbox[t].len() < MAX_IN_FLIGHT {
+            // calls piled up: when it wakes, it answers an older round and is caught up. A rank
+            // that ended with an injected failure waits for the FINAL word: the calls tell it
+            // the coordinator is alive.
+            let failed = matches!(self.bye[t], Some((ByeKind::Failed, _)));
+            if (self.state[t] == State::Alive || failed) && self.outbox[t].len() < MAX_IN_FLIGHT {
                 self.send(t, TAG_DUE, Buf::U64(vec![round]));
             }
         }
