@@ -8,7 +8,7 @@
 //! loaded machine does not make healthy trainers miss their 2 s round deadline.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -156,23 +156,9 @@ fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
         bad_run.to_str().unwrap(),
     ];
     args.extend_from_slice(TRAIN);
-    let t0 = Instant::now();
-    let mut child = mpirun(4, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("the job with a corrupt part did not end\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let o = child.wait_with_output().unwrap();
-    assert!(!o.status.success());
-    let log = text(&o);
+    let job = Job::spawn(mpirun(4, &args), tmp.path(), "bad");
+    let (status, log) = job.finish(Duration::from_secs(60), "the job with a corrupt part");
+    assert!(!status.success());
     assert!(log.contains("rank 3 (trainer 2) on host"), "{log}");
     assert!(
         log.contains("part-002/indices.npy") && log.contains("hash mismatch"),
@@ -191,9 +177,7 @@ fn mpirun_recovery(np: usize, args: &[&str]) -> Command {
         .args(["--enable-recovery", "--oversubscribe"])
         .args(LOCALHOST)
         .args(["-np", &np.to_string(), TMA])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(args);
     c
 }
 
@@ -229,8 +213,8 @@ fn cora_parts(tmp: &Path) -> PathBuf {
 }
 
 /// `tma train --engine mpi` on `parts` into `run` with [`FT_TRAIN`] and `time_limit`, started in
-/// the background.
-fn spawn_job(parts: &Path, run: &Path, time_limit: &str) -> Child {
+/// the background (its output goes to files next to `run`).
+fn spawn_job(parts: &Path, run: &Path, time_limit: &str) -> Job {
     let mut args = vec![
         "train",
         "--engine",
@@ -242,21 +226,60 @@ fn spawn_job(parts: &Path, run: &Path, time_limit: &str) -> Child {
     ];
     args.extend_from_slice(FT_TRAIN);
     args.extend_from_slice(&["--time-limit", time_limit]);
-    mpirun_recovery(4, &args).spawn().expect("start mpirun")
+    let name = run.file_name().unwrap().to_str().unwrap();
+    Job::spawn(mpirun_recovery(4, &args), run.parent().unwrap(), name)
 }
 
-/// Waits at most `limit` for `child` to exit (killing it and failing otherwise).
-fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!("{what}: mpirun still running after {limit:?}\n{}", text(&o));
-        }
-        std::thread::sleep(Duration::from_millis(50));
+/// An `mpirun` started in the background, its stdout and stderr going to files (a pipe nobody
+/// reads could fill up and block it).
+struct Job {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Job {
+    fn spawn(mut cmd: Command, dir: &Path, name: &str) -> Job {
+        let out = dir.join(format!("{name}.stdout"));
+        let err = dir.join(format!("{name}.stderr"));
+        let child = cmd
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("start mpirun");
+        Job { child, out, err }
     }
-    child.wait_with_output().unwrap()
+
+    fn log(&self) -> String {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        format!("{}{}", read(&self.out), read(&self.err))
+    }
+
+    /// Waits at most `limit` for the job to exit (killing it and failing, with its output and
+    /// the `tma` processes still running, otherwise); returns its status and output.
+    fn finish(mut self, limit: Duration, what: &str) -> (std::process::ExitStatus, String) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, self.log());
+            }
+            if t0.elapsed() > limit {
+                let ps = Command::new("ps")
+                    .args(["-eo", "pid,stat,etime,args"])
+                    .output();
+                let ps = ps.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+                let ps = ps.unwrap_or_default();
+                let tma: Vec<&str> = ps.lines().filter(|l| l.contains("tma")).collect();
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{what}: mpirun still running after {limit:?}\nprocesses: {tma:#?}\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 /// The `tma` processes whose command line names `run` (this job's ranks), with their
@@ -350,21 +373,17 @@ fn mpi_trainer_killed_mid_run_survivors_finish_on_schedule() {
     let parts = cora_parts(tmp.path());
 
     let base = tmp.path().join("base");
-    let o = finish(
-        spawn_job(&parts, &base, "8s"),
-        Duration::from_secs(60),
-        "run without failure",
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let (status, log) =
+        spawn_job(&parts, &base, "8s").finish(Duration::from_secs(60), "run without failure");
+    assert!(status.success(), "{log}");
     let base_test = summary(&base)["final_test"]["value"].as_f64().unwrap();
 
     let run = tmp.path().join("killed");
-    let child = spawn_job(&parts, &run, "8s");
+    let job = spawn_job(&parts, &run, "8s");
     let k = wait_rounds(&run, 2);
     signal(rank_pid(&run, 3), libc::SIGKILL);
-    let o = finish(child, Duration::from_secs(60), "run with a killed trainer");
-    let log = text(&o);
-    assert!(o.status.success(), "{log}");
+    let (status, log) = job.finish(Duration::from_secs(60), "run with a killed trainer");
+    assert!(status.success(), "{log}");
     assert!(
         ranks_of(&run).is_empty(),
         "left behind: {:?}",
@@ -430,15 +449,14 @@ fn mpi_trainer_stopped_for_two_rounds_misses_them_then_rejoins() {
     let parts = cora_parts(tmp.path());
     let run = tmp.path().join("stopped");
     // 10 s: time after SIGCONT to rejoin even on a loaded machine
-    let child = spawn_job(&parts, &run, "10s");
+    let job = spawn_job(&parts, &run, "10s");
     let k = wait_rounds(&run, 2);
     let pid = rank_pid(&run, 2);
     signal(pid, libc::SIGSTOP);
     let c = wait_rounds(&run, k + 2);
     signal(pid, libc::SIGCONT);
-    let o = finish(child, Duration::from_secs(60), "run with a stopped trainer");
-    let log = text(&o);
-    assert!(o.status.success(), "{log}");
+    let (status, log) = job.finish(Duration::from_secs(60), "run with a stopped trainer");
+    assert!(status.success(), "{log}");
     assert!(
         ranks_of(&run).is_empty(),
         "left behind: {:?}",
@@ -477,16 +495,14 @@ fn mpi_coordinator_killed_trainers_exit_then_resume_completes() {
     let tmp = tempdir();
     let parts = cora_parts(tmp.path());
     let run = tmp.path().join("orphaned");
-    let child = spawn_job(&parts, &run, "8s");
+    let job = spawn_job(&parts, &run, "8s");
     wait_rounds(&run, 2);
     signal(rank_pid(&run, 0), libc::SIGKILL);
     let t0 = Instant::now();
-    let o = finish(
-        child,
+    let (_, log) = job.finish(
         Duration::from_secs(40),
         "trainers after the coordinator died",
     );
-    let log = text(&o);
     let waited = t0.elapsed();
     assert!(waited < Duration::from_secs(25), "{waited:?}\n{log}");
     assert!(
@@ -510,14 +526,10 @@ fn mpi_coordinator_killed_trainers_exit_then_resume_completes() {
     let before = rounds(&run).len();
     assert!(before >= 2);
 
-    let o = finish(
-        mpirun_recovery(4, &["train", "--resume", run.to_str().unwrap(), "--quiet"])
-            .spawn()
-            .unwrap(),
-        Duration::from_secs(60),
-        "resumed run",
-    );
-    assert!(o.status.success(), "{}", text(&o));
+    let resume = mpirun_recovery(4, &["train", "--resume", run.to_str().unwrap(), "--quiet"]);
+    let (status, log) =
+        Job::spawn(resume, tmp.path(), "resumed").finish(Duration::from_secs(60), "resumed run");
+    assert!(status.success(), "{log}");
     assert!(ranks_of(&run).is_empty());
     let rs = rounds(&run);
     let s = summary(&run);
