@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrainerReport {
     /// Optimizer steps since this trainer started (after `--resume`, since the resume; the
-    /// coordinator adds the checkpointed count, [`crate::coordinator::Resume::steps`]).
+    /// coordinator adds the checkpointed count, [`crate::record::Resume::steps`]).
     pub steps: u64,
     /// Completed passes over the trainer's training data.
     pub epochs: u64,
