@@ -43,6 +43,8 @@ impl MpiContext {
             bail!("MPI could not be initialized (already initialized?)");
         };
         let world = universe.world();
+        // a failure on the link to one peer must not abort every rank
+        tma_train::mpi_cluster::errors_return(&world);
         let host = tma_train::mpi_cluster::mpi::environment::processor_name()
             .unwrap_or_else(|_| "?".into());
         Ok(MpiContext {
@@ -106,9 +108,14 @@ pub fn run_trainer(
     m: &Manifest,
     cfg: &TrainConfig,
     fail: &FailPlan,
+    run_dir: Option<&Path>,
 ) -> Result<()> {
     let t = ctx.rank - 1;
-    let mut ep = MpiTrainer::new(ctx.world());
+    let resume = match run_dir {
+        Some(d) => format!("`tma train --resume {}`", d.display()),
+        None => "`tma train --resume RUN_DIR`".to_string(),
+    };
+    let mut ep = MpiTrainer::new(ctx.world(), cfg);
     let loaded = if t < m.parts.len() {
         store::read_part(dir, m, t).map_err(|e| e.to_string())
     } else {
@@ -137,7 +144,9 @@ pub fn run_trainer(
         .thread_name(move |i| format!("tma-trainer-{t}-{i}"))
         .build_global();
     // the coordinator sends the seed segment of the trainers' random streams
-    let segment = ep.wait_start();
+    let Some(segment) = ep.wait_start(ctx.join_timeout) else {
+        return orphaned(ctx, ep, "before the run started", &resume);
+    };
     let model = build_model(cfg, manifest_shape(m))?;
     let init = model.zero_params();
     let (nodes, edges) = (data.num_nodes(), data.num_edges());
@@ -155,7 +164,6 @@ pub fn run_trainer(
         TrainerExit::Failed(_) => ByeKind::Failed,
         TrainerExit::Orphaned => ByeKind::Orphaned,
     };
-    ep.bye(kind, clock.elapsed());
     eprintln!(
         "rank {} (trainer {t}) on {}: part {} nodes, {} arcs; {threads} threads; peak RSS {:.0} MiB",
         ctx.rank,
@@ -164,9 +172,36 @@ pub fn run_trainer(
         edges,
         crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
     );
-    drop(ep);
-    drop(ctx); // MPI_Finalize
+    if kind == ByeKind::Orphaned {
+        let when = format!("at {:.1}s of training", clock.elapsed().as_secs_f64());
+        return orphaned(ctx, ep, &when, &resume);
+    }
+    ep.bye(kind, clock.elapsed());
+    if ep.farewell() {
+        drop(ep);
+        drop(ctx); // MPI_Finalize
+    } else {
+        // a rank was lost (or the coordinator went silent): MPI_Finalize would wait for it
+        // forever, so this rank exits without it
+        std::mem::forget(ep);
+        std::mem::forget(ctx);
+    }
     Ok(())
+}
+
+/// A trainer rank that lost the coordinator: exits with an error naming it, without
+/// `MPI_Finalize` (which would wait for the dead rank forever).
+fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result<()> {
+    let msg = format!(
+        "rank {} (trainer {}) on {}: lost the coordinator (rank 0): nothing heard from it for {} ({when}); exiting. Continue the run with {resume} under mpirun",
+        ctx.rank,
+        ctx.rank - 1,
+        ctx.host,
+        humantime::format_duration(ep.peer_timeout()),
+    );
+    std::mem::forget(ep);
+    std::mem::forget(ctx);
+    bail!(msg)
 }
 
 /// Rank 0: runs `run` with the MPI engine: waits for every trainer to join, runs the
@@ -192,10 +227,18 @@ pub fn run_coordinator(
         );
         ctx.world().abort(2);
     }
+    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
+        && std::env::var("OMPI_MCA_orte_enable_recovery").as_deref() != Ok("1")
+    {
+        eprintln!(
+            "note: mpirun was started without --enable-recovery: if any rank dies, Open MPI ends the whole job (then `tma train --resume {}` continues it); with it, the run goes on without a lost trainer",
+            run.dir().display()
+        );
+    }
     let clock = run.clock();
-    let mut finalize = true;
+    let mut coord = MpiCoordinator::new(ctx.world(), run.config(), clock.clone());
+    let mut finished = Ok(());
     let result = run.coordinate_with(observer, clock, |e| {
-        let mut coord = MpiCoordinator::new(ctx.world());
         if let Err(problems) = coord.join(ctx.join_timeout) {
             for p in &problems {
                 eprintln!("error: {p}");
@@ -247,31 +290,42 @@ pub fn run_coordinator(
             e.observer,
             e.resume,
         );
-        let finished = coord.finish(ctx.join_timeout);
+        finished = coord.finish(ctx.join_timeout);
         let failed = coord.failed();
         eprintln!(
             "rank 0 (coordinator) on {}: peak RSS {:.0} MiB",
             ctx.host,
             crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
         );
-        if let Err(problems) = finished {
-            for p in &problems {
-                eprintln!("error: {p}");
-            }
-            eprintln!("error: the job ends without MPI_Finalize so mpirun stops those ranks");
-            // no MPI_Finalize (it would wait for the hung ranks): exiting rank 0 without it
-            // makes the launcher end the job
-            std::mem::forget(coord);
-            finalize = false;
+        if coord.dropped() > 0 {
+            eprintln!(
+                "warning: {} malformed contribution(s) (wrong size) were dropped",
+                coord.dropped()
+            );
         }
         result.map(|mut r| {
             r.summary.failed_trainers = failed;
             r
         })
     });
-    if finalize {
+    // the run directory is complete (or the run failed): now let the trainer ranks go
+    if let Err(problems) = &finished {
+        for p in problems {
+            eprintln!("warning: {p}; listed in summary.json failed_trainers");
+        }
+    }
+    if coord.close() {
+        drop(coord);
         drop(ctx); // MPI_Finalize
     } else {
+        // no MPI_Finalize (it would wait for the lost ranks); the surviving trainer ranks were
+        // told to exit without it too
+        if finished.is_err() {
+            eprintln!(
+                "warning: exiting without MPI_Finalize (a lost rank would make it wait forever); under mpirun without --enable-recovery the launcher ends the remaining ranks"
+            );
+        }
+        std::mem::forget(coord);
         std::mem::forget(ctx);
     }
     Ok(result?)

@@ -48,6 +48,9 @@ pub struct TrainOpts {
     /// Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock). Default: 0.
     #[arg(long, value_name = "N")]
     pub sync_every_steps: Option<u64>,
+    /// Per-round deadline: the coordinator waits at most this long after calling a round for the trainers in step with the previous one; a trainer that has not answered (dead, stalled, slow) misses the round, is not waited for again, and rejoins with the current model once it answers. Must exceed one step (with --sync-every-steps: that many). MPI: a rank silent for 4 x (sync-every + round-timeout) is considered lost. Default: 10s.
+    #[arg(long, value_name = "DURATION")]
+    pub round_timeout: Option<String>,
     /// LLCG: global correction mini-batch steps on the full graph after each averaging. Default: 2.
     #[arg(long, value_name = "N")]
     pub llcg_steps: Option<usize>,
@@ -205,6 +208,10 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
             None => d.time_limit,
         },
         sync_every_steps: o.sync_every_steps.unwrap_or(d.sync_every_steps),
+        round_timeout: match &o.round_timeout {
+            Some(s) => parse_duration("round-timeout", s)?,
+            None => d.round_timeout,
+        },
         llcg_steps: o.llcg_steps.unwrap_or(d.llcg_steps),
         average_weight: match &o.average_weight {
             Some(s) => s.parse().map_err(anyhow::Error::msg)?,
@@ -430,7 +437,7 @@ pub fn train(o: TrainOpts) -> Result<()> {
             };
             let ctx = crate::mpi_run::MpiContext::init(join_timeout)?;
             if ctx.rank() != 0 {
-                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail);
+                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail, o.out.as_deref());
             }
             Some(ctx)
         }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrainerReport {
     /// Optimizer steps since this trainer started (after `--resume`, since the resume; the
-    /// coordinator adds the checkpointed count, [`crate::coordinator::Resume::steps`]).
+    /// coordinator adds the checkpointed count, [`crate::record::Resume::steps`]).
     pub steps: u64,
     /// Completed passes over the trainer's training data.
     pub epochs: u64,
@@ -64,10 +64,13 @@ pub trait CoordinatorEndpoint {
     fn broadcast_initial(&mut self, params: Arc<Vec<f32>>);
     /// Announces round `round` to all trainers.
     fn call_round(&mut self, round: u64);
-    /// Collects contributions to `round` from every trainer still alive, waiting at most
-    /// `timeout`. Trainers that died or did not answer in time are simply absent (a missing
-    /// trainer is data, not an error). Contributions a slow trainer sends
-    /// for an older round are answered at once with `latest` so it can go on.
+    /// Collects contributions to `round` by [`Roster`]'s rule: waits for the trainers it
+    /// expects (alive and in step with the previous round) until all of them have answered or
+    /// `timeout` has passed; if nothing has arrived by then, waits on for the first answer
+    /// while any trainer is alive (empty only when none is). Trainers that died, stalled or
+    /// answered too late are simply absent (a missing trainer is data, not an error). Stale
+    /// answers are answered at once with `latest`, the current averaged model; parked ones with
+    /// the round's model at the next [`CoordinatorEndpoint::reply`].
     fn gather(
         &mut self,
         round: u64,
@@ -78,6 +81,151 @@ pub trait CoordinatorEndpoint {
     fn reply(&mut self, to: &[usize], reply: Reply);
     /// Whether trainer `t` is still alive (has not exited or failed).
     fn is_alive(&self, t: usize) -> bool;
+    /// Between rounds: answers stale contributions that have arrived with `latest` (the
+    /// current averaged model) at once, so a trainer that wakes up after missing rounds rejoins
+    /// at the next one. Cheap; the coordinator calls it while it waits for a round's due time.
+    fn answer_late(&mut self, _latest: &Arc<Vec<f32>>) {}
+}
+
+/// The rule both transports follow for who takes part in a round (ARCHITECTURE.md: trainers
+/// never talk to each other, so this is all the coordinator decides).
+///
+/// * A round waits only for the trainers it **expects**: those that took part in the previous
+///   round (were sent its averaged model) or were given the current model since. A trainer that
+///   misses a round's deadline (dead, stalled, slow) is not waited for again, so a lost trainer
+///   costs one deadline, once, and the schedule holds.
+/// * A contribution is **fresh**, and enters the round being gathered, only if it answers that
+///   round and comes from an expected trainer.
+/// * A contribution to the round being gathered from a trainer that missed the previous round
+///   derives from an older average: it is **parked**, i.e. left out of the mean, and the trainer
+///   gets the round's averaged model with the participants, then takes part from the next round
+///   on. (Only when a round has nothing else at its deadline do parked contributions form it:
+///   the trainers that answered are all there is.)
+/// * Any other contribution (to an older round, or between rounds) is **stale**: it is answered
+///   at once with the current averaged model ([`Verdict::CatchUp`]) and the trainer is expected
+///   from the next round on.
+#[derive(Clone, Debug)]
+pub struct Roster {
+    /// The round each trainer is expected to contribute to next.
+    next: Vec<u64>,
+    /// The round being gathered, or the last one gathered between rounds.
+    round: u64,
+    /// Whether a round is being gathered (between rounds every contribution is stale).
+    gathering: bool,
+    started: bool,
+}
+
+/// What [`Roster::admit`] makes of a contribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It enters the round being gathered.
+    Fresh,
+    /// Left out of the round's mean; its trainer gets the round's averaged model with the
+    /// participants (unless nothing else arrived, see [`Roster`]).
+    Park,
+    /// Stale: answer it at once with the current averaged model.
+    CatchUp,
+}
+
+impl Roster {
+    /// A roster of `n` trainers, all expected in the first round gathered.
+    pub fn new(n: usize) -> Roster {
+        Roster {
+            next: vec![0; n],
+            round: 0,
+            gathering: false,
+            started: false,
+        }
+    }
+
+    /// Starts gathering `round` (the first call expects every trainer in it).
+    pub fn begin(&mut self, round: u64) {
+        if !self.started {
+            self.next.iter_mut().for_each(|x| *x = round);
+            self.started = true;
+        }
+        self.round = round;
+        self.gathering = true;
+    }
+
+    /// The round has formed: contributions from now on are stale until the next
+    /// [`Roster::begin`].
+    pub fn end(&mut self) {
+        self.gathering = false;
+    }
+
+    /// Whether the round being gathered waits for trainer `t` (liveness aside).
+    pub fn expects(&self, t: usize) -> bool {
+        self.gathering && self.next[t] == self.round
+    }
+
+    /// Trainer `t` answered round `round`: see [`Verdict`]. A trainer that is not fresh is
+    /// expected from the next round on.
+    pub fn admit(&mut self, t: usize, round: u64) -> Verdict {
+        if self.gathering && round == self.round && self.next[t] == self.round {
+            return Verdict::Fresh;
+        }
+        self.next[t] = self.round + 1;
+        if self.gathering && round == self.round {
+            Verdict::Park
+        } else {
+            Verdict::CatchUp
+        }
+    }
+
+    /// Trainer `t` was sent the averaged model of the round gathered last.
+    pub fn took_part(&mut self, t: usize) {
+        self.next[t] = self.round + 1;
+    }
+}
+
+/// Contributions of one round as a transport collects them: fresh ones, and parked ones
+/// (see [`Roster`]) whose trainers are answered with the round's model.
+#[derive(Default)]
+pub struct Gathered {
+    /// Fresh contributions, by trainer.
+    pub fresh: Vec<Option<Contribution>>,
+    /// Parked contributions.
+    pub parked: Vec<Contribution>,
+}
+
+impl Gathered {
+    /// Nothing collected for `n` trainers.
+    pub fn new(n: usize) -> Gathered {
+        Gathered {
+            fresh: vec![None; n],
+            parked: Vec::new(),
+        }
+    }
+
+    /// Whether the round could form now (something arrived).
+    pub fn any(&self) -> bool {
+        !self.parked.is_empty() || self.fresh.iter().any(Option::is_some)
+    }
+
+    /// Files `c` under `verdict` (a stale one is dropped: the caller has answered it).
+    pub fn file(&mut self, verdict: Verdict, c: Contribution) {
+        match verdict {
+            Verdict::Fresh => {
+                let t = c.trainer;
+                self.fresh[t] = Some(c);
+            }
+            Verdict::Park => self.parked.push(c),
+            Verdict::CatchUp => {}
+        }
+    }
+
+    /// The round's contributions (the fresh ones; the parked ones when nothing fresh came)
+    /// and the trainers to answer with the round's model besides them.
+    pub fn finish(self) -> (Vec<Contribution>, Vec<usize>) {
+        let fresh: Vec<Contribution> = self.fresh.into_iter().flatten().collect();
+        if fresh.is_empty() {
+            (self.parked, Vec::new())
+        } else {
+            let extra = self.parked.iter().map(|c| c.trainer).collect();
+            (fresh, extra)
+        }
+    }
 }
 
 struct Msg {
@@ -89,6 +237,9 @@ struct Msg {
 
 /// In-process transport: trainers are threads of this process.
 pub struct InProcess {
+    roster: Roster,
+    /// Trainers whose parked contribution is answered with the next reply.
+    parked: Vec<usize>,
     due: Arc<AtomicU64>,
     alive: Vec<Arc<AtomicBool>>,
     to_trainer: Vec<Sender<Reply>>,
@@ -133,6 +284,8 @@ impl InProcess {
         }
         (
             InProcess {
+                roster: Roster::new(n),
+                parked: Vec::new(),
                 due,
                 alive,
                 to_trainer,
@@ -189,39 +342,60 @@ impl CoordinatorEndpoint for InProcess {
         latest: &Arc<Vec<f32>>,
     ) -> Vec<Contribution> {
         let n = self.alive.len();
-        let mut got: Vec<Option<Contribution>> = vec![None; n];
+        self.roster.begin(round);
+        let mut got = Gathered::new(n);
         let deadline = Instant::now() + timeout;
         loop {
-            let waiting = (0..n).any(|t| got[t].is_none() && self.is_alive(t));
-            if !waiting {
-                break;
-            }
+            let waiting = (0..n)
+                .any(|t| got.fresh[t].is_none() && self.roster.expects(t) && self.is_alive(t));
             let now = Instant::now();
-            if now >= deadline {
+            // a round forms when every expected trainer has answered, or at its deadline; one
+            // with nothing yet waits for the first answer while anyone is alive
+            if (got.any() && (!waiting || now >= deadline)) || !(0..n).any(|t| self.is_alive(t)) {
                 break;
             }
-            let wait = (deadline - now).min(Duration::from_millis(20));
+            let wait = if waiting && now < deadline {
+                (deadline - now).min(Duration::from_millis(20))
+            } else {
+                Duration::from_millis(20)
+            };
             match self.from_trainers.recv_timeout(wait) {
-                Ok(m) if m.round == round => {
-                    got[m.trainer] = Some(Contribution {
-                        trainer: m.trainer,
-                        params: m.params,
-                        report: m.report,
-                    })
-                }
                 Ok(m) => {
-                    // a late answer to an earlier round: let that trainer go on from the latest model
-                    let _ = self.to_trainer[m.trainer].send(Reply::Continue(latest.clone()));
+                    let verdict = self.roster.admit(m.trainer, m.round);
+                    if verdict == Verdict::CatchUp {
+                        let _ = self.to_trainer[m.trainer].send(Reply::Continue(latest.clone()));
+                    }
+                    got.file(
+                        verdict,
+                        Contribution {
+                            trainer: m.trainer,
+                            params: m.params,
+                            report: m.report,
+                        },
+                    );
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
-        got.into_iter().flatten().collect()
+        self.roster.end();
+        let (contribs, parked) = got.finish();
+        self.parked = parked;
+        contribs
     }
     fn reply(&mut self, to: &[usize], reply: Reply) {
-        for &t in to {
+        let parked = std::mem::take(&mut self.parked);
+        for &t in to.iter().chain(&parked) {
+            if matches!(reply, Reply::Continue(_)) {
+                self.roster.took_part(t);
+            }
             let _ = self.to_trainer[t].send(reply.clone());
+        }
+    }
+    fn answer_late(&mut self, latest: &Arc<Vec<f32>>) {
+        while let Ok(m) = self.from_trainers.try_recv() {
+            self.roster.admit(m.trainer, m.round);
+            let _ = self.to_trainer[m.trainer].send(Reply::Continue(latest.clone()));
         }
     }
     fn is_alive(&self, t: usize) -> bool {
@@ -257,5 +431,150 @@ mod tests {
         for h in handles {
             assert!(h.join().unwrap());
         }
+    }
+
+    #[test]
+    fn roster_rule_fresh_park_catch_up() {
+        let mut r = Roster::new(3);
+        r.begin(5); // the first round gathered (e.g. after a resume) expects everyone
+        assert!((0..3).all(|t| r.expects(t)));
+        assert_eq!(r.admit(0, 5), Verdict::Fresh);
+        assert_eq!(r.admit(1, 5), Verdict::Fresh);
+        r.end(); // trainer 2 missed round 5
+        r.took_part(0);
+        r.took_part(1);
+        r.begin(6);
+        assert!(r.expects(0) && r.expects(1) && !r.expects(2));
+        // trainer 2 answers round 5 late: stale, caught up, expected from round 7
+        assert_eq!(r.admit(2, 5), Verdict::CatchUp);
+        assert!(!r.expects(2));
+        // ... and joins round 6 from the current model at once: parked, not in the mean
+        assert_eq!(r.admit(2, 6), Verdict::Park);
+        assert_eq!(r.admit(0, 6), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        r.took_part(2); // parked: answered with round 6's model
+                        // between rounds every answer is stale
+        assert_eq!(r.admit(1, 6), Verdict::CatchUp);
+        r.begin(7);
+        assert!((0..3).all(|t| r.expects(t)));
+        assert_eq!(r.admit(2, 7), Verdict::Fresh);
+    }
+
+    /// Joins `round` on a thread; the thread returns the endpoint and the reply.
+    fn join(
+        mut t: InProcessTrainer,
+        round: u64,
+    ) -> std::thread::JoinHandle<(InProcessTrainer, Option<Reply>)> {
+        std::thread::spawn(move || {
+            let r = t.join_round(round, &[t.id as f32], TrainerReport::default());
+            (t, r)
+        })
+    }
+
+    fn continued(
+        h: std::thread::JoinHandle<(InProcessTrainer, Option<Reply>)>,
+    ) -> (InProcessTrainer, f32) {
+        match h.join().unwrap() {
+            (t, Some(Reply::Continue(p))) => (t, p[0]),
+            (_, r) => panic!("expected a Continue reply, got {r:?}"),
+        }
+    }
+
+    fn ids(c: &[Contribution]) -> Vec<usize> {
+        let mut v: Vec<usize> = c.iter().map(|c| c.trainer).collect();
+        v.sort();
+        v
+    }
+
+    /// The rule of issue 14 in the in-process engine: a stalled trainer misses rounds without
+    /// delaying them (after the first deadline nobody waits for it), gets the current model
+    /// when it wakes up, and takes part again from the next round; one that answers the round
+    /// being gathered out of step is parked and gets that round's model.
+    #[test]
+    fn stalled_trainer_misses_rounds_then_rejoins_with_the_current_model() {
+        let (mut coord, trainers) = InProcess::new(3);
+        let [t0, t1, t2]: [InProcessTrainer; 3] = trainers.try_into().ok().unwrap();
+        let timeout = Duration::from_millis(300);
+        let model = |x: f32| Arc::new(vec![x]);
+
+        // round 1: trainer 1 stalls; the round forms at its deadline
+        coord.call_round(1);
+        let (h0, h2) = (join(t0, 1), join(t2, 1));
+        let start = Instant::now();
+        let got = coord.gather(1, timeout, &model(0.0));
+        assert!(start.elapsed() >= timeout);
+        assert_eq!(ids(&got), vec![0, 2]);
+        coord.reply(&[0, 2], Reply::Continue(model(1.0)));
+        let ((t0, a), (t2, b)) = (continued(h0), continued(h2));
+        assert_eq!((a, b), (1.0, 1.0));
+
+        // round 2: not waited for again (forms as soon as 0 and 2 answered)
+        coord.call_round(2);
+        let (h0, h2) = (join(t0, 2), join(t2, 2));
+        let start = Instant::now();
+        let got = coord.gather(2, timeout, &model(1.0));
+        assert!(start.elapsed() < timeout, "{:?}", start.elapsed());
+        assert_eq!(ids(&got), vec![0, 2]);
+        coord.reply(&[0, 2], Reply::Continue(model(2.0)));
+        let ((t0, _), (t2, _)) = (continued(h0), continued(h2));
+
+        // trainer 1 wakes up between rounds and answers round 1: it gets the current model
+        let h1 = join(t1, 1);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !h1.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "late answer not taken between rounds"
+            );
+            coord.answer_late(&model(2.0));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (t1, p) = continued(h1);
+        assert_eq!(p, 2.0);
+
+        // round 3: all three again; trainer 2 stalls
+        coord.call_round(3);
+        let (h0, h1) = (join(t0, 3), join(t1, 3));
+        let got = coord.gather(3, timeout, &model(2.0));
+        assert_eq!(ids(&got), vec![0, 1]);
+        coord.reply(&[0, 1], Reply::Continue(model(3.0)));
+        let ((t0, _), (t1, _)) = (continued(h0), continued(h1));
+
+        // round 4: trainer 2 answers it out of step (it missed round 3): parked, not in the
+        // mean, and answered with round 4's model together with the participants
+        coord.call_round(4);
+        let h2 = join(t2, 4);
+        std::thread::sleep(Duration::from_millis(50));
+        let (h0, h1) = (join(t0, 4), join(t1, 4));
+        let got = coord.gather(4, timeout, &model(3.0));
+        assert_eq!(ids(&got), vec![0, 1]);
+        coord.reply(&[0, 1], Reply::Continue(model(4.0)));
+        let ((t0, _), (t1, _), (t2, p)) = (continued(h0), continued(h1), continued(h2));
+        assert_eq!(p, 4.0);
+
+        // round 5: everyone takes part
+        coord.call_round(5);
+        let hs = [join(t0, 5), join(t1, 5), join(t2, 5)];
+        let got = coord.gather(5, timeout, &model(4.0));
+        assert_eq!(ids(&got), vec![0, 1, 2]);
+        coord.reply(&[0, 1, 2], Reply::Continue(model(5.0)));
+        let mut ts: Vec<InProcessTrainer> = hs.into_iter().map(|h| continued(h).0).collect();
+
+        // round 6: only trainer 1 is left and answers after the deadline: a round nobody has
+        // answered waits for the first answer while anyone is alive
+        let t1 = ts.remove(1);
+        drop(ts);
+        coord.call_round(6);
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(600));
+            continued(join(t1, 6))
+        });
+        let start = Instant::now();
+        let got = coord.gather(6, timeout, &model(5.0));
+        assert!(start.elapsed() >= Duration::from_millis(600));
+        assert_eq!(ids(&got), vec![1]);
+        coord.reply(&[1], Reply::Continue(model(6.0)));
+        assert_eq!(late.join().unwrap().1, 6.0);
     }
 }

@@ -165,6 +165,14 @@ pub struct TrainConfig {
     /// time); the run still ends at `time_limit`. 0 = the wall-clock schedule (the paper's).
     #[serde(default)]
     pub sync_every_steps: u64,
+    /// Per-round deadline: after calling a round the coordinator waits at most this long for
+    /// the trainers it expects (those in step with the previous round); a trainer that has not
+    /// answered by then misses the round, which forms from those that arrived. A trainer that
+    /// missed a round is not waited for again: its next answer is answered with the current
+    /// averaged model and it rejoins at the following round (see [`crate::cluster::Roster`]).
+    /// Must exceed one optimizer step (with `sync_every_steps`: that many steps).
+    #[serde(default = "default_round_timeout", with = "humantime_serde_compat")]
+    pub round_timeout: Duration,
     /// LLCG: global correction steps (mini-batches on the full graph) after each averaging.
     #[serde(default = "default_llcg_steps")]
     pub llcg_steps: usize,
@@ -240,6 +248,7 @@ impl Default for TrainConfig {
             time_limit: Duration::from_secs(30),
             average_weight: AverageWeight::Uniform,
             sync_every_steps: 0,
+            round_timeout: default_round_timeout(),
             llcg_steps: default_llcg_steps(),
             model: EncoderKind::Sage,
             heads: default_heads(),
@@ -272,6 +281,10 @@ fn default_eval_every() -> u64 {
     1
 }
 
+fn default_round_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
 fn default_llcg_steps() -> usize {
     2
 }
@@ -289,6 +302,15 @@ impl TrainConfig {
         }
     }
 
+    /// Under MPI, how long one side waits without any message from the other before it
+    /// considers it lost: `4 * (sync_every + round_timeout)`. A trainer rank that hears nothing
+    /// from the coordinator for this long exits (the coordinator is gone); the coordinator stops
+    /// sending to a trainer rank it has not heard from for this long and does not wait for it
+    /// at the end of the run (it is taken back if it answers again).
+    pub fn peer_timeout(&self) -> Duration {
+        (self.sync_every + self.round_timeout) * 4
+    }
+
     /// Checks values a user can get wrong; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if self.num_trainers == 0 {
@@ -299,6 +321,9 @@ impl TrainConfig {
         }
         if self.time_limit.is_zero() {
             return Err("time-limit must be > 0".into());
+        }
+        if self.round_timeout.is_zero() {
+            return Err("round-timeout must be > 0".into());
         }
         if self.num_layers == 0 {
             return Err("num-layers must be >= 1".into());
@@ -415,6 +440,27 @@ mod tests {
         let back: TrainConfig = serde_json::from_str(&s).unwrap();
         assert_eq!(back.sync_every, Duration::from_secs(5));
         assert_eq!(back.method, Method::RandomTma);
+    }
+
+    #[test]
+    fn round_timeout_defaults_validates_and_reads_old_configs() {
+        let c = TrainConfig::default();
+        assert_eq!(c.round_timeout, Duration::from_secs(10));
+        // 4 * (5 s + 10 s)
+        assert_eq!(c.peer_timeout(), Duration::from_secs(60));
+        let zero = TrainConfig {
+            round_timeout: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(zero.validate().unwrap_err(), "round-timeout must be > 0");
+        // a configuration written before the option existed (a run directory to resume)
+        let mut v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["round_timeout"], "10s");
+        v.as_object_mut().unwrap().remove("round_timeout");
+        v["sync_every"] = "1s".into();
+        let old: TrainConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(old.round_timeout, Duration::from_secs(10));
+        assert_eq!(old.peer_timeout(), Duration::from_secs(44));
     }
 
     #[test]

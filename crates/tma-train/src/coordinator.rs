@@ -44,9 +44,10 @@ impl Coordinated<'_> {
 }
 
 /// How long the coordinator waits for the trainers' contributions to one exchange before it
-/// goes on without the missing ones: `4 * max(sync_every, 60 s)`.
+/// goes on without the missing ones: `round_timeout` (see [`crate::cluster::Roster`] for whom
+/// it waits).
 pub fn gather_timeout(cfg: &TrainConfig) -> Duration {
-    cfg.sync_every.max(Duration::from_secs(60)) * 4
+    cfg.round_timeout
 }
 
 /// The coordinator's loop over any transport and any method.
@@ -120,6 +121,8 @@ pub fn coordinate(
                     if now >= due || ctx.stop_requested() {
                         break;
                     }
+                    // a trainer waking up after missed rounds gets the current model now
+                    coord.answer_late(&exchange.idle_reply());
                     clock.sleep((due - now).min(Duration::from_millis(20)));
                 }
                 // the last round is the first one formed at or after the time limit, whether it

@@ -5,29 +5,51 @@
 //! Messages (point-to-point on `MPI_COMM_WORLD`, only trainer <-> rank 0):
 //! * `HELLO` trainer -> 0, right after `MPI_Init`: the trainer's host name.
 //! * `READY` trainer -> 0, after loading its part: `[0]`, or `[1, utf-8 error message...]`.
+//! * `START` 0 -> trainer: `[segment]` (u64), the seed segment of its random stream.
 //! * `INIT` 0 -> trainer: the initial parameters (f32).
 //! * `DUE` 0 -> trainer: `[round]` (u64). Trainers poll it after every step with a
-//!   non-blocking probe (`MPI_Iprobe`), so the check costs microseconds.
+//!   non-blocking probe (`MPI_Improbe`), so the check costs microseconds.
 //! * `CONTRIB_HDR` + `CONTRIB` trainer -> 0: `[round, steps, epochs, loss_sum bits,
-//!   loss_count]` (u64) then the parameters (f32).
+//!   loss_count, len]` (u64) then the `len` parameters (f32).
 //! * `CONTINUE` 0 -> trainer: averaged parameters (f32); `STOP` 0 -> trainer: `[0u8]` (the run
-//!   is over; small, so it never blocks the coordinator).
+//!   is over).
 //! * `BYE` trainer -> 0 when its loop ends: `[exit kind, training time bits]` (u64).
+//! * `FINAL` 0 -> trainer, after every `BYE`: `[1]` call `MPI_Finalize`, `[0]` exit without
+//!   it (a rank was lost: `MPI_Finalize` would wait for it forever).
 //!
 //! All MPI calls of a process are made from the thread that initialized MPI
 //! (`MPI_THREAD_FUNNELED`); computation runs on rayon pools.
 //!
-//! Liveness: MPI has no portable way to notice a dead peer, so the coordinator relies on
-//! timeouts: [`MpiCoordinator::join`] waits a bounded time for every trainer's `READY`, and
-//! [`MpiCoordinator::finish`] a bounded time for every `BYE`; both name the missing ranks and
-//! their hosts, and the caller aborts the job (`MPI_Abort`), so no rank is left hanging.
-//! (Under Open MPI the default error handler also ends the whole job when one rank dies.)
+//! **Failures.** MPI reports no error for a peer that died: under Open MPI's
+//! `mpirun --enable-recovery` the survivors keep running, but an operation involving a dead
+//! rank simply never completes (and without that flag the whole job is aborted). So no
+//! operation here ever blocks on a peer: every send and every receive of parameters is
+//! non-blocking (`MPI_Isend`, `MPI_Irecv`, `MPI_Improbe` + `MPI_Imrecv`), tested while polling,
+//! and abandoned when its peer is given up on: its request is dropped without being freed and
+//! its buffer is leaked, since MPI may still write to it (see `Op`). The coordinator forms
+//! every round at its deadline ([`crate::config::TrainConfig::round_timeout`]) from the trainers
+//! that answered, by [`Roster`]'s rule; a trainer rank that hears nothing from the coordinator
+//! for [`crate::config::TrainConfig::peer_timeout`] exits. Collectives are never used (they
+//! hang on a dead rank), and a process that lost a peer exits without `MPI_Finalize`.
+//!
+//! Liveness before the run: [`MpiCoordinator::join`] waits a bounded time for every trainer's
+//! `READY` and names the missing ranks and their hosts; the caller aborts the job
+//! (`MPI_Abort`), so no rank is left hanging.
 
-use crate::cluster::{Contribution, CoordinatorEndpoint, Reply, TrainerEndpoint, TrainerReport};
+use crate::clock::Clock;
+use crate::cluster::{
+    Contribution, CoordinatorEndpoint, Gathered, Reply, Roster, TrainerEndpoint, TrainerReport,
+    Verdict,
+};
+use crate::config::TrainConfig;
+use mpi::ffi;
 use mpi::point_to_point::MatchedReceiveVec;
+use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::mem::ManuallyDrop;
+use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,9 +63,24 @@ const TAG_CONTINUE: i32 = 17;
 const TAG_STOP: i32 = 18;
 const TAG_BYE: i32 = 19;
 const TAG_START: i32 = 20;
+const TAG_FINAL: i32 = 21;
+
+/// At most this many sends in flight to one trainer before `DUE` messages to it are skipped
+/// (a dead rank never completes them; a live one only needs the latest round).
+const MAX_IN_FLIGHT: usize = 4;
 
 /// The `mpi` crate this transport is built on (so callers need no direct dependency).
 pub use mpi;
+
+/// Makes MPI errors on `world` return instead of aborting the job (`MPI_ERRORS_RETURN`), so a
+/// failure on the link to one peer does not end every rank; the transport checks what it
+/// receives instead (a message of the wrong size is dropped).
+pub fn errors_return(world: &SimpleCommunicator) {
+    // SAFETY: a valid communicator and the predefined error handler.
+    unsafe {
+        ffi::MPI_Comm_set_errhandler(world.as_raw(), ffi::RSMPI_ERRORS_RETURN);
+    }
+}
 
 /// How a trainer rank ended, as told in its `BYE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +94,146 @@ pub enum ByeKind {
 }
 
 const POLL: Duration = Duration::from_micros(200);
+
+/// A message buffer an operation in flight reads or writes.
+enum Buf {
+    U8(Vec<u8>),
+    U64(Vec<u64>),
+    F32(Vec<f32>),
+    Shared(Arc<Vec<f32>>),
+}
+
+impl Buf {
+    fn raw(&mut self) -> (*mut c_void, c_int, ffi::MPI_Datatype) {
+        // SAFETY: reading the predefined datatype handles.
+        unsafe {
+            match self {
+                Buf::U8(v) => (v.as_mut_ptr().cast(), v.len() as c_int, ffi::RSMPI_UINT8_T),
+                Buf::U64(v) => (v.as_mut_ptr().cast(), v.len() as c_int, ffi::RSMPI_UINT64_T),
+                Buf::F32(v) => (v.as_mut_ptr().cast(), v.len() as c_int, ffi::RSMPI_FLOAT),
+                // only ever sent (read by MPI), never received into
+                Buf::Shared(v) => (
+                    v.as_ptr() as *mut c_void,
+                    v.len() as c_int,
+                    ffi::RSMPI_FLOAT,
+                ),
+            }
+        }
+    }
+}
+
+/// A non-blocking MPI operation with its buffer. Dropped before it completed (its peer was
+/// given up on), the request is abandoned and the buffer leaked: MPI may still read or write
+/// it, so it is never freed (the `mpi` crate's `Request` would panic instead).
+struct Op {
+    req: ffi::MPI_Request,
+    buf: ManuallyDrop<Buf>,
+    done: bool,
+    status: ffi::MPI_Status,
+}
+
+impl Op {
+    fn new(buf: Buf) -> Op {
+        // the request is a handle (MPI keeps no pointer to this struct); the buffer is on
+        // the heap and does not move with it
+        Op {
+            // SAFETY: reading the predefined null request.
+            req: unsafe { ffi::RSMPI_REQUEST_NULL },
+            buf: ManuallyDrop::new(buf),
+            done: false,
+            // SAFETY: a plain C struct; all zeros is a valid value.
+            status: unsafe { std::mem::zeroed() },
+        }
+    }
+
+    /// `MPI_Isend` of `buf` to `dest`.
+    fn send(comm: ffi::MPI_Comm, dest: i32, tag: i32, buf: Buf) -> Op {
+        let mut op = Op::new(buf);
+        let (p, n, ty) = op.buf.raw();
+        // SAFETY: the buffer is owned by the op (never freed before completion, see Drop).
+        let rc = unsafe { ffi::MPI_Isend(p, n, ty, dest, tag, comm, &mut op.req) };
+        op.done = rc != 0; // failed to start: nothing in flight
+        op
+    }
+
+    /// `MPI_Irecv` of exactly `buf`'s length from `source`.
+    fn recv(comm: ffi::MPI_Comm, source: i32, tag: i32, buf: Buf) -> Op {
+        let mut op = Op::new(buf);
+        let (p, n, ty) = op.buf.raw();
+        // SAFETY: as in `send`.
+        let rc = unsafe { ffi::MPI_Irecv(p, n, ty, source, tag, comm, &mut op.req) };
+        if rc != 0 {
+            op.done = true;
+            op.status.MPI_ERROR = rc;
+        }
+        op
+    }
+
+    /// Whether it has completed (tests it once if not).
+    fn test(&mut self) -> bool {
+        if !self.done {
+            let mut flag: c_int = 0;
+            // SAFETY: an active request of this op.
+            let rc = unsafe { ffi::MPI_Test(&mut self.req, &mut flag, &mut self.status) };
+            if rc != 0 {
+                // with MPI_ERRORS_RETURN: the operation failed; nothing is in flight any more
+                self.status.MPI_ERROR = rc;
+                self.done = true;
+            } else {
+                self.done = flag != 0;
+            }
+        }
+        self.done
+    }
+
+    /// The buffer of a completed operation, or `None` if it failed.
+    fn into_buf(mut self) -> Option<Buf> {
+        assert!(self.done, "Op::into_buf before completion");
+        self.done = false; // the buffer moves out: Drop must not free it again
+                           // SAFETY: taken once; Drop skips it (done is false, so it is "leaked" there).
+        let buf = unsafe { ManuallyDrop::take(&mut self.buf) };
+        (self.status.MPI_ERROR == 0).then_some(buf)
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        if self.done {
+            // SAFETY: completed: MPI no longer uses the buffer.
+            unsafe { ManuallyDrop::drop(&mut self.buf) }
+        }
+        // else: abandoned in flight; the buffer is leaked on purpose
+    }
+}
+
+/// `MPI_Improbe` for a message from `source` with `tag`; on a match, receives it with
+/// `MPI_Imrecv` into a buffer of its size (`make(len)`) and returns the operation.
+fn take_matched(
+    comm: ffi::MPI_Comm,
+    source: i32,
+    tag: i32,
+    dtype: ffi::MPI_Datatype,
+    make: impl FnOnce(usize) -> Buf,
+) -> Option<(i32, Op)> {
+    let mut flag: c_int = 0;
+    // SAFETY: plain C handles and structs, filled by MPI.
+    unsafe {
+        let mut msg: ffi::MPI_Message = ffi::RSMPI_MESSAGE_NULL;
+        let mut st: ffi::MPI_Status = std::mem::zeroed();
+        if ffi::MPI_Improbe(source, tag, comm, &mut flag, &mut msg, &mut st) != 0 || flag == 0 {
+            return None;
+        }
+        let mut count: c_int = 0;
+        ffi::MPI_Get_count(&st, dtype, &mut count);
+        let mut op = Op::new(make(count.max(0) as usize));
+        let (p, n, ty) = op.buf.raw();
+        if ffi::MPI_Imrecv(p, n, ty, &mut msg, &mut op.req) != 0 {
+            op.done = true;
+            op.status.MPI_ERROR = 1;
+        }
+        Some((st.MPI_SOURCE, op))
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -94,36 +271,87 @@ impl std::fmt::Display for RankProblem {
     }
 }
 
+/// A contribution being received: its header, then its parameters in flight.
+struct Incoming {
+    hdr: Vec<u64>,
+    op: Op,
+}
+
 /// Rank 0's side of the MPI transport.
 pub struct MpiCoordinator {
     world: SimpleCommunicator,
+    comm: ffi::MPI_Comm,
     n: usize,
     hosts: Vec<Option<String>>,
     state: Vec<State>,
     bye: Vec<Option<(ByeKind, f64)>>,
+    roster: Roster,
+    /// Trainers whose parked contribution is answered with the next reply.
+    parked: Vec<usize>,
+    /// Sends in flight, by trainer.
+    outbox: Vec<Vec<Op>>,
+    /// Contributions being received, by trainer.
+    incoming: Vec<Option<Incoming>>,
+    /// Training time of the first round deadline each trainer missed since it last took part.
+    missed_at: Vec<Option<f64>>,
+    /// Trainers given up on at the end (no `BYE`), with the time they were lost.
+    lost: Vec<(usize, f64)>,
+    params_len: Option<usize>,
+    clock: Arc<dyn Clock>,
+    round_timeout: Duration,
+    peer_timeout: Duration,
+    /// Contributions of the wrong size or malformed headers dropped.
+    dropped: u64,
 }
+
+/// A contribution that arrived completely: trainer, header, parameters.
+type Arrived = (usize, Vec<u64>, Vec<f32>);
 
 fn u64s_to_f64(b: u64) -> f64 {
     f64::from_bits(b)
 }
 
 impl MpiCoordinator {
-    /// The coordinator end on rank 0 of `world` (`world.size() - 1` trainers).
-    pub fn new(world: SimpleCommunicator) -> MpiCoordinator {
+    /// The coordinator end on rank 0 of `world` (`world.size() - 1` trainers), with `cfg`'s
+    /// round and peer timeouts; `clock` times when trainers were lost.
+    pub fn new(world: SimpleCommunicator, cfg: &TrainConfig, clock: Arc<dyn Clock>) -> Self {
         let n = (world.size() as usize).saturating_sub(1);
+        let comm = world.as_raw();
         MpiCoordinator {
             world,
+            comm,
             n,
             hosts: vec![None; n],
             state: vec![State::Started; n],
             bye: vec![None; n],
+            roster: Roster::new(n),
+            parked: Vec::new(),
+            outbox: (0..n).map(|_| Vec::new()).collect(),
+            incoming: (0..n).map(|_| None).collect(),
+            missed_at: vec![None; n],
+            lost: Vec::new(),
+            params_len: None,
+            clock,
+            round_timeout: cfg.round_timeout,
+            peer_timeout: cfg.peer_timeout(),
+            dropped: 0,
         }
     }
 
-    /// Handles one pending HELLO / READY / BYE message if there is one; returns whether it did.
-    fn poll_control(&mut self) -> Option<RankProblem> {
+    fn send(&mut self, t: usize, tag: i32, buf: Buf) {
+        let op = Op::send(self.comm, t as i32 + 1, tag, buf);
+        self.outbox[t].push(op);
+    }
+
+    /// Handles pending HELLO / READY / BYE messages, tests the operations in flight and
+    /// returns the contributions that have arrived completely: `(trainer, header, params)`.
+    /// A rank that failed to load is returned as a problem.
+    fn poll(&mut self) -> (Vec<Arrived>, Option<RankProblem>) {
+        let mut problem = None;
         let any = self.world.any_process();
-        if let Some(pair) = any.immediate_matched_probe_with_tag(TAG_HELLO) {
+        // small control messages: complete on arrival (every HELLO first, so a READY with an
+        // error can name its host)
+        while let Some(pair) = any.immediate_matched_probe_with_tag(TAG_HELLO) {
             let (b, st) = pair.matched_receive_vec::<u8>();
             let t = st.source_rank() as usize - 1;
             self.hosts[t] = Some(String::from_utf8_lossy(&b).into_owned());
@@ -135,7 +363,7 @@ impl MpiCoordinator {
                 self.state[t] = State::Alive;
             } else {
                 self.state[t] = State::Gone;
-                return Some(RankProblem {
+                problem = Some(RankProblem {
                     rank: t + 1,
                     host: self.hosts[t].clone(),
                     problem: format!(
@@ -145,7 +373,7 @@ impl MpiCoordinator {
                 });
             }
         }
-        if let Some(pair) = any.immediate_matched_probe_with_tag(TAG_BYE) {
+        while let Some(pair) = any.immediate_matched_probe_with_tag(TAG_BYE) {
             let (b, st) = pair.matched_receive_vec::<u64>();
             let t = st.source_rank() as usize - 1;
             self.state[t] = State::Gone;
@@ -156,7 +384,39 @@ impl MpiCoordinator {
             };
             self.bye[t] = Some((kind, b.get(1).map_or(f64::NAN, |&x| u64s_to_f64(x))));
         }
-        None
+        for ops in &mut self.outbox {
+            ops.retain_mut(|op| !op.test());
+        }
+        let mut arrived = Vec::new();
+        for t in 0..self.n {
+            if self.incoming[t].is_none() {
+                let from = self.world.process_at_rank(t as i32 + 1);
+                if let Some(pair) = from.immediate_matched_probe_with_tag(TAG_CONTRIB_HDR) {
+                    let (hdr, _) = pair.matched_receive_vec::<u64>();
+                    let len = hdr.get(5).copied().unwrap_or(0) as usize;
+                    let op = Op::recv(
+                        self.comm,
+                        t as i32 + 1,
+                        TAG_CONTRIB,
+                        Buf::F32(vec![0.0; len]),
+                    );
+                    self.incoming[t] = Some(Incoming { hdr, op });
+                }
+            }
+            let done = self.incoming[t].as_mut().is_some_and(|i| i.op.test());
+            if done {
+                let Incoming { hdr, op } = self.incoming[t].take().expect("incoming");
+                match op.into_buf() {
+                    Some(Buf::F32(params))
+                        if hdr.len() == 6 && self.params_len.is_none_or(|n| n == params.len()) =>
+                    {
+                        arrived.push((t, hdr, params))
+                    }
+                    _ => self.dropped += 1,
+                }
+            }
+        }
+        (arrived, problem)
     }
 
     /// Waits until every trainer rank has loaded its part (`READY`), at most `timeout`.
@@ -167,7 +427,7 @@ impl MpiCoordinator {
         let deadline = Instant::now() + timeout;
         let mut problems = Vec::new();
         loop {
-            if let Some(p) = self.poll_control() {
+            if let (_, Some(p)) = self.poll() {
                 problems.push(p);
             }
             if self.state.iter().all(|s| *s != State::Started) {
@@ -204,49 +464,104 @@ impl MpiCoordinator {
         }
     }
 
-    /// After the run: waits at most `timeout` for every trainer's `BYE`, discarding late
-    /// contributions (and answering them with STOP).
+    /// After the run: waits for every trainer's `BYE`, answering late contributions with STOP:
+    /// at most `timeout` for the trainers that took part in the last round they were expected
+    /// in, at most the round timeout for those that had been missing (dead or stalled). The
+    /// trainers that never said goodbye are given up on (see [`MpiCoordinator::failed`]).
     ///
     /// # Errors
-    /// The ranks that did not say goodbye in time, by rank and host.
+    /// The ranks given up on, by rank and host, with when they were lost.
     pub fn finish(&mut self, timeout: Duration) -> Result<(), Vec<RankProblem>> {
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
         loop {
-            self.poll_control();
-            while let Some(pair) = self
-                .world
-                .any_process()
-                .immediate_matched_probe_with_tag(TAG_CONTRIB_HDR)
-            {
-                let (_h, st) = pair.matched_receive_vec::<u64>();
-                let r = st.source_rank();
-                let _ = self
-                    .world
-                    .process_at_rank(r)
-                    .receive_vec_with_tag::<f32>(TAG_CONTRIB);
-                let t = r as usize - 1;
+            let (arrived, _) = self.poll();
+            for (t, _, _) in arrived {
                 if self.state[t] != State::Gone {
-                    self.world
-                        .process_at_rank(r)
-                        .send_with_tag(&[0u8][..], TAG_STOP);
+                    self.send(t, TAG_STOP, Buf::U8(vec![0]));
                     self.state[t] = State::Stopped;
                 }
             }
-            if self.state.iter().all(|s| *s == State::Gone) {
-                return Ok(());
+            let waited = start.elapsed();
+            let pending: Vec<usize> = (0..self.n)
+                .filter(|&t| self.state[t] != State::Gone)
+                .filter(|&t| {
+                    let limit = if self.missed_at[t].is_some() {
+                        self.round_timeout
+                    } else {
+                        timeout
+                    };
+                    waited < limit
+                })
+                .collect();
+            if pending.is_empty() {
+                break;
             }
-            if Instant::now() >= deadline {
-                return Err((0..self.n)
-                    .filter(|&t| self.state[t] != State::Gone)
-                    .map(|t| RankProblem {
-                        rank: t + 1,
-                        host: self.hosts[t].clone(),
-                        problem: format!(
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let now = self.clock.elapsed().as_secs_f64();
+        let mut problems = Vec::new();
+        for t in 0..self.n {
+            if self.state[t] != State::Gone {
+                let at = self.missed_at[t].unwrap_or(now);
+                self.lost.push((t, at));
+                problems.push(RankProblem {
+                    rank: t + 1,
+                    host: self.hosts[t].clone(),
+                    problem: match self.missed_at[t] {
+                        Some(at) => format!(
+                            "lost at {at:.1}s of training (missed every round from then on and did not exit within {} of the end)",
+                            humantime::format_duration(self.round_timeout)
+                        ),
+                        None => format!(
                             "did not exit within {} of the end of the run",
                             humantime::format_duration(timeout)
                         ),
-                    })
-                    .collect());
+                    },
+                });
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Ends the exchange with the trainers that said goodbye: waits (at most the round
+    /// timeout) for the messages in flight to them, then tells each whether to call
+    /// `MPI_Finalize`: yes only when every trainer said goodbye and nothing is left in flight
+    /// (a lost rank would make `MPI_Finalize` wait forever). Returns that decision for rank 0
+    /// too.
+    pub fn close(&mut self) -> bool {
+        let deadline = Instant::now() + self.round_timeout;
+        let said_bye: Vec<usize> = (0..self.n)
+            .filter(|&t| self.state[t] == State::Gone)
+            .collect();
+        let drained = loop {
+            self.poll();
+            if said_bye.iter().all(|&t| self.outbox[t].is_empty()) {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        // every trainer said goodbye (not so when the run failed before it started)
+        let finalize = drained
+            && self.lost.is_empty()
+            && self.state.iter().all(|s| *s == State::Gone)
+            && self.incoming.iter().all(Option::is_none);
+        for &t in &said_bye {
+            self.send(t, TAG_FINAL, Buf::U8(vec![finalize as u8]));
+        }
+        loop {
+            self.poll();
+            if said_bye.iter().all(|&t| self.outbox[t].is_empty()) {
+                return finalize;
+            }
+            if Instant::now() >= deadline + self.round_timeout {
+                return false;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -259,21 +574,29 @@ impl MpiCoordinator {
     pub fn start(&mut self, segment: u64) {
         for t in 0..self.n {
             if self.state[t] == State::Alive {
-                self.world
-                    .process_at_rank(t as i32 + 1)
-                    .send_with_tag(&[segment][..], TAG_START);
+                self.send(t, TAG_START, Buf::U64(vec![segment]));
             }
         }
     }
 
-    /// Trainers that ended with an injected failure, with their training time (seconds).
+    /// Trainers that failed: those that ended with an injected failure, with their training
+    /// time, and those given up on by [`MpiCoordinator::finish`], with the training time of
+    /// the first round deadline they missed for good (seconds).
     pub fn failed(&self) -> Vec<(usize, f64)> {
-        (0..self.n)
+        let mut f: Vec<(usize, f64)> = (0..self.n)
             .filter_map(|t| match self.bye[t] {
                 Some((ByeKind::Failed, at)) => Some((t, at)),
                 _ => None,
             })
-            .collect()
+            .chain(self.lost.iter().copied())
+            .collect();
+        f.sort_by_key(|&(t, _)| t);
+        f
+    }
+
+    /// Contributions dropped because they were malformed (wrong size).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Host name trainer `t` reported.
@@ -288,9 +611,7 @@ impl MpiCoordinator {
 
     fn send_stop(&mut self, t: usize) {
         if matches!(self.state[t], State::Alive) {
-            self.world
-                .process_at_rank(t as i32 + 1)
-                .send_with_tag(&[0u8][..], TAG_STOP);
+            self.send(t, TAG_STOP, Buf::U8(vec![0]));
             self.state[t] = State::Stopped;
         }
     }
@@ -302,22 +623,24 @@ impl CoordinatorEndpoint for MpiCoordinator {
     }
 
     fn broadcast_initial(&mut self, params: Arc<Vec<f32>>) {
+        self.params_len = Some(params.len());
         for t in 0..self.n {
             if self.state[t] == State::Alive {
-                self.world
-                    .process_at_rank(t as i32 + 1)
-                    .send_with_tag(&params[..], TAG_INIT);
+                self.send(t, TAG_INIT, Buf::Shared(params.clone()));
             }
         }
     }
 
     fn call_round(&mut self, round: u64) {
-        self.poll_control();
+        self.poll();
         for t in 0..self.n {
-            if self.state[t] == State::Alive {
-                self.world
-                    .process_at_rank(t as i32 + 1)
-                    .send_with_tag(&[round][..], TAG_DUE);
+            // a rank that has not taken its earlier messages (dead or stalled) gets no more
+            // calls piled up: when it wakes, it answers an older round and is caught up. A rank
+            // that ended with an injected failure waits for the FINAL word: the calls tell it
+            // the coordinator is alive.
+            let failed = matches!(self.bye[t], Some((ByeKind::Failed, _)));
+            if (self.state[t] == State::Alive || failed) && self.outbox[t].len() < MAX_IN_FLIGHT {
+                self.send(t, TAG_DUE, Buf::U64(vec![round]));
             }
         }
     }
@@ -328,26 +651,23 @@ impl CoordinatorEndpoint for MpiCoordinator {
         timeout: Duration,
         latest: &Arc<Vec<f32>>,
     ) -> Vec<Contribution> {
-        let mut got: Vec<Option<Contribution>> = vec![None; self.n];
+        let n = self.n;
+        self.roster.begin(round);
+        let mut got = Gathered::new(n);
         let deadline = Instant::now() + timeout;
+        // nothing at all for this long after the deadline: every trainer is lost
+        let give_up = deadline + self.peer_timeout;
         loop {
-            self.poll_control();
-            let mut idle = true;
-            while let Some(pair) = self
-                .world
-                .any_process()
-                .immediate_matched_probe_with_tag(TAG_CONTRIB_HDR)
-            {
-                idle = false;
-                let (h, st) = pair.matched_receive_vec::<u64>();
-                let r = st.source_rank();
-                let (params, _) = self
-                    .world
-                    .process_at_rank(r)
-                    .receive_vec_with_tag::<f32>(TAG_CONTRIB);
-                let t = r as usize - 1;
-                if h.len() == 5 && h[0] == round {
-                    got[t] = Some(Contribution {
+            let (arrived, _) = self.poll();
+            let idle = arrived.is_empty();
+            for (t, h, params) in arrived {
+                let verdict = self.roster.admit(t, h[0]);
+                if verdict == Verdict::CatchUp && self.state[t] == State::Alive {
+                    self.send(t, TAG_CONTINUE, Buf::Shared(latest.clone()));
+                }
+                got.file(
+                    verdict,
+                    Contribution {
                         trainer: t,
                         params,
                         report: TrainerReport {
@@ -356,33 +676,46 @@ impl CoordinatorEndpoint for MpiCoordinator {
                             loss_sum: f64::from_bits(h[3]),
                             loss_count: h[4],
                         },
-                    });
-                } else if self.state[t] == State::Alive {
-                    // a late answer to an earlier round: go on from the latest model
-                    self.world
-                        .process_at_rank(r)
-                        .send_with_tag(&latest[..], TAG_CONTINUE);
-                }
+                    },
+                );
             }
-            let waiting = (0..self.n).any(|t| got[t].is_none() && self.state[t] == State::Alive);
-            if !waiting || Instant::now() >= deadline {
+            let alive = |t: usize| self.state[t] == State::Alive;
+            let waiting =
+                (0..n).any(|t| got.fresh[t].is_none() && self.roster.expects(t) && alive(t));
+            let now = Instant::now();
+            if (got.any() && (!waiting || now >= deadline)) || !(0..n).any(alive) || now >= give_up
+            {
                 break;
             }
             if idle {
                 std::thread::sleep(POLL);
             }
         }
-        got.into_iter().flatten().collect()
+        let now = self.clock.elapsed().as_secs_f64();
+        for t in 0..n {
+            if got.fresh[t].is_some() {
+                self.missed_at[t] = None;
+            } else if self.roster.expects(t) && self.missed_at[t].is_none() {
+                self.missed_at[t] = Some(now);
+            }
+        }
+        self.roster.end();
+        let (contribs, parked) = got.finish();
+        for c in &contribs {
+            self.missed_at[c.trainer] = None;
+        }
+        self.parked = parked;
+        contribs
     }
 
     fn reply(&mut self, to: &[usize], reply: Reply) {
-        for &t in to {
+        let parked = std::mem::take(&mut self.parked);
+        for &t in to.iter().chain(&parked) {
             match &reply {
                 Reply::Continue(p) => {
+                    self.roster.took_part(t);
                     if self.state[t] == State::Alive {
-                        self.world
-                            .process_at_rank(t as i32 + 1)
-                            .send_with_tag(&p[..], TAG_CONTINUE);
+                        self.send(t, TAG_CONTINUE, Buf::Shared(p.clone()));
                     }
                 }
                 Reply::Stop(_) => self.send_stop(t),
@@ -393,12 +726,30 @@ impl CoordinatorEndpoint for MpiCoordinator {
     fn is_alive(&self, t: usize) -> bool {
         self.state[t] == State::Alive
     }
+
+    fn answer_late(&mut self, latest: &Arc<Vec<f32>>) {
+        let (arrived, _) = self.poll();
+        for (t, h, _) in arrived {
+            self.roster.admit(t, h[0]);
+            if self.state[t] == State::Alive {
+                self.send(t, TAG_CONTINUE, Buf::Shared(latest.clone()));
+            }
+        }
+    }
 }
 
 /// A trainer rank's side of the MPI transport.
 pub struct MpiTrainer {
-    world: SimpleCommunicator,
+    /// Kept for the lifetime of the endpoint (`comm` is its handle).
+    _world: SimpleCommunicator,
+    comm: ffi::MPI_Comm,
     due: Cell<u64>,
+    /// When the coordinator was last heard from.
+    heard: Cell<Instant>,
+    /// Set once nothing was heard from the coordinator for `peer_timeout`.
+    lost: Cell<bool>,
+    peer_timeout: Duration,
+    outbox: RefCell<Vec<Op>>,
 }
 
 // SAFETY: the communicator handle is only used from the thread that initialized MPI; the
@@ -406,17 +757,91 @@ pub struct MpiTrainer {
 unsafe impl Send for MpiTrainer {}
 
 impl MpiTrainer {
-    /// Trainer end on a rank > 0 of `world`. Sends `HELLO` (this host's name) at once, so the
-    /// coordinator can name the host if loading the part fails or hangs.
-    pub fn new(world: SimpleCommunicator) -> MpiTrainer {
+    /// Trainer end on a rank > 0 of `world`; it considers the coordinator lost after
+    /// `cfg.peer_timeout()` without a message from it. Sends `HELLO` (this host's name) at
+    /// once, so the coordinator can name the host if loading the part fails or hangs.
+    pub fn new(world: SimpleCommunicator, cfg: &TrainConfig) -> MpiTrainer {
         let host = mpi::environment::processor_name().unwrap_or_else(|_| "?".into());
-        world
-            .process_at_rank(0)
-            .send_with_tag(host.as_bytes(), TAG_HELLO);
-        MpiTrainer {
-            world,
+        let comm = world.as_raw();
+        let t = MpiTrainer {
+            _world: world,
+            comm,
             due: Cell::new(0),
+            heard: Cell::new(Instant::now()),
+            lost: Cell::new(false),
+            peer_timeout: cfg.peer_timeout(),
+            outbox: RefCell::new(Vec::new()),
+        };
+        t.send(TAG_HELLO, Buf::U8(host.into_bytes()));
+        t
+    }
+
+    fn send(&self, tag: i32, buf: Buf) {
+        let op = Op::send(self.comm, 0, tag, buf);
+        let mut out = self.outbox.borrow_mut();
+        out.retain_mut(|op| !op.test());
+        out.push(op);
+    }
+
+    /// How long the coordinator has been silent when this trainer gives up on it.
+    pub fn peer_timeout(&self) -> Duration {
+        self.peer_timeout
+    }
+
+    /// Whether the coordinator was given up on (silent for the peer timeout).
+    pub fn lost_coordinator(&self) -> bool {
+        self.lost.get()
+    }
+
+    /// Receives the next message with `tag` from the coordinator if one has arrived (waiting
+    /// for its transfer to complete, at most the peer timeout); `None` when there is none.
+    fn take(&self, tag: i32, dtype: ffi::MPI_Datatype, make: fn(usize) -> Buf) -> Option<Buf> {
+        let (_, mut op) = take_matched(self.comm, 0, tag, dtype, make)?;
+        self.heard.set(Instant::now());
+        while !op.test() {
+            if self.heard.get().elapsed() > self.peer_timeout {
+                self.lost.set(true);
+                return None; // abandoned: the coordinator died mid-transfer
+            }
+            std::thread::sleep(POLL);
         }
+        self.heard.set(Instant::now());
+        op.into_buf()
+    }
+
+    fn take_u8(&self, tag: i32) -> Option<Vec<u8>> {
+        // SAFETY: reading a predefined datatype handle.
+        match self.take(tag, unsafe { ffi::RSMPI_UINT8_T }, |n| Buf::U8(vec![0; n]))? {
+            Buf::U8(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn take_u64(&self, tag: i32) -> Option<Vec<u64>> {
+        // SAFETY: as above.
+        match self.take(tag, unsafe { ffi::RSMPI_UINT64_T }, |n| {
+            Buf::U64(vec![0; n])
+        })? {
+            Buf::U64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn take_f32(&self, tag: i32) -> Option<Vec<f32>> {
+        // SAFETY: as above.
+        match self.take(tag, unsafe { ffi::RSMPI_FLOAT }, |n| Buf::F32(vec![0.0; n]))? {
+            Buf::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Whether the coordinator has now been silent for longer than the peer timeout (sets
+    /// [`MpiTrainer::lost_coordinator`]).
+    fn silent(&self) -> bool {
+        if self.heard.get().elapsed() > self.peer_timeout {
+            self.lost.set(true);
+        }
+        self.lost.get()
     }
 
     /// Tells the coordinator the part is loaded (`Ok`) or could not be (`Err(message)`).
@@ -425,52 +850,104 @@ impl MpiTrainer {
             Ok(()) => vec![0],
             Err(e) => std::iter::once(1u8).chain(e.into_bytes()).collect(),
         };
-        self.world
-            .process_at_rank(0)
-            .send_with_tag(&msg[..], TAG_READY);
+        self.send(TAG_READY, Buf::U8(msg));
+        // a rank that failed exits right after this: let the message leave first
+        let deadline = Instant::now() + self.peer_timeout;
+        while Instant::now() < deadline {
+            let mut out = self.outbox.borrow_mut();
+            out.retain_mut(|op| !op.test());
+            if out.is_empty() {
+                break;
+            }
+            drop(out);
+            std::thread::sleep(POLL);
+        }
     }
 
-    /// Blocks until the coordinator lets the run start; returns the seed segment of the
-    /// trainers' random streams.
-    pub fn wait_start(&self) -> u64 {
-        let (v, _) = self
-            .world
-            .process_at_rank(0)
-            .receive_vec_with_tag::<u64>(TAG_START);
-        v.first().copied().unwrap_or(0)
+    /// Waits until the coordinator lets the run start, at most `timeout` plus the peer
+    /// timeout (the coordinator waits `timeout` for every rank to load); returns the seed
+    /// segment of the trainers' random streams, or `None` if the coordinator is gone.
+    pub fn wait_start(&self, timeout: Duration) -> Option<u64> {
+        let deadline = Instant::now() + timeout + self.peer_timeout;
+        loop {
+            if let Some(v) = self.take_u64(TAG_START) {
+                return Some(v.first().copied().unwrap_or(0));
+            }
+            if Instant::now() >= deadline {
+                self.lost.set(true);
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Tells the coordinator this trainer's loop has ended (`at`: its training time).
     pub fn bye(&self, kind: ByeKind, at: Duration) {
-        let msg = [kind as u64, at.as_secs_f64().to_bits()];
-        self.world
-            .process_at_rank(0)
-            .send_with_tag(&msg[..], TAG_BYE);
+        self.send(
+            TAG_BYE,
+            Buf::U64(vec![kind as u64, at.as_secs_f64().to_bits()]),
+        );
+    }
+
+    /// After [`MpiTrainer::bye`]: takes whatever the coordinator still sends until its `FINAL`
+    /// word (at most the peer timeout of silence) and waits for this rank's own messages to
+    /// leave. Returns whether to call `MPI_Finalize` (only when the coordinator said so and
+    /// nothing is left in flight).
+    pub fn farewell(&self) -> bool {
+        self.heard.set(Instant::now());
+        loop {
+            self.drain_due();
+            let _ = self.take_f32(TAG_CONTINUE);
+            let _ = self.take_f32(TAG_INIT);
+            let _ = self.take_u8(TAG_STOP);
+            if let Some(v) = self.take_u8(TAG_FINAL) {
+                let deadline = Instant::now() + self.peer_timeout;
+                loop {
+                    self.drain_due();
+                    let _ = self.take_f32(TAG_CONTINUE);
+                    let _ = self.take_u8(TAG_STOP);
+                    let mut out = self.outbox.borrow_mut();
+                    out.retain_mut(|op| !op.test());
+                    if out.is_empty() {
+                        return v.first() == Some(&1);
+                    }
+                    if Instant::now() >= deadline {
+                        return false;
+                    }
+                    drop(out);
+                    std::thread::sleep(POLL);
+                }
+            }
+            if self.silent() {
+                return false;
+            }
+            std::thread::sleep(POLL);
+        }
     }
 
     fn drain_due(&self) {
-        let zero = self.world.process_at_rank(0);
-        while let Some(pair) = zero.immediate_matched_probe_with_tag(TAG_DUE) {
-            let (v, _) = pair.matched_receive_vec::<u64>();
+        while let Some(v) = self.take_u64(TAG_DUE) {
             if let Some(&r) = v.first() {
                 self.due.set(self.due.get().max(r));
             }
         }
     }
 
-    /// Blocks for the coordinator's answer (CONTINUE or STOP), still reading DUE messages.
-    fn wait_reply(&self) -> Reply {
-        let zero = self.world.process_at_rank(0);
+    /// Waits for the coordinator's answer (CONTINUE or STOP), still reading DUE messages;
+    /// `None` when it has been silent for the peer timeout.
+    fn wait_reply(&self) -> Option<Reply> {
         loop {
-            if let Some(pair) = zero.immediate_matched_probe_with_tag(TAG_STOP) {
-                let _ = pair.matched_receive_vec::<u8>();
-                return Reply::Stop(Arc::new(Vec::new()));
+            if self.take_u8(TAG_STOP).is_some() {
+                return Some(Reply::Stop(Arc::new(Vec::new())));
             }
-            if let Some(pair) = zero.immediate_matched_probe_with_tag(TAG_CONTINUE) {
-                let (p, _) = pair.matched_receive_vec::<f32>();
-                return Reply::Continue(Arc::new(p));
+            if let Some(p) = self.take_f32(TAG_CONTINUE) {
+                return Some(Reply::Continue(Arc::new(p)));
             }
             self.drain_due();
+            if self.silent() {
+                return None;
+            }
+            self.outbox.borrow_mut().retain_mut(|op| !op.test());
             std::thread::sleep(POLL);
         }
     }
@@ -478,35 +955,48 @@ impl MpiTrainer {
 
 impl TrainerEndpoint for MpiTrainer {
     fn initial_params(&mut self) -> Option<Arc<Vec<f32>>> {
-        let (p, _) = self
-            .world
-            .process_at_rank(0)
-            .receive_vec_with_tag::<f32>(TAG_INIT);
-        Some(Arc::new(p))
+        self.heard.set(Instant::now());
+        loop {
+            if let Some(p) = self.take_f32(TAG_INIT) {
+                return Some(Arc::new(p));
+            }
+            if self.silent() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
+    /// The latest round called; `u64::MAX` (the end of the run) once the coordinator has been
+    /// silent for the peer timeout, so the trainer loop ends ([`TrainerEndpoint::join_round`]
+    /// then returns `None`).
     fn due_round(&self) -> u64 {
         self.drain_due();
+        if self.silent() {
+            return u64::MAX;
+        }
         self.due.get()
     }
 
     fn join_round(&mut self, round: u64, params: &[f32], report: TrainerReport) -> Option<Reply> {
-        let zero = self.world.process_at_rank(0);
-        if let Some(pair) = zero.immediate_matched_probe_with_tag(TAG_STOP) {
-            let _ = pair.matched_receive_vec::<u8>();
+        if self.silent() {
+            return None;
+        }
+        if self.take_u8(TAG_STOP).is_some() {
             return Some(Reply::Stop(Arc::new(Vec::new())));
         }
         if round != u64::MAX {
-            let h = [
+            let h = vec![
                 round,
                 report.steps,
                 report.epochs,
                 report.loss_sum.to_bits(),
                 report.loss_count,
+                params.len() as u64,
             ];
-            zero.send_with_tag(&h[..], TAG_CONTRIB_HDR);
-            zero.send_with_tag(params, TAG_CONTRIB);
+            self.send(TAG_CONTRIB_HDR, Buf::U64(h));
+            self.send(TAG_CONTRIB, Buf::F32(params.to_vec()));
         }
-        Some(self.wait_reply())
+        self.wait_reply()
     }
 }

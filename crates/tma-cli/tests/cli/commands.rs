@@ -152,6 +152,11 @@ fn bad_flags_are_rejected_with_a_reason() {
         (&["--fail", "9@1s"], "trainer 9 does not exist"),
         (&["--method", "magic"], "magic"),
         (&["--eval-every", "0"], "eval-every must be >= 1"),
+        (
+            &["--round-timeout", "soon"],
+            "--round-timeout: 'soon' is not a duration",
+        ),
+        (&["--round-timeout", "0s"], "round-timeout must be > 0"),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["train", "--out", o, "--quiet"];
