@@ -64,6 +64,11 @@ impl MpiContext {
     fn world(&self) -> SimpleCommunicator {
         self.universe.world()
     }
+
+    /// Ends every rank of the job with `code` (`MPI_Abort`); never returns.
+    pub fn abort(&self, code: i32) -> ! {
+        self.world().abort(code)
+    }
 }
 
 /// Threads of one rank: `--threads` if set, else this host's cores shared by the ranks on it

@@ -399,6 +399,33 @@ pub(crate) fn loss_text(loss: f64) -> String {
 /// `tma train`: resolves the options, then drives a [`Run`] (the library owns the run
 /// directory, checkpoints and outputs); prints progress.
 pub fn train(o: TrainOpts) -> Result<()> {
+    #[cfg(feature = "mpi")]
+    {
+        // rank 0 under MPI: an error before the coordinator loop owns the context must end the
+        // whole job (dropping the context would wait in MPI_Finalize for trainer ranks that
+        // wait for it: the job would hang without a word)
+        let mut slot: Option<crate::mpi_run::MpiContext> = None;
+        let r = train_inner(o, &mut slot);
+        if let (Err(e), Some(ctx)) = (&r, slot) {
+            eprintln!("error: {e:#}");
+            eprintln!("error: rank 0 failed before training; aborting the MPI job");
+            ctx.abort(1);
+        }
+        r
+    }
+    #[cfg(not(feature = "mpi"))]
+    train_inner(o, &mut None)
+}
+
+/// The MPI context of rank 0 while [`train`] owns it (`()` without the `mpi` feature).
+#[cfg(feature = "mpi")]
+type MpiSlot = Option<crate::mpi_run::MpiContext>;
+#[cfg(not(feature = "mpi"))]
+type MpiSlot = Option<()>;
+
+fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
+    #[cfg(not(feature = "mpi"))]
+    let _ = mpi_slot;
     let quiet = o.quiet;
     // the command line alone, to tell options the user typed from those of a config file
     let flags = o.clone();
@@ -439,9 +466,10 @@ pub fn train(o: TrainOpts) -> Result<()> {
             if ctx.rank() != 0 {
                 return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail, o.out.as_deref());
             }
-            Some(ctx)
+            *mpi_slot = Some(ctx);
+            true
         }
-        Engine::InProcess => None,
+        Engine::InProcess => false,
     };
     #[cfg(not(feature = "mpi"))]
     if engine == Engine::Mpi {
@@ -588,7 +616,7 @@ pub fn train(o: TrainOpts) -> Result<()> {
     });
     let mut printer = Printer { bar: bar.clone() };
     #[cfg(feature = "mpi")]
-    let result = match mpi_ctx {
+    let result = match mpi_slot.take().filter(|_| mpi_ctx) {
         Some(ctx) => crate::mpi_run::run_coordinator(ctx, run, &mut printer),
         None => run.train(&mut printer).map_err(anyhow::Error::from),
     };

@@ -542,3 +542,53 @@ fn mpi_coordinator_killed_trainers_exit_then_resume_completes() {
     assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
     assert!(s["final_test"]["value"].as_f64().unwrap() > 0.5, "{s}");
 }
+
+/// Regression: an error on rank 0 before the coordinator loop (here: a non-empty --out) used to
+/// hang the whole job in MPI_Finalize without printing the error; now the error is printed and
+/// the job is aborted.
+#[test]
+fn mpi_rank0_error_before_training_aborts_the_job_with_the_error() {
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let out = tmp.path().join("taken");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "a user's file").unwrap();
+    let log = tmp.path().join("job.log");
+    let mut args = vec![
+        "train",
+        "--engine",
+        "mpi",
+        "--partitions",
+        parts.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(TRAIN);
+    let mut child = mpirun(4, &args)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(tmp.path().join("job.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(90) {
+            let _ = child.kill();
+            panic!("the job hung after rank 0's error (killed after 90 s)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let err = std::fs::read_to_string(tmp.path().join("job.err")).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("already exists and is not empty"), "{err}");
+    assert!(err.contains("aborting the MPI job"), "{err}");
+    // the user's directory is untouched
+    assert_eq!(
+        std::fs::read_to_string(out.join("keep.txt")).unwrap(),
+        "a user's file"
+    );
+}
