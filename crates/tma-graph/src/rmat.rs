@@ -8,10 +8,13 @@
 //!   two). Both endpoints are then relabelled by a seeded bijection of `0..N` (a mixing
 //!   permutation with cycle walking), so the hubs are spread over the id range as Graph500
 //!   prescribes (and the bucket files of the build are balanced).
-//! * **Classes and homophily**: node `v`'s class is a keyed hash of `v` modulo `num_classes`.
-//!   With probability `homophily` the destination `v` of a draw is moved to the first node at or
-//!   after `v` (cyclically) of the source's class, so that fraction of edges is intra-class while
-//!   the degree skew is kept (a hub's in-class mass lands on its per-class proxies).
+//! * **Classes and homophily**: node `v`'s class is `v mod num_classes` (ids are a seeded
+//!   random permutation of the R-MAT ranks, so this is a balanced class assignment independent
+//!   of the degree). With probability `homophily` the destination `v` of a draw is moved to the
+//!   node of the source's class in `v`'s block of `num_classes` consecutive ids (the block
+//!   before it when that node would be `>= N`), so that fraction of edges is intra-class while
+//!   the degree skew is kept (a hub's in-class mass lands on its per-class proxies, O(1) per
+//!   draw).
 //! * **Self-loops** are dropped (counted); both directions of each edge are stored; duplicate
 //!   arcs merged by the build. The arc count is therefore below `N * avg_degree` (R-MAT
 //!   repeats hub pairs often); the report and the manifest give the exact count.
@@ -26,7 +29,7 @@
 //!   stored graph is the training graph).
 //!
 //! Random streams ([`crate::seed`]): edge draws in chunks of 65,536 from
-//! [`Purpose::RmatEdges`]; class key, class means (chunk 0) and feature noise (chunk `c + 1`
+//! [`Purpose::RmatEdges`]; class means (chunk 0) and feature noise (chunk `c + 1`
 //! for node chunk `c` of 4096 nodes) from [`Purpose::RmatNodes`]; permutation, split and
 //! link keys from [`Purpose::RmatSplit`]. Chunks are generated in parallel and routed in chunk
 //! order; the output bytes depend on the configuration only, not on the thread count (the CSR
@@ -190,7 +193,6 @@ fn unit(h: u64) -> f64 {
 
 struct Keys {
     perm: Perm,
-    class_key: u64,
     split_key: u64,
     link_key: u64,
     classes: u64,
@@ -198,11 +200,9 @@ struct Keys {
 
 impl Keys {
     fn new(cfg: &RmatConfig) -> Keys {
-        let nodes = seed::derive(cfg.seed, Purpose::RmatNodes);
         let split = seed::derive(cfg.seed, Purpose::RmatSplit);
         Keys {
             perm: Perm::new(cfg.num_nodes, split ^ 0x7065_726d),
-            class_key: splitmix64(nodes ^ 0x636c_6173),
             split_key: splitmix64(split ^ 0x6e6f_6465),
             link_key: splitmix64(split ^ 0x6c69_6e6b),
             classes: cfg.num_classes as u64,
@@ -211,7 +211,7 @@ impl Keys {
 
     #[inline]
     fn class(&self, v: u64) -> u64 {
-        splitmix64(self.class_key ^ v) % self.classes
+        v % self.classes
     }
 
     /// 0 = in the graph, 1 = link validation, 2 = link test.
@@ -281,9 +281,11 @@ fn draw_chunk(
         let u = keys.perm.apply(r);
         let mut v = keys.perm.apply(s);
         if (rng.random::<u64>() & 0xffff) < hom && keys.classes > 1 {
-            let cu = keys.class(u);
-            while keys.class(v) != cu {
-                v = if v + 1 == n { 0 } else { v + 1 };
+            // the node of u's class in v's block of `classes` consecutive ids
+            let c = keys.classes;
+            v = v - v % c + u % c;
+            if v >= n {
+                v -= c;
             }
         }
         if u == v {
@@ -580,6 +582,10 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
     ));
     prov.tool = "tma generate".into();
     prov.seed = Some(cfg.seed);
+    prov.notes.push(format!(
+        "{m} edge draws: {self_loops} self-loops dropped, {held_out_draws} on held-out pairs, {} duplicate arcs merged",
+        build.duplicates_merged
+    ));
     Manifest {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,

@@ -78,7 +78,7 @@ pub enum Purpose {
     StructuralFeatures,
     /// Edge draws of the R-MAT generator ([`crate::rmat`]; chunked).
     RmatEdges,
-    /// Classes (a keyed hash), class means and feature noise (chunked) of the R-MAT generator.
+    /// Class means and feature noise (chunked) of the R-MAT generator.
     RmatNodes,
     /// Node split and held-out links (keyed hashes) of the R-MAT generator.
     RmatSplit,

@@ -29,7 +29,7 @@ fn convert_cora_then_info_partition_and_train_read_the_new_format() {
         "--out",
         o,
         "--memory-budget",
-        "16MiB",
+        "32MiB",
     ]);
     assert_success(&r);
     assert!(
@@ -107,7 +107,7 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
         "--seed",
         "9",
         "--memory-budget",
-        "16MiB",
+        "32MiB",
         "--out",
         o,
     ]);
@@ -144,7 +144,7 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
         "--out",
         "/tmp/x",
     ]);
-    assert_fails_with(&r, 1, &["--memory-budget", "minimum of 16 MiB"]);
+    assert_fails_with(&r, 1, &["--memory-budget", "minimum of 32 MiB"]);
     let r = tma(&[
         "generate",
         "--nodes",

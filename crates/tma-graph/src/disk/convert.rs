@@ -408,6 +408,10 @@ fn convert_inner(
     drop(node_data);
     let mut prov = Provenance::new(src.display().to_string());
     prov.tool = "tma convert".into();
+    prov.notes.push(format!(
+        "edge_index.npy: dropped {} self-loops and merged {} duplicate arcs of {} (as the .npy loader does)",
+        build.self_loops_dropped, build.duplicates_merged, build.arcs_in
+    ));
     Manifest {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,

@@ -289,7 +289,7 @@ fn stream(path: &Path, mut f: impl FnMut(u64)) -> Result<()> {
             }
             filled += k;
         }
-        if filled % 8 != 0 {
+        if !filled.is_multiple_of(8) {
             return Err(GraphError::Invalid {
                 path: path.to_path_buf(),
                 reason: "temporary bucket file has a partial arc".into(),

@@ -311,7 +311,7 @@ impl MappedGraph {
             }
         }
         for name in ["link_val.bin", "link_test.bin"] {
-            if g.regions.get(name).is_some_and(|r| r.len % 2 != 0) {
+            if g.regions.get(name).is_some_and(|r| !r.len.is_multiple_of(2)) {
                 return Err(invalid(
                     &dir.join(name),
                     "odd length: must hold (u, v) pairs",
@@ -795,7 +795,7 @@ fn map_file(
             path: path.clone(),
             source,
         })?;
-        if (m.as_ptr() as usize) % dtype.size() != 0 || m.len() as u64 != bytes {
+        if !(m.as_ptr() as usize).is_multiple_of(dtype.size()) || m.len() as u64 != bytes {
             return Err(invalid(&path, "mapping is misaligned for its dtype"));
         }
         Some(m)

@@ -167,6 +167,10 @@ pub struct Provenance {
     pub seed: Option<u64>,
     /// The tma version that wrote the directory.
     pub tma_version: String,
+    /// What the writer changed or dropped in the source data (e.g. self-loops dropped,
+    /// duplicate arcs merged), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
 }
 
 impl Provenance {
@@ -177,6 +181,7 @@ impl Provenance {
             source: source.into(),
             seed: None,
             tma_version: env!("CARGO_PKG_VERSION").into(),
+            notes: vec![],
         }
     }
 }
