@@ -311,7 +311,10 @@ impl MappedGraph {
             }
         }
         for name in ["link_val.bin", "link_test.bin"] {
-            if g.regions.get(name).is_some_and(|r| !r.len.is_multiple_of(2)) {
+            if g.regions
+                .get(name)
+                .is_some_and(|r| !r.len.is_multiple_of(2))
+            {
                 return Err(invalid(
                     &dir.join(name),
                     "odd length: must hold (u, v) pairs",
