@@ -8,6 +8,7 @@ mod interrupt;
 #[cfg(feature = "mpi")]
 mod mpi_run;
 mod plot;
+mod scale_cmd;
 mod train_cmd;
 
 /// jemalloc as the allocator: freed activation buffers are reused without returning their pages
@@ -59,6 +60,12 @@ enum Command {
     Info(train_cmd::InfoOpts),
     /// Partition a dataset and print per-part statistics.
     Partition(train_cmd::PartitionOpts),
+    /// Convert a .npy dataset directory to the on-disk graph format (memory-mapped; the CSR is
+    /// built within --memory-budget).
+    Convert(scale_cmd::ConvertOpts),
+    /// Generate a power-law (R-MAT) graph with classes, features and splits straight to the
+    /// on-disk graph format, within --memory-budget.
+    Generate(scale_cmd::GenerateOpts),
     /// Run several methods on the same data, model and budget over several seeds; write a
     /// table, results.json and a plot of validation metric vs training time.
     Compare(Box<compare::CompareOpts>),
@@ -80,6 +87,8 @@ fn main() -> ExitCode {
         Command::Train(o) => train_cmd::train(*o),
         Command::Info(o) => train_cmd::info(o),
         Command::Partition(o) => train_cmd::partition(o),
+        Command::Convert(o) => scale_cmd::convert(o),
+        Command::Generate(o) => scale_cmd::generate(o),
         Command::Compare(o) => compare::compare(*o),
         Command::Bench(o) => bench::bench(*o),
     };

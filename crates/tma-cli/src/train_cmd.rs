@@ -19,7 +19,8 @@ use tma_train::{
 #[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
-    /// Dataset directory in the .npy layout of docs/dataset-format.md. Omitted: a generated
+    /// Dataset directory in the .npy layout of docs/dataset-format.md, or in the on-disk format
+    /// of docs/graph-format.md (loaded into memory in this version). Omitted: a generated
     /// stochastic block model graph (see --gen-nodes).
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
@@ -726,7 +727,8 @@ pub(crate) fn failed_list(failed: &[(usize, f64)]) -> String {
 /// Options of `tma info`.
 #[derive(Args, Debug)]
 pub struct InfoOpts {
-    /// Dataset directory (.npy layout). Omitted: the generated graph.
+    /// Dataset directory (.npy layout, or the on-disk format of docs/graph-format.md, which is
+    /// mapped, not loaded). Omitted: the generated graph.
     #[arg(long, value_name = "DIR")]
     pub dataset: Option<PathBuf>,
     /// Nodes of the generated graph when no --dataset is given.
@@ -735,9 +737,21 @@ pub struct InfoOpts {
     /// Accept a fixed split whose train/val/test lists share nodes.
     #[arg(long)]
     pub allow_split_overlap: bool,
+    /// On-disk format only: also scan every file's contents (ids in range, sorted rows, ...).
+    #[arg(long)]
+    pub validate: bool,
+    /// On-disk format only: --validate, and recompute every file's SHA-256.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 pub fn info(o: InfoOpts) -> Result<()> {
+    if let Some(dir) = o.dataset.as_deref().filter(|d| tma_graph::is_disk_graph(d)) {
+        return crate::scale_cmd::info_mapped(dir, o.validate, o.verify);
+    }
+    if o.validate || o.verify {
+        anyhow::bail!("--validate and --verify apply to a graph in the on-disk format (a directory with tma-graph.json)");
+    }
     let cfg = TrainConfig {
         allow_split_overlap: o.allow_split_overlap,
         ..TrainConfig::default()

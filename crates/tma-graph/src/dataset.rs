@@ -238,6 +238,10 @@ pub const DENSIFY_MAX_DIM: usize = 64;
 
 /// Load a dataset directory (layout of `docs/dataset-format.md`, summarized in the module docs).
 ///
+/// A directory in the on-disk graph format (`docs/graph-format.md`, marked by its
+/// `tma-graph.json`) is accepted too: it is opened with [`crate::MappedGraph`] and copied into
+/// memory ([`crate::MappedGraph::to_dataset`]), giving the same dataset as its `.npy` source.
+///
 /// * **Nodes** `N` = `meta.json:computed.nodes` if present, else the largest of
 ///   (max edge id + 1, `y` rows, `x_shape[0]`).
 /// * **Graph**: arcs `edge_index[0, e] -> edge_index[1, e]`, so row `dst` of the in-neighbour
@@ -269,6 +273,10 @@ pub const DENSIFY_MAX_DIM: usize = 64;
 ///   object (pickled) arrays give [`GraphError::Dtype`] naming the dtype the file needs.
 /// * Self-loops and duplicate arcs are removed and counted in [`Dataset::removed`].
 pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    // a directory in the on-disk format (docs/graph-format.md): mapped, then copied in
+    if crate::disk::is_disk_graph(dir) {
+        return crate::disk::MappedGraph::open(dir)?.to_dataset(opts);
+    }
     let meta_path = dir.join("meta.json");
     let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| GraphError::Io {
         path: meta_path.clone(),

@@ -11,6 +11,10 @@
 //! * Splits: [`random_node_split`] (node classification), [`link_split`] (link prediction with
 //!   fixed OGB-style negatives, no reverse-edge leakage).
 //! * Errors: [`GraphError`], every variant naming the offending file.
+//! * [`disk`]: the on-disk graph format (`docs/graph-format.md`): [`MappedGraph`] reads a
+//!   graph directory in place through `mmap`, [`CsrRef`] is a borrowed CSR over mapped or
+//!   owned arrays, [`disk::convert_npy_dir`] converts a `.npy` directory with a bounded-memory
+//!   CSR build; [`rmat`] generates power-law graphs straight to that format.
 //! * [`npy`]: the workspace's one `.npy` codec (typed reads with dtype and shape checks,
 //!   64-byte-aligned encoding, atomic writes), used by the loader, partition directories and
 //!   tests.
@@ -46,10 +50,12 @@
 
 pub mod csr;
 pub mod dataset;
+pub mod disk;
 pub mod error;
 pub mod features;
 pub mod generate;
 pub mod npy;
+pub mod rmat;
 pub mod seed;
 pub mod split;
 
@@ -58,7 +64,9 @@ pub use dataset::{
     load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs,
     DENSIFY_DENSITY, DENSIFY_MAX_DIM,
 };
+pub use disk::{is_disk_graph, CsrRef, MappedGraph};
 pub use error::{GraphError, Result};
 pub use features::{gather_rows_into, Features};
 pub use generate::{generate_sbm, SbmConfig};
+pub use rmat::{generate_rmat, RmatConfig};
 pub use split::{link_split, random_node_split, LinkSplit, LinkSplitNotes};

@@ -76,6 +76,12 @@ pub enum Purpose {
     GeneratorFeatures,
     /// Random columns of [`crate::structural_features`].
     StructuralFeatures,
+    /// Edge draws of the R-MAT generator ([`crate::rmat`]; chunked).
+    RmatEdges,
+    /// Class means and feature noise (chunked) of the R-MAT generator.
+    RmatNodes,
+    /// Node split and held-out links (keyed hashes) of the R-MAT generator.
+    RmatSplit,
 }
 
 impl Purpose {
@@ -99,6 +105,9 @@ impl Purpose {
             Purpose::GeneratorEdges => 15,
             Purpose::GeneratorFeatures => 16,
             Purpose::StructuralFeatures => 17,
+            Purpose::RmatEdges => 18,
+            Purpose::RmatNodes => 19,
+            Purpose::RmatSplit => 20,
         }
     }
 
@@ -149,7 +158,7 @@ mod tests {
     use super::*;
     use rand::Rng;
 
-    const ALL: [Purpose; 17] = [
+    const ALL: [Purpose; 20] = [
         Purpose::NodeSplit,
         Purpose::LinkSplit,
         Purpose::ValNegatives,
@@ -167,6 +176,9 @@ mod tests {
         Purpose::GeneratorEdges,
         Purpose::GeneratorFeatures,
         Purpose::StructuralFeatures,
+        Purpose::RmatEdges,
+        Purpose::RmatNodes,
+        Purpose::RmatSplit,
     ];
 
     #[test]

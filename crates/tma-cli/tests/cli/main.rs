@@ -5,6 +5,7 @@
 //!   messages);
 //! * `compare`: `tma compare` end to end;
 //! * `resume`: partition directories, a run killed with SIGKILL and resumed;
+//! * `scale`: `tma convert` / `tma generate` and the on-disk graph format;
 //! * `mpi` (only with `--features mpi`): real `mpirun` jobs;
 //!   `cargo test -p tma-cli --features mpi --test cli mpi::`.
 
@@ -16,3 +17,4 @@ mod edge_cases;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod resume;
+mod scale;

@@ -1,0 +1,343 @@
+//! `tma convert` (a `.npy` dataset directory to the on-disk graph format, bounded-memory CSR
+//! build), `tma generate` (an R-MAT graph straight to that format) and `tma info` on a graph
+//! directory in that format (read from its manifest and mapped files, nothing copied).
+//! Format: docs/graph-format.md; decisions: docs/decisions/0008-on-disk-graph.md.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use tma_graph::disk::{self, convert_npy_dir, ConvertOptions, Dtype, MappedGraph, Progress};
+use tma_graph::{generate_rmat, RmatConfig};
+
+/// Parses a byte size: a number with an optional unit `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`
+/// (powers of 1024; `KB`, `MB`, `GB` read the same), e.g. `512MiB`, `2G`, `1.5GiB`.
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 512MiB, 2GiB)"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1u64,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} in {s:?} (use B, KiB, MiB, GiB)"
+            ))
+        }
+    };
+    Ok((x * mult as f64) as u64)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+/// Part of `--memory-budget` set aside for the process's fixed footprint (binary, allocator,
+/// thread stacks, I/O buffers: about 10 MiB measured); the rest bounds the build.
+const RESERVE: u64 = 16 << 20;
+/// Smallest `--memory-budget` accepted.
+const MIN_BUDGET: u64 = 32 << 20;
+
+/// Turns transparent huge pages off for this process: the binary's allocator asks for them
+/// (docs/decisions/0004-allocator.md), which helps random row gathers but makes every
+/// streaming buffer resident in 2 MiB steps (measured: peak RSS 46 instead of 33 MiB under a
+/// 32 MiB budget). Streaming commands gain nothing from them.
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_THP_DISABLE takes plain integer arguments and only changes this
+    // process's paging policy.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
+/// The build's share of `--memory-budget` (the budget less [`RESERVE`]).
+fn build_budget(b: u64) -> Result<u64> {
+    if b < MIN_BUDGET {
+        bail!(
+            "--memory-budget {:.1} MiB is below the minimum of {} MiB",
+            mib(b),
+            MIN_BUDGET >> 20
+        );
+    }
+    Ok(b - RESERVE)
+}
+
+/// Progress bars on stderr, one per stage (hidden when stderr is not a terminal).
+struct Bars(Mutex<Option<ProgressBar>>);
+
+impl Progress for Bars {
+    fn start(&self, name: &str, total: u64) {
+        let b = ProgressBar::new(total);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{msg:>16} {wide_bar} {percent:>3}% {human_pos}/{human_len} ({eta})",
+            )
+            .expect("template"),
+        );
+        b.set_message(name.to_string());
+        *self.0.lock().unwrap() = Some(b);
+    }
+    fn inc(&self, n: u64) {
+        if let Some(b) = &*self.0.lock().unwrap() {
+            b.inc(n);
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = self.0.lock().unwrap().take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn print_stages(stages: &[(String, f64)], total: f64) {
+    for (name, s) in stages {
+        eprintln!("  {name:<40} {s:>9.2} s");
+    }
+    eprintln!("  {:<40} {total:>9.2} s", "total");
+}
+
+fn print_peak(budget: u64) {
+    if let Some(p) = disk::peak_rss_bytes() {
+        eprintln!(
+            "peak RSS {:.1} MiB (VmHWM; --memory-budget {:.1} MiB)",
+            mib(p),
+            mib(budget)
+        );
+    }
+}
+
+/// Options of `tma convert`.
+#[derive(Args, Debug)]
+pub struct ConvertOpts {
+    /// Source: a dataset directory in the .npy layout (docs/dataset-format.md).
+    #[arg(long, value_name = "DIR")]
+    pub dataset: PathBuf,
+    /// Output directory in the on-disk graph format (docs/graph-format.md); must not exist or
+    /// be empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Memory for the whole process (e.g. 512MiB, 2GiB; at least 32MiB): 16 MiB for its fixed
+    /// footprint, the rest for the CSR build. Features, labels and the split are converted in
+    /// memory, outside this budget.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
+    pub memory_budget: u64,
+    /// Which of the source's fixed mask splits to convert (*_masks.npy). Default: 0.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub split_index: usize,
+}
+
+/// `tma convert`.
+pub fn convert(o: ConvertOpts) -> Result<()> {
+    let budget = build_budget(o.memory_budget)?;
+    no_huge_pages();
+    let t = Instant::now();
+    let rep = convert_npy_dir(
+        &o.dataset,
+        &o.out,
+        &ConvertOptions {
+            memory_budget: budget,
+            split_index: o.split_index,
+        },
+        &Bars(Mutex::new(None)),
+    )
+    .with_context(|| format!("tma convert --dataset {}", o.dataset.display()))?;
+    let b = &rep.build;
+    println!(
+        "converted {} -> {}: {} nodes, {} arcs",
+        o.dataset.display(),
+        o.out.display(),
+        rep.num_nodes,
+        rep.num_arcs
+    );
+    println!(
+        "dropped {} self-loops and merged {} duplicate arcs of {} in edge_index.npy (as the .npy loader does)",
+        b.self_loops_dropped, b.duplicates_merged, b.arcs_in
+    );
+    eprintln!(
+        "CSR build: {} buckets, {} sorted runs, largest run {:.1} MiB{}",
+        b.buckets,
+        b.runs,
+        mib(b.max_run_bytes),
+        if b.over_budget_runs > 0 {
+            format!(
+                " ({} runs exceeded half the budget: a group of nodes holds more arcs than fit)",
+                b.over_budget_runs
+            )
+        } else {
+            String::new()
+        }
+    );
+    print_stages(&rep.stages, t.elapsed().as_secs_f64());
+    print_peak(o.memory_budget);
+    Ok(())
+}
+
+/// `--feat-dtype`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatDtype {
+    /// 32-bit floats
+    F32,
+    /// 16-bit floats (IEEE binary16): half the disk and page cache
+    F16,
+}
+
+/// Options of `tma generate`.
+#[derive(Args, Debug)]
+pub struct GenerateOpts {
+    /// Nodes (2 ..= 2^32 - 1).
+    #[arg(long, value_name = "N")]
+    pub nodes: u64,
+    /// Target arcs per node before self-loop removal and duplicate merging (both directions of
+    /// an edge count).
+    #[arg(long, value_name = "D", default_value_t = 20.0)]
+    pub avg_degree: f64,
+    /// Feature width (0: no features; structural ones are generated at load).
+    #[arg(long, value_name = "D", default_value_t = 32)]
+    pub feat_dim: usize,
+    /// Feature element type on disk.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub feat_dtype: FeatDtype,
+    /// Standard deviation of the feature noise around the class mean.
+    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    pub feature_noise: f32,
+    /// Classes.
+    #[arg(long, value_name = "C", default_value_t = 16)]
+    pub classes: u32,
+    /// Fraction of edges moved into the source's class.
+    #[arg(long, value_name = "P", default_value_t = 0.7)]
+    pub homophily: f64,
+    /// R-MAT quadrant probabilities a,b,c (d = 1 - a - b - c).
+    #[arg(long, value_name = "A,B,C", default_value = "0.57,0.19,0.19")]
+    pub rmat: String,
+    /// Fractions of undirected pairs held out for link validation and test (VAL,TEST); held-out
+    /// pairs are not in the stored graph.
+    #[arg(long, value_name = "VAL,TEST", default_value = "0,0")]
+    pub link_split: String,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Memory for the whole process (e.g. 512MiB, 2GiB; at least 32MiB): 16 MiB for its fixed
+    /// footprint, the rest for the generator's buffers and the CSR build.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
+    pub memory_budget: u64,
+    /// Output directory (must not exist or be empty).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+fn floats(flag: &str, s: &str, k: usize) -> Result<Vec<f64>> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<std::result::Result<_, _>>()
+        .with_context(|| format!("{flag} {s:?}: expected {k} comma-separated numbers"))?;
+    if v.len() != k {
+        bail!("{flag} {s:?}: expected {k} comma-separated numbers");
+    }
+    Ok(v)
+}
+
+/// `tma generate`.
+pub fn generate(o: GenerateOpts) -> Result<()> {
+    let budget = build_budget(o.memory_budget)?;
+    no_huge_pages();
+    let abc = floats("--rmat", &o.rmat, 3)?;
+    let ls = floats("--link-split", &o.link_split, 2)?;
+    let cfg = RmatConfig {
+        num_nodes: o.nodes,
+        avg_degree: o.avg_degree,
+        abc: (abc[0], abc[1], abc[2]),
+        num_classes: o.classes,
+        homophily: o.homophily,
+        feature_dim: o.feat_dim,
+        feature_noise: o.feature_noise,
+        feature_dtype: match o.feat_dtype {
+            FeatDtype::F32 => Dtype::F32,
+            FeatDtype::F16 => Dtype::F16,
+        },
+        link_val: ls[0],
+        link_test: ls[1],
+        seed: o.seed,
+        memory_budget: budget,
+        ..RmatConfig::default()
+    };
+    let t = Instant::now();
+    let rep = generate_rmat(&cfg, &o.out, &Bars(Mutex::new(None))).context("tma generate")?;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "generated {}: {} nodes, {} arcs from {} edge draws ({} self-loops dropped, {} duplicate arcs merged{})",
+        o.out.display(),
+        rep.num_nodes,
+        rep.num_arcs,
+        rep.draws,
+        rep.self_loops,
+        rep.build.duplicates_merged,
+        if cfg.link_val + cfg.link_test > 0.0 {
+            format!(
+                "; held out {} validation and {} test pairs",
+                rep.held_out.0, rep.held_out.1
+            )
+        } else {
+            String::new()
+        }
+    );
+    print_stages(&rep.stages, secs);
+    eprintln!(
+        "{:.2} M arcs/s written; {} buckets, {} sorted runs",
+        rep.num_arcs as f64 / secs / 1e6,
+        rep.build.buckets,
+        rep.build.runs
+    );
+    print_peak(o.memory_budget);
+    Ok(())
+}
+
+/// `tma info --dataset DIR` for a directory in the on-disk format: the manifest's summary and
+/// the split sizes; the graph is mapped, not read (`--validate` scans every file, `--verify`
+/// also checks the checksums).
+pub fn info_mapped(dir: &std::path::Path, validate: bool, verify: bool) -> Result<()> {
+    let g = MappedGraph::open(dir)?;
+    println!("{}", g.summary());
+    if let Some((a, b, c)) = g.split() {
+        println!(
+            "split: train {} / val {} / test {}",
+            a.len(),
+            b.len(),
+            c.len()
+        );
+    }
+    let m = g.manifest();
+    println!(
+        "written by {} from {}{}",
+        m.provenance.tool,
+        m.provenance.source,
+        m.provenance
+            .seed
+            .map(|s| format!(" (seed {s})"))
+            .unwrap_or_default()
+    );
+    for n in &m.provenance.notes {
+        println!("note: {n}");
+    }
+    if validate || verify {
+        g.validate()?;
+        println!("contents valid");
+    }
+    if verify {
+        g.verify_checksums()?;
+        println!("checksums match the manifest");
+    }
+    Ok(())
+}

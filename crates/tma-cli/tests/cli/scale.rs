@@ -1,0 +1,174 @@
+//! `tma convert`, `tma generate` and the commands that read the on-disk graph format.
+
+use crate::harness::{
+    assert_fails_with, assert_success, shared_dataset, stderr, stdout, summary, tempdir, tma,
+};
+
+/// The last line of `tma partition`: the assignment hash.
+fn assignment_hash(args: &[&str]) -> String {
+    let r = tma(args);
+    assert_success(&r);
+    let out = stdout(&r);
+    out.lines()
+        .last()
+        .and_then(|l| l.split("assignment sha256 ").nth(1))
+        .unwrap_or_else(|| panic!("no hash in {out}"))
+        .to_string()
+}
+
+#[test]
+fn convert_cora_then_info_partition_and_train_read_the_new_format() {
+    let src = shared_dataset("planetoid_cora");
+    let dir = tempdir();
+    let out = dir.path().join("cora");
+    let (s, o) = (src.to_str().unwrap(), out.to_str().unwrap());
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        s,
+        "--out",
+        o,
+        "--memory-budget",
+        "32MiB",
+    ]);
+    assert_success(&r);
+    assert!(
+        stdout(&r).contains("2708 nodes, 10556 arcs")
+            && stdout(&r).contains("dropped 0 self-loops and merged 0 duplicate arcs of 10556"),
+        "{}",
+        stdout(&r)
+    );
+    assert!(stderr(&r).contains("peak RSS"), "{}", stderr(&r));
+    // info maps the graph: the .npy summary plus the format, then the provenance
+    let r = tma(&["info", "--dataset", o, "--verify"]);
+    assert_success(&r);
+    let text = stdout(&r);
+    assert!(text.starts_with(
+        "planetoid_cora: 2708 nodes, 10556 arcs (undirected), features 1433-d sparse (nnz 49216), 7 classes, split 140/500/1000 [on-disk format v1"
+    ), "{text}");
+    assert!(
+        text.contains("split: train 140 / val 500 / test 1000\n"),
+        "{text}"
+    );
+    assert!(text.contains("checksums match the manifest"), "{text}");
+    // the same dataset, so the same partition as from the .npy directory
+    let p = |d: &str| {
+        assignment_hash(&[
+            "partition",
+            "--dataset",
+            d,
+            "--parts",
+            "3",
+            "--method",
+            "metis",
+            "--seed",
+            "4",
+        ])
+    };
+    assert_eq!(p(s), p(o));
+    // training reads it (copied into memory in this step)
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        o,
+        "--trainers",
+        "2",
+        "--time-limit",
+        "3s",
+        "--sync-every",
+        "1s",
+        "--out",
+        run.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_success(&r);
+    let acc = summary(&run)["final_val"]["value"].as_f64().unwrap();
+    assert!(acc > 0.3, "val accuracy {acc} on cora after 3 s");
+}
+
+#[test]
+fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
+    let dir = tempdir();
+    let out = dir.path().join("g");
+    let o = out.to_str().unwrap();
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "20000",
+        "--avg-degree",
+        "10",
+        "--feat-dim",
+        "8",
+        "--classes",
+        "4",
+        "--link-split",
+        "0.05,0.05",
+        "--seed",
+        "9",
+        "--memory-budget",
+        "32MiB",
+        "--out",
+        o,
+    ]);
+    assert_success(&r);
+    assert!(
+        stdout(&r).contains("generated") && stdout(&r).contains("held out"),
+        "{}",
+        stdout(&r)
+    );
+    assert!(
+        stderr(&r).contains("build CSR") && stderr(&r).contains("M arcs/s"),
+        "{}",
+        stderr(&r)
+    );
+    let r = tma(&["info", "--dataset", o, "--validate"]);
+    assert_success(&r);
+    let text = stdout(&r);
+    assert!(text.starts_with("rmat-20000: 20000 nodes"), "{text}");
+    assert!(
+        text.contains("written by tma generate") && text.contains("(seed 9)"),
+        "{text}"
+    );
+    assert!(text.contains("contents valid"), "{text}");
+    // the output exists now: a second run refuses to overwrite it
+    let r = tma(&["generate", "--nodes", "100", "--out", o]);
+    assert_fails_with(&r, 1, &["not empty", o]);
+    // bad sizes and flags name the flag
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "100",
+        "--memory-budget",
+        "1MiB",
+        "--out",
+        "/tmp/x",
+    ]);
+    assert_fails_with(&r, 1, &["--memory-budget", "minimum of 32 MiB"]);
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "100",
+        "--memory-budget",
+        "lots",
+        "--out",
+        "/tmp/x",
+    ]);
+    assert_fails_with(&r, 2, &["--memory-budget", "not a size"]);
+    let r = tma(&[
+        "generate", "--nodes", "100", "--rmat", "0.5,0.5", "--out", "/tmp/x",
+    ]);
+    assert_fails_with(&r, 1, &["--rmat", "3 comma-separated numbers"]);
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "1",
+        "--out",
+        dir.path().join("one").to_str().unwrap(),
+    ]);
+    assert_fails_with(&r, 1, &["--nodes 1 must be in 2..=4294967295"]);
+    // --validate belongs to the on-disk format
+    let cora = shared_dataset("planetoid_cora");
+    let r = tma(&["info", "--dataset", cora.to_str().unwrap(), "--validate"]);
+    assert_fails_with(&r, 1, &["--validate", "tma-graph.json"]);
+}

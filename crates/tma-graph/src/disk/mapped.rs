@@ -1,0 +1,814 @@
+//! [`MappedGraph`]: a graph directory in the on-disk format, memory-mapped and read in place.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use sha2::{Digest, Sha256};
+
+use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
+use crate::csr::Csr;
+use crate::dataset::{structural_features, Dataset, Labels, LoadOptions, NodeSplit};
+use crate::error::{GraphError, Result};
+use crate::features::Features;
+
+/// Element types that may be viewed in place: every bit pattern is a valid value.
+trait Pod: Copy {
+    const DTYPE: Dtype;
+}
+impl Pod for u64 {
+    const DTYPE: Dtype = Dtype::U64;
+}
+impl Pod for u32 {
+    const DTYPE: Dtype = Dtype::U32;
+}
+impl Pod for i32 {
+    const DTYPE: Dtype = Dtype::I32;
+}
+impl Pod for u8 {
+    const DTYPE: Dtype = Dtype::U8;
+}
+impl Pod for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+}
+impl Pod for half::f16 {
+    const DTYPE: Dtype = Dtype::F16;
+}
+
+/// One mapped file (no mapping for an empty file: a zero-length map is not portable).
+struct Region {
+    map: Option<Mmap>,
+    dtype: Dtype,
+    len: usize,
+}
+
+impl Region {
+    fn slice<T: Pod>(&self) -> &[T] {
+        assert_eq!(T::DTYPE, self.dtype, "typed view of the wrong dtype");
+        match &self.map {
+            None => &[],
+            // SAFETY: `open` checked that the map holds exactly `len * size_of::<T>()` bytes
+            // and that its start is aligned for `T` (mmap returns page-aligned memory); `T` is
+            // plain data valid for every bit pattern, and the format is little-endian, checked
+            // against the host at open. The map lives as long as `self`.
+            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr() as *const T, self.len) },
+        }
+    }
+}
+
+fn invalid(path: &Path, reason: impl Into<String>) -> GraphError {
+    GraphError::Invalid {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// A borrowed in-neighbour CSR: the layout of [`Csr`] (row `v` = in-neighbours of `v`, u64
+/// `indptr [N + 1]`, u32 `indices [E]`) over mapped or owned arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CsrRef<'a> {
+    /// Row offsets `[num_nodes + 1]`.
+    pub indptr: &'a [u64],
+    /// In-neighbour ids `[num_edges]`.
+    pub indices: &'a [u32],
+}
+
+impl<'a> CsrRef<'a> {
+    /// Number of rows (nodes).
+    pub fn num_nodes(&self) -> usize {
+        self.indptr.len().saturating_sub(1)
+    }
+
+    /// Number of stored arcs.
+    pub fn num_edges(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// In-neighbours of `v`.
+    #[inline]
+    pub fn neighbors(&self, v: usize) -> &'a [u32] {
+        &self.indices[self.indptr[v] as usize..self.indptr[v + 1] as usize]
+    }
+
+    /// In-degree of `v`.
+    #[inline]
+    pub fn degree(&self, v: usize) -> usize {
+        (self.indptr[v + 1] - self.indptr[v]) as usize
+    }
+
+    /// An owned copy.
+    pub fn to_csr(&self) -> Csr {
+        Csr {
+            indptr: self.indptr.to_vec(),
+            indices: self.indices.to_vec(),
+        }
+    }
+}
+
+impl Csr {
+    /// A borrowed view ([`CsrRef`]), the type code shared with mapped graphs takes.
+    pub fn view(&self) -> CsrRef<'_> {
+        CsrRef {
+            indptr: &self.indptr,
+            indices: &self.indices,
+        }
+    }
+}
+
+/// Borrowed node features of a [`MappedGraph`].
+#[derive(Clone, Copy, Debug)]
+pub enum FeaturesRef<'a> {
+    /// No stored features (structural features are generated at load time).
+    None,
+    /// Dense f32 rows, `[num_nodes * dim]`.
+    DenseF32 {
+        /// Width.
+        dim: usize,
+        /// Row-major data.
+        data: &'a [f32],
+    },
+    /// Dense f16 rows, `[num_nodes * dim]`.
+    DenseF16 {
+        /// Width.
+        dim: usize,
+        /// Row-major data.
+        data: &'a [half::f16],
+    },
+    /// CSR rows.
+    Sparse {
+        /// Width.
+        dim: usize,
+        /// `[num_nodes + 1]`.
+        indptr: &'a [u64],
+        /// Column ids `[nnz]`.
+        indices: &'a [u32],
+        /// Values `[nnz]`.
+        data: &'a [f32],
+    },
+}
+
+impl FeaturesRef<'_> {
+    /// Feature width (0 for [`FeaturesRef::None`]).
+    pub fn dim(&self) -> usize {
+        match self {
+            FeaturesRef::None => 0,
+            FeaturesRef::DenseF32 { dim, .. }
+            | FeaturesRef::DenseF16 { dim, .. }
+            | FeaturesRef::Sparse { dim, .. } => *dim,
+        }
+    }
+
+    /// Row `v` as dense f32 into `out` (`out.len() == dim`); f16 values are widened exactly.
+    ///
+    /// # Panics
+    /// If `out` has the wrong length or `v` is out of range.
+    pub fn row_into(&self, v: usize, out: &mut [f32]) {
+        assert_eq!(out.len(), self.dim(), "row_into: output length");
+        match *self {
+            FeaturesRef::None => {}
+            FeaturesRef::DenseF32 { dim, data } => {
+                out.copy_from_slice(&data[v * dim..(v + 1) * dim])
+            }
+            FeaturesRef::DenseF16 { dim, data } => {
+                for (o, x) in out.iter_mut().zip(&data[v * dim..(v + 1) * dim]) {
+                    *o = x.to_f32();
+                }
+            }
+            FeaturesRef::Sparse {
+                indptr,
+                indices,
+                data,
+                ..
+            } => {
+                out.fill(0.0);
+                let (a, b) = (indptr[v] as usize, indptr[v + 1] as usize);
+                for k in a..b {
+                    out[indices[k] as usize] += data[k];
+                }
+            }
+        }
+    }
+}
+
+/// A graph directory in the on-disk format (`docs/graph-format.md`), memory-mapped.
+///
+/// Nothing is copied into anonymous memory: [`MappedGraph::csr`], [`MappedGraph::features`],
+/// labels and splits are views of the mapped files (pages are read from disk on first touch
+/// and stay reclaimable page cache). The files must not be modified while mapped.
+pub struct MappedGraph {
+    dir: PathBuf,
+    manifest: Manifest,
+    regions: BTreeMap<String, Region>,
+}
+
+impl std::fmt::Debug for MappedGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedGraph")
+            .field("dir", &self.dir)
+            .field("manifest", &self.manifest)
+            .finish()
+    }
+}
+
+impl MappedGraph {
+    /// Opens `dir`: reads the manifest, maps every file it lists, checks each file's dtype,
+    /// length (against the counts: `indptr` `N + 1`, `indices` `E`, ...), size on disk and
+    /// alignment, and the CSR end points (`indptr[0] == 0`, `indptr[N] == E`). Cost O(number of
+    /// files); contents are checked by [`MappedGraph::validate`].
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] for a missing or unreadable file; [`GraphError::Invalid`] naming the
+    /// manifest (bad JSON, other format or version, a file missing from its list) or the file
+    /// (size differs from the manifest: truncated or over-long; misaligned map; a big-endian
+    /// host); [`GraphError::Shape`] naming the file when its length disagrees with the counts.
+    pub fn open(dir: &Path) -> Result<MappedGraph> {
+        let manifest = Manifest::read(dir)?;
+        if cfg!(target_endian = "big") {
+            return Err(invalid(
+                &dir.join(MANIFEST),
+                "the format is little-endian; this host is big-endian",
+            ));
+        }
+        let n = manifest.num_nodes;
+        let e = manifest.num_arcs;
+        let mut want: Vec<(&str, Dtype, u64)> = vec![
+            ("indptr.bin", Dtype::U64, n + 1),
+            ("indices.bin", Dtype::U32, e),
+        ];
+        match &manifest.features {
+            FeatureLayout::None => {}
+            FeatureLayout::Dense { dim, dtype } => {
+                if !matches!(dtype, Dtype::F32 | Dtype::F16) {
+                    return Err(invalid(
+                        &dir.join(MANIFEST),
+                        format!("dense features must be f32 or f16, not {dtype:?}"),
+                    ));
+                }
+                let len = n
+                    .checked_mul(*dim)
+                    .ok_or_else(|| invalid(&dir.join(MANIFEST), "num_nodes * dim overflows"))?;
+                want.push(("features.bin", *dtype, len));
+            }
+            FeatureLayout::Sparse { nnz, .. } => {
+                want.push(("feat_indptr.bin", Dtype::U64, n + 1));
+                want.push(("feat_indices.bin", Dtype::U32, *nnz));
+                want.push(("feat_data.bin", Dtype::F32, *nnz));
+            }
+        }
+        match &manifest.labels {
+            LabelLayout::None => {}
+            LabelLayout::Classes { .. } => want.push(("labels.bin", Dtype::I32, n)),
+            LabelLayout::MultiLabel { num_labels } => {
+                want.push(("labels.bin", Dtype::U8, n * num_labels))
+            }
+        }
+        let mut split_files = vec![];
+        if manifest.split != SplitSource::None {
+            split_files.extend(["train_idx.bin", "val_idx.bin", "test_idx.bin"]);
+        }
+        if manifest.link_split {
+            split_files.extend(["link_val.bin", "link_test.bin"]);
+        }
+        let mut regions = BTreeMap::new();
+        for (name, dtype, len) in want {
+            regions.insert(
+                name.to_string(),
+                map_file(dir, &manifest, name, dtype, Some(len))?,
+            );
+        }
+        for name in split_files {
+            regions.insert(
+                name.to_string(),
+                map_file(dir, &manifest, name, Dtype::U32, None)?,
+            );
+        }
+        let g = MappedGraph {
+            dir: dir.to_path_buf(),
+            manifest,
+            regions,
+        };
+        let ip = g.indptr();
+        if ip[0] != 0 || ip[ip.len() - 1] != e {
+            return Err(invalid(
+                &dir.join("indptr.bin"),
+                format!(
+                    "indptr[0] = {} and indptr[N] = {} (must be 0 and num_arcs = {e})",
+                    ip[0],
+                    ip[ip.len() - 1]
+                ),
+            ));
+        }
+        if let FeaturesRef::Sparse {
+            indptr, indices, ..
+        } = g.features()
+        {
+            if indptr[0] != 0 || indptr[indptr.len() - 1] != indices.len() as u64 {
+                return Err(invalid(
+                    &dir.join("feat_indptr.bin"),
+                    "feat_indptr must start at 0 and end at nnz",
+                ));
+            }
+        }
+        for name in ["link_val.bin", "link_test.bin"] {
+            if g.regions
+                .get(name)
+                .is_some_and(|r| !r.len.is_multiple_of(2))
+            {
+                return Err(invalid(
+                    &dir.join(name),
+                    "odd length: must hold (u, v) pairs",
+                ));
+            }
+        }
+        Ok(g)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Nodes `N`.
+    pub fn num_nodes(&self) -> usize {
+        self.manifest.num_nodes as usize
+    }
+
+    /// Stored arcs `E`.
+    pub fn num_arcs(&self) -> usize {
+        self.manifest.num_arcs as usize
+    }
+
+    fn get<T: Pod>(&self, name: &str) -> &[T] {
+        self.regions[name].slice()
+    }
+
+    /// The mapped `indptr` `[N + 1]`.
+    pub fn indptr(&self) -> &[u64] {
+        self.get("indptr.bin")
+    }
+
+    /// The mapped `indices` `[E]`.
+    pub fn indices(&self) -> &[u32] {
+        self.get("indices.bin")
+    }
+
+    /// The in-neighbour CSR, in place.
+    pub fn csr(&self) -> CsrRef<'_> {
+        CsrRef {
+            indptr: self.indptr(),
+            indices: self.indices(),
+        }
+    }
+
+    /// The features, in place.
+    pub fn features(&self) -> FeaturesRef<'_> {
+        match &self.manifest.features {
+            FeatureLayout::None => FeaturesRef::None,
+            FeatureLayout::Dense { dim, dtype } => match dtype {
+                Dtype::F16 => FeaturesRef::DenseF16 {
+                    dim: *dim as usize,
+                    data: self.get("features.bin"),
+                },
+                _ => FeaturesRef::DenseF32 {
+                    dim: *dim as usize,
+                    data: self.get("features.bin"),
+                },
+            },
+            FeatureLayout::Sparse { dim, .. } => FeaturesRef::Sparse {
+                dim: *dim as usize,
+                indptr: self.get("feat_indptr.bin"),
+                indices: self.get("feat_indices.bin"),
+                data: self.get("feat_data.bin"),
+            },
+        }
+    }
+
+    /// Class labels `[N]` (`-1` = unlabelled), when the labels are classes.
+    pub fn class_labels(&self) -> Option<&[i32]> {
+        matches!(self.manifest.labels, LabelLayout::Classes { .. }).then(|| self.get("labels.bin"))
+    }
+
+    /// Multi-label rows `[N * C]`, when the labels are multi-label.
+    pub fn multi_labels(&self) -> Option<&[u8]> {
+        matches!(self.manifest.labels, LabelLayout::MultiLabel { .. })
+            .then(|| self.get("labels.bin"))
+    }
+
+    /// The stored node split `(train, val, test)`, in place.
+    pub fn split(&self) -> Option<(&[u32], &[u32], &[u32])> {
+        (self.manifest.split != SplitSource::None).then(|| {
+            (
+                self.get("train_idx.bin"),
+                self.get("val_idx.bin"),
+                self.get("test_idx.bin"),
+            )
+        })
+    }
+
+    /// Held-out link pairs `(val, test)`, flattened `[u0, v0, u1, v1, ...]`, when stored.
+    pub fn link_split(&self) -> Option<(&[u32], &[u32])> {
+        self.manifest
+            .link_split
+            .then(|| (self.get("link_val.bin"), self.get("link_test.bin")))
+    }
+
+    /// Checks the contents (one pass over every file): `indptr` monotone, neighbour ids
+    /// `< N`, rows sorted without duplicates or self-loops, undirected graphs symmetric,
+    /// feature offsets monotone and column ids `< dim`, labels in range, split ids `< N`,
+    /// sorted and unique, link pairs `< N`.
+    ///
+    /// # Errors
+    /// [`GraphError::Invalid`] or [`GraphError::IdOutOfRange`] naming the offending file.
+    pub fn validate(&self) -> Result<()> {
+        let n = self.num_nodes();
+        let p = |f: &str| self.dir.join(f);
+        let g = self.csr();
+        for v in 0..n {
+            if g.indptr[v + 1] < g.indptr[v] {
+                return Err(invalid(
+                    &p("indptr.bin"),
+                    format!("not monotone at row {v}"),
+                ));
+            }
+        }
+        for v in 0..n {
+            let row = g.neighbors(v);
+            for (i, &u) in row.iter().enumerate() {
+                if u as usize >= n {
+                    return Err(GraphError::IdOutOfRange {
+                        path: p("indices.bin"),
+                        id: u as i64,
+                        num_nodes: n as u64,
+                    });
+                }
+                if i > 0 && row[i - 1] >= u {
+                    return Err(invalid(
+                        &p("indices.bin"),
+                        format!("row {v} is not sorted or holds a duplicate ({u})"),
+                    ));
+                }
+                if u as usize == v {
+                    return Err(invalid(&p("indices.bin"), format!("self-loop at node {v}")));
+                }
+            }
+        }
+        if !self.manifest.directed {
+            if let Some((u, v)) = find_asymmetric(g) {
+                return Err(invalid(
+                    &p("indices.bin"),
+                    format!(
+                        "graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"
+                    ),
+                ));
+            }
+        }
+        if let FeaturesRef::Sparse {
+            dim,
+            indptr,
+            indices,
+            ..
+        } = self.features()
+        {
+            if indptr.windows(2).any(|w| w[1] < w[0]) {
+                return Err(invalid(&p("feat_indptr.bin"), "not monotone"));
+            }
+            if let Some(&c) = indices.iter().find(|&&c| c as usize >= dim) {
+                return Err(GraphError::IdOutOfRange {
+                    path: p("feat_indices.bin"),
+                    id: c as i64,
+                    num_nodes: dim as u64,
+                });
+            }
+        }
+        match self.manifest.labels {
+            LabelLayout::Classes { num_classes } => {
+                if let Some((v, &c)) = self
+                    .class_labels()
+                    .unwrap()
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &c)| c < -1 || c as i64 >= num_classes as i64)
+                {
+                    return Err(invalid(
+                        &p("labels.bin"),
+                        format!("label of node {v} is {c} (must be -1 or < {num_classes})"),
+                    ));
+                }
+            }
+            LabelLayout::MultiLabel { .. } => {
+                if self.multi_labels().unwrap().iter().any(|&b| b > 1) {
+                    return Err(invalid(&p("labels.bin"), "multi-label entries must be 0/1"));
+                }
+            }
+            LabelLayout::None => {}
+        }
+        if let Some((a, b, c)) = self.split() {
+            for (name, ids) in [
+                ("train_idx.bin", a),
+                ("val_idx.bin", b),
+                ("test_idx.bin", c),
+            ] {
+                if let Some(&x) = ids.iter().find(|&&x| x as usize >= n) {
+                    return Err(GraphError::IdOutOfRange {
+                        path: p(name),
+                        id: x as i64,
+                        num_nodes: n as u64,
+                    });
+                }
+                if ids.windows(2).any(|w| w[0] >= w[1]) {
+                    return Err(invalid(&p(name), "ids must be sorted and unique"));
+                }
+            }
+        }
+        if let Some((a, b)) = self.link_split() {
+            for (name, ids) in [("link_val.bin", a), ("link_test.bin", b)] {
+                if let Some(&x) = ids.iter().find(|&&x| x as usize >= n) {
+                    return Err(GraphError::IdOutOfRange {
+                        path: p(name),
+                        id: x as i64,
+                        num_nodes: n as u64,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Recomputes every file's SHA-256 and compares it with the manifest (reads every byte).
+    ///
+    /// # Errors
+    /// [`GraphError::Invalid`] naming the first file whose checksum differs.
+    pub fn verify_checksums(&self) -> Result<()> {
+        for (name, entry) in &self.manifest.files {
+            let mut h = Sha256::new();
+            if let Some(m) = &self.regions[name].map {
+                h.update(&m[..]);
+            }
+            let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+            if hex != entry.sha256 {
+                return Err(invalid(
+                    &self.dir.join(name),
+                    format!(
+                        "sha256 {hex} differs from the manifest's {}: the file changed",
+                        entry.sha256
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The in-memory [`Dataset`] (copies every array; [`MappedGraph::validate`] runs first).
+    /// For a directory converted from a `.npy` dataset it equals, bit for bit, what
+    /// [`crate::load_dataset`] returns for the source with the same `opts`: featureless graphs
+    /// get the same structural features (`opts.structural_dim`, `opts.seed`); f16 features are
+    /// widened to f32.
+    ///
+    /// # Errors
+    /// As [`MappedGraph::validate`]; [`GraphError::Invalid`] naming the manifest when the split
+    /// was converted from mask row `r` and `opts.split_index != r` (convert again with that
+    /// `--split-index`), or when `opts.structural_dim == 0` for a featureless graph.
+    pub fn to_dataset(&self, opts: &LoadOptions) -> Result<Dataset> {
+        self.validate()?;
+        let mpath = self.dir.join(MANIFEST);
+        if let SplitSource::Masks { split_index } = self.manifest.split {
+            if split_index != opts.split_index as u64 {
+                return Err(invalid(
+                    &mpath,
+                    format!(
+                        "this directory holds mask split {split_index}, not split {} (convert again with --split-index {})",
+                        opts.split_index, opts.split_index
+                    ),
+                ));
+            }
+        }
+        let n = self.num_nodes();
+        let graph = self.csr().to_csr();
+        let (features, structural) = match self.features() {
+            FeaturesRef::None => {
+                if opts.structural_dim == 0 {
+                    return Err(invalid(&mpath, "LoadOptions::structural_dim must be >= 1"));
+                }
+                (
+                    structural_features(
+                        &graph,
+                        self.manifest.directed,
+                        opts.structural_dim,
+                        opts.seed,
+                    ),
+                    true,
+                )
+            }
+            FeaturesRef::DenseF32 { dim, data } => (
+                Features::Dense {
+                    num_nodes: n,
+                    dim,
+                    data: data.to_vec(),
+                },
+                false,
+            ),
+            FeaturesRef::DenseF16 { dim, data } => (
+                Features::Dense {
+                    num_nodes: n,
+                    dim,
+                    data: data.iter().map(|x| x.to_f32()).collect(),
+                },
+                false,
+            ),
+            FeaturesRef::Sparse {
+                dim,
+                indptr,
+                indices,
+                data,
+            } => (
+                Features::Sparse {
+                    num_nodes: n,
+                    dim,
+                    indptr: indptr.to_vec(),
+                    indices: indices.to_vec(),
+                    data: data.to_vec(),
+                },
+                false,
+            ),
+        };
+        let labels = match self.manifest.labels {
+            LabelLayout::None => Labels::None,
+            LabelLayout::Classes { num_classes } => Labels::Classes {
+                y: self.class_labels().unwrap().to_vec(),
+                num_classes: num_classes as usize,
+            },
+            LabelLayout::MultiLabel { num_labels } => Labels::MultiLabel {
+                num_labels: num_labels as usize,
+                y: self.multi_labels().unwrap().to_vec(),
+            },
+        };
+        let split = self.split().map(|(a, b, c)| NodeSplit {
+            train: a.to_vec(),
+            val: b.to_vec(),
+            test: c.to_vec(),
+        });
+        Ok(Dataset {
+            name: self.manifest.name.clone(),
+            directed: self.manifest.directed,
+            graph,
+            features,
+            structural_features: structural,
+            labels,
+            num_splits: split.is_some() as usize,
+            split,
+            // arcs the conversion dropped are recorded in the manifest's notes, not here
+            removed: crate::dataset::RemovedArcs::default(),
+        })
+    }
+
+    /// One line in the style of [`Dataset::summary`], from the manifest (nothing is read).
+    pub fn summary(&self) -> String {
+        let m = &self.manifest;
+        let feats = match &m.features {
+            FeatureLayout::None => "no stored features (structural features at load)".into(),
+            FeatureLayout::Dense { dim, dtype } => {
+                format!(
+                    "features {dim}-d dense {}",
+                    format!("{dtype:?}").to_lowercase()
+                )
+            }
+            FeatureLayout::Sparse { dim, nnz } => format!("features {dim}-d sparse (nnz {nnz})"),
+        };
+        let labels = match &m.labels {
+            LabelLayout::None => "no labels".to_string(),
+            LabelLayout::Classes { num_classes } => format!("{num_classes} classes"),
+            LabelLayout::MultiLabel { num_labels } => format!("multi-label {num_labels}"),
+        };
+        let split = match self.split() {
+            Some((a, b, c)) => format!("split {}/{}/{}", a.len(), b.len(), c.len()),
+            None => "no split".into(),
+        };
+        let link = match self.link_split() {
+            Some((a, b)) => format!(", held-out links {}/{}", a.len() / 2, b.len() / 2),
+            None => String::new(),
+        };
+        let bytes: u64 = m.files.values().map(|f| f.bytes).sum();
+        format!(
+            "{}: {} nodes, {} arcs ({}), {}, {}, {}{} [on-disk format v{}, {:.1} MiB mapped]",
+            m.name,
+            m.num_nodes,
+            m.num_arcs,
+            if m.directed { "directed" } else { "undirected" },
+            feats,
+            labels,
+            split,
+            link,
+            m.version,
+            bytes as f64 / (1u64 << 20) as f64
+        )
+    }
+}
+
+/// An arc `u -> v` whose reverse is missing, if any (rows must be sorted).
+fn find_asymmetric(g: CsrRef<'_>) -> Option<(u32, u32)> {
+    for v in 0..g.num_nodes() {
+        for &u in g.neighbors(v) {
+            if g.neighbors(u as usize).binary_search(&(v as u32)).is_err() {
+                return Some((u, v as u32));
+            }
+        }
+    }
+    None
+}
+
+fn map_file(
+    dir: &Path,
+    manifest: &Manifest,
+    name: &str,
+    dtype: Dtype,
+    len: Option<u64>,
+) -> Result<Region> {
+    let path = dir.join(name);
+    let entry: &FileEntry = manifest.files.get(name).ok_or_else(|| {
+        invalid(
+            &dir.join(MANIFEST),
+            format!("the manifest does not list {name}, which its layout requires"),
+        )
+    })?;
+    if entry.dtype != dtype {
+        return Err(GraphError::Dtype {
+            path,
+            expected: format!("{dtype:?}").to_lowercase(),
+            found: format!("{:?}", entry.dtype).to_lowercase(),
+        });
+    }
+    if let Some(len) = len {
+        if entry.len != len {
+            return Err(GraphError::Shape {
+                path,
+                expected: format!("[{len}] (from the manifest's counts)"),
+                found: vec![entry.len],
+            });
+        }
+    }
+    let bytes = entry
+        .len
+        .checked_mul(dtype.size() as u64)
+        .filter(|&b| b == entry.bytes)
+        .ok_or_else(|| {
+            invalid(
+                &dir.join(MANIFEST),
+                format!(
+                    "{name}: bytes {} != len {} x {}",
+                    entry.bytes,
+                    entry.len,
+                    dtype.size()
+                ),
+            )
+        })?;
+    let file = File::open(&path).map_err(|source| GraphError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let on_disk = file
+        .metadata()
+        .map_err(|source| GraphError::Io {
+            path: path.clone(),
+            source,
+        })?
+        .len();
+    if on_disk != bytes {
+        return Err(invalid(
+            &path,
+            format!(
+                "{} bytes on disk, the manifest says {bytes} ({})",
+                on_disk,
+                if on_disk < bytes {
+                    "truncated"
+                } else {
+                    "over-long"
+                }
+            ),
+        ));
+    }
+    let map = if bytes == 0 {
+        None
+    } else {
+        // SAFETY: the mapping is read-only; the format's contract is that files are not
+        // modified while a graph is open (documented on `MappedGraph`).
+        let m = unsafe { Mmap::map(&file) }.map_err(|source| GraphError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if !(m.as_ptr() as usize).is_multiple_of(dtype.size()) || m.len() as u64 != bytes {
+            return Err(invalid(&path, "mapping is misaligned for its dtype"));
+        }
+        Some(m)
+    };
+    Ok(Region {
+        map,
+        dtype,
+        len: entry.len as usize,
+    })
+}

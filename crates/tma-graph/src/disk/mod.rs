@@ -1,0 +1,287 @@
+//! The on-disk graph format: a directory of raw little-endian arrays described by a versioned
+//! JSON manifest (`tma-graph.json`), opened with `mmap` and read in place
+//! ([`MappedGraph`]). The layout is documented in `docs/graph-format.md`; the choices behind it
+//! in `docs/decisions/0008-on-disk-graph.md`.
+//!
+//! * [`MappedGraph::open`]: maps every file, checks sizes, alignment and the CSR end points
+//!   (O(1) work per file, nothing copied); [`MappedGraph::validate`] scans the contents.
+//! * [`CsrRef`]: a borrowed in-neighbour CSR (the same layout as [`crate::Csr`]) that works over
+//!   mapped or owned arrays; [`FeaturesRef`]: borrowed features (f32, f16 or sparse rows).
+//! * [`MappedGraph::to_dataset`]: the in-memory [`crate::Dataset`], bit-identical to what
+//!   [`crate::load_dataset`] gives for the `.npy` directory the graph was converted from.
+//! * [`write_dataset`]: an in-memory dataset to the format; [`convert_npy_dir`]: a `.npy`
+//!   dataset directory to the format with the graph built in bounded memory
+//!   ([`ExternalCsrBuilder`]).
+//!
+//! ```
+//! use tma_graph::{disk, generate_sbm, LoadOptions, SbmConfig};
+//! let ds = generate_sbm(&SbmConfig { num_nodes: 500, feature_dim: 4, ..SbmConfig::default() });
+//! let dir = tempfile::tempdir().unwrap();
+//! disk::write_dataset(&ds, dir.path(), &disk::Provenance::new("doc example")).unwrap();
+//! let g = disk::MappedGraph::open(dir.path()).unwrap();
+//! assert_eq!(g.csr().neighbors(7), ds.graph.neighbors(7)); // read in place
+//! let back = g.to_dataset(&LoadOptions::default()).unwrap();
+//! assert_eq!(back.graph, ds.graph);
+//! ```
+
+mod convert;
+mod extsort;
+mod mapped;
+mod write;
+
+pub use convert::{convert_npy_dir, ConvertOptions, ConvertReport};
+pub use extsort::{BuildStats, ExternalCsrBuilder};
+pub use mapped::{CsrRef, FeaturesRef, MappedGraph};
+pub use write::{write_dataset, ArrayWriter};
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{GraphError, Result};
+
+/// Name of the manifest file; its presence marks a directory in this format.
+pub const MANIFEST: &str = "tma-graph.json";
+/// The `format` field of every manifest.
+pub const FORMAT_NAME: &str = "tma-graph";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Whether `dir` holds a graph in this format (its manifest exists).
+pub fn is_disk_graph(dir: &Path) -> bool {
+    dir.join(MANIFEST).is_file()
+}
+
+/// Element type of an array file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// Unsigned 64-bit integer.
+    U64,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Signed 32-bit integer.
+    I32,
+    /// Unsigned byte.
+    U8,
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary16 (the `half` crate's `f16`).
+    F16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::U64 => 8,
+            Dtype::U32 | Dtype::I32 | Dtype::F32 => 4,
+            Dtype::F16 => 2,
+            Dtype::U8 => 1,
+        }
+    }
+}
+
+/// One array file of the directory, as the manifest records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Element type (little-endian).
+    pub dtype: Dtype,
+    /// Number of elements.
+    pub len: u64,
+    /// File size in bytes (`len * dtype.size()`).
+    pub bytes: u64,
+    /// SHA-256 of the file's bytes, lower-case hex.
+    pub sha256: String,
+}
+
+/// How node features are stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FeatureLayout {
+    /// No feature files: structural features are generated at load time, exactly as the
+    /// `.npy` loader does for featureless graphs (their seed is a load option).
+    None,
+    /// `features` `[num_nodes * dim]` row-major, in `dtype` (f32 or f16).
+    Dense {
+        /// Feature width.
+        dim: u64,
+        /// `f32` or `f16`.
+        dtype: Dtype,
+    },
+    /// CSR rows: `feat_indptr` u64 `[N + 1]`, `feat_indices` u32 `[nnz]`, `feat_data` f32
+    /// `[nnz]`.
+    Sparse {
+        /// Feature width.
+        dim: u64,
+        /// Stored entries.
+        nnz: u64,
+    },
+}
+
+/// How labels are stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LabelLayout {
+    /// No labels.
+    None,
+    /// `labels` i32 `[N]`, `-1` = unlabelled.
+    Classes {
+        /// Number of classes.
+        num_classes: u64,
+    },
+    /// `labels` u8 `[N * num_labels]`, row-major 0/1.
+    MultiLabel {
+        /// Labels per node.
+        num_labels: u64,
+    },
+}
+
+/// Where the stored node split came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SplitSource {
+    /// No split files.
+    None,
+    /// The source directory's `*_idx.npy` files.
+    Index,
+    /// Row `split_index` of the source directory's `*_masks.npy` files.
+    Masks {
+        /// The mask row converted.
+        split_index: u64,
+    },
+    /// Drawn by the generator.
+    Generated,
+}
+
+/// Who wrote the directory, from what.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The writing tool and command, e.g. `tma convert`.
+    pub tool: String,
+    /// The source directory or generator configuration.
+    pub source: String,
+    /// The seed, for generated graphs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub seed: Option<u64>,
+    /// The tma version that wrote the directory.
+    pub tma_version: String,
+    /// What the writer changed or dropped in the source data (e.g. self-loops dropped,
+    /// duplicate arcs merged), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<String>,
+}
+
+impl Provenance {
+    /// Provenance with `source`, tool `tma`, no seed, this crate's version.
+    pub fn new(source: impl Into<String>) -> Provenance {
+        Provenance {
+            tool: "tma".into(),
+            source: source.into(),
+            seed: None,
+            tma_version: env!("CARGO_PKG_VERSION").into(),
+            notes: vec![],
+        }
+    }
+}
+
+/// The manifest `tma-graph.json`. See `docs/graph-format.md` for every field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] at writing.
+    pub version: u32,
+    /// Dataset name.
+    pub name: String,
+    /// Whether arcs are directed; undirected graphs store both directions.
+    pub directed: bool,
+    /// Nodes `N`.
+    pub num_nodes: u64,
+    /// Stored arcs `E` (length of `indices`).
+    pub num_arcs: u64,
+    /// Feature layout.
+    pub features: FeatureLayout,
+    /// Label layout.
+    pub labels: LabelLayout,
+    /// Origin of the `train_idx`/`val_idx`/`test_idx` files.
+    pub split: SplitSource,
+    /// Held-out link pairs (`link_val`, `link_test`, u32 `[k * 2]`), when present: the stored
+    /// graph then excludes them (OGB convention: the graph is the training graph).
+    #[serde(default)]
+    pub link_split: bool,
+    /// Every array file, by file name.
+    pub files: BTreeMap<String, FileEntry>,
+    /// Who wrote it.
+    pub provenance: Provenance,
+}
+
+impl Manifest {
+    /// Reads and checks `dir/tma-graph.json` (format name and version).
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] if unreadable, [`GraphError::Invalid`] naming the manifest if it is
+    /// not valid JSON of this schema, another format, or a newer version.
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path).map_err(|source| GraphError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let m: Manifest = serde_json::from_str(&text).map_err(|e| GraphError::Invalid {
+            path: path.clone(),
+            reason: format!("not a valid manifest: {e}"),
+        })?;
+        if m.format != FORMAT_NAME {
+            return Err(GraphError::Invalid {
+                path,
+                reason: format!("format is {:?}, expected {FORMAT_NAME:?}", m.format),
+            });
+        }
+        if m.version != FORMAT_VERSION {
+            return Err(GraphError::Invalid {
+                path,
+                reason: format!(
+                    "format version {} is not readable by this build (reads version {FORMAT_VERSION})",
+                    m.version
+                ),
+            });
+        }
+        Ok(m)
+    }
+
+    /// Writes the manifest atomically (temporary file + rename) to `dir/tma-graph.json`.
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] naming the manifest.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self).expect("manifest serializes");
+        crate::npy::write_atomic(&dir.join(MANIFEST), text.as_bytes())
+    }
+}
+
+/// Peak resident set size of this process in bytes (`VmHWM` of `/proc/self/status`; `None`
+/// where that file does not exist).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Progress of a long stage (implemented by the CLI's progress bars; `()` ignores it).
+pub trait Progress: Sync {
+    /// A stage named `name` starts with `total` units of work (0 = unknown).
+    fn start(&self, name: &str, total: u64);
+    /// `n` more units done.
+    fn inc(&self, n: u64);
+    /// The current stage is done.
+    fn finish(&self);
+}
+
+impl Progress for () {
+    fn start(&self, _: &str, _: u64) {}
+    fn inc(&self, _: u64) {}
+    fn finish(&self) {}
+}

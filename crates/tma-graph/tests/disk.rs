@@ -1,0 +1,520 @@
+//! The on-disk graph format: round trips bit-identical to the `.npy` path, errors naming the
+//! file, the bounded-memory build, and the R-MAT generator's determinism and properties.
+
+use std::path::{Path, PathBuf};
+
+use tma_graph::disk::{self, convert_npy_dir, ConvertOptions, MappedGraph, Provenance};
+use tma_graph::{
+    generate_rmat, generate_sbm, load_dataset, npy, Dataset, Features, Labels, LoadOptions,
+    RmatConfig, SbmConfig,
+};
+
+/// A shared real dataset; a missing one fails loudly.
+fn shared(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/datasets")
+        .join(name);
+    assert!(
+        p.join("meta.json").is_file(),
+        "shared dataset {} is missing (expected next to the repository clone)",
+        p.display()
+    );
+    p
+}
+
+fn bits(f: &Features) -> (usize, usize, Vec<u64>, Vec<u32>, Vec<u32>) {
+    match f {
+        Features::Dense {
+            num_nodes,
+            dim,
+            data,
+        } => (
+            *num_nodes,
+            *dim,
+            vec![],
+            vec![],
+            data.iter().map(|x| x.to_bits()).collect(),
+        ),
+        Features::Sparse {
+            num_nodes,
+            dim,
+            indptr,
+            indices,
+            data,
+        } => (
+            *num_nodes,
+            *dim,
+            indptr.clone(),
+            indices.clone(),
+            data.iter().map(|x| x.to_bits()).collect(),
+        ),
+    }
+}
+
+/// Every field equal, floats compared by their bits.
+fn assert_same(a: &Dataset, b: &Dataset) {
+    assert_eq!(a.name, b.name);
+    assert_eq!(a.directed, b.directed);
+    assert_eq!(a.graph, b.graph);
+    assert_eq!(a.structural_features, b.structural_features);
+    assert_eq!(
+        std::mem::discriminant(&a.features),
+        std::mem::discriminant(&b.features)
+    );
+    assert!(bits(&a.features) == bits(&b.features), "features differ");
+    assert_eq!(a.labels, b.labels);
+    assert_eq!(a.split, b.split);
+}
+
+fn convert(
+    src: &Path,
+    budget: u64,
+    split_index: usize,
+) -> (tempfile::TempDir, disk::ConvertReport) {
+    let out = tempfile::tempdir().unwrap();
+    let r = convert_npy_dir(
+        src,
+        &out.path().join("g"),
+        &ConvertOptions {
+            memory_budget: budget,
+            split_index,
+        },
+        &(),
+    )
+    .unwrap();
+    (out, r)
+}
+
+#[test]
+fn cora_converted_under_a_tiny_budget_loads_bit_identical_to_the_npy_path() {
+    let src = shared("planetoid_cora");
+    let want = load_dataset(&src, &LoadOptions::default()).unwrap();
+    // 16 KiB: a sort buffer of 1024 arcs for 10,556 arcs, so a dozen buckets and runs
+    let (out, rep) = convert(&src, 16 << 10, 0);
+    assert!(rep.build.runs >= 10, "{:?}", rep.build);
+    assert!(rep.build.max_run_bytes <= 8 << 10, "{:?}", rep.build);
+    assert_eq!(rep.num_arcs, 10_556);
+    let g = MappedGraph::open(&out.path().join("g")).unwrap();
+    assert_eq!(g.num_nodes(), 2708);
+    assert!(matches!(
+        g.features(),
+        disk::FeaturesRef::Sparse { dim: 1433, .. }
+    ));
+    // read in place: the mapped rows are the loader's rows
+    for v in [0usize, 1, 2707] {
+        assert_eq!(g.csr().neighbors(v), want.graph.neighbors(v));
+    }
+    g.verify_checksums().unwrap();
+    let got = g.to_dataset(&LoadOptions::default()).unwrap();
+    assert_same(&want, &got);
+    assert!(g.summary().starts_with("planetoid_cora: 2708 nodes, 10556 arcs (undirected), features 1433-d sparse (nnz 49216), 7 classes, split 140/500/1000"), "{}", g.summary());
+}
+
+#[test]
+fn other_shared_layouts_round_trip_masks_featureless_and_directed() {
+    // masks (split 1 of 10), featureless without labels, directed, featureless with labels
+    for (name, split_index) in [
+        ("hetero_texas", 1),
+        ("seal_USAir", 0),
+        ("hetero_chameleon_filtered_directed", 0),
+        ("feather_lastfm_asia", 0),
+    ] {
+        let src = shared(name);
+        let opts = LoadOptions {
+            split_index,
+            seed: 5,
+            ..LoadOptions::default()
+        };
+        let want = load_dataset(&src, &opts).unwrap();
+        let (out, _) = convert(&src, 64 << 10, split_index);
+        let g = MappedGraph::open(&out.path().join("g")).unwrap();
+        let got = g.to_dataset(&opts).unwrap();
+        assert_same(&want, &got);
+        if name == "hetero_texas" {
+            // the converted mask row is fixed: another one is an error saying what to do
+            let e = g
+                .to_dataset(&LoadOptions::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("tma-graph.json") && e.contains("--split-index 0"),
+                "{e}"
+            );
+        }
+    }
+}
+
+/// Writes `ds` as a `.npy` dataset directory (features as CSR rows, as the layout requires).
+fn write_npy_dir(ds: &Dataset, dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let n = ds.num_nodes();
+    let (mut s, mut d) = (vec![], vec![]);
+    for v in 0..n {
+        for &u in ds.graph.neighbors(v) {
+            s.push(u as i64);
+            d.push(v as i64);
+        }
+    }
+    let e = s.len();
+    s.extend(d);
+    npy::write(&dir.join("edge_index.npy"), &s, &[2, e]).unwrap();
+    let Features::Dense { dim, data, .. } = &ds.features else {
+        panic!()
+    };
+    let ip: Vec<i64> = (0..=n).map(|v| (v * dim) as i64).collect();
+    let ix: Vec<i64> = (0..n * dim).map(|k| (k % dim) as i64).collect();
+    npy::write(&dir.join("x_indptr.npy"), &ip, &[n + 1]).unwrap();
+    npy::write(&dir.join("x_indices.npy"), &ix, &[n * dim]).unwrap();
+    npy::write(&dir.join("x_data.npy"), data, &[n * dim]).unwrap();
+    let Labels::Classes { y, .. } = &ds.labels else {
+        panic!()
+    };
+    let y: Vec<i64> = y.iter().map(|&c| c as i64).collect();
+    npy::write(&dir.join("y.npy"), &y, &[n]).unwrap();
+    std::fs::write(
+        dir.join("meta.json"),
+        format!(r#"{{"name": "gen", "directed": false, "x_shape": [{n}, {dim}]}}"#),
+    )
+    .unwrap();
+}
+
+#[test]
+fn generated_graph_round_trips_through_npy_convert_and_write_dataset() {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 3000,
+        feature_dim: 8,
+        avg_degree: 12.0,
+        seed: 3,
+        ..SbmConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    write_npy_dir(&ds, &dir.path().join("npy"));
+    let want = load_dataset(&dir.path().join("npy"), &LoadOptions::default()).unwrap();
+    let (out, rep) = convert(&dir.path().join("npy"), 32 << 10, 0);
+    assert!(rep.build.runs > 5, "{:?}", rep.build);
+    let got = MappedGraph::open(&out.path().join("g"))
+        .unwrap()
+        .to_dataset(&LoadOptions::default())
+        .unwrap();
+    assert_same(&want, &got);
+    // the in-memory writer too (the generator's own split included)
+    disk::write_dataset(&ds, &dir.path().join("w"), &Provenance::new("test")).unwrap();
+    let back = MappedGraph::open(&dir.path().join("w"))
+        .unwrap()
+        .to_dataset(&LoadOptions::default())
+        .unwrap();
+    assert_same(&ds, &back);
+}
+
+fn small_graph() -> (tempfile::TempDir, PathBuf) {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 200,
+        feature_dim: 4,
+        ..SbmConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g");
+    disk::write_dataset(&ds, &g, &Provenance::new("test")).unwrap();
+    (dir, g)
+}
+
+fn open_err(g: &Path) -> String {
+    MappedGraph::open(g).unwrap_err().to_string()
+}
+
+#[test]
+fn corrupt_and_truncated_files_are_errors_naming_the_file() {
+    // truncated indices
+    let (_d, g) = small_graph();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(g.join("indices.bin"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len - 4).unwrap();
+    let e = open_err(&g);
+    assert!(e.contains("indices.bin") && e.contains("truncated"), "{e}");
+
+    // a missing feature file
+    let (_d, g) = small_graph();
+    std::fs::remove_file(g.join("features.bin")).unwrap();
+    let e = open_err(&g);
+    assert!(e.contains("features.bin") && e.contains("I/O error"), "{e}");
+
+    // a manifest that is not JSON, and one of a future version
+    let (_d, g) = small_graph();
+    let m = std::fs::read_to_string(g.join("tma-graph.json")).unwrap();
+    std::fs::write(g.join("tma-graph.json"), &m[..m.len() / 2]).unwrap();
+    let e = open_err(&g);
+    assert!(
+        e.contains("tma-graph.json") && e.contains("not a valid manifest"),
+        "{e}"
+    );
+    std::fs::write(
+        g.join("tma-graph.json"),
+        m.replace("\"version\": 1", "\"version\": 99"),
+    )
+    .unwrap();
+    let e = open_err(&g);
+    assert!(
+        e.contains("tma-graph.json") && e.contains("version 99"),
+        "{e}"
+    );
+
+    // a neighbour id out of range: open is O(1) and passes, validate names the file
+    let (_d, g) = small_graph();
+    let mut b = std::fs::read(g.join("indices.bin")).unwrap();
+    b[0..4].copy_from_slice(&5000u32.to_le_bytes());
+    std::fs::write(g.join("indices.bin"), &b).unwrap();
+    let mg = MappedGraph::open(&g).unwrap();
+    let e = mg.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("indices.bin") && e.contains("5000 out of range"),
+        "{e}"
+    );
+    let e = mg.verify_checksums().unwrap_err().to_string();
+    assert!(e.contains("indices.bin") && e.contains("sha256"), "{e}");
+    let e = mg
+        .to_dataset(&LoadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("indices.bin"), "{e}");
+
+    // indptr whose end disagrees with the arc count
+    let (_d, g) = small_graph();
+    let mut b = std::fs::read(g.join("indptr.bin")).unwrap();
+    let k = b.len() - 8;
+    b[k..].copy_from_slice(&1u64.to_le_bytes());
+    std::fs::write(g.join("indptr.bin"), &b).unwrap();
+    let e = open_err(&g);
+    assert!(
+        e.contains("indptr.bin") && e.contains("indptr[N] = 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn convert_errors_name_the_source_file_and_leave_no_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("meta.json"),
+        r#"{"directed": false, "computed": {"nodes": 3}}"#,
+    )
+    .unwrap();
+    // id 3 out of range for 3 nodes
+    npy::write(&src.join("edge_index.npy"), &[0i64, 1, 1, 3], &[2, 2]).unwrap();
+    let out = dir.path().join("out");
+    let opts = ConvertOptions {
+        memory_budget: 1 << 20,
+        split_index: 0,
+    };
+    let e = convert_npy_dir(&src, &out, &opts, &())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("edge_index.npy") && e.contains("id 3 out of range"),
+        "{e}"
+    );
+    assert!(!disk::is_disk_graph(&out));
+    // asymmetric undirected graph: the loader's message, naming edge_index.npy
+    npy::write(&src.join("edge_index.npy"), &[0i64, 1, 1, 2], &[2, 2]).unwrap();
+    let e = convert_npy_dir(&src, &out, &opts, &())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("edge_index.npy") && e.contains("has no reverse"),
+        "{e}"
+    );
+    // a bad label file is named with its source path, not the staging copy
+    npy::write(&src.join("edge_index.npy"), &[0i64, 1, 1, 0], &[2, 2]).unwrap();
+    npy::write(&src.join("y.npy"), &[0i64, 1], &[2]).unwrap();
+    let e = convert_npy_dir(&src, &out, &opts, &())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&src.join("y.npy").display().to_string()), "{e}");
+    // a truncated edge list
+    std::fs::remove_file(src.join("y.npy")).unwrap();
+    let b = std::fs::read(src.join("edge_index.npy")).unwrap();
+    std::fs::write(src.join("edge_index.npy"), &b[..b.len() - 8]).unwrap();
+    let e = convert_npy_dir(&src, &out, &opts, &())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("edge_index.npy") && e.contains("payload"), "{e}");
+}
+
+fn rmat_cfg(seed: u64) -> RmatConfig {
+    RmatConfig {
+        num_nodes: 5000,
+        avg_degree: 16.0,
+        feature_dim: 8,
+        num_classes: 4,
+        link_val: 0.05,
+        link_test: 0.05,
+        seed,
+        memory_budget: 256 << 10,
+        ..RmatConfig::default()
+    }
+}
+
+fn dir_bytes(d: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn rmat_is_deterministic_in_the_seed_and_independent_of_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, seed: u64, threads: usize, dtype, budget: u64| {
+        let out = dir.path().join(name);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut cfg = rmat_cfg(seed);
+        cfg.feature_dtype = dtype;
+        cfg.memory_budget = budget;
+        pool.install(|| generate_rmat(&cfg, &out, &()).unwrap());
+        dir_bytes(&out)
+    };
+    let a = run("a", 7, 1, disk::Dtype::F32, 256 << 10);
+    let b = run("b", 7, 4, disk::Dtype::F32, 256 << 10);
+    assert_eq!(
+        a.len(),
+        10,
+        "{:?}",
+        a.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    assert!(a == b, "1 thread and 4 threads wrote different bytes");
+    // the budget changes the number of buckets and runs, not the bytes
+    let big = run("big", 7, 2, disk::Dtype::F32, 64 << 20);
+    assert!(a == big, "the memory budget changed the output");
+    let c = run("c", 8, 2, disk::Dtype::F32, 256 << 10);
+    for ((na, ba), (_, bc)) in a.iter().zip(&c) {
+        // labels are `v mod C` over seeded ids; the split is a hash of the id
+        if !["labels.bin", "val_idx.bin", "train_idx.bin", "test_idx.bin"].contains(&na.as_str()) {
+            assert!(ba != bc, "{na} did not change with the seed");
+        }
+    }
+    // f16 features: the same graph, features within half precision of the f32 ones
+    let h = run("h", 7, 2, disk::Dtype::F16, 256 << 10);
+    let g32 = MappedGraph::open(&dir.path().join("a")).unwrap();
+    let g16 = MappedGraph::open(&dir.path().join("h")).unwrap();
+    assert_eq!(g32.indices(), g16.indices());
+    let (mut r32, mut r16) = (vec![0f32; 8], vec![0f32; 8]);
+    for v in [0, 4999] {
+        g32.features().row_into(v, &mut r32);
+        g16.features().row_into(v, &mut r16);
+        for (x, y) in r32.iter().zip(&r16) {
+            assert!((x - y).abs() <= x.abs() * 1e-3 + 1e-4, "{x} vs {y}");
+        }
+    }
+    drop(h);
+}
+
+#[test]
+fn rmat_graph_is_valid_skewed_homophilous_and_holds_out_its_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let rep = generate_rmat(&rmat_cfg(1), &out, &()).unwrap();
+    assert!(
+        rep.build.runs >= 4,
+        "the small budget forces several runs: {:?}",
+        rep.build
+    );
+    let g = MappedGraph::open(&out).unwrap();
+    g.validate().unwrap();
+    g.verify_checksums().unwrap();
+    let n = g.num_nodes();
+    assert_eq!(g.num_arcs() as u64, rep.num_arcs);
+    assert_eq!(
+        rep.build.arcs_in,
+        2 * (rep.draws - rep.self_loops - rep.held_out_draws),
+        "every draw that is not a self-loop or held out is stored in both directions"
+    );
+    assert!(rep.held_out_draws >= rep.held_out.0 + rep.held_out.1);
+    let csr = g.csr();
+    let max_deg = (0..n).map(|v| csr.degree(v)).max().unwrap();
+    let avg = g.num_arcs() as f64 / n as f64;
+    assert!(
+        max_deg as f64 > 8.0 * avg,
+        "power law: max {max_deg}, avg {avg}"
+    );
+    let y = g.class_labels().unwrap();
+    let intra = (0..n)
+        .map(|v| {
+            csr.neighbors(v)
+                .iter()
+                .filter(|&&u| y[u as usize] == y[v])
+                .count()
+        })
+        .sum::<usize>() as f64
+        / g.num_arcs() as f64;
+    // homophily 0.7 of the draws plus 1/4 of the rest by chance: about 0.77
+    assert!((0.7..0.85).contains(&intra), "intra-class fraction {intra}");
+    let (val, test) = g.link_split().unwrap();
+    assert_eq!(
+        (val.len() / 2, test.len() / 2),
+        (rep.held_out.0 as usize, rep.held_out.1 as usize)
+    );
+    let frac = (val.len() + test.len()) as f64 / 2.0 / (g.num_arcs() as f64 / 2.0);
+    assert!((0.07..0.14).contains(&frac), "held-out fraction {frac}");
+    for p in val.chunks(2).chain(test.chunks(2)) {
+        assert!(p[0] < p[1]);
+        assert!(
+            csr.neighbors(p[1] as usize).binary_search(&p[0]).is_err(),
+            "held-out pair {p:?} in the graph"
+        );
+    }
+    let (tr, va, te) = g.split().unwrap();
+    assert_eq!(tr.len() + va.len() + te.len(), n);
+    assert!((tr.len() as f64 / n as f64 - 0.6).abs() < 0.03);
+    // class-correlated features: nearest class centroid predicts the class far above chance
+    let ds = g.to_dataset(&LoadOptions::default()).unwrap();
+    let Features::Dense { dim, data, .. } = &ds.features else {
+        panic!()
+    };
+    let mut cent = vec![0f64; 4 * dim];
+    let mut cnt = [0f64; 4];
+    for v in 0..n {
+        cnt[y[v] as usize] += 1.0;
+        for j in 0..*dim {
+            cent[y[v] as usize * dim + j] += data[v * dim + j] as f64;
+        }
+    }
+    for c in 0..4 {
+        for j in 0..*dim {
+            cent[c * dim + j] /= cnt[c];
+        }
+    }
+    let hits = (0..n)
+        .filter(|&v| {
+            let d2 = |c: usize| -> f64 {
+                (0..*dim)
+                    .map(|j| (data[v * dim + j] as f64 - cent[c * dim + j]).powi(2))
+                    .sum()
+            };
+            (0..4).min_by(|&a, &b| d2(a).total_cmp(&d2(b))).unwrap() == y[v] as usize
+        })
+        .count();
+    assert!(
+        hits as f64 / n as f64 > 0.5,
+        "nearest-centroid accuracy {}",
+        hits as f64 / n as f64
+    );
+    assert_eq!(
+        ds.summary().split(',').next().unwrap(),
+        "rmat-5000: 5000 nodes"
+    );
+}
