@@ -270,8 +270,8 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
             .with_context(|| format!("--fail '{f}': '{t}' is not a trainer index"))?;
         if t >= cfg.effective_trainers() {
             bail!(
-                "--fail '{f}': trainer {t} does not exist (trainers are 0..{})",
-                cfg.effective_trainers()
+                "--fail '{f}': trainer {t} does not exist (trainers are 0 to {})",
+                cfg.effective_trainers() - 1
             );
         }
         fail.insert(t, parse_duration("fail", at)?);

@@ -4,10 +4,17 @@
 //! and checkpointing every round, and writes both models and, last, `summary.json`. The CLI's
 //! `train` and `compare` are thin callers.
 //!
-//! ```ignore
-//! let mut run = Run::start(RunSpec::new(cfg, DataSource::Dataset("data/cora".into())))?;
-//! run.prepare()?;
-//! let result = run.train(&mut Quiet)?;
+//! The README's example (compiled by the doc tests, not run):
+//! ```no_run
+//! use tma_train::{DataSource, Quiet, Run, RunSpec, TrainConfig};
+//! # fn main() -> Result<(), tma_train::TrainError> {
+//! let cfg = TrainConfig { time_limit: std::time::Duration::from_secs(20), ..TrainConfig::default() };
+//! let mut run = Run::start(RunSpec::new(cfg, DataSource::Dataset("../shared/datasets/planetoid_cora".into())))?;
+//! run.prepare()?;                       // split + partition, writes partition.json
+//! let result = run.train(&mut Quiet)?;  // rounds.jsonl, checkpoints, models, summary.json
+//! println!("{}", result.summary.best_test.value);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! The run directory's layout is in [`crate::output`], the checkpoint's in

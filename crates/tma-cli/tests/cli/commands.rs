@@ -149,7 +149,10 @@ fn bad_flags_are_rejected_with_a_reason() {
         (&["--fanouts", "10"], "fanouts"),
         (&["--model", "llama"], "llama"),
         (&["--model", "gat", "--hidden", "30"], "multiple of heads"),
-        (&["--fail", "9@1s"], "trainer 9 does not exist"),
+        (
+            &["--fail", "9@1s"],
+            "trainer 9 does not exist (trainers are 0 to 3)",
+        ),
         (&["--method", "magic"], "magic"),
         (&["--eval-every", "0"], "eval-every must be >= 1"),
         (

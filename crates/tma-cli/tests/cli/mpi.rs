@@ -255,6 +255,27 @@ impl Job {
         format!("{}{}", read(&self.out), read(&self.err))
     }
 
+    /// Processes whose parent is this job's mpirun that have not exited (zombies do not count).
+    fn child_processes_alive(&self) -> usize {
+        let me = self.child.id();
+        let mut alive = 0;
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            // "pid (comm) state ppid ...": the fields after the last ')'
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
+            let mut f = rest.split_whitespace();
+            let (state, ppid) = (f.next(), f.next().and_then(|p| p.parse::<u32>().ok()));
+            if ppid == Some(me) && state != Some("Z") && state != Some("X") {
+                alive += 1;
+            }
+        }
+        alive
+    }
+
     /// Waits at most `limit` for the job to exit (killing it and failing, with its output and
     /// the `tma` processes still running, otherwise); returns its status and output.
     fn finish(mut self, limit: Duration, what: &str) -> (std::process::ExitStatus, String) {
@@ -264,6 +285,15 @@ impl Job {
                 return (status, self.log());
             }
             if t0.elapsed() > limit {
+                // Open MPI 4.1's launcher sometimes stays after MPI_Abort although every rank
+                // has exited (seen here: all tma ranks zombies, mpirun sleeping): that is the
+                // launcher's teardown, not a tma hang, so end it and judge tma by its output
+                if self.child_processes_alive() == 0 {
+                    let _ = self.child.kill();
+                    let status = self.child.wait().unwrap();
+                    eprintln!("{what}: every rank had exited; mpirun lingered and was ended");
+                    return (status, self.log());
+                }
                 let ps = Command::new("ps")
                     .args(["-eo", "pid,stat,etime,args"])
                     .output();
@@ -413,8 +443,8 @@ fn mpi_trainer_killed_mid_run_survivors_finish_on_schedule() {
     assert!((8.0..10.0).contains(&train_time), "{s}");
     let failed = s["failed_trainers"].as_array().unwrap();
     assert_eq!(failed.len(), 1, "{s}");
-    assert_eq!(failed[0][0].as_u64(), Some(2));
-    let lost_at = failed[0][1].as_f64().unwrap();
+    assert_eq!(failed[0]["trainer"].as_u64(), Some(2));
+    let lost_at = failed[0]["at_s"].as_f64().unwrap();
     let first_missing = rs.iter().find(|r| ids(&r["missing"]) == vec![2]).unwrap()["elapsed_s"]
         .as_f64()
         .unwrap();
@@ -555,7 +585,6 @@ fn mpi_rank0_error_before_training_aborts_the_job_with_the_error() {
     let out = tmp.path().join("taken");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("keep.txt"), "a user's file").unwrap();
-    let log = tmp.path().join("job.log");
     let mut args = vec![
         "train",
         "--engine",
@@ -566,23 +595,8 @@ fn mpi_rank0_error_before_training_aborts_the_job_with_the_error() {
         out.to_str().unwrap(),
     ];
     args.extend_from_slice(TRAIN);
-    let mut child = mpirun(4, &args)
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(tmp.path().join("job.err")).unwrap())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > std::time::Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("the job hung after rank 0's error (killed after 90 s)");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    };
-    let err = std::fs::read_to_string(tmp.path().join("job.err")).unwrap();
+    let job = Job::spawn(mpirun(4, &args), tmp.path(), "taken");
+    let (status, err) = job.finish(Duration::from_secs(90), "the job after rank 0's error");
     assert!(!status.success(), "{err}");
     assert!(err.contains("already exists and is not empty"), "{err}");
     assert!(err.contains("aborting the MPI job"), "{err}");
