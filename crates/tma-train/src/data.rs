@@ -219,6 +219,10 @@ pub fn prepare_with(
     }
     let directed = ds.directed;
     let mut warnings: Vec<String> = ds.removed.warning().into_iter().collect();
+    let node_split = ds.split.as_ref().filter(|_| cfg.task == Task::Node);
+    if let Some(w) = node_split.and_then(split_overlap_warning) {
+        warnings.push(w);
+    }
     let (graph, eval, node_targets) = match cfg.task {
         Task::Link => {
             let split = tma_graph::link_split(
@@ -553,4 +557,54 @@ pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainE
         },
         LayerOptions { heads: cfg.heads },
     )?)
+}
+
+/// `Some("fixed split: train and test share 2 nodes, ... (accepted by --allow-split-overlap)")`
+/// when the lists of `split` share nodes (a loader refuses that unless the user allowed it, so
+/// an allowed overlap is still said and recorded); `None` when they are disjoint.
+pub fn split_overlap_warning(split: &NodeSplit) -> Option<String> {
+    use std::collections::HashSet;
+    let set = |v: &[u32]| v.iter().copied().collect::<HashSet<u32>>();
+    let (tr, va, te) = (set(&split.train), set(&split.val), set(&split.test));
+    let pairs = [
+        ("train and validation", tr.intersection(&va).count()),
+        ("train and test", tr.intersection(&te).count()),
+        ("validation and test", va.intersection(&te).count()),
+    ];
+    let shared: Vec<String> = pairs
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(what, n)| format!("{what} share {n} node{}", if *n == 1 { "" } else { "s" }))
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "fixed split: {} (accepted by --allow-split-overlap)",
+            shared.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_split_overlap_is_said() {
+        // regression: an overlap accepted with --allow-split-overlap was recorded nowhere
+        let split = NodeSplit {
+            train: vec![0, 1, 2, 3],
+            val: vec![3, 4],
+            test: vec![0, 1, 5],
+        };
+        assert_eq!(
+            split_overlap_warning(&split).as_deref(),
+            Some("fixed split: train and validation share 1 node, train and test share 2 nodes (accepted by --allow-split-overlap)")
+        );
+        let disjoint = NodeSplit {
+            train: vec![0],
+            val: vec![1],
+            test: vec![2],
+        };
+        assert_eq!(split_overlap_warning(&disjoint), None);
+    }
 }
