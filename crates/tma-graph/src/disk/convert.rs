@@ -7,14 +7,13 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::write::write_array;
+use super::write::write_node_data;
 use super::{
-    BuildStats, Dtype, ExternalCsrBuilder, FeatureLayout, LabelLayout, Manifest, Progress,
-    Provenance, SplitSource, FORMAT_NAME, FORMAT_VERSION,
+    BuildStats, ExternalCsrBuilder, Manifest, Progress, Provenance, SplitSource, FORMAT_NAME,
+    FORMAT_VERSION,
 };
-use crate::dataset::{load_dataset, Labels, LoadOptions};
+use crate::dataset::{load_dataset, LoadOptions};
 use crate::error::{GraphError, Result};
-use crate::features::Features;
 
 /// Options of [`convert_npy_dir`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -348,62 +347,14 @@ fn convert_inner(
 
     // ---- node data files
     let t = Instant::now();
-    let features = if node_data.structural_features {
-        FeatureLayout::None
+    let (features, labels, has_split) = write_node_data(&node_data, out, &mut files)?;
+    let split = if !has_split {
+        SplitSource::None
+    } else if src.join("train_idx.npy").exists() {
+        SplitSource::Index
     } else {
-        match &node_data.features {
-            Features::Dense { dim, data, .. } => {
-                write_array(out, "features.bin", data, &mut files)?;
-                FeatureLayout::Dense {
-                    dim: *dim as u64,
-                    dtype: Dtype::F32,
-                }
-            }
-            Features::Sparse {
-                dim,
-                indptr,
-                indices,
-                data,
-                ..
-            } => {
-                write_array(out, "feat_indptr.bin", indptr, &mut files)?;
-                write_array(out, "feat_indices.bin", indices, &mut files)?;
-                write_array(out, "feat_data.bin", data, &mut files)?;
-                FeatureLayout::Sparse {
-                    dim: *dim as u64,
-                    nnz: indices.len() as u64,
-                }
-            }
-        }
-    };
-    let labels = match &node_data.labels {
-        Labels::None => LabelLayout::None,
-        Labels::Classes { y, num_classes } => {
-            write_array(out, "labels.bin", y, &mut files)?;
-            LabelLayout::Classes {
-                num_classes: *num_classes as u64,
-            }
-        }
-        Labels::MultiLabel { num_labels, y } => {
-            write_array(out, "labels.bin", y, &mut files)?;
-            LabelLayout::MultiLabel {
-                num_labels: *num_labels as u64,
-            }
-        }
-    };
-    let split = match &node_data.split {
-        None => SplitSource::None,
-        Some(s) => {
-            write_array(out, "train_idx.bin", &s.train, &mut files)?;
-            write_array(out, "val_idx.bin", &s.val, &mut files)?;
-            write_array(out, "test_idx.bin", &s.test, &mut files)?;
-            if src.join("train_idx.npy").exists() {
-                SplitSource::Index
-            } else {
-                SplitSource::Masks {
-                    split_index: opts.split_index as u64,
-                }
-            }
+        SplitSource::Masks {
+            split_index: opts.split_index as u64,
         }
     };
     drop(node_data);

@@ -153,24 +153,23 @@ pub(crate) fn write_array<T: DiskElem>(
     Ok(())
 }
 
-/// Writes an in-memory dataset to `dir` (created if missing) in the on-disk format, manifest
-/// last. Structural features (a featureless graph's generated columns) are not stored: the
-/// manifest says "no features" and loading generates them again from the load options, as the
-/// `.npy` loader does. The split is recorded as [`SplitSource::Index`] when present.
+/// Writes the node data of `ds` into `dir`: features (unless structural: those are generated
+/// again at load), labels and the split lists, each recorded in `files`. Returns the feature and
+/// label layouts and whether a split was written (its [`SplitSource`] is the caller's to say).
 ///
 /// # Errors
 /// [`GraphError::Io`] naming the file that could not be written.
-pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-    let mut files = BTreeMap::new();
-    write_array(dir, "indptr.bin", &ds.graph.indptr, &mut files)?;
-    write_array(dir, "indices.bin", &ds.graph.indices, &mut files)?;
+pub(crate) fn write_node_data(
+    ds: &Dataset,
+    dir: &Path,
+    files: &mut BTreeMap<String, FileEntry>,
+) -> Result<(FeatureLayout, LabelLayout, bool)> {
     let features = if ds.structural_features {
         FeatureLayout::None
     } else {
         match &ds.features {
             Features::Dense { dim, data, .. } => {
-                write_array(dir, "features.bin", data, &mut files)?;
+                write_array(dir, "features.bin", data, files)?;
                 FeatureLayout::Dense {
                     dim: *dim as u64,
                     dtype: Dtype::F32,
@@ -183,9 +182,9 @@ pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Resul
                 data,
                 ..
             } => {
-                write_array(dir, "feat_indptr.bin", indptr, &mut files)?;
-                write_array(dir, "feat_indices.bin", indices, &mut files)?;
-                write_array(dir, "feat_data.bin", data, &mut files)?;
+                write_array(dir, "feat_indptr.bin", indptr, files)?;
+                write_array(dir, "feat_indices.bin", indices, files)?;
+                write_array(dir, "feat_data.bin", data, files)?;
                 FeatureLayout::Sparse {
                     dim: *dim as u64,
                     nnz: indices.len() as u64,
@@ -196,26 +195,43 @@ pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Resul
     let labels = match &ds.labels {
         Labels::None => LabelLayout::None,
         Labels::Classes { y, num_classes } => {
-            write_array(dir, "labels.bin", y, &mut files)?;
+            write_array(dir, "labels.bin", y, files)?;
             LabelLayout::Classes {
                 num_classes: *num_classes as u64,
             }
         }
         Labels::MultiLabel { num_labels, y } => {
-            write_array(dir, "labels.bin", y, &mut files)?;
+            write_array(dir, "labels.bin", y, files)?;
             LabelLayout::MultiLabel {
                 num_labels: *num_labels as u64,
             }
         }
     };
-    let split = match &ds.split {
-        None => SplitSource::None,
-        Some(s) => {
-            write_array(dir, "train_idx.bin", &s.train, &mut files)?;
-            write_array(dir, "val_idx.bin", &s.val, &mut files)?;
-            write_array(dir, "test_idx.bin", &s.test, &mut files)?;
-            SplitSource::Index
-        }
+    if let Some(s) = &ds.split {
+        write_array(dir, "train_idx.bin", &s.train, files)?;
+        write_array(dir, "val_idx.bin", &s.val, files)?;
+        write_array(dir, "test_idx.bin", &s.test, files)?;
+    }
+    Ok((features, labels, ds.split.is_some()))
+}
+
+/// Writes an in-memory dataset to `dir` (created if missing) in the on-disk format, manifest
+/// last. Structural features (a featureless graph's generated columns) are not stored: the
+/// manifest says "no features" and loading generates them again from the load options, as the
+/// `.npy` loader does. The split is recorded as [`SplitSource::Index`] when present.
+///
+/// # Errors
+/// [`GraphError::Io`] naming the file that could not be written.
+pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    let mut files = BTreeMap::new();
+    write_array(dir, "indptr.bin", &ds.graph.indptr, &mut files)?;
+    write_array(dir, "indices.bin", &ds.graph.indices, &mut files)?;
+    let (features, labels, has_split) = write_node_data(ds, dir, &mut files)?;
+    let split = if has_split {
+        SplitSource::Index
+    } else {
+        SplitSource::None
     };
     Manifest {
         format: FORMAT_NAME.into(),
