@@ -1,9 +1,7 @@
 //! Graph convolution of Kipf & Welling (GCN).
 
-use super::{Conv, ConvArgs, ConvCache, Init, LinearAgg, ParamAlloc};
-use crate::kernels::{AggCoefs, BufferPool, InputRef};
-use crate::Mat;
-use tma_sample::BlockView;
+use super::{ConvArgs, Init, LinearAgg, ParamAlloc};
+use crate::kernels::AggCoefs;
 
 /// The graph convolutional operator from Kipf & Welling, "Semi-Supervised Classification with
 /// Graph Convolutional Networks" (ICLR 2017, <https://arxiv.org/abs/1609.02907>, eq. 2), as
@@ -61,40 +59,4 @@ impl GcnConv {
     }
 }
 
-impl Conv for GcnConv {
-    fn in_dim(&self) -> usize {
-        self.core.in_dim
-    }
-    fn out_dim(&self) -> usize {
-        self.core.out_dim
-    }
-    fn bias(&self) -> usize {
-        self.bias
-    }
-    fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
-        self.core.out_dim < self.core.in_dim
-    }
-    fn forward(
-        &self,
-        pool: &BufferPool,
-        p: &[f32],
-        b: &BlockView,
-        x: InputRef,
-        keep: bool,
-    ) -> (Mat, Option<ConvCache>) {
-        self.core.forward(pool, p, b, x, keep, AggCoefs::gcn(b))
-    }
-    fn backward(
-        &self,
-        pool: &BufferPool,
-        p: &[f32],
-        b: &BlockView,
-        x: InputRef,
-        cache: Option<ConvCache>,
-        d: &Mat,
-        g: &mut [f32],
-        need_dx: bool,
-    ) -> Option<Mat> {
-        self.core.backward(pool, p, b, x, cache, d, g, need_dx)
-    }
-}
+linear_agg_conv!(GcnConv, AggCoefs::gcn);

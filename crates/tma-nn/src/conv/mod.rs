@@ -73,6 +73,51 @@ pub(crate) fn set_gat_aggregate_first(v: Option<bool>) {
 }
 
 // The layer files (declared here, not inside the macro, so that `cargo fmt` reaches them).
+/// The [`Conv`] impl of a layer that is a [`LinearAgg`] (`self.core`, bias offset
+/// `self.bias`) with its own aggregation coefficients (`$coefs(block)`): SAGE (mean) and GCN
+/// (symmetric normalization) differ only there and in their parameters.
+macro_rules! linear_agg_conv {
+    ($ty:ty, $coefs:path) => {
+        impl $crate::conv::Conv for $ty {
+            fn in_dim(&self) -> usize {
+                self.core.in_dim
+            }
+            fn out_dim(&self) -> usize {
+                self.core.out_dim
+            }
+            fn bias(&self) -> usize {
+                self.bias
+            }
+            fn reads_all_rows_dense(&self, _b: &::tma_sample::BlockView) -> bool {
+                self.core.out_dim < self.core.in_dim
+            }
+            fn forward(
+                &self,
+                pool: &$crate::kernels::BufferPool,
+                p: &[f32],
+                b: &::tma_sample::BlockView,
+                x: $crate::kernels::InputRef,
+                keep: bool,
+            ) -> ($crate::Mat, Option<$crate::conv::ConvCache>) {
+                self.core.forward(pool, p, b, x, keep, $coefs(b))
+            }
+            fn backward(
+                &self,
+                pool: &$crate::kernels::BufferPool,
+                p: &[f32],
+                b: &::tma_sample::BlockView,
+                x: $crate::kernels::InputRef,
+                cache: Option<$crate::conv::ConvCache>,
+                d: &$crate::Mat,
+                g: &mut [f32],
+                need_dx: bool,
+            ) -> Option<$crate::Mat> {
+                self.core.backward(pool, p, b, x, cache, d, g, need_dx)
+            }
+        }
+    };
+}
+
 mod gat;
 mod gcn;
 mod mlp;
