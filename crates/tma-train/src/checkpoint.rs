@@ -140,6 +140,8 @@ pub const RESUME_FIXED: &[(&str, &str)] = &[
     ("eval_num_neg", "--eval-num-neg"),
     ("normalize_features", "--normalize-features"),
     ("split_index", "--split-index"),
+    // the best model so far was selected by it
+    ("metric", "--metric"),
     ("allow_split_overlap", "--allow-split-overlap"),
     ("seed", "--seed"),
 ];

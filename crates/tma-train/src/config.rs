@@ -138,6 +138,167 @@ impl FromStr for AverageWeight {
     }
 }
 
+/// The validation metric that selects the best model (`--metric`, config key `metric`).
+///
+/// Names as the field writes them (OGB, PyG, scikit-learn): `accuracy`, `macro_f1`, `roc_auc`,
+/// `micro_f1`, `mrr`, `hits@K`. Which fit which task is [`Metric::fits`]; a metric that does not
+/// fit is refused before training.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Metric {
+    /// The task's usual metric: `accuracy` for multi-class node classification, `roc_auc` for
+    /// binary (2-class) node classification, `micro_f1` for multi-label, `mrr` for link
+    /// prediction.
+    #[default]
+    Auto,
+    /// Node classification (classes): fraction of nodes whose arg-max class is right.
+    Accuracy,
+    /// Node classification: macro-averaged F1 (classes: over arg-max predictions; multi-label:
+    /// each node's top-k labels).
+    MacroF1,
+    /// Binary node classification: area under the ROC curve of the class-1 score.
+    RocAuc,
+    /// Multi-label node classification: micro-averaged F1 of each node's top-k labels.
+    MicroF1,
+    /// Link prediction: mean reciprocal rank against the fixed negatives.
+    Mrr,
+    /// Link prediction: fraction of positives ranked within the top K against their negatives
+    /// (OGB's Hits@K; ogbl-collab reports Hits@50).
+    HitsAt(usize),
+}
+
+/// The kind of prediction a run's data asks for, which decides the metrics that fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    /// Link prediction.
+    Link,
+    /// Node classification with `n` classes (`n == 2`: binary).
+    Classes(usize),
+    /// Multi-label node classification.
+    MultiLabel,
+}
+
+impl Metric {
+    /// The metric names `--metric` accepts (`hits@K` for any K >= 1).
+    pub const NAMES: &'static str = "auto, accuracy, macro_f1, roc_auc, micro_f1, mrr, hits@K";
+
+    /// The metric `auto` stands for on `kind`; any other metric is itself.
+    pub fn resolve(self, kind: TargetKind) -> Metric {
+        match (self, kind) {
+            (Metric::Auto, TargetKind::Link) => Metric::Mrr,
+            (Metric::Auto, TargetKind::Classes(2)) => Metric::RocAuc,
+            (Metric::Auto, TargetKind::Classes(_)) => Metric::Accuracy,
+            (Metric::Auto, TargetKind::MultiLabel) => Metric::MicroF1,
+            (m, _) => m,
+        }
+    }
+
+    /// Whether the metric can be computed on `kind` (`Err` says why not, naming the metrics
+    /// that fit). `eval_num_neg`: negatives per positive of link evaluation (Hits@K with K
+    /// above it counts every positive, since no rank exceeds `eval_num_neg + 1`).
+    pub fn fits(self, kind: TargetKind, eval_num_neg: usize) -> Result<(), String> {
+        let fitting = match kind {
+            TargetKind::Link => "mrr, hits@K",
+            TargetKind::Classes(2) => "accuracy, macro_f1, roc_auc",
+            TargetKind::Classes(_) => "accuracy, macro_f1",
+            TargetKind::MultiLabel => "micro_f1, macro_f1",
+        };
+        let what = match kind {
+            TargetKind::Link => "link prediction".to_string(),
+            TargetKind::Classes(2) => "binary node classification (2 classes)".to_string(),
+            TargetKind::Classes(c) => format!("node classification with {c} classes"),
+            TargetKind::MultiLabel => "multi-label node classification".to_string(),
+        };
+        let ok = match (self.resolve(kind), kind) {
+            (Metric::Mrr | Metric::HitsAt(_), TargetKind::Link) => true,
+            (Metric::Accuracy | Metric::MacroF1, TargetKind::Classes(_)) => true,
+            (Metric::RocAuc, TargetKind::Classes(2)) => true,
+            (Metric::MicroF1 | Metric::MacroF1, TargetKind::MultiLabel) => true,
+            _ => false,
+        };
+        if !ok {
+            let why = if self == Metric::RocAuc && matches!(kind, TargetKind::Classes(_)) {
+                " (ROC-AUC is defined for 2 classes)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "metric {self} does not fit {what}{why}; use one of: auto, {fitting}"
+            ));
+        }
+        if let Metric::HitsAt(k) = self {
+            if k > eval_num_neg {
+                return Err(format!(
+                    "metric {self}: every positive ranks within {} (--eval-num-neg {eval_num_neg} negatives each), so hits@{k} is always 1; use K <= {eval_num_neg}",
+                    eval_num_neg + 1
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Metric::Auto => f.write_str("auto"),
+            Metric::Accuracy => f.write_str("accuracy"),
+            Metric::MacroF1 => f.write_str("macro_f1"),
+            Metric::RocAuc => f.write_str("roc_auc"),
+            Metric::MicroF1 => f.write_str("micro_f1"),
+            Metric::Mrr => f.write_str("mrr"),
+            Metric::HitsAt(k) => write!(f, "hits@{k}"),
+        }
+    }
+}
+
+impl FromStr for Metric {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let m = match s {
+            "auto" => Metric::Auto,
+            "accuracy" | "acc" => Metric::Accuracy,
+            "macro_f1" | "macro-f1" => Metric::MacroF1,
+            "roc_auc" | "roc-auc" | "rocauc" | "auc" => Metric::RocAuc,
+            "micro_f1" | "micro-f1" => Metric::MicroF1,
+            "mrr" => Metric::Mrr,
+            _ => {
+                let k = s
+                    .strip_prefix("hits@")
+                    .or_else(|| s.strip_prefix("hits-at-"))
+                    .or_else(|| s.strip_prefix("hits_at_"));
+                match k.map(|k| k.parse::<usize>()) {
+                    Some(Ok(k)) if k >= 1 => Metric::HitsAt(k),
+                    Some(_) => {
+                        return Err(format!(
+                            "metric '{s}': K in hits@K must be a whole number >= 1 (e.g. hits@50)"
+                        ))
+                    }
+                    None => {
+                        return Err(format!(
+                            "unknown metric '{s}' (expected one of: {})",
+                            Metric::NAMES
+                        ))
+                    }
+                }
+            }
+        };
+        Ok(m)
+    }
+}
+
+impl Serialize for Metric {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Metric {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Everything one training run needs (libraries take this struct; only the CLI reads files or
 /// the environment).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -226,6 +387,9 @@ pub struct TrainConfig {
     pub normalize_features: bool,
     /// Which of a dataset's fixed mask splits to use (node task).
     pub split_index: usize,
+    /// The validation metric that selects the best model (`auto`: the task's usual one).
+    #[serde(default)]
+    pub metric: Metric,
     /// Accept a dataset's fixed split whose train/val/test lists share nodes (otherwise an
     /// error naming both files).
     #[serde(default)]
@@ -270,6 +434,7 @@ impl Default for TrainConfig {
             test_frac: 0.05,
             normalize_features: false,
             split_index: 0,
+            metric: Metric::Auto,
             allow_split_overlap: false,
             seed: 0,
             threads: 0,
@@ -378,6 +543,23 @@ impl TrainConfig {
                 "--model gat splits --hidden {} over --heads {}: hidden must be a positive multiple of heads",
                 self.hidden, self.heads
             ));
+        }
+        match (self.task, self.metric) {
+            (Task::Link, Metric::Auto | Metric::Mrr | Metric::HitsAt(_)) => {}
+            (Task::Link, m) => {
+                return Err(format!(
+                    "metric {m} does not fit link prediction; use one of: auto, mrr, hits@K"
+                ))
+            }
+            (Task::Node, m @ (Metric::Mrr | Metric::HitsAt(_))) => {
+                return Err(format!(
+                    "metric {m} is a link-prediction metric; node classification uses auto, accuracy, macro_f1, roc_auc (2 classes) or micro_f1 (multi-label)"
+                ))
+            }
+            (Task::Node, _) => {}
+        }
+        if let (Task::Link, Metric::HitsAt(_)) = (self.task, self.metric) {
+            self.metric.fits(TargetKind::Link, self.eval_num_neg)?;
         }
         if self.method == Method::Ggs && self.sync_every_steps > 0 {
             return Err(
@@ -499,5 +681,78 @@ mod tests {
             .parse::<Method>()
             .unwrap_err()
             .contains("random-tma"));
+    }
+    #[test]
+    fn metric_names_parse_resolve_and_fit() {
+        for (s, m) in [
+            ("auto", Metric::Auto),
+            ("accuracy", Metric::Accuracy),
+            ("macro_f1", Metric::MacroF1),
+            ("roc_auc", Metric::RocAuc),
+            ("micro_f1", Metric::MicroF1),
+            ("mrr", Metric::Mrr),
+            ("hits@50", Metric::HitsAt(50)),
+        ] {
+            assert_eq!(s.parse::<Metric>().unwrap(), m);
+            assert_eq!(m.to_string(), s);
+        }
+        assert_eq!("hits-at-20".parse::<Metric>().unwrap(), Metric::HitsAt(20));
+        assert_eq!(
+            "hits@0".parse::<Metric>().unwrap_err(),
+            "metric 'hits@0': K in hits@K must be a whole number >= 1 (e.g. hits@50)"
+        );
+        assert!("f2".parse::<Metric>().unwrap_err().contains("roc_auc"));
+        assert_eq!(Metric::Auto.resolve(TargetKind::Classes(2)), Metric::RocAuc);
+        assert_eq!(
+            Metric::Auto.resolve(TargetKind::Classes(3)),
+            Metric::Accuracy
+        );
+        assert_eq!(
+            Metric::Auto.resolve(TargetKind::MultiLabel),
+            Metric::MicroF1
+        );
+        assert_eq!(Metric::Auto.resolve(TargetKind::Link), Metric::Mrr);
+        assert!(Metric::HitsAt(50).fits(TargetKind::Link, 1000).is_ok());
+        assert_eq!(
+            Metric::RocAuc.fits(TargetKind::Classes(5), 1000).unwrap_err(),
+            "metric roc_auc does not fit node classification with 5 classes (ROC-AUC is defined for 2 classes); use one of: auto, accuracy, macro_f1"
+        );
+        assert_eq!(
+            Metric::Accuracy.fits(TargetKind::MultiLabel, 1000).unwrap_err(),
+            "metric accuracy does not fit multi-label node classification; use one of: auto, micro_f1, macro_f1"
+        );
+        assert!(Metric::HitsAt(1001)
+            .fits(TargetKind::Link, 1000)
+            .unwrap_err()
+            .contains("always 1"));
+        // config files: a string key, absent in configurations written before it existed
+        let c = TrainConfig {
+            task: Task::Link,
+            metric: Metric::HitsAt(50),
+            ..Default::default()
+        };
+        c.validate().unwrap();
+        let mut v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["metric"], "hits@50");
+        v.as_object_mut().unwrap().remove("metric");
+        let old: TrainConfig = serde_json::from_value(v).unwrap();
+        assert_eq!(old.metric, Metric::Auto);
+        let node_hits = TrainConfig {
+            metric: Metric::HitsAt(50),
+            ..Default::default()
+        };
+        assert!(node_hits
+            .validate()
+            .unwrap_err()
+            .contains("link-prediction metric"));
+        let link_acc = TrainConfig {
+            task: Task::Link,
+            metric: Metric::Accuracy,
+            ..Default::default()
+        };
+        assert_eq!(
+            link_acc.validate().unwrap_err(),
+            "metric accuracy does not fit link prediction; use one of: auto, mrr, hits@K"
+        );
     }
 }

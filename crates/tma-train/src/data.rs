@@ -172,6 +172,9 @@ pub struct Prepared {
     pub warnings: Vec<String>,
     /// Self-loops and duplicate arcs the loader removed from the dataset.
     pub removed: tma_graph::RemovedArcs,
+    /// The validation metric that selects the best model (`TrainConfig::metric`, checked
+    /// against the data by [`crate::eval::check_metric`]); `evaluate` makes it the primary one.
+    pub metric: crate::config::Metric,
 }
 
 impl Prepared {
@@ -340,6 +343,8 @@ pub fn prepare_with(
             )
         }
     };
+    // before the partition: a metric that does not fit the data is refused at once
+    let metric = crate::eval::check_metric(cfg.metric, &eval, cfg.eval_num_neg)?;
     let degrees = graph.degrees();
     let in_dim = ds.features.dim();
     let out_dim = match &node_targets {
@@ -461,6 +466,7 @@ pub fn prepare_with(
         out_dim,
         warnings,
         removed: ds.removed,
+        metric,
     })
 }
 

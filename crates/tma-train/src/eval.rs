@@ -1,8 +1,10 @@
 //! Evaluation: metrics (MRR and Hits@K for link prediction, OGB style; accuracy with the
-//! majority-class rate beside it, and top-k micro-/macro-F1 for multi-label node
-//! classification) and [`evaluate`], which applies them to a model on the validation or test
-//! split.
+//! majority-class rate beside it, macro-F1, and ROC-AUC for binary node classification; top-k
+//! and thresholded micro-/macro-F1 for multi-label node classification), the selection rule
+//! of the best model ([`improves`]), and [`evaluate`], which applies them to a model on the
+//! validation or test split.
 
+use crate::config::{Metric, TargetKind};
 use crate::data::{EvalData, NodeTargets, Prepared};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -11,12 +13,85 @@ use tma_nn::{Model, ParamSet};
 /// Metrics of one evaluation (validation or test).
 #[derive(Clone, Debug, Serialize, Default, PartialEq)]
 pub struct EvalResult {
-    /// Name of the primary metric: "mrr", "accuracy" or "micro_f1".
+    /// Name of the metric that selects the best model (`--metric`, `auto` resolved for the
+    /// task): "accuracy", "roc_auc", "macro_f1", "micro_f1", "mrr" or "hits@K".
     pub metric: String,
-    /// Value of the primary metric.
+    /// Value of that metric (NaN, `null` in JSON, where it is undefined: ROC-AUC on nodes of
+    /// one class only, or a model whose scores are NaN).
     pub value: f64,
-    /// All metrics computed (e.g. mrr, hits@1, hits@10, ...).
+    /// All metrics computed (e.g. mrr, hits@1, hits@10, ...), the selecting one among them.
     pub all: BTreeMap<String, f64>,
+}
+
+impl EvalResult {
+    /// Makes `metric` the primary metric (`metric`/`value`), reading its value from
+    /// [`EvalResult::all`] (NaN when it was not computed).
+    pub fn select(mut self, metric: Metric) -> EvalResult {
+        let name = metric.to_string();
+        self.value = self.all.get(&name).copied().unwrap_or(f64::NAN);
+        self.metric = name;
+        self
+    }
+}
+
+/// Whether a validation value `new` replaces the best one so far (`best`; None: no best yet)
+/// as the best model: strictly greater (a plateau keeps the earliest round), and a defined
+/// value always beats an undefined (NaN) one. The first validated round is the best when
+/// there is none yet, even when its value is NaN, so every run has a best model.
+pub fn improves(new: f64, best: Option<f64>) -> bool {
+    match best {
+        None => true,
+        Some(b) => new > b || (b.is_nan() && !new.is_nan()),
+    }
+}
+
+/// The kind of prediction `eval` asks for (link, classes, multi-label).
+pub fn target_kind(eval: &EvalData) -> TargetKind {
+    match eval {
+        EvalData::Link { .. } => TargetKind::Link,
+        EvalData::Node {
+            targets: NodeTargets::Classes { num_classes, .. },
+            ..
+        } => TargetKind::Classes(*num_classes),
+        EvalData::Node {
+            targets: NodeTargets::MultiLabel { .. },
+            ..
+        } => TargetKind::MultiLabel,
+    }
+}
+
+/// Checks that `metric` can select the best model on `eval` and resolves `auto`: the metric
+/// must fit the task ([`Metric::fits`]), and ROC-AUC needs validation nodes of both classes
+/// (otherwise it is undefined every round). The error names the option and what fits.
+pub fn check_metric(
+    metric: Metric,
+    eval: &EvalData,
+    eval_num_neg: usize,
+) -> Result<Metric, crate::TrainError> {
+    let kind = target_kind(eval);
+    metric
+        .fits(kind, eval_num_neg)
+        .map_err(crate::TrainError::Config)?;
+    let m = metric.resolve(kind);
+    if let (
+        Metric::RocAuc,
+        EvalData::Node {
+            split,
+            targets: NodeTargets::Classes { y, .. },
+        },
+    ) = (m, eval)
+    {
+        let has = |c: i32| split.val.iter().any(|&v| y[v as usize] == c);
+        if !has(0) || !has(1) {
+            return Err(crate::TrainError::Config(format!(
+                "metric roc_auc{}: the validation nodes hold only class {} ({} labelled), so ROC-AUC is undefined; use --metric accuracy",
+                if metric == Metric::Auto { " (auto for 2 classes)" } else { "" },
+                if has(0) { 0 } else { 1 },
+                split.val.iter().filter(|&&v| y[v as usize] >= 0).count()
+            )));
+        }
+    }
+    Ok(m)
 }
 
 /// Which split to evaluate.
@@ -81,6 +156,120 @@ pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
     }
 }
 
+/// Fraction of positives ranked within the top `top` against their own negatives, with
+/// [`rank_metrics`]'s ranks (ties count half): OGB's Hits@K for any K.
+/// Shapes as [`rank_metrics`]; 0 for no positives.
+///
+/// # Panics
+/// If `neg.len() != pos.len() * k`.
+pub fn hits_at(pos: &[f32], neg: &[f32], k: usize, top: usize) -> f64 {
+    assert_eq!(neg.len(), pos.len() * k, "negatives must be [P * k]");
+    if pos.is_empty() {
+        return 0.0;
+    }
+    let hit = pos
+        .iter()
+        .enumerate()
+        .filter(|&(i, &p)| {
+            let row = &neg[i * k..(i + 1) * k];
+            let greater = row.iter().filter(|&&n| n > p).count();
+            let ties = row.iter().filter(|&&n| n == p).count();
+            1.0 + greater as f64 + ties as f64 / 2.0 <= top as f64
+        })
+        .count();
+    hit as f64 / pos.len() as f64
+}
+
+/// Index of the largest value of `row` (the first on ties).
+fn argmax(row: &[f32]) -> usize {
+    let mut best = 0;
+    for c in 1..row.len() {
+        if row[c] > row[best] {
+            best = c;
+        }
+    }
+    best
+}
+
+/// Macro-averaged F1 of arg-max class predictions over the labelled `nodes` (label >= 0):
+/// the mean of each class's F1 over the classes that occur among those nodes' labels or
+/// predictions, as scikit-learn's `f1_score(y_true, y_pred, average="macro")` (a class
+/// predicted but never true scores 0). `logits: [N, C]` row-major. 0 when no node is labelled.
+pub fn macro_f1(logits: &[f32], num_classes: usize, labels: &[i32], nodes: &[u32]) -> f64 {
+    let c = num_classes;
+    let (mut tp, mut fp, mut fneg) = (vec![0usize; c], vec![0usize; c], vec![0usize; c]);
+    for &v in nodes {
+        let y = labels[v as usize];
+        if y < 0 {
+            continue;
+        }
+        let pred = argmax(&logits[v as usize * c..(v as usize + 1) * c]);
+        if pred == y as usize {
+            tp[pred] += 1;
+        } else {
+            fp[pred] += 1;
+            fneg[y as usize] += 1;
+        }
+    }
+    let present: Vec<usize> = (0..c).filter(|&j| tp[j] + fp[j] + fneg[j] > 0).collect();
+    if present.is_empty() {
+        return 0.0;
+    }
+    present
+        .iter()
+        .map(|&j| 2.0 * tp[j] as f64 / (2 * tp[j] + fp[j] + fneg[j]) as f64)
+        .sum::<f64>()
+        / present.len() as f64
+}
+
+/// Area under the ROC curve of `scores` for the binary truth `positive`, exact: the
+/// Mann-Whitney U statistic over all (positive, negative) pairs, a tie counting 1/2 (average
+/// ranks), which is what scikit-learn's `roc_auc_score` computes. NaN when either class is
+/// absent or a score is NaN (undefined).
+pub fn roc_auc(scores: &[f64], positive: &[bool]) -> f64 {
+    assert_eq!(scores.len(), positive.len(), "one truth per score");
+    let n_pos = positive.iter().filter(|&&p| p).count();
+    let n_neg = positive.len() - n_pos;
+    if n_pos == 0 || n_neg == 0 || scores.iter().any(|s| s.is_nan()) {
+        return f64::NAN;
+    }
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]));
+    // sum of the (1-based, tie-averaged) ranks of the positives
+    let mut rank_sum = 0f64;
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i + 1;
+        while j < order.len() && scores[order[j]] == scores[order[i]] {
+            j += 1;
+        }
+        let avg_rank = (i + 1 + j) as f64 / 2.0;
+        let pos_in_tie = order[i..j].iter().filter(|&&k| positive[k]).count();
+        rank_sum += avg_rank * pos_in_tie as f64;
+        i = j;
+    }
+    let u = rank_sum - (n_pos as f64) * (n_pos as f64 + 1.0) / 2.0;
+    u / (n_pos as f64 * n_neg as f64)
+}
+
+/// ROC-AUC of a 2-class node classifier over the labelled `nodes`: class 1 is the positive
+/// class, scored by `logit[1] - logit[0]` (in f64; the softmax probability of class 1 is an
+/// increasing function of it, so the ranking, and the AUC, are the same). `logits: [N, 2]`
+/// row-major. NaN when the nodes do not hold both classes.
+pub fn binary_roc_auc(logits: &[f32], labels: &[i32], nodes: &[u32]) -> f64 {
+    let (mut scores, mut truth) = (Vec::new(), Vec::new());
+    for &v in nodes {
+        let y = labels[v as usize];
+        if y < 0 {
+            continue;
+        }
+        let r = v as usize * 2;
+        scores.push(logits[r + 1] as f64 - logits[r] as f64);
+        truth.push(y == 1);
+    }
+    roc_auc(&scores, &truth)
+}
+
 /// Fraction of the labelled `nodes` (label >= 0; unlabelled ones are skipped) whose arg-max
 /// logit equals the label. `logits: [N, C]` row-major.
 pub fn accuracy(logits: &[f32], num_classes: usize, labels: &[i32], nodes: &[u32]) -> f64 {
@@ -97,13 +286,7 @@ pub fn accuracy(logits: &[f32], num_classes: usize, labels: &[i32], nodes: &[u32
         .iter()
         .filter(|&&v| {
             let row = &logits[v as usize * num_classes..(v as usize + 1) * num_classes];
-            let mut best = 0;
-            for c in 1..num_classes {
-                if row[c] > row[best] {
-                    best = c;
-                }
-            }
-            labels[v as usize] == best as i32
+            labels[v as usize] == argmax(row) as i32
         })
         .count();
     correct as f64 / nodes.len() as f64
@@ -112,24 +295,54 @@ pub fn accuracy(logits: &[f32], num_classes: usize, labels: &[i32], nodes: &[u32
 /// Micro-averaged F1 for multi-label prediction (a label is predicted when its logit > 0).
 /// `logits: [N, L]`, `targets: [N, L]` (0/1), both row-major; only rows in `nodes` count.
 pub fn micro_f1(logits: &[f32], targets: &[u8], num_labels: usize, nodes: &[u32]) -> f64 {
-    let (mut tp, mut fp, mut fneg) = (0usize, 0usize, 0usize);
+    multilabel_threshold_f1(logits, targets, num_labels, nodes).0
+}
+
+/// Micro- and macro-averaged F1 for multi-label prediction thresholded at logit 0
+/// (probability 0.5): a label is predicted when its logit > 0. Macro-F1 is the mean over all
+/// `num_labels` labels of each label's F1 (0 for a label neither present nor predicted, as
+/// [`multilabel_topk_f1`]). Shapes as [`micro_f1`]. Returns `(micro, macro)`.
+pub fn multilabel_threshold_f1(
+    logits: &[f32],
+    targets: &[u8],
+    num_labels: usize,
+    nodes: &[u32],
+) -> (f64, f64) {
+    let l = num_labels;
+    let (mut tp, mut fp, mut fneg) = (vec![0usize; l], vec![0usize; l], vec![0usize; l]);
     for &v in nodes {
-        let r = v as usize * num_labels;
-        for j in 0..num_labels {
-            let pred = logits[r + j] > 0.0;
-            let truth = targets[r + j] != 0;
-            match (pred, truth) {
-                (true, true) => tp += 1,
-                (true, false) => fp += 1,
-                (false, true) => fneg += 1,
+        let r = v as usize * l;
+        for j in 0..l {
+            match (logits[r + j] > 0.0, targets[r + j] != 0) {
+                (true, true) => tp[j] += 1,
+                (true, false) => fp[j] += 1,
+                (false, true) => fneg[j] += 1,
                 _ => {}
             }
         }
     }
-    if tp == 0 {
-        return 0.0;
-    }
-    2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
+    f1_micro_macro(&tp, &fp, &fneg)
+}
+
+/// Micro- and macro-F1 from per-label counts (macro: mean over every label, 0 for a label
+/// without a true positive).
+fn f1_micro_macro(tp: &[usize], fp: &[usize], fneg: &[usize]) -> (f64, f64) {
+    let f1 = |tp: usize, fp: usize, fneg: usize| {
+        if tp == 0 {
+            0.0
+        } else {
+            2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
+        }
+    };
+    let sum = |x: &[usize]| x.iter().sum::<usize>();
+    let micro = f1(sum(tp), sum(fp), sum(fneg));
+    let l = tp.len();
+    let macro_ = if l == 0 {
+        0.0
+    } else {
+        (0..l).map(|j| f1(tp[j], fp[j], fneg[j])).sum::<f64>() / l as f64
+    };
+    (micro, macro_)
 }
 
 /// Micro- and macro-averaged F1 for multi-label prediction the way the field reports it
@@ -169,21 +382,7 @@ pub fn multilabel_topk_f1(
             }
         }
     }
-    let f1 = |tp: usize, fp: usize, fneg: usize| {
-        if tp == 0 {
-            0.0
-        } else {
-            2.0 * tp as f64 / (2 * tp + fp + fneg) as f64
-        }
-    };
-    let sum = |x: &[usize]| x.iter().sum::<usize>();
-    let micro = f1(sum(&tp), sum(&fp), sum(&fneg));
-    let macro_ = if l == 0 {
-        0.0
-    } else {
-        (0..l).map(|j| f1(tp[j], fp[j], fneg[j])).sum::<f64>() / l as f64
-    };
-    (micro, macro_)
+    f1_micro_macro(&tp, &fp, &fneg)
 }
 
 /// Accuracy of always predicting the most frequent class among the labelled `train` nodes
@@ -216,9 +415,12 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
 
 /// Evaluates `params` on the validation or test split: exact layer-wise full-neighbour
 /// inference on the whole evaluation graph (`prep.graph`), then MRR/Hits@K against the fixed
-/// negatives (link) or accuracy/micro-F1 over the split's labelled nodes (node).
+/// negatives (link) or accuracy, macro-F1, ROC-AUC (2 classes) / top-k and thresholded F1
+/// (multi-label) over the split's labelled nodes (node). The primary metric is
+/// `prep.metric` (`auto` resolved for the task).
 pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split) -> EvalResult {
     let h = model.infer_full(params, &prep.graph, &prep.degrees, &prep.features);
+    let metric = prep.metric.resolve(target_kind(&prep.eval));
     let mut all = BTreeMap::new();
     match &prep.eval {
         EvalData::Link { split: ls } => {
@@ -235,50 +437,74 @@ pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split)
                 nsrc.extend(std::iter::repeat_n(p.0, k));
             }
             let neg_scores = model.score(params, &h, &nsrc, neg);
-            let m = rank_metrics(&pos_scores, &neg_scores, k);
-            all.insert("mrr".into(), m.mrr);
-            all.insert("hits@1".into(), m.hits_at_1);
-            all.insert("hits@10".into(), m.hits_at_10);
-            all.insert("hits@50".into(), m.hits_at_50);
-            all.insert("hits@100".into(), m.hits_at_100);
-            EvalResult {
-                metric: "mrr".into(),
-                value: m.mrr,
-                all,
-            }
+            all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
         }
         EvalData::Node { split: ns, targets } => {
             let nodes = match split {
                 Split::Val => &ns.val,
                 Split::Test => &ns.test,
             };
-            let (metric, value) = match targets {
-                NodeTargets::Classes { y, num_classes } => {
-                    let acc = accuracy(&h.data, *num_classes, y, nodes);
-                    all.insert(
-                        "majority_rate".into(),
-                        majority_rate(y, *num_classes, &ns.train, nodes),
-                    );
-                    ("accuracy", acc)
-                }
-                NodeTargets::MultiLabel { y, num_labels } => {
-                    let (micro, macro_) = multilabel_topk_f1(&h.data, y, *num_labels, nodes);
-                    all.insert("macro_f1".into(), macro_);
-                    all.insert(
-                        "micro_f1_at_logit0".into(),
-                        micro_f1(&h.data, y, *num_labels, nodes),
-                    );
-                    ("micro_f1", micro)
-                }
-            };
-            all.insert(metric.into(), value);
-            EvalResult {
-                metric: metric.into(),
-                value,
-                all,
-            }
+            all.extend(node_metrics(&h.data, targets, &ns.train, nodes));
         }
     }
+    EvalResult {
+        metric: String::new(),
+        value: f64::NAN,
+        all,
+    }
+    .select(metric)
+}
+
+/// Every link-prediction metric of positives `pos` each ranked against its `k` negatives
+/// (`neg: [P * k]`): `mrr`, `hits@1`, `hits@10`, `hits@50`, `hits@100`, and `hits@K` when
+/// `metric` is Hits@K for another K.
+pub fn link_metrics(pos: &[f32], neg: &[f32], k: usize, metric: Metric) -> BTreeMap<String, f64> {
+    let m = rank_metrics(pos, neg, k);
+    let mut all = BTreeMap::from([
+        ("mrr".to_string(), m.mrr),
+        ("hits@1".to_string(), m.hits_at_1),
+        ("hits@10".to_string(), m.hits_at_10),
+        ("hits@50".to_string(), m.hits_at_50),
+        ("hits@100".to_string(), m.hits_at_100),
+    ]);
+    if let Metric::HitsAt(top) = metric {
+        all.entry(format!("hits@{top}"))
+            .or_insert_with(|| hits_at(pos, neg, k, top));
+    }
+    all
+}
+
+/// Every node-classification metric of `logits: [N, C or L]` over `nodes` (rows indexed by
+/// node id; `train` gives the majority class). Classes: `accuracy`, `macro_f1`,
+/// `majority_rate`, and `roc_auc` for 2 classes. Multi-label: `micro_f1` and `macro_f1` of
+/// each node's top-k labels, `micro_f1_at_logit0` and `macro_f1_at_logit0` thresholded.
+pub fn node_metrics(
+    logits: &[f32],
+    targets: &NodeTargets,
+    train: &[u32],
+    nodes: &[u32],
+) -> BTreeMap<String, f64> {
+    let mut all = BTreeMap::new();
+    match targets {
+        NodeTargets::Classes { y, num_classes } => {
+            let c = *num_classes;
+            all.insert("accuracy".into(), accuracy(logits, c, y, nodes));
+            all.insert("macro_f1".into(), macro_f1(logits, c, y, nodes));
+            all.insert("majority_rate".into(), majority_rate(y, c, train, nodes));
+            if c == 2 {
+                all.insert("roc_auc".into(), binary_roc_auc(logits, y, nodes));
+            }
+        }
+        NodeTargets::MultiLabel { y, num_labels } => {
+            let (micro, macro_) = multilabel_topk_f1(logits, y, *num_labels, nodes);
+            let (micro0, macro0) = multilabel_threshold_f1(logits, y, *num_labels, nodes);
+            all.insert("micro_f1".into(), micro);
+            all.insert("macro_f1".into(), macro_);
+            all.insert("micro_f1_at_logit0".into(), micro0);
+            all.insert("macro_f1_at_logit0".into(), macro0);
+        }
+    }
+    all
 }
 
 #[cfg(test)]
@@ -344,5 +570,192 @@ mod tests {
         // a tie (class 0 and 2 twice each) goes to the lower class
         assert_eq!(majority_rate(&y, 3, &[0, 1, 2, 3], &[2, 3, 6]), 2.0 / 3.0);
         assert_eq!(majority_rate(&y, 3, &[5, 9], &[0]), 0.0);
+    }
+    // The expected values below were computed once with scikit-learn 1.9.1
+    // (`roc_auc_score`, `f1_score`) on the same generated inputs.
+
+    #[test]
+    fn roc_auc_exact_with_ties() {
+        // by hand: 3 of 4 (positive, negative) pairs ordered right
+        assert_eq!(
+            roc_auc(&[0.1, 0.4, 0.35, 0.8], &[false, false, true, true]),
+            0.75
+        );
+        // positives {0.5, 0.9, 0.5}, negatives {0.5, 0.2}: 4 pairs won, 2 tied (1/2 each) of 6
+        let t = [true, false, false, true, true];
+        let a = roc_auc(&[0.5, 0.5, 0.2, 0.9, 0.5], &t);
+        assert!((a - 5.0 / 6.0).abs() < 1e-15, "{a}");
+        // all scores equal: every pair tied -> 0.5; reversed order -> 0
+        assert_eq!(roc_auc(&[1.0; 5], &t), 0.5);
+        assert_eq!(roc_auc(&[1.0, 2.0], &[true, false]), 0.0);
+        // one class only, or a NaN score: undefined
+        assert!(roc_auc(&[0.1, 0.2], &[true, true]).is_nan());
+        assert!(roc_auc(&[0.1, f64::NAN], &[true, false]).is_nan());
+        // 200 scores on 101 levels (many ties): scikit-learn's roc_auc_score
+        let n = 200usize;
+        let s: Vec<f64> = (0..n).map(|i| ((i * 37) % 101) as f64 / 10.0).collect();
+        let t: Vec<bool> = (0..n).map(|i| (i * i * 13 + 7) % 5 < 2).collect();
+        assert!((roc_auc(&s, &t) - 0.50109375).abs() < 1e-12);
+    }
+
+    #[test]
+    fn binary_roc_auc_scores_by_logit_difference() {
+        // 50 nodes, every 10th unlabelled; integer logits make exact ties of l1 - l0, which
+        // scikit-learn gets from the difference (or a sigmoid of it); a softmax computed as
+        // exp(l1) / (exp(l0) + exp(l1)) breaks such ties by rounding (0.42333...)
+        let n = 50usize;
+        let mut logits = Vec::new();
+        for v in 0..n {
+            logits.push(((v * 5) % 9) as f32);
+            logits.push(((v * v + 3) % 11) as f32);
+        }
+        let y: Vec<i32> = (0..n)
+            .map(|v| {
+                if v % 10 == 0 {
+                    -1
+                } else {
+                    (((v * 7) % 3) % 2) as i32
+                }
+            })
+            .collect();
+        let nodes: Vec<u32> = (0..n as u32).collect();
+        let a = binary_roc_auc(&logits, &y, &nodes);
+        assert!((a - 0.42666666666666664).abs() < 1e-12, "{a}");
+    }
+
+    #[test]
+    fn macro_f1_matches_scikit_learn() {
+        // by hand: truth [0, 0, 1, 2], predictions [0, 1, 1, 1]: class 0 F1 2/3, class 1
+        // (tp 1, fp 2) 1/2, class 2 (fn 1) 0 -> 7/18; class 3 (never seen) does not count
+        let l = [
+            1.0f32, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0,
+        ];
+        let m = macro_f1(&l, 4, &[0, 0, 1, 2], &[0, 1, 2, 3]);
+        assert!((m - 7.0 / 18.0).abs() < 1e-15, "{m}");
+        assert_eq!(macro_f1(&l, 4, &[-1, -1, -1, -1], &[0, 1]), 0.0);
+        // 60 nodes, 4 classes, labels -1..=3, tied logits (first maximum wins, as numpy's)
+        let (n, c) = (60usize, 4usize);
+        let mut l = Vec::new();
+        for v in 0..n {
+            for k in 0..c {
+                l.push(((v * 7 + k * 11 + v * k) % 13) as f32);
+            }
+        }
+        let y: Vec<i32> = (0..n).map(|v| ((v * 3) % 5) as i32 - 1).collect();
+        let nodes: Vec<u32> = (0..n as u32).collect();
+        let m = macro_f1(&l, c, &y, &nodes);
+        assert!((m - 0.24724601083296738).abs() < 1e-12, "{m}");
+        assert_eq!(accuracy(&l, c, &y, &nodes), 0.25);
+    }
+
+    #[test]
+    fn multilabel_thresholded_micro_and_macro_f1() {
+        // 30 nodes, 5 labels; scikit-learn f1_score(average="micro"/"macro", zero_division=0)
+        let (n, nl) = (30usize, 5usize);
+        let mut l = Vec::new();
+        let mut t = Vec::new();
+        for v in 0..n {
+            for j in 0..nl {
+                l.push(((v * 3 + j * 7) % 9) as f32 - 5.0);
+                t.push(((v + j * j) % 4 == 0) as u8);
+            }
+        }
+        let nodes: Vec<u32> = (0..n as u32).collect();
+        let (micro, macro_) = multilabel_threshold_f1(&l, &t, nl, &nodes);
+        assert!((micro - 0.2727272727272727).abs() < 1e-12, "{micro}");
+        assert!((macro_ - 0.273202614379085).abs() < 1e-12, "{macro_}");
+        assert_eq!(micro_f1(&l, &t, nl, &nodes), micro);
+    }
+
+    #[test]
+    fn hits_at_any_k_agrees_with_rank_metrics() {
+        // ranks: 1, 3.5 (two above, one tie), 4
+        let pos = [0.9f32, 0.1, 0.0];
+        let neg = [0.1f32, 0.2, 0.3, 0.5, 0.1, 0.7, 0.5, 0.6, 0.7];
+        let m = rank_metrics(&pos, &neg, 3);
+        assert_eq!(hits_at(&pos, &neg, 3, 1), m.hits_at_1);
+        assert_eq!(hits_at(&pos, &neg, 3, 10), m.hits_at_10);
+        assert_eq!(hits_at(&pos, &neg, 3, 3), 1.0 / 3.0);
+        assert_eq!(hits_at(&pos, &neg, 3, 4), 1.0);
+        let all = link_metrics(&pos, &neg, 3, Metric::HitsAt(3));
+        assert_eq!(all["hits@3"], 1.0 / 3.0);
+        assert_eq!(all["mrr"], m.mrr);
+        assert!(!link_metrics(&pos, &neg, 3, Metric::Mrr).contains_key("hits@3"));
+    }
+
+    #[test]
+    fn selection_is_not_fooled_by_a_majority_class_plateau() {
+        // issue 13 item 4: validation nodes 80% class 0. Round 1's model predicts class 0 for
+        // every node (accuracy = the majority rate 0.8) and ranks nothing; round 2's ranks
+        // well (ROC-AUC 0.9) but its arg-max misses some: accuracy 0.75 < 0.8.
+        let y: Vec<i32> = (0..20).map(|v| (v >= 16) as i32).collect();
+        let nodes: Vec<u32> = (0..20).collect();
+        let train: Vec<u32> = (0..20).collect();
+        let targets = NodeTargets::Classes {
+            y: y.clone(),
+            num_classes: 2,
+        };
+        let plateau: Vec<f32> = (0..20).flat_map(|_| [1.0f32, 0.0]).collect();
+        // class-1 scores: positives 16..20 score 2, 2, 2, -1; negatives 0..16 score -2 except
+        // nodes 0..4 at 0.5 (predicted 1: four false positives)
+        let mut ranked = Vec::new();
+        for v in 0..20 {
+            let s = match v {
+                16..=18 => 2.0f32,
+                19 => -1.0,
+                0..=3 => 0.5,
+                _ => -2.0,
+            };
+            ranked.extend([0.0, s]);
+        }
+        let a = node_metrics(&plateau, &targets, &train, &nodes);
+        let b = node_metrics(&ranked, &targets, &train, &nodes);
+        assert_eq!(a["accuracy"], 0.8);
+        assert_eq!(a["majority_rate"], 0.8);
+        assert_eq!(a["roc_auc"], 0.5);
+        assert_eq!(b["accuracy"], 0.75);
+        // positive 19 (-1) beats the 12 negatives at -2 and loses to 4: 3*16 + 12 of 64 pairs
+        assert_eq!(b["roc_auc"], 60.0 / 64.0);
+        // macro-F1 sees through it too: the plateau scores F1 0 on class 1
+        assert!(a["macro_f1"] < b["macro_f1"], "{a:?} {b:?}");
+        // auto on 2 classes is ROC-AUC: round 2 replaces round 1 as the best model
+        let metric = Metric::Auto.resolve(TargetKind::Classes(2));
+        assert_eq!(metric, Metric::RocAuc);
+        let pick = |m: &BTreeMap<String, f64>| {
+            EvalResult {
+                all: m.clone(),
+                ..Default::default()
+            }
+            .select(metric)
+            .value
+        };
+        assert!(improves(pick(&b), Some(pick(&a))));
+        assert!(!improves(pick(&a), Some(pick(&b))));
+        // selected by accuracy (--metric accuracy) the plateau would win
+        assert!(!improves(b["accuracy"], Some(a["accuracy"])));
+    }
+
+    #[test]
+    fn improves_prefers_defined_values_and_keeps_the_earliest_on_a_plateau() {
+        assert!(improves(f64::NAN, None));
+        assert!(improves(0.1, Some(f64::NAN)));
+        assert!(!improves(f64::NAN, Some(0.1)));
+        assert!(!improves(f64::NAN, Some(f64::NAN)));
+        assert!(!improves(0.5, Some(0.5)));
+        assert!(improves(0.5000001, Some(0.5)));
+    }
+
+    #[test]
+    fn select_reads_the_metric_from_all() {
+        let r = EvalResult {
+            metric: "mrr".into(),
+            value: 0.2,
+            all: BTreeMap::from([("mrr".into(), 0.2), ("hits@50".into(), 0.7)]),
+        };
+        let h = r.clone().select(Metric::HitsAt(50));
+        assert_eq!((h.metric.as_str(), h.value), ("hits@50", 0.7));
+        let missing = r.select(Metric::HitsAt(20));
+        assert_eq!(missing.metric, "hits@20");
+        assert!(missing.value.is_nan());
     }
 }

@@ -81,11 +81,10 @@ impl Evaluator<'_> {
     fn accept(&mut self, mut p: PendingRound) {
         self.in_flight -= 1;
         let is_best = p.validate
-            && self
-                .book
-                .best
-                .as_ref()
-                .is_none_or(|(_, b, _)| p.record.val.value > b.value);
+            && crate::eval::improves(
+                p.record.val.value,
+                self.book.best.as_ref().map(|(_, b, _)| b.value),
+            );
         if is_best {
             self.book.best = Some((p.record.round, p.record.val.clone(), p.params.clone()));
         }

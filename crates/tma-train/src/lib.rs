@@ -41,7 +41,7 @@ pub mod trainer;
 
 pub use averaging::{average_models, Corrector};
 pub use clock::{Clock, ManualClock, RealClock};
-pub use config::{AverageWeight, Method, Task, TrainConfig};
+pub use config::{AverageWeight, Method, Metric, TargetKind, Task, TrainConfig};
 pub use data::{build_model, Prepared};
 pub use eval::{evaluate, EvalResult, Split};
 pub use methods::{prepare, run_in_process, training_method};

@@ -51,6 +51,9 @@ pub struct Summary {
     pub num_trainers: usize,
     /// Rounds in the run (across resumes).
     pub rounds: u64,
+    /// The validation metric that selected the best model (`--metric`, `auto` resolved for
+    /// the task: e.g. `roc_auc`, `hits@50`).
+    pub metric: String,
     /// Training time of the last round, seconds.
     pub train_time_s: f64,
     /// Validation result of the last round's model.

@@ -426,7 +426,7 @@ impl Run {
         if self.prepared.is_none() {
             let cfg = &self.config;
             let opened = std::mem::replace(&mut self.opened, Opened::Prepared);
-            let (prep, pj) = match opened {
+            let (mut prep, pj) = match opened {
                 Opened::Dataset(ds) => {
                     let prep = crate::methods::prepare(ds, cfg)?;
                     let pj = prep.report.as_ref().map(|rep| {
@@ -463,6 +463,7 @@ impl Run {
                 }
                 Opened::Prepared => unreachable!("prepared is None"),
             };
+            prep.metric = crate::eval::check_metric(cfg.metric, &prep.eval, cfg.eval_num_neg)?;
             if let Some(budget) = self.memory_budget {
                 crate::memory::check(cfg, &prep, budget)?;
             }

@@ -735,6 +735,8 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
             .and_then(|w| serde_json::from_value(w.clone()).ok())
             .unwrap_or_default(),
         removed: Default::default(),
+        // set from the run's configuration by `Run::prepare`
+        metric: Default::default(),
     })
 }
 
