@@ -25,9 +25,22 @@ extern "C" fn on_sigint(_: libc::c_int) {
 /// the run (`Run::dir_existed`); None while no directory is made or for a resumed run.
 pub type Cleanup = Arc<Mutex<Option<(PathBuf, bool)>>>;
 
+/// The handler's stop flag and cleanup slot, once installed.
+static INSTALLED: std::sync::OnceLock<(tma_train::StopFlag, Cleanup)> = std::sync::OnceLock::new();
+
 /// Installs the SIGINT handler and its watcher thread; returns the stop flag for the run and
-/// the slot for the run directory.
+/// the slot for the run directory. Later calls in the same process (`--split-index all` runs
+/// one training per split) return the same flag and slot, with the slot emptied for the next
+/// run.
 pub fn install() -> (tma_train::StopFlag, Cleanup) {
+    let (stop, cleanup) = INSTALLED.get_or_init(install_once).clone();
+    if let Ok(mut slot) = cleanup.lock() {
+        *slot = None;
+    }
+    (stop, cleanup)
+}
+
+fn install_once() -> (tma_train::StopFlag, Cleanup) {
     let stop: tma_train::StopFlag = Arc::new(AtomicBool::new(false));
     let cleanup: Cleanup = Arc::new(Mutex::new(None));
     // SAFETY: the handler only touches an atomic (and calls _exit); installed once.

@@ -9,6 +9,7 @@ mod interrupt;
 mod mpi_run;
 mod plot;
 mod scale_cmd;
+mod splits;
 mod train_cmd;
 
 /// jemalloc as the allocator: freed activation buffers are reused without returning their pages

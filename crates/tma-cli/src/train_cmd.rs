@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tma_graph::Dataset;
 use tma_train::{
-    DataSource, Engine, FailPlan, Method, Observer, RoundRecord, Run, RunSpec, Task, TrainConfig,
-    TrainError,
+    DataSource, Engine, FailPlan, Method, Metric, Observer, RoundRecord, Run, RunSpec, Task,
+    TrainConfig, TrainError,
 };
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
@@ -116,9 +116,12 @@ pub struct TrainOpts {
     /// Scale each node's feature row to sum 1 (PyG NormalizeFeatures; standard for Planetoid). Default: false.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub normalize_features: Option<bool>,
-    /// Which of a dataset's fixed mask splits to use (node). Default: 0.
-    #[arg(long)]
-    pub split_index: Option<usize>,
+    /// Which of a dataset's fixed mask splits to use (node), or `all`: one run per fixed split in RUN_DIR/split-K/, then the mean +- std over splits of the best-validation model's test metric, printed and written to RUN_DIR/splits.json. Default: 0.
+    #[arg(long, value_name = "K|all")]
+    pub split_index: Option<SplitIndexArg>,
+    /// Validation metric that selects the best model: auto (accuracy for multi-class, roc_auc for 2 classes, micro_f1 for multi-label, mrr for link), accuracy, macro_f1, roc_auc, micro_f1, mrr or hits@K (e.g. hits@50, as ogbl-collab). Default: auto.
+    #[arg(long, value_name = "NAME")]
+    pub metric: Option<Metric>,
     /// Accept a dataset's fixed split whose train/val/test lists share nodes (otherwise an error naming both files). Default: false.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub allow_split_overlap: Option<bool>,
@@ -160,6 +163,67 @@ pub struct TrainOpts {
     pub quiet: bool,
 }
 
+/// `--split-index`: one fixed split, or every one (`all`). In config files a number or
+/// `"all"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitIndexArg {
+    /// Split K.
+    One(usize),
+    /// Every fixed split of the dataset, one run each.
+    All,
+}
+
+impl std::str::FromStr for SplitIndexArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(SplitIndexArg::All);
+        }
+        s.parse().map(SplitIndexArg::One).map_err(|_| {
+            format!("'{s}' is not a split index (expected a number 0, 1, ... or all)")
+        })
+    }
+}
+
+impl std::fmt::Display for SplitIndexArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SplitIndexArg::One(k) => write!(f, "{k}"),
+            SplitIndexArg::All => f.write_str("all"),
+        }
+    }
+}
+
+impl PartialEq<usize> for SplitIndexArg {
+    fn eq(&self, k: &usize) -> bool {
+        *self == SplitIndexArg::One(*k)
+    }
+}
+
+impl Serialize for SplitIndexArg {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SplitIndexArg::One(k) => s.serialize_u64(*k as u64),
+            SplitIndexArg::All => s.serialize_str("all"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SplitIndexArg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(usize),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(k) => Ok(SplitIndexArg::One(k)),
+            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
 /// `top`'s options where set, else `base`'s (flags over the config file). Works on the
 /// serialized form, so every option takes part without being listed here.
 fn overlay(base: TrainOpts, top: TrainOpts) -> Result<TrainOpts> {
@@ -184,14 +248,20 @@ fn parse_duration(name: &str, s: &str) -> Result<Duration> {
         .with_context(|| format!("--{name}: '{s}' is not a duration (examples: 30s, 2min, 1h)"))
 }
 
-pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
-    if let Some(path) = o.config.clone() {
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read config file {}", path.display()))?;
-        let f: TrainOpts = toml::from_str(&text)
-            .with_context(|| format!("config file {} is not valid", path.display()))?;
-        o = overlay(f, o)?;
-    }
+/// `o` over its `--config` file (flags win); `o` itself without one.
+pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
+    let Some(path) = o.config.clone() else {
+        return Ok(o);
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let f: TrainOpts = toml::from_str(&text)
+        .with_context(|| format!("config file {} is not valid", path.display()))?;
+    overlay(f, o)
+}
+
+pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
+    let o = with_config_file(o)?;
     let d = TrainConfig::default();
     let task = o.task.unwrap_or(d.task);
     let cfg = TrainConfig {
@@ -247,7 +317,14 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
         val_frac: o.val_frac.unwrap_or(d.val_frac),
         test_frac: o.test_frac.unwrap_or(d.test_frac),
         normalize_features: o.normalize_features.unwrap_or(d.normalize_features),
-        split_index: o.split_index.unwrap_or(d.split_index),
+        split_index: match o.split_index {
+            None => d.split_index,
+            Some(SplitIndexArg::One(k)) => k,
+            Some(SplitIndexArg::All) => bail!(
+                "--split-index all runs `tma train` once per fixed split; this command takes one split index (0, 1, ...)"
+            ),
+        },
+        metric: o.metric.unwrap_or(d.metric),
         allow_split_overlap: o.allow_split_overlap.unwrap_or(d.allow_split_overlap),
         seed: o.seed.unwrap_or(d.seed),
         threads: o.threads.unwrap_or(d.threads),
@@ -420,11 +497,11 @@ pub fn train(o: TrainOpts) -> Result<()> {
 
 /// The MPI context of rank 0 while [`train`] owns it (`()` without the `mpi` feature).
 #[cfg(feature = "mpi")]
-type MpiSlot = Option<crate::mpi_run::MpiContext>;
+pub(crate) type MpiSlot = Option<crate::mpi_run::MpiContext>;
 #[cfg(not(feature = "mpi"))]
-type MpiSlot = Option<()>;
+pub(crate) type MpiSlot = Option<()>;
 
-fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
+pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     #[cfg(not(feature = "mpi"))]
     let _ = mpi_slot;
     let quiet = o.quiet;
@@ -433,6 +510,9 @@ fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     let o = crate::dist::apply_resume(o)?;
     // (resume is not a config-file key, so it does not survive the overlay in resolve)
     let resume_dir = o.resume.clone();
+    if with_config_file(o.clone())?.split_index == Some(SplitIndexArg::All) {
+        return crate::splits::train_all_splits(o);
+    }
     let (o, mut cfg, fail) = resolve(o)?;
     check_gen_nodes(&flags, &o)?;
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;
@@ -650,11 +730,25 @@ fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         // a model stuck at the majority class shows as accuracy == this rate
         println!("majority-class rate: val={v:.4} test={t:.4} (accuracy of always predicting the most frequent training class)");
     }
-    if let (Some(v), Some(t)) = (
+    if let (Some(v), Some(t), true) = (
         s.best_val.all.get("macro_f1"),
         s.best_test.all.get("macro_f1"),
+        s.best_test.all.contains_key("micro_f1_at_logit0"),
     ) {
         println!("best macro_f1: val={v:.4} test={t:.4} (multi-label: each node's top-k labels, k = its true label count)");
+    }
+    println!("best model, test: {}", metrics_line(&s.best_test.all));
+    if let (true, Some(&m)) = (
+        s.metric == "accuracy",
+        s.best_val.all.get("majority_rate"),
+    ) {
+        if s.best_val.value <= m {
+            eprintln!(
+                "warning: the best model by validation accuracy ({:.4}) does not beat always predicting the majority class ({m:.4}); --metric macro_f1{} ranks models by more than the frequent class",
+                s.best_val.value,
+                if s.best_val.all.contains_key("roc_auc") { " or roc_auc" } else { "" }
+            );
+        }
     }
     if !s.failed_trainers.is_empty() {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
@@ -707,6 +801,20 @@ pub(crate) fn split_index_warnings(
 
 fn cfg_task_is_node(cfg: &TrainConfig) -> bool {
     cfg.task == Task::Node
+}
+
+/// Every metric of an evaluation as `accuracy=0.8123 macro_f1=0.5012 ...` (`-` where undefined).
+pub(crate) fn metrics_line(all: &std::collections::BTreeMap<String, f64>) -> String {
+    all.iter()
+        .map(|(k, v)| {
+            if v.is_finite() {
+                format!("{k}={v:.4}")
+            } else {
+                format!("{k}=-")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `[(1, 4.02)]` as `trainer 1 at 4.0s` (a trainer that panicked has no time: `at ?`).

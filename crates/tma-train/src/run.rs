@@ -196,7 +196,8 @@ fn abs_display(p: &Path) -> String {
         .to_string()
 }
 
-fn default_out(name: &str, cfg: &TrainConfig) -> PathBuf {
+/// The run directory a run gets without `--out`: `runs/<dataset>-<method>-<UTC time stamp>`.
+pub fn default_out(name: &str, cfg: &TrainConfig) -> PathBuf {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let stamp: String = now
         .chars()
