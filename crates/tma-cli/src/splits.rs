@@ -83,8 +83,12 @@ impl SplitsReport {
         let best_test_all = names
             .into_iter()
             .filter_map(|k| {
-                stat(splits.iter().filter_map(|s| s.best_test_all.get(k).copied()))
-                    .map(|st| (k.clone(), st))
+                stat(
+                    splits
+                        .iter()
+                        .filter_map(|s| s.best_test_all.get(k).copied()),
+                )
+                .map(|st| (k.clone(), st))
             })
             .collect();
         SplitsReport {
@@ -131,7 +135,9 @@ fn read_split(parent: &Path, k: usize) -> Result<SplitRun> {
 pub fn train_all_splits(flags: TrainOpts) -> Result<()> {
     let merged = with_config_file(flags.clone())?;
     if flags.resume.is_some() {
-        bail!("--split-index all cannot --resume: resume one split's run (--resume RUN_DIR/split-K)");
+        bail!(
+            "--split-index all cannot --resume: resume one split's run (--resume RUN_DIR/split-K)"
+        );
     }
     if merged.partitions.is_some() {
         bail!("--split-index all needs --dataset: a partition directory holds one split (made by `tma partition --out` for one split index)");
@@ -299,7 +305,9 @@ mod tests {
         assert!((a.mean - 0.6).abs() < 1e-12 && (a.std - 0.03f64.sqrt()).abs() < 1e-12);
         let lines = report_lines(&r);
         assert!(
-            lines[0].starts_with("splits: 3 of 3 runs; best-validation model's test roc_auc = 0.7000 ± 0.1414"),
+            lines[0].starts_with(
+                "splits: 3 of 3 runs; best-validation model's test roc_auc = 0.7000 ± 0.1414"
+            ),
             "{}",
             lines[0]
         );

@@ -179,9 +179,9 @@ impl std::str::FromStr for SplitIndexArg {
         if s == "all" {
             return Ok(SplitIndexArg::All);
         }
-        s.parse().map(SplitIndexArg::One).map_err(|_| {
-            format!("'{s}' is not a split index (expected a number 0, 1, ... or all)")
-        })
+        s.parse()
+            .map(SplitIndexArg::One)
+            .map_err(|_| format!("'{s}' is not a split index (expected a number 0, 1, ... or all)"))
     }
 }
 
@@ -738,10 +738,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         println!("best macro_f1: val={v:.4} test={t:.4} (multi-label: each node's top-k labels, k = its true label count)");
     }
     println!("best model, test: {}", metrics_line(&s.best_test.all));
-    if let (true, Some(&m)) = (
-        s.metric == "accuracy",
-        s.best_val.all.get("majority_rate"),
-    ) {
+    if let (true, Some(&m)) = (s.metric == "accuracy", s.best_val.all.get("majority_rate")) {
         if s.best_val.value <= m {
             eprintln!(
                 "warning: the best model by validation accuracy ({:.4}) does not beat always predicting the majority class ({m:.4}); --metric macro_f1{} ranks models by more than the frequent class",

@@ -4,6 +4,7 @@
 //! * `commands`: train / info / partition / bench as a user runs them (outputs, exit codes,
 //!   messages);
 //! * `compare`: `tma compare` end to end;
+//! * `metrics`: `--metric` (model selection) and `--split-index all`;
 //! * `resume`: partition directories, a run killed with SIGKILL and resumed;
 //! * `scale`: `tma convert` / `tma generate` and the on-disk graph format;
 //! * `mpi` (only with `--features mpi`): real `mpirun` jobs;
@@ -14,6 +15,7 @@ mod harness;
 mod commands;
 mod compare;
 mod edge_cases;
+mod metrics;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod resume;
