@@ -431,6 +431,15 @@ mod tests {
             ]
         );
         assert!(resume_differences(&saved, &saved).is_empty());
+        // the best model so far was selected by --metric: resuming with another is refused;
+        // a checkpoint written before the option existed has none to compare
+        let saved = serde_json::json!({"metric": "mrr"});
+        let now = serde_json::json!({"metric": "hits@50"});
+        assert_eq!(
+            resume_differences(&saved, &now),
+            vec!["--metric mrr -> hits@50".to_string()]
+        );
+        assert!(resume_differences(&serde_json::json!({}), &now).is_empty());
     }
 
     #[test]

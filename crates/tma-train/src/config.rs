@@ -208,13 +208,13 @@ impl Metric {
             TargetKind::Classes(c) => format!("node classification with {c} classes"),
             TargetKind::MultiLabel => "multi-label node classification".to_string(),
         };
-        let ok = match (self.resolve(kind), kind) {
-            (Metric::Mrr | Metric::HitsAt(_), TargetKind::Link) => true,
-            (Metric::Accuracy | Metric::MacroF1, TargetKind::Classes(_)) => true,
-            (Metric::RocAuc, TargetKind::Classes(2)) => true,
-            (Metric::MicroF1 | Metric::MacroF1, TargetKind::MultiLabel) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (self.resolve(kind), kind),
+            (Metric::Mrr | Metric::HitsAt(_), TargetKind::Link)
+                | (Metric::Accuracy | Metric::MacroF1, TargetKind::Classes(_))
+                | (Metric::RocAuc, TargetKind::Classes(2))
+                | (Metric::MicroF1 | Metric::MacroF1, TargetKind::MultiLabel)
+        );
         if !ok {
             let why = if self == Metric::RocAuc && matches!(kind, TargetKind::Classes(_)) {
                 " (ROC-AUC is defined for 2 classes)"
