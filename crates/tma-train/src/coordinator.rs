@@ -241,10 +241,7 @@ fn finish_run(
             .last()
             .map_or(0, |r| r.round)
             .max(records.len() as u64),
-        metric: prep
-            .metric
-            .resolve(crate::eval::target_kind(&prep.eval))
-            .to_string(),
+        metric: prep.metric.resolve(prep.eval.target_kind()).to_string(),
         train_time_s: records.last().map(|r| r.elapsed_s).unwrap_or(0.0),
         final_val,
         final_test,

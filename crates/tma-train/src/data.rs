@@ -4,7 +4,7 @@
 //! own part: the node-induced subgraph of its nodes, their features and targets, with local ids
 //! (`Part::global_ids` maps local -> global).
 
-use crate::config::{Task, TrainConfig};
+use crate::config::{Metric, TargetKind, Task, TrainConfig};
 use crate::TrainError;
 use rand::seq::SliceRandom;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
@@ -144,6 +144,54 @@ pub enum EvalData {
     },
 }
 
+impl EvalData {
+    /// The kind of prediction it asks for (link, classes, multi-label).
+    pub fn target_kind(&self) -> TargetKind {
+        match self {
+            EvalData::Link { .. } => TargetKind::Link,
+            EvalData::Node {
+                targets: NodeTargets::Classes { num_classes, .. },
+                ..
+            } => TargetKind::Classes(*num_classes),
+            EvalData::Node {
+                targets: NodeTargets::MultiLabel { .. },
+                ..
+            } => TargetKind::MultiLabel,
+        }
+    }
+
+    /// Checks that `metric` can select the best model on this data and resolves `auto`: the
+    /// metric must fit the task ([`Metric::fits`]), and ROC-AUC needs validation nodes of both
+    /// classes (otherwise it is undefined every round). The error names the option and what
+    /// fits.
+    pub fn check_metric(&self, metric: Metric, eval_num_neg: usize) -> Result<Metric, TrainError> {
+        let kind = self.target_kind();
+        metric
+            .fits(kind, eval_num_neg)
+            .map_err(TrainError::Config)?;
+        let m = metric.resolve(kind);
+        if let (
+            Metric::RocAuc,
+            EvalData::Node {
+                split,
+                targets: NodeTargets::Classes { y, .. },
+            },
+        ) = (m, self)
+        {
+            let has = |c: i32| split.val.iter().any(|&v| y[v as usize] == c);
+            if !has(0) || !has(1) {
+                return Err(TrainError::Config(format!(
+                    "metric roc_auc{}: the validation nodes hold only class {} ({} labelled), so ROC-AUC is undefined; use --metric accuracy",
+                    if metric == Metric::Auto { " (auto for 2 classes)" } else { "" },
+                    if has(0) { 0 } else { 1 },
+                    split.val.iter().filter(|&&v| y[v as usize] >= 0).count()
+                )));
+            }
+        }
+        Ok(m)
+    }
+}
+
 /// Everything prepared before the clock starts.
 pub struct Prepared {
     /// The graph evaluation runs on (for link prediction: the training graph, held-out edges
@@ -173,8 +221,8 @@ pub struct Prepared {
     /// Self-loops and duplicate arcs the loader removed from the dataset.
     pub removed: tma_graph::RemovedArcs,
     /// The validation metric that selects the best model (`TrainConfig::metric`, checked
-    /// against the data by [`crate::eval::check_metric`]); `evaluate` makes it the primary one.
-    pub metric: crate::config::Metric,
+    /// against the data by [`EvalData::check_metric`]); `evaluate` makes it the primary one.
+    pub metric: Metric,
 }
 
 impl Prepared {
@@ -344,7 +392,7 @@ pub fn prepare_with(
         }
     };
     // before the partition: a metric that does not fit the data is refused at once
-    let metric = crate::eval::check_metric(cfg.metric, &eval, cfg.eval_num_neg)?;
+    let metric = eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
     let degrees = graph.degrees();
     let in_dim = ds.features.dim();
     let out_dim = match &node_targets {

@@ -4,7 +4,7 @@
 //! of the best model ([`improves`]), and [`evaluate`], which applies them to a model on the
 //! validation or test split.
 
-use crate::config::{Metric, TargetKind};
+use crate::config::Metric;
 use crate::data::{EvalData, NodeTargets, Prepared};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -43,55 +43,6 @@ pub fn improves(new: f64, best: Option<f64>) -> bool {
         None => true,
         Some(b) => new > b || (b.is_nan() && !new.is_nan()),
     }
-}
-
-/// The kind of prediction `eval` asks for (link, classes, multi-label).
-pub fn target_kind(eval: &EvalData) -> TargetKind {
-    match eval {
-        EvalData::Link { .. } => TargetKind::Link,
-        EvalData::Node {
-            targets: NodeTargets::Classes { num_classes, .. },
-            ..
-        } => TargetKind::Classes(*num_classes),
-        EvalData::Node {
-            targets: NodeTargets::MultiLabel { .. },
-            ..
-        } => TargetKind::MultiLabel,
-    }
-}
-
-/// Checks that `metric` can select the best model on `eval` and resolves `auto`: the metric
-/// must fit the task ([`Metric::fits`]), and ROC-AUC needs validation nodes of both classes
-/// (otherwise it is undefined every round). The error names the option and what fits.
-pub fn check_metric(
-    metric: Metric,
-    eval: &EvalData,
-    eval_num_neg: usize,
-) -> Result<Metric, crate::TrainError> {
-    let kind = target_kind(eval);
-    metric
-        .fits(kind, eval_num_neg)
-        .map_err(crate::TrainError::Config)?;
-    let m = metric.resolve(kind);
-    if let (
-        Metric::RocAuc,
-        EvalData::Node {
-            split,
-            targets: NodeTargets::Classes { y, .. },
-        },
-    ) = (m, eval)
-    {
-        let has = |c: i32| split.val.iter().any(|&v| y[v as usize] == c);
-        if !has(0) || !has(1) {
-            return Err(crate::TrainError::Config(format!(
-                "metric roc_auc{}: the validation nodes hold only class {} ({} labelled), so ROC-AUC is undefined; use --metric accuracy",
-                if metric == Metric::Auto { " (auto for 2 classes)" } else { "" },
-                if has(0) { 0 } else { 1 },
-                split.val.iter().filter(|&&v| y[v as usize] >= 0).count()
-            )));
-        }
-    }
-    Ok(m)
 }
 
 /// Which split to evaluate.
@@ -420,7 +371,7 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
 /// `prep.metric` (`auto` resolved for the task).
 pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split) -> EvalResult {
     let h = model.infer_full(params, &prep.graph, &prep.degrees, &prep.features);
-    let metric = prep.metric.resolve(target_kind(&prep.eval));
+    let metric = prep.metric.resolve(prep.eval.target_kind());
     let mut all = BTreeMap::new();
     match &prep.eval {
         EvalData::Link { split: ls } => {
@@ -510,6 +461,7 @@ pub fn node_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TargetKind;
 
     #[test]
     fn rank_metrics_exact() {
@@ -757,5 +709,42 @@ mod tests {
         let missing = r.select(Metric::HitsAt(20));
         assert_eq!(missing.metric, "hits@20");
         assert!(missing.value.is_nan());
+    }
+    #[test]
+    fn check_metric_resolves_auto_and_refuses_an_undefined_roc_auc() {
+        let node = |y: Vec<i32>, num_classes: usize| EvalData::Node {
+            split: tma_graph::NodeSplit {
+                train: vec![0, 1],
+                val: vec![2, 3, 4],
+                test: vec![5],
+            },
+            targets: NodeTargets::Classes { y, num_classes },
+        };
+        let ok = node(vec![0, 1, 0, 1, -1, 1], 2);
+        assert_eq!(ok.check_metric(Metric::Auto, 1000).unwrap(), Metric::RocAuc);
+        assert_eq!(
+            ok.check_metric(Metric::Accuracy, 1000).unwrap(),
+            Metric::Accuracy
+        );
+        // validation nodes 2, 3, 4: class 0, class 0, unlabelled -> ROC-AUC undefined
+        let one_class = node(vec![0, 1, 0, 0, -1, 1], 2);
+        assert_eq!(
+            one_class
+                .check_metric(Metric::Auto, 1000)
+                .unwrap_err()
+                .to_string(),
+            "invalid configuration: metric roc_auc (auto for 2 classes): the validation nodes hold only class 0 (2 labelled), so ROC-AUC is undefined; use --metric accuracy"
+        );
+        assert!(one_class.check_metric(Metric::Accuracy, 1000).is_ok());
+        let three = node(vec![0, 1, 2, 0, 1, 2], 3);
+        assert_eq!(
+            three.check_metric(Metric::Auto, 1000).unwrap(),
+            Metric::Accuracy
+        );
+        assert!(three
+            .check_metric(Metric::RocAuc, 1000)
+            .unwrap_err()
+            .to_string()
+            .contains("ROC-AUC is defined for 2 classes"));
     }
 }

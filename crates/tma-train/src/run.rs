@@ -464,7 +464,7 @@ impl Run {
                 }
                 Opened::Prepared => unreachable!("prepared is None"),
             };
-            prep.metric = crate::eval::check_metric(cfg.metric, &prep.eval, cfg.eval_num_neg)?;
+            prep.metric = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
             if let Some(budget) = self.memory_budget {
                 crate::memory::check(cfg, &prep, budget)?;
             }

@@ -266,3 +266,52 @@ fn split_index_all_is_refused_where_there_is_nothing_to_repeat() {
         &["'x' is not a split index (expected a number 0, 1, ... or all)"],
     );
 }
+
+#[test]
+fn metric_applies_to_partition_directories() {
+    // a partition directory's coordinator data is read without the configuration: the run
+    // checks --metric against it and selects by it all the same
+    let dir = tempdir();
+    let parts = dir.path().join("parts");
+    let p = parts.to_str().unwrap();
+    let r = tma(&[
+        "partition",
+        "--gen-nodes",
+        "800",
+        "--parts",
+        "2",
+        "--out",
+        p,
+    ]);
+    assert_success(&r);
+    let run = dir.path().join("run");
+    let train = |metric: &str| {
+        tma(&[
+            "train",
+            "--partitions",
+            p,
+            "--metric",
+            metric,
+            "--hidden",
+            "16",
+            "--sync-every",
+            "300ms",
+            "--time-limit",
+            "600ms",
+            "--quiet",
+            "--out",
+            run.to_str().unwrap(),
+        ])
+    };
+    assert_fails_with(
+        &train("roc_auc"),
+        1,
+        &["metric roc_auc does not fit node classification with 8 classes"],
+    );
+    assert!(!run.exists());
+    assert_success(&train("macro_f1"));
+    let s = summary(&run);
+    assert_eq!(s["metric"], "macro_f1");
+    assert_eq!(s["best_val"]["value"], s["best_val"]["all"]["macro_f1"]);
+    assert_eq!(s["best_test"]["metric"], "macro_f1");
+}
