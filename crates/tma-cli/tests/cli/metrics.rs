@@ -315,3 +315,55 @@ fn metric_applies_to_partition_directories() {
     assert_eq!(s["best_val"]["value"], s["best_val"]["all"]["macro_f1"]);
     assert_eq!(s["best_test"]["metric"], "macro_f1");
 }
+
+#[test]
+fn accuracy_selection_below_the_majority_rate_is_a_warning() {
+    // an untrained model (lr 1e-9) on minesweeper, 80% class 0: accuracy selection picks a
+    // model below always predicting class 0, which is said; ROC-AUC selection does not warn
+    let ds = shared_dataset("hetero_minesweeper");
+    let dir = tempdir();
+    let run = |metric: &str, name: &str| {
+        let out = dir.path().join(name);
+        let r = tma(&[
+            "train",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--metric",
+            metric,
+            "--lr",
+            "1e-9",
+            "--hidden",
+            "16",
+            "--trainers",
+            "2",
+            "--sync-every",
+            "300ms",
+            "--time-limit",
+            "600ms",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_success(&r);
+        (summary(&out), stderr(&r))
+    };
+    let (s, e) = run("accuracy", "acc");
+    let (acc, maj) = (
+        s["best_val"]["value"].as_f64().unwrap(),
+        s["best_val"]["all"]["majority_rate"].as_f64().unwrap(),
+    );
+    assert_eq!(maj, 0.8);
+    assert!(
+        acc <= maj,
+        "an untrained model beat the majority class: {acc}"
+    );
+    assert!(
+        e.contains(&format!(
+            "warning: the best model by validation accuracy ({acc:.4}) does not beat always predicting the majority class (0.8000); --metric macro_f1 or roc_auc"
+        )),
+        "{e}"
+    );
+    let (s, e) = run("auto", "auc");
+    assert_eq!(s["metric"], "roc_auc");
+    assert!(!e.contains("majority class"), "{e}");
+}
