@@ -68,7 +68,13 @@ impl CoordinatorEndpoint for Scripted {
         self.initial = Some(params.to_vec());
     }
     fn call_round(&mut self, _round: u64) {}
-    fn gather(&mut self, round: u64, _t: Duration, _l: &Arc<Vec<f32>>) -> Vec<Contribution> {
+    fn gather(
+        &mut self,
+        round: u64,
+        _t: Duration,
+        _l: &Arc<Vec<f32>>,
+        _u: Option<Duration>,
+    ) -> Vec<Contribution> {
         let got = self.rounds.remove(&round).unwrap_or_default();
         // a trainer absent from a round is dead from then on
         for t in 0..self.n {
@@ -87,6 +93,87 @@ impl CoordinatorEndpoint for Scripted {
     fn is_alive(&self, t: usize) -> bool {
         self.alive[t]
     }
+}
+
+/// Every trainer answers every round at once with the same parameters, except that the
+/// gather of round `slow_round` takes `delay` of (manual) training time: a paid deadline.
+struct LateRound {
+    n: usize,
+    params: Vec<f32>,
+    clock: ManualClock,
+    slow_round: u64,
+    delay: Duration,
+}
+
+impl CoordinatorEndpoint for LateRound {
+    fn num_trainers(&self) -> usize {
+        self.n
+    }
+    fn broadcast_initial(&mut self, _params: Arc<Vec<f32>>) {}
+    fn call_round(&mut self, _round: u64) {}
+    fn gather(
+        &mut self,
+        round: u64,
+        _t: Duration,
+        _l: &Arc<Vec<f32>>,
+        _u: Option<Duration>,
+    ) -> Vec<Contribution> {
+        if round == self.slow_round {
+            self.clock.advance(self.delay);
+        }
+        (0..self.n)
+            .map(|t| contribution(t, self.params.clone()))
+            .collect()
+    }
+    fn reply(&mut self, _to: &[usize], _reply: Reply) {}
+    fn is_alive(&self, _t: usize) -> bool {
+        true
+    }
+}
+
+/// Decision 0007: after a round that formed late (here round 2 waited 2.5 s, as for a lost
+/// trainer's deadline), the slots that passed meanwhile are skipped: the next round is at the
+/// next slot of the `k * sync_every` grid, not a burst of rounds back to back (before: rounds
+/// at 1, 4.5, 4.5, 4.5, 5, 6, 7 s).
+#[test]
+fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
+    let c = TrainConfig {
+        sync_every: Duration::from_secs(1),
+        time_limit: Duration::from_secs(7),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, p.model_shape()).unwrap();
+    let init = initial_params(&c, &model);
+    let clock = ManualClock::default();
+    let mut coord = LateRound {
+        n: p.trainers.len(),
+        params: init.data.clone(),
+        clock: clock.clone(),
+        slow_round: 2,
+        delay: Duration::from_millis(2500),
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut rec = Record(Vec::new(), Vec::new());
+    let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
+    let ctx = Coordinated {
+        prep: &p,
+        cfg: &c,
+        model: &model,
+        clock: &clock,
+        eval_pool: &pool,
+        stop: None,
+    };
+    let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
+    let at: Vec<f64> = rec.0.iter().map(|r| r.elapsed_s).collect();
+    assert_eq!(at, vec![1.0, 4.5, 5.0, 6.0, 7.0]);
+    let numbers: Vec<u64> = rec.0.iter().map(|r| r.round).collect();
+    assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
+    assert_eq!(r.summary.rounds, 5);
+    assert!(!r.summary.interrupted);
 }
 
 fn contribution(trainer: usize, params: Vec<f32>) -> Contribution {
