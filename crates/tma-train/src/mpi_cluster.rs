@@ -175,7 +175,12 @@ impl Heartbeat {
                             ops.retain_mut(|op| !op.test());
                             // a rank that takes nothing (dead) gets no more piled up
                             if ops.len() < MAX_IN_FLIGHT {
-                                ops.push(Op::send(comm.0, t as i32 + 1, TAG_ALIVE, Buf::U8(vec![0])));
+                                ops.push(Op::send(
+                                    comm.0,
+                                    t as i32 + 1,
+                                    TAG_ALIVE,
+                                    Buf::U8(vec![0]),
+                                ));
                             }
                         }
                     }
@@ -458,8 +463,8 @@ impl MpiCoordinator {
             mpi::environment::threading_support(),
             mpi::Threading::Serialized | mpi::Threading::Multiple
         );
-        let heartbeat = serialized
-            .then(|| Heartbeat::start(comm, n, mpi.clone(), heartbeat_interval(cfg)));
+        let heartbeat =
+            serialized.then(|| Heartbeat::start(comm, n, mpi.clone(), heartbeat_interval(cfg)));
         MpiCoordinator {
             heard: vec![Instant::now(); n],
             mpi,
