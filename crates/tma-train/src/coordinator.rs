@@ -54,7 +54,10 @@ pub fn gather_timeout(cfg: &TrainConfig) -> Duration {
 ///
 /// Starts from `init` (or from `resume`), exchanges on `exchange`'s [`Schedule`], and hands
 /// every round to the evaluator; rounds reach `observer` in order as their validation
-/// completes. The last round is the first formed at or after `time_limit`.
+/// completes. Round `k + 1` is due at the first slot `j * sync_every` after round `k` formed
+/// ([`next_round_due`]); the last round is the first formed at or after `time_limit`. A run
+/// whose trainers are all lost before `time_limit` ends there, its summary marked interrupted
+/// ([`StopCause::TrainersLost`]).
 ///
 /// # Errors
 /// The first error `observer` returned (the run stops after the round in flight);
