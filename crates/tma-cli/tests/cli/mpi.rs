@@ -716,6 +716,29 @@ fn mpi_every_trainer_killed_the_run_ends_incomplete() {
     assert_eq!(s["failed_trainers"].as_array().unwrap().len(), 3, "{s}");
     assert!(s["train_time_s"].as_f64().unwrap() < 40.0, "{s}");
     assert!(run.join("checkpoint/state.json").exists());
+
+    // the resume command it printed continues the run (here to a shorter limit)
+    let before = rounds(&run).len();
+    let resume = mpirun_recovery(
+        4,
+        &[
+            "train",
+            "--resume",
+            run.to_str().unwrap(),
+            "--time-limit",
+            "6s",
+            "--quiet",
+        ],
+    );
+    let (status, log) =
+        Job::spawn(resume, tmp.path(), "resumed").finish(Duration::from_secs(60), "resumed run");
+    assert!(status.success(), "{log}");
+    let s = summary(&run);
+    assert_eq!(s["interrupted"], false, "{s}");
+    assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
+    let rs = rounds(&run);
+    assert!(rs.len() > before, "{rs:?}");
+    assert_eq!(ids(&rs.last().unwrap()["participants"]), vec![0, 1, 2]);
 }
 
 /// Regression (issue 14): `--sync-every-steps` with a count no trainer reaches used to ignore
@@ -744,6 +767,6 @@ fn mpi_step_count_never_reached_ends_at_the_time_limit() {
     assert_eq!(ids(&rs[0]["participants"]), vec![0, 1, 2], "{rs:?}");
     let s = summary(&run);
     let t = s["train_time_s"].as_f64().unwrap();
-    assert!((3.0..8.0).contains(&t), "{s}");
+    assert!((3.0..15.0).contains(&t), "{s}");
     assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
 }
