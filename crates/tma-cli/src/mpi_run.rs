@@ -15,7 +15,7 @@ use tma_train::mpi_cluster::mpi::environment::Universe;
 use tma_train::mpi_cluster::mpi::topology::SimpleCommunicator;
 use tma_train::mpi_cluster::mpi::traits::Communicator;
 use tma_train::mpi_cluster::mpi::Threading;
-use tma_train::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer};
+use tma_train::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer, StartFailure};
 use tma_train::store::{self, Manifest};
 use tma_train::trainer::{Trainer, TrainerExit};
 use tma_train::{
@@ -33,12 +33,13 @@ pub struct MpiContext {
 }
 
 impl MpiContext {
-    /// Initializes MPI (`MPI_THREAD_FUNNELED`: only this thread calls MPI); `join_timeout`
+    /// Initializes MPI (`MPI_THREAD_SERIALIZED`: on rank 0 the heartbeat thread calls MPI too,
+    /// under one lock; see `tma_train::mpi_cluster`); `join_timeout`
     /// (`--join-timeout`, default 120 s) bounds the waits for ranks to join and to exit.
     pub fn init(join_timeout: Option<Duration>) -> Result<MpiContext> {
         let join_timeout = join_timeout.unwrap_or(Duration::from_secs(120));
         let Some((universe, _threading)) =
-            tma_train::mpi_cluster::mpi::initialize_with_threading(Threading::Funneled)
+            tma_train::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized)
         else {
             bail!("MPI could not be initialized (already initialized?)");
         };
@@ -65,9 +66,11 @@ impl MpiContext {
         self.universe.world()
     }
 
-    /// Ends every rank of the job with `code` (`MPI_Abort`); never returns.
-    pub fn abort(&self, code: i32) -> ! {
-        self.world().abort(code)
+    /// Ends every rank of the job: tells every trainer rank `message` (it prints it and exits
+    /// with an error, which is what ends it under `mpirun --enable-recovery`), then
+    /// `MPI_Abort(code)`; never returns.
+    pub fn abort_job(&self, message: &str, code: i32) -> ! {
+        tma_train::mpi_cluster::abort_job(&self.world(), message, code)
     }
 }
 
@@ -149,8 +152,10 @@ pub fn run_trainer(
         .thread_name(move |i| format!("tma-trainer-{t}-{i}"))
         .build_global();
     // the coordinator sends the seed segment of the trainers' random streams
-    let Some(segment) = ep.wait_start(ctx.join_timeout) else {
-        return orphaned(ctx, ep, "before the run started", &resume);
+    let segment = match ep.wait_start(ctx.join_timeout) {
+        Ok(segment) => segment,
+        Err(StartFailure::Lost) => return orphaned(ctx, ep, "before the run started", &resume),
+        Err(StartFailure::Aborted(_)) => return aborted(ctx, ep),
     };
     let model = build_model(cfg, manifest_shape(m))?;
     let init = model.zero_params();
@@ -177,6 +182,9 @@ pub fn run_trainer(
         edges,
         crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
     );
+    if kind == ByeKind::Orphaned && ep.coordinator_error().is_some() {
+        return aborted(ctx, ep);
+    }
     if kind == ByeKind::Orphaned {
         let when = format!("at {:.1}s of training", clock.elapsed().as_secs_f64());
         return orphaned(ctx, ep, &when, &resume);
@@ -192,6 +200,21 @@ pub fn run_trainer(
         std::mem::forget(ctx);
     }
     Ok(())
+}
+
+/// A trainer rank whose coordinator failed and ended the job (`ABORT`): exits with an error
+/// naming the coordinator's error, without `MPI_Finalize`.
+fn aborted(ctx: MpiContext, ep: MpiTrainer) -> Result<()> {
+    let msg = format!(
+        "rank {} (trainer {}) on {}: the coordinator (rank 0) failed and ended the job: {}; exiting",
+        ctx.rank,
+        ctx.rank - 1,
+        ctx.host,
+        ep.coordinator_error().unwrap_or_default()
+    );
+    std::mem::forget(ep);
+    std::mem::forget(ctx);
+    bail!(msg)
 }
 
 /// A trainer rank that lost the coordinator: exits with an error naming it, without
@@ -224,13 +247,14 @@ pub fn run_coordinator(
         .context("--engine mpi trains on a partition directory")?;
     let want = m.parts.len() + 1;
     if ctx.size != want {
-        eprintln!(
-            "error: the partition directory has {} parts: launch {want} ranks (1 coordinator + {} trainers), not {}",
+        let msg = format!(
+            "the partition directory has {} parts: launch {want} ranks (1 coordinator + {} trainers), not {}",
             m.parts.len(),
             m.parts.len(),
             ctx.size
         );
-        ctx.world().abort(2);
+        eprintln!("error: {msg}");
+        ctx.abort_job(&msg, 2);
     }
     if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
         && std::env::var("OMPI_MCA_orte_enable_recovery").as_deref() != Ok("1")
@@ -242,6 +266,12 @@ pub fn run_coordinator(
     }
     let clock = run.clock();
     let mut coord = MpiCoordinator::new(ctx.world(), run.config(), clock.clone());
+    if !coord.has_heartbeat() {
+        eprintln!(
+            "warning: this MPI library does not give MPI_THREAD_SERIALIZED: no heartbeats from rank 0, so a coordinator busy for longer than {} (a checkpoint on a slow disk, a long evaluation) is taken for lost by its trainers",
+            humantime::format_duration(run.config().peer_timeout())
+        );
+    }
     let mut finished = Ok(());
     let result = run.coordinate_with(observer, clock, |e| {
         if let Err(problems) = coord.join(ctx.join_timeout) {
@@ -252,7 +282,8 @@ pub fn run_coordinator(
                 "error: aborting the MPI job ({} rank(s) not ready)",
                 problems.len()
             );
-            ctx.world().abort(3);
+            let msg: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            coord.abort_job(&msg.join("; "), 3);
         }
         coord.start(e.segment);
         let cfg = e.cfg;
@@ -313,6 +344,13 @@ pub fn run_coordinator(
             r
         })
     });
+    // rank 0 failed before the round loop (e.g. building the model): the trainer ranks wait
+    // for their start; end them with the error instead of leaving them to time out
+    if let (Err(e), false) = (&result, coord.started()) {
+        eprintln!("error: {e}");
+        eprintln!("error: rank 0 failed before training; aborting the MPI job");
+        coord.abort_job(&e.to_string(), 1);
+    }
     // the run directory is complete (or the run failed): now let the trainer ranks go
     if let Err(problems) = &finished {
         for p in problems {

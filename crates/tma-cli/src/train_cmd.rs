@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tma_graph::Dataset;
 use tma_train::{
-    DataSource, Engine, FailPlan, Method, Metric, Observer, RoundRecord, Run, RunSpec, Task,
+    DataSource, Engine, FailPlan, Method, Metric, Observer, RoundRecord, Run, RunSpec, StopCause,
+    Task,
     TrainConfig, TrainError,
 };
 
@@ -161,6 +162,11 @@ pub struct TrainOpts {
     #[arg(long)]
     #[serde(skip)]
     pub quiet: bool,
+    /// Test-only: the coordinator stalls this long while recording round 1 (as on a slow
+    /// disk), to check that its trainers do not take a busy coordinator for a lost one.
+    #[arg(long, value_name = "DURATION", hide = true)]
+    #[serde(skip)]
+    pub debug_slow_round: Option<String>,
 }
 
 /// `--split-index`: one fixed split, or every one (`all`). In config files a number or
@@ -434,10 +440,15 @@ pub(crate) fn load(
 /// Prints one line per round above the progress bar (the run writes `rounds.jsonl` itself).
 pub(crate) struct Printer {
     bar: Option<ProgressBar>,
+    /// `--debug-slow-round`: how long recording round 1 stalls the coordinator.
+    slow_round: Option<Duration>,
 }
 
 impl Observer for Printer {
     fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
+        if let (1, Some(d)) = (r.round, self.slow_round) {
+            std::thread::sleep(d);
+        }
         let loss = loss_text(r.train_loss);
         let val = if r.val.value.is_finite() {
             format!("val {}={:.4}", r.val.metric, r.val.value)
@@ -487,7 +498,7 @@ pub fn train(o: TrainOpts) -> Result<()> {
         if let (Err(e), Some(ctx)) = (&r, slot) {
             eprintln!("error: {e:#}");
             eprintln!("error: rank 0 failed before training; aborting the MPI job");
-            ctx.abort(1);
+            ctx.abort_job(&format!("{e:#}"), 1);
         }
         r
     }
@@ -695,7 +706,14 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
             }
         })
     });
-    let mut printer = Printer { bar: bar.clone() };
+    let slow_round = match &flags.debug_slow_round {
+        Some(s) => Some(parse_duration("debug-slow-round", s)?),
+        None => None,
+    };
+    let mut printer = Printer {
+        bar: bar.clone(),
+        slow_round,
+    };
     #[cfg(feature = "mpi")]
     let result = match mpi_slot.take().filter(|_| mpi_ctx) {
         Some(ctx) => crate::mpi_run::run_coordinator(ctx, run, &mut printer),
@@ -751,7 +769,17 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
     }
     println!("run directory: {}", out.display());
-    if s.interrupted {
+    let lost = s.interrupted_by == Some(StopCause::TrainersLost);
+    if lost {
+        println!(
+            "incomplete: every trainer was lost before the {} time limit; stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
+            humantime::format_duration(cfg.time_limit),
+            s.rounds,
+            s.train_time_s,
+            out.display()
+        );
+        println!("resume with: tma train --resume {}", out.display());
+    } else if s.interrupted {
         println!(
             "interrupted: stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
             s.rounds,
@@ -767,7 +795,8 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     if s.interrupted {
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        std::process::exit(130);
+        // 130: stopped on request (Ctrl-C); 1: an incomplete run, an error
+        std::process::exit(if lost { 1 } else { 130 });
     }
     Ok(())
 }

@@ -67,6 +67,21 @@ pub fn round_due_at(k: u64, sync_every: Duration, time_limit: Duration) -> Durat
         .min(time_limit)
 }
 
+/// When the next round of a time-based schedule is due, the previous one having formed at
+/// `after`: the first slot `k * sync_every` strictly after `after`, capped at `time_limit`.
+/// Slots that passed while the previous round was late (a paid round deadline, a slow
+/// validation) are skipped, not made up by rounds back to back
+/// (docs/decisions/0007-trainer-failures.md). A run that has formed no round yet uses its
+/// start (0, or the training time a resumed run continues from).
+pub fn next_round_due(after: Duration, sync_every: Duration, time_limit: Duration) -> Duration {
+    if sync_every.is_zero() {
+        return after.min(time_limit);
+    }
+    let k = after.as_nanos() / sync_every.as_nanos() + 1;
+    let due = sync_every.as_nanos().saturating_mul(k);
+    Duration::from_nanos(due.min(time_limit.as_nanos()) as u64)
+}
+
 /// Number of rounds a time-based schedule makes within `time_limit` (the last one at the limit).
 pub fn num_rounds(sync_every: Duration, time_limit: Duration) -> u64 {
     let n = time_limit.as_nanos().div_ceil(sync_every.as_nanos());
@@ -86,6 +101,23 @@ mod tests {
         assert_eq!(round_due_at(3, s, t), Duration::from_secs(6));
         assert_eq!(round_due_at(4, s, t), Duration::from_secs(7));
         assert_eq!(num_rounds(s, Duration::from_secs(6)), 3);
+    }
+
+    #[test]
+    fn next_round_skips_the_slots_that_passed() {
+        let ms = Duration::from_millis;
+        let (s, t) = (ms(1000), ms(7000));
+        // on time: the next slot
+        assert_eq!(next_round_due(ms(0), s, t), ms(1000));
+        assert_eq!(next_round_due(ms(1000), s, t), ms(2000));
+        assert_eq!(next_round_due(ms(1003), s, t), ms(2000));
+        // formed 2.5 s late (a paid deadline): slots 3 and 4 are skipped
+        assert_eq!(next_round_due(ms(4500), s, t), ms(5000));
+        // capped at the time limit, also past it
+        assert_eq!(next_round_due(ms(6500), s, t), ms(7000));
+        assert_eq!(next_round_due(ms(9000), s, t), ms(7000));
+        // a resumed run continues from its training time
+        assert_eq!(next_round_due(ms(3200), s, t), ms(4000));
     }
 
     #[test]

@@ -51,6 +51,11 @@ pub trait TrainerEndpoint: Send {
     fn initial_params(&mut self) -> Option<Arc<Vec<f32>>>;
     /// The latest round the coordinator has called (0 = none). Cheap: checked after every step.
     fn due_round(&self) -> u64;
+    /// Whether the round called is the last one, to be joined at once whatever the step-count
+    /// schedule (`sync_every_steps`): the time limit has passed.
+    fn due_now(&self) -> bool {
+        false
+    }
     /// Joins round `round`: sends the local parameters and report, blocks for the reply.
     /// `None` if the coordinator is gone.
     fn join_round(&mut self, round: u64, params: &[f32], report: TrainerReport) -> Option<Reply>;
@@ -64,10 +69,16 @@ pub trait CoordinatorEndpoint {
     fn broadcast_initial(&mut self, params: Arc<Vec<f32>>);
     /// Announces round `round` to all trainers.
     fn call_round(&mut self, round: u64);
+    /// Announces `round` again as the last one: trainers join it at once, whatever their
+    /// step-count schedule ([`TrainerEndpoint::due_now`]).
+    fn call_final(&mut self, round: u64) {
+        self.call_round(round);
+    }
     /// Collects contributions to `round` by [`Roster`]'s rule: waits for the trainers it
     /// expects (alive and in step with the previous round) until all of them have answered or
     /// `timeout` has passed; if nothing has arrived by then, waits on for the first answer
-    /// while any trainer is alive (empty only when none is). Trainers that died, stalled or
+    /// while any trainer is alive, but at most `until` from the call when given (empty only
+    /// when none is alive, or `until` passed). Trainers that died, stalled or
     /// answered too late are simply absent (a missing trainer is data, not an error). Stale
     /// answers are answered at once with `latest`, the current averaged model; parked ones with
     /// the round's model at the next [`CoordinatorEndpoint::reply`].
@@ -76,6 +87,7 @@ pub trait CoordinatorEndpoint {
         round: u64,
         timeout: Duration,
         latest: &Arc<Vec<f32>>,
+        until: Option<Duration>,
     ) -> Vec<Contribution>;
     /// Sends `reply` to the listed trainers.
     fn reply(&mut self, to: &[usize], reply: Reply);
@@ -241,6 +253,7 @@ pub struct InProcess {
     /// Trainers whose parked contribution is answered with the next reply.
     parked: Vec<usize>,
     due: Arc<AtomicU64>,
+    now: Arc<AtomicBool>,
     alive: Vec<Arc<AtomicBool>>,
     to_trainer: Vec<Sender<Reply>>,
     from_trainers: Receiver<Msg>,
@@ -251,6 +264,7 @@ pub struct InProcess {
 pub struct InProcessTrainer {
     id: usize,
     due: Arc<AtomicU64>,
+    now: Arc<AtomicBool>,
     alive: Arc<AtomicBool>,
     to_coord: Sender<Msg>,
     replies: Receiver<Reply>,
@@ -261,6 +275,7 @@ impl InProcess {
     /// Creates the coordinator end and `n` trainer ends.
     pub fn new(n: usize) -> (InProcess, Vec<InProcessTrainer>) {
         let due = Arc::new(AtomicU64::new(0));
+        let now = Arc::new(AtomicBool::new(false));
         let (tx, rx) = channel();
         let mut trainers = Vec::with_capacity(n);
         let mut alive = Vec::with_capacity(n);
@@ -276,6 +291,7 @@ impl InProcess {
             trainers.push(InProcessTrainer {
                 id,
                 due: due.clone(),
+                now: now.clone(),
                 alive: a,
                 to_coord: tx.clone(),
                 replies: rrx,
@@ -287,6 +303,7 @@ impl InProcess {
                 roster: Roster::new(n),
                 parked: Vec::new(),
                 due,
+                now,
                 alive,
                 to_trainer,
                 from_trainers: rx,
@@ -309,6 +326,9 @@ impl TrainerEndpoint for InProcessTrainer {
     }
     fn due_round(&self) -> u64 {
         self.due.load(Ordering::Acquire)
+    }
+    fn due_now(&self) -> bool {
+        self.now.load(Ordering::Acquire)
     }
     fn join_round(&mut self, round: u64, params: &[f32], report: TrainerReport) -> Option<Reply> {
         self.to_coord
@@ -335,23 +355,34 @@ impl CoordinatorEndpoint for InProcess {
     fn call_round(&mut self, round: u64) {
         self.due.store(round, Ordering::Release);
     }
+    fn call_final(&mut self, round: u64) {
+        self.now.store(true, Ordering::Release);
+        self.call_round(round);
+    }
     fn gather(
         &mut self,
         round: u64,
         timeout: Duration,
         latest: &Arc<Vec<f32>>,
+        until: Option<Duration>,
     ) -> Vec<Contribution> {
         let n = self.alive.len();
         self.roster.begin(round);
         let mut got = Gathered::new(n);
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let give_up = until.map(|u| start + u);
         loop {
             let waiting = (0..n)
                 .any(|t| got.fresh[t].is_none() && self.roster.expects(t) && self.is_alive(t));
             let now = Instant::now();
             // a round forms when every expected trainer has answered, or at its deadline; one
-            // with nothing yet waits for the first answer while anyone is alive
-            if (got.any() && (!waiting || now >= deadline)) || !(0..n).any(|t| self.is_alive(t)) {
+            // with nothing yet waits for the first answer while anyone is alive (and `until`
+            // has not passed)
+            if (got.any() && (!waiting || now >= deadline))
+                || !(0..n).any(|t| self.is_alive(t))
+                || (!got.any() && give_up.is_some_and(|g| now >= g))
+            {
                 break;
             }
             let wait = if waiting && now < deadline {
@@ -422,7 +453,7 @@ mod tests {
             }));
         }
         let latest = Arc::new(vec![0f32]);
-        let got = coord.gather(1, Duration::from_secs(10), &latest);
+        let got = coord.gather(1, Duration::from_secs(10), &latest, None);
         let mut ids: Vec<usize> = got.iter().map(|c| c.trainer).collect();
         ids.sort();
         assert_eq!(ids, vec![0, 2]);
@@ -502,7 +533,7 @@ mod tests {
         coord.call_round(1);
         let (h0, h2) = (join(t0, 1), join(t2, 1));
         let start = Instant::now();
-        let got = coord.gather(1, timeout, &model(0.0));
+        let got = coord.gather(1, timeout, &model(0.0), None);
         assert!(start.elapsed() >= timeout);
         assert_eq!(ids(&got), vec![0, 2]);
         coord.reply(&[0, 2], Reply::Continue(model(1.0)));
@@ -513,7 +544,7 @@ mod tests {
         coord.call_round(2);
         let (h0, h2) = (join(t0, 2), join(t2, 2));
         let start = Instant::now();
-        let got = coord.gather(2, timeout, &model(1.0));
+        let got = coord.gather(2, timeout, &model(1.0), None);
         assert!(start.elapsed() < timeout, "{:?}", start.elapsed());
         assert_eq!(ids(&got), vec![0, 2]);
         coord.reply(&[0, 2], Reply::Continue(model(2.0)));
@@ -536,7 +567,7 @@ mod tests {
         // round 3: all three again; trainer 2 stalls
         coord.call_round(3);
         let (h0, h1) = (join(t0, 3), join(t1, 3));
-        let got = coord.gather(3, timeout, &model(2.0));
+        let got = coord.gather(3, timeout, &model(2.0), None);
         assert_eq!(ids(&got), vec![0, 1]);
         coord.reply(&[0, 1], Reply::Continue(model(3.0)));
         let ((t0, _), (t1, _)) = (continued(h0), continued(h1));
@@ -547,7 +578,7 @@ mod tests {
         let h2 = join(t2, 4);
         std::thread::sleep(Duration::from_millis(50));
         let (h0, h1) = (join(t0, 4), join(t1, 4));
-        let got = coord.gather(4, timeout, &model(3.0));
+        let got = coord.gather(4, timeout, &model(3.0), None);
         assert_eq!(ids(&got), vec![0, 1]);
         coord.reply(&[0, 1], Reply::Continue(model(4.0)));
         let ((t0, _), (t1, _), (t2, p)) = (continued(h0), continued(h1), continued(h2));
@@ -556,7 +587,7 @@ mod tests {
         // round 5: everyone takes part
         coord.call_round(5);
         let hs = [join(t0, 5), join(t1, 5), join(t2, 5)];
-        let got = coord.gather(5, timeout, &model(4.0));
+        let got = coord.gather(5, timeout, &model(4.0), None);
         assert_eq!(ids(&got), vec![0, 1, 2]);
         coord.reply(&[0, 1, 2], Reply::Continue(model(5.0)));
         let mut ts: Vec<InProcessTrainer> = hs.into_iter().map(|h| continued(h).0).collect();
@@ -571,7 +602,7 @@ mod tests {
             continued(join(t1, 6))
         });
         let start = Instant::now();
-        let got = coord.gather(6, timeout, &model(5.0));
+        let got = coord.gather(6, timeout, &model(5.0), None);
         assert!(start.elapsed() >= Duration::from_millis(600));
         assert_eq!(ids(&got), vec![1]);
         coord.reply(&[1], Reply::Continue(model(6.0)));

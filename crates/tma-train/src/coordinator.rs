@@ -6,14 +6,14 @@
 //! The loop is written against [`Exchange`] and [`CoordinatorEndpoint`] only: it does not know
 //! which method or transport it runs.
 
-use crate::clock::{round_due_at, Clock};
+use crate::clock::{next_round_due, Clock};
 use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
 use crate::eval::{evaluate, EvalResult, Split};
 use crate::evaluator::{with_evaluator, Best, Book, PendingRound};
 use crate::method::{Exchange, Schedule};
-use crate::record::{Observer, Resume, RoundRecord, RunResult, Summary};
+use crate::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
 use crate::TrainError;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +54,10 @@ pub fn gather_timeout(cfg: &TrainConfig) -> Duration {
 ///
 /// Starts from `init` (or from `resume`), exchanges on `exchange`'s [`Schedule`], and hands
 /// every round to the evaluator; rounds reach `observer` in order as their validation
-/// completes. The last round is the first formed at or after `time_limit`.
+/// completes. Round `k + 1` is due at the first slot `j * sync_every` after round `k` formed
+/// ([`next_round_due`]); the last round is the first formed at or after `time_limit`. A run
+/// whose trainers are all lost before `time_limit` ends there, its summary marked interrupted
+/// ([`StopCause::TrainersLost`]).
 ///
 /// # Errors
 /// The first error `observer` returned (the run stops after the round in flight);
@@ -87,6 +90,10 @@ pub fn coordinate(
     let mut last_epochs = vec![0u64; n];
     let paced = exchange.schedule() == Schedule::PerRound;
     let step_mode = cfg.sync_every_steps > 0;
+    // training time of the last round formed (the run's start before the first one)
+    let mut last_formed = clock.elapsed();
+    // the gather that ended the loop had nobody left to hear from (every trainer lost)
+    let mut all_lost = false;
 
     let template = model.clone();
     let ((), book) = with_evaluator(
@@ -100,7 +107,9 @@ pub fn coordinate(
             let mut exchange_id = 0u64;
             let (mut loss_sum, mut loss_count) = (0f64, 0u64);
             loop {
-                let round_due = round_due_at(round + 1, cfg.sync_every, cfg.time_limit);
+                // the first slot after the last round: slots that passed while it was late are
+                // skipped (clock::next_round_due)
+                let round_due = next_round_due(last_formed, cfg.sync_every, cfg.time_limit);
                 // step-count schedule and gradient exchanges: at once (trainers join a round
                 // after their steps)
                 let due = if paced && !step_mode {
@@ -114,7 +123,10 @@ pub fn coordinate(
                     // (rounds slow down to the evaluator's pace instead of piling up models),
                     // except for the final round at the time limit
                     if ev.in_flight() >= 2 && clock.elapsed() < cfg.time_limit {
-                        ev.wait_one();
+                        // (in slices, so that a trainer waking up is answered meanwhile)
+                        if !ev.wait_one_for(Duration::from_millis(200)) {
+                            coord.answer_late(&exchange.idle_reply());
+                        }
                         continue;
                     }
                     let now = clock.elapsed();
@@ -134,11 +146,25 @@ pub fn coordinate(
                 // count from 1 in each process lifetime
                 exchange_id = if paced { round + 1 } else { exchange_id + 1 };
                 coord.call_round(exchange_id);
-                let contribs = coord.gather(exchange_id, timeout, &exchange.idle_reply());
+                // a step-count round waits for its trainers' steps, but never past the time
+                // limit: then it is called again as the last one, which every trainer joins at
+                // once whatever its step count
+                let until = step_mode.then(|| cfg.time_limit.saturating_sub(clock.elapsed()));
+                let mut contribs =
+                    coord.gather(exchange_id, timeout, &exchange.idle_reply(), until);
+                if contribs.is_empty()
+                    && step_mode
+                    && clock.elapsed() >= cfg.time_limit
+                    && (0..n).any(|t| coord.is_alive(t))
+                {
+                    coord.call_final(exchange_id);
+                    contribs = coord.gather(exchange_id, timeout, &exchange.idle_reply(), None);
+                }
                 let elapsed = clock.elapsed();
                 stop |= elapsed >= cfg.time_limit;
                 if contribs.is_empty() {
                     // nobody left: every trainer is gone
+                    all_lost = true;
                     break;
                 }
                 let payload = ctx
@@ -161,6 +187,7 @@ pub fn coordinate(
                 }
                 if paced || elapsed >= round_due || stop {
                     round += 1;
+                    last_formed = elapsed;
                     let missing: Vec<usize> =
                         (0..n).filter(|t| !participants.contains(t)).collect();
                     let record = RoundRecord {
@@ -197,7 +224,9 @@ pub fn coordinate(
             coord.call_round(u64::MAX);
         },
     );
-    finish_run(ctx, n, book, model, last_steps)
+    // every trainer lost before the time limit: the run is incomplete (it can be resumed)
+    let lost_early = all_lost && clock.elapsed() < cfg.time_limit;
+    finish_run(ctx, n, book, model, last_steps, lost_early)
 }
 
 /// Ends a run: tests the final and the best model and assembles the [`RunResult`].
@@ -211,6 +240,7 @@ fn finish_run(
     book: Book,
     current: ParamSet,
     last_steps: Vec<u64>,
+    lost_early: bool,
 ) -> Result<RunResult, TrainError> {
     let Book {
         records,
@@ -251,7 +281,14 @@ fn finish_run(
         steps_per_trainer: last_steps,
         failed_trainers: Vec::new(),
         partition_hash: prep.partition_hash.clone(),
-        interrupted: ctx.stop_requested(),
+        interrupted: ctx.stop_requested() || lost_early,
+        interrupted_by: if lost_early {
+            Some(StopCause::TrainersLost)
+        } else if ctx.stop_requested() {
+            Some(StopCause::StopRequest)
+        } else {
+            None
+        },
         warnings: Vec::new(),
         removed_on_load: prep.removed,
     };

@@ -66,10 +66,20 @@ impl Evaluator<'_> {
         }
     }
 
-    /// Waits for the next validated round and accepts it.
-    pub(crate) fn wait_one(&mut self) {
-        if let Ok(p) = self.done.recv() {
-            self.accept(p);
+    /// Waits at most `d` for the next validated round and accepts it; returns whether one
+    /// came (the caller keeps its transport alive in between).
+    pub(crate) fn wait_one_for(&mut self, d: std::time::Duration) -> bool {
+        match self.done.recv_timeout(d) {
+            Ok(p) => {
+                self.accept(p);
+                true
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+            // the evaluator thread is gone: nothing more will come
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                self.in_flight = 0;
+                true
+            }
         }
     }
 

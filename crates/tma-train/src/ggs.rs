@@ -6,13 +6,16 @@
 //! examples ([`crate::data::share_examples`]). At every step each trainer computes the gradient of its own
 //! mini-batch and joins "round" = step over the ordinary transport, sending the gradient instead
 //! of its parameters. The coordinator averages the gradients of the trainers that answered,
-//! adds weight decay and clips exactly as a single trainer would, and replies with the processed
-//! gradient; every trainer, and the coordinator's own copy, then makes the same Adam step, so all
-//! parameters stay bitwise identical (one barrier per step). Every `sync_every` of wall-clock
-//! time the coordinator's copy is validated; those evaluation points are the run's rounds.
+//! adds weight decay and clips exactly as a single trainer would, makes the Adam step on its own
+//! copy and replies with the stepped parameters, which every trainer takes: all parameters are
+//! identical by construction (one barrier per step). Every `sync_every` of wall-clock time the
+//! coordinator's copy is validated; those evaluation points are the run's rounds.
 //!
 //! A trainer that fails is absent from the next gradient mean (its endpoint is dead, so the
-//! barrier does not wait for it); the survivors go on.
+//! barrier does not wait for it); the survivors go on. A trainer that stalls misses steps
+//! instead of delaying them; when it answers again it is sent the current parameters (the
+//! transport's catch-up, [`crate::cluster::Roster`]) and takes part from the next step, in sync
+//! with the others (docs/decisions/0007-trainer-failures.md).
 
 use crate::averaging::average_models;
 use crate::clock::Clock;
@@ -24,10 +27,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tma_nn::{Adam, ParamSet};
 
-/// A GGS trainer's loop: gradient of its next mini-batch, join step `s` with it, apply the
-/// gradient the coordinator returns (Adam), repeat until told to stop (the stop reply carries
-/// the last step's gradient, which is applied too, so the trainer ends on the final model).
-/// `after_step(s, params)` is called after every applied step (tests check identity there).
+/// A GGS trainer's loop: gradient of its next mini-batch, join step `s` with it, take the
+/// parameters the coordinator returns (the step made there), repeat until told to stop (the
+/// stop reply carries the final parameters). A reply to a late contribution carries the
+/// current parameters: the trainer resyncs on them (and counts that exchange as a step).
+/// `after_step(s, params)` is called after every reply taken (tests check identity there).
 pub fn ggs_worker(
     mut trainer: Trainer,
     endpoint: &mut dyn TrainerEndpoint,
@@ -57,15 +61,14 @@ pub fn ggs_worker(
             loss_count: loss.is_finite() as u64,
         };
         match endpoint.join_round(step, &trainer.grads().data, report) {
-            // an empty reply answers a late contribution: nothing to apply
-            Some(Reply::Continue(g)) if g.is_empty() => {}
-            Some(Reply::Continue(g)) => {
-                trainer.apply_gradient(&g);
+            Some(Reply::Continue(p)) if p.len() == trainer.params().len() => {
+                trainer.take_step(&p);
                 after_step(step, trainer.params());
             }
-            Some(Reply::Stop(g)) => {
-                if g.len() == trainer.params().len() {
-                    trainer.apply_gradient(&g);
+            Some(Reply::Continue(_)) => {}
+            Some(Reply::Stop(p)) => {
+                if p.len() == trainer.params().len() {
+                    trainer.take_step(&p);
                     after_step(step, trainer.params());
                 }
                 return TrainerExit::Stopped;
@@ -79,14 +82,15 @@ pub fn ggs_worker(
 /// that answered, plus `weight_decay * params`, clipped to `clip_norm` once any trainer has
 /// passed `clip_from_epoch`; its own Adam steps the coordinator's model and the processed
 /// gradient is the reply, so every trainer makes the same step. Fresh Adam moments after a
-/// resume.
+/// resume. The reply is the stepped model itself, so a trainer that fell behind is resynced
+/// with the same message ([`Exchange::idle_reply`]: the current model).
 pub struct GradientSync {
     grads: ParamSet,
     adam: Adam,
     weight_decay: f32,
     clip_norm: f32,
     clip_from_epoch: u64,
-    empty: Arc<Vec<f32>>,
+    latest: Arc<Vec<f32>>,
 }
 
 impl GradientSync {
@@ -98,7 +102,7 @@ impl GradientSync {
             weight_decay: cfg.weight_decay,
             clip_norm: cfg.clip_norm,
             clip_from_epoch: cfg.clip_from_epoch as u64,
-            empty: Arc::new(Vec::new()),
+            latest: Arc::new(init.data.clone()),
         }
     }
 }
@@ -108,7 +112,9 @@ impl Exchange for GradientSync {
         Schedule::EveryStep
     }
 
-    fn start(&mut self, _model: &ParamSet) {}
+    fn start(&mut self, model: &ParamSet) {
+        self.latest = Arc::new(model.data.clone());
+    }
 
     fn combine(&mut self, contribs: &[Contribution], model: &mut ParamSet) -> Arc<Vec<f32>> {
         let g: Vec<&[f32]> = contribs.iter().map(|c| c.params.as_slice()).collect();
@@ -124,12 +130,14 @@ impl Exchange for GradientSync {
             tma_nn::clip_grad_norm(&mut self.grads, self.clip_norm);
         }
         self.adam.step(model, &self.grads);
-        Arc::new(self.grads.data.clone())
+        self.latest = Arc::new(model.data.clone());
+        self.latest.clone()
     }
 
-    /// An empty payload: a late gradient is not applied, and the final stop carries nothing.
+    /// The current model: a trainer whose gradient came late (it stalled) takes it and is in
+    /// step again; at the end of the run every trainer gets the final model.
     fn idle_reply(&self) -> Arc<Vec<f32>> {
-        self.empty.clone()
+        self.latest.clone()
     }
 }
 

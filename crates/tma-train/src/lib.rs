@@ -47,7 +47,7 @@ pub use eval::{evaluate, EvalResult, Split};
 pub use methods::{prepare, run_in_process, training_method};
 pub use output::RunDir;
 pub use record::{
-    Extras, FailPlan, Observer, Quiet, Resume, RoundRecord, RunResult, StopFlag, Summary,
+    Extras, FailPlan, Observer, Quiet, Resume, RoundRecord, RunResult, StopCause, StopFlag, Summary,
 };
 pub use run::{DataSource, Engine, Run, RunSpec};
 

@@ -7,8 +7,9 @@
 //! * `READY` trainer -> 0, after loading its part: `[0]`, or `[1, utf-8 error message...]`.
 //! * `START` 0 -> trainer: `[segment]` (u64), the seed segment of its random stream.
 //! * `INIT` 0 -> trainer: the initial parameters (f32).
-//! * `DUE` 0 -> trainer: `[round]` (u64). Trainers poll it after every step with a
-//!   non-blocking probe (`MPI_Improbe`), so the check costs microseconds.
+//! * `DUE` 0 -> trainer: `[round, last]` (u64). Trainers poll it after every step with a
+//!   non-blocking probe (`MPI_Improbe`), so the check costs microseconds. `last` = 1: the time
+//!   limit has passed, join at once whatever the step-count schedule.
 //! * `CONTRIB_HDR` + `CONTRIB` trainer -> 0: `[round, steps, epochs, loss_sum bits,
 //!   loss_count, len]` (u64) then the `len` parameters (f32).
 //! * `CONTINUE` 0 -> trainer: averaged parameters (f32); `STOP` 0 -> trainer: `[0u8]` (the run
@@ -16,9 +17,19 @@
 //! * `BYE` trainer -> 0 when its loop ends: `[exit kind, training time bits]` (u64).
 //! * `FINAL` 0 -> trainer, after every `BYE`: `[1]` call `MPI_Finalize`, `[0]` exit without
 //!   it (a rank was lost: `MPI_Finalize` would wait for it forever).
+//! * `ALIVE` both ways, `[0u8]`: a heartbeat. Rank 0 sends one to every trainer every
+//!   [`heartbeat_interval`] from a thread of its own, whatever its main thread is doing (a
+//!   checkpoint on a slow disk, a long validation or test evaluation); a trainer sends one
+//!   whenever it polls and the interval has passed since its last. Liveness is silence on
+//!   either side, so a busy process is never taken for a dead one.
+//! * `ABORT` 0 -> trainer: utf-8 message. Rank 0 failed before or outside the round loop (a bad
+//!   option, a rank that could not load its part, ...): every trainer rank prints the message
+//!   and exits with an error, then rank 0 calls `MPI_Abort` ([`abort_job`]). Under
+//!   `mpirun --enable-recovery`, `MPI_Abort` does not end the other ranks: this is what does.
 //!
-//! All MPI calls of a process are made from the thread that initialized MPI
-//! (`MPI_THREAD_FUNNELED`); computation runs on rayon pools.
+//! MPI is initialized with `MPI_THREAD_SERIALIZED`: on rank 0 the main thread and the heartbeat
+//! thread take one lock around every MPI call; trainer ranks call MPI from their main thread
+//! only; computation runs on rayon pools.
 //!
 //! **Failures.** MPI reports no error for a peer that died: under Open MPI's
 //! `mpirun --enable-recovery` the survivors keep running, but an operation involving a dead
@@ -50,7 +61,8 @@ use mpi::traits::*;
 use std::cell::{Cell, RefCell};
 use std::mem::ManuallyDrop;
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const TAG_HELLO: i32 = 11;
@@ -64,6 +76,8 @@ const TAG_STOP: i32 = 18;
 const TAG_BYE: i32 = 19;
 const TAG_START: i32 = 20;
 const TAG_FINAL: i32 = 21;
+const TAG_ALIVE: i32 = 22;
+const TAG_ABORT: i32 = 23;
 
 /// At most this many sends in flight to one trainer before `DUE` messages to it are skipped
 /// (a dead rank never completes them; a live one only needs the latest round).
@@ -79,6 +93,124 @@ pub fn errors_return(world: &SimpleCommunicator) {
     // SAFETY: a valid communicator and the predefined error handler.
     unsafe {
         ffi::MPI_Comm_set_errhandler(world.as_raw(), ffi::RSMPI_ERRORS_RETURN);
+    }
+}
+
+/// How often a process sends `ALIVE` to its peers: an eighth of the peer timeout (so a peer
+/// hears several before it gives up), at most 1 s.
+pub fn heartbeat_interval(cfg: &TrainConfig) -> Duration {
+    (cfg.peer_timeout() / 8).min(Duration::from_secs(1))
+}
+
+/// How long rank 0 waits for its `ABORT` messages to leave before `MPI_Abort`.
+const ABORT_GRACE: Duration = Duration::from_secs(3);
+
+/// Sends every other rank of `world` an `ABORT` carrying `message` (trainer ranks print it and
+/// exit with an error), waits for the messages to leave (at most a few seconds), then ends the
+/// job with `MPI_Abort(code)`. For rank 0 before its [`MpiCoordinator`] exists (afterwards:
+/// [`MpiCoordinator::abort_job`]).
+pub fn abort_job(world: &SimpleCommunicator, message: &str, code: i32) -> ! {
+    let comm = world.as_raw();
+    let mut ops: Vec<Op> = (1..world.size())
+        .map(|r| Op::send(comm, r, TAG_ABORT, Buf::U8(message.as_bytes().to_vec())))
+        .collect();
+    let deadline = Instant::now() + ABORT_GRACE;
+    while Instant::now() < deadline {
+        ops.retain_mut(|op| !op.test());
+        if ops.is_empty() {
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    std::mem::forget(ops);
+    world.abort(code)
+}
+
+/// Locks the MPI lock of rank 0 (a panic elsewhere does not poison it for good).
+fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A communicator handle moved to the heartbeat thread (MPI handles are plain values; every
+/// use is under the MPI lock, `MPI_THREAD_SERIALIZED`).
+struct RawComm(ffi::MPI_Comm);
+// SAFETY: see above: the handle is only used under the lock that serializes MPI calls.
+unsafe impl Send for RawComm {}
+
+/// Lets MPI progress the transfers in flight (`MPI_Iprobe` for a tag never sent: it runs
+/// the progress engine and matches nothing).
+fn progress(comm: ffi::MPI_Comm) {
+    let mut flag: c_int = 0;
+    // SAFETY: plain C handles and structs, filled by MPI.
+    unsafe {
+        let mut st: ffi::MPI_Status = std::mem::zeroed();
+        ffi::MPI_Iprobe(ffi::RSMPI_ANY_SOURCE, TAG_NEVER, comm, &mut flag, &mut st);
+    }
+}
+
+/// A tag no message carries (see [`progress`]).
+const TAG_NEVER: i32 = 99;
+
+/// Rank 0's heartbeat thread.
+struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<bool>,
+}
+
+impl Heartbeat {
+    /// Sends `ALIVE` to trainers `0..n` (ranks 1..=n) every `beat` until stopped, under `mpi`.
+    fn start(comm: ffi::MPI_Comm, n: usize, mpi: Arc<Mutex<()>>, beat: Duration) -> Heartbeat {
+        let stop = Arc::new(AtomicBool::new(false));
+        let comm = RawComm(comm);
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("tma-heartbeat".into())
+            .spawn(move || {
+                let comm = comm;
+                let mut out: Vec<Vec<Op>> = (0..n).map(|_| Vec::new()).collect();
+                while !flag.load(Ordering::Acquire) {
+                    {
+                        let _g = lock(&mpi);
+                        for (t, ops) in out.iter_mut().enumerate() {
+                            ops.retain_mut(|op| !op.test());
+                            // a rank that takes nothing (dead) gets no more piled up
+                            if ops.len() < MAX_IN_FLIGHT {
+                                ops.push(Op::send(
+                                    comm.0,
+                                    t as i32 + 1,
+                                    TAG_ALIVE,
+                                    Buf::U8(vec![0]),
+                                ));
+                            }
+                        }
+                    }
+                    let next = Instant::now() + beat;
+                    while Instant::now() < next && !flag.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(10));
+                        // drive MPI's progress engine: a large transfer the main thread
+                        // started (a model to a trainer, rendezvous protocol) moves only
+                        // while this process calls MPI, and the main thread may be busy
+                        let _g = lock(&mpi);
+                        progress(comm.0);
+                    }
+                }
+                let _g = lock(&mpi);
+                let mut all_done = true;
+                for ops in &mut out {
+                    ops.retain_mut(|op| !op.test());
+                    all_done &= ops.is_empty();
+                }
+                // (unfinished sends are dropped, i.e. abandoned: see `Op`)
+                all_done
+            })
+            .expect("spawn the heartbeat thread");
+        Heartbeat { stop, handle }
+    }
+
+    /// Stops the thread; returns whether every heartbeat it sent has left.
+    fn stop(self) -> bool {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().unwrap_or(false)
     }
 }
 
@@ -302,6 +434,13 @@ pub struct MpiCoordinator {
     peer_timeout: Duration,
     /// Contributions of the wrong size or malformed headers dropped.
     dropped: u64,
+    /// When each trainer was last heard from (any message, `ALIVE` included).
+    heard: Vec<Instant>,
+    /// Serializes the MPI calls of this process (main thread and heartbeat thread).
+    mpi: Arc<Mutex<()>>,
+    /// The heartbeat thread, until [`MpiCoordinator::close`] (`None` without
+    /// `MPI_THREAD_SERIALIZED`).
+    heartbeat: Option<Heartbeat>,
 }
 
 /// A contribution that arrived completely: trainer, header, parameters.
@@ -313,11 +452,23 @@ fn u64s_to_f64(b: u64) -> f64 {
 
 impl MpiCoordinator {
     /// The coordinator end on rank 0 of `world` (`world.size() - 1` trainers), with `cfg`'s
-    /// round and peer timeouts; `clock` times when trainers were lost.
+    /// round and peer timeouts; `clock` times when trainers were lost. Starts the heartbeat
+    /// thread when MPI was initialized with at least `MPI_THREAD_SERIALIZED` (see
+    /// [`MpiCoordinator::has_heartbeat`]).
     pub fn new(world: SimpleCommunicator, cfg: &TrainConfig, clock: Arc<dyn Clock>) -> Self {
         let n = (world.size() as usize).saturating_sub(1);
         let comm = world.as_raw();
+        let mpi = Arc::new(Mutex::new(()));
+        let serialized = matches!(
+            mpi::environment::threading_support(),
+            mpi::Threading::Serialized | mpi::Threading::Multiple
+        );
+        let heartbeat =
+            serialized.then(|| Heartbeat::start(comm, n, mpi.clone(), heartbeat_interval(cfg)));
         MpiCoordinator {
+            heard: vec![Instant::now(); n],
+            mpi,
+            heartbeat,
             world,
             comm,
             n,
@@ -339,21 +490,38 @@ impl MpiCoordinator {
     }
 
     fn send(&mut self, t: usize, tag: i32, buf: Buf) {
+        let mpi = self.mpi.clone();
+        let _g = lock(&mpi);
         let op = Op::send(self.comm, t as i32 + 1, tag, buf);
         self.outbox[t].push(op);
+    }
+
+    /// Whether the heartbeat thread runs (MPI gave `MPI_THREAD_SERIALIZED`): without it a
+    /// coordinator busy for longer than the peer timeout is taken for dead by its trainers.
+    pub fn has_heartbeat(&self) -> bool {
+        self.heartbeat.is_some()
     }
 
     /// Handles pending HELLO / READY / BYE messages, tests the operations in flight and
     /// returns the contributions that have arrived completely: `(trainer, header, params)`.
     /// A rank that failed to load is returned as a problem.
     fn poll(&mut self) -> (Vec<Arrived>, Option<RankProblem>) {
+        let mpi = self.mpi.clone();
+        let _g = lock(&mpi);
         let mut problem = None;
         let any = self.world.any_process();
+        while let Some(pair) = any.immediate_matched_probe_with_tag(TAG_ALIVE) {
+            let (_, st) = pair.matched_receive_vec::<u8>();
+            if let Some(h) = self.heard.get_mut(st.source_rank() as usize - 1) {
+                *h = Instant::now();
+            }
+        }
         // small control messages: complete on arrival (every HELLO first, so a READY with an
         // error can name its host)
         while let Some(pair) = any.immediate_matched_probe_with_tag(TAG_HELLO) {
             let (b, st) = pair.matched_receive_vec::<u8>();
             let t = st.source_rank() as usize - 1;
+            self.heard[t] = Instant::now();
             self.hosts[t] = Some(String::from_utf8_lossy(&b).into_owned());
         }
         if let Some(pair) = any.immediate_matched_probe_with_tag(TAG_READY) {
@@ -376,6 +544,7 @@ impl MpiCoordinator {
         while let Some(pair) = any.immediate_matched_probe_with_tag(TAG_BYE) {
             let (b, st) = pair.matched_receive_vec::<u64>();
             let t = st.source_rank() as usize - 1;
+            self.heard[t] = Instant::now();
             self.state[t] = State::Gone;
             let kind = match b.first() {
                 Some(0) => ByeKind::Stopped,
@@ -393,6 +562,7 @@ impl MpiCoordinator {
                 let from = self.world.process_at_rank(t as i32 + 1);
                 if let Some(pair) = from.immediate_matched_probe_with_tag(TAG_CONTRIB_HDR) {
                     let (hdr, _) = pair.matched_receive_vec::<u64>();
+                    self.heard[t] = Instant::now();
                     let len = hdr.get(5).copied().unwrap_or(0) as usize;
                     let op = Op::recv(
                         self.comm,
@@ -547,8 +717,11 @@ impl MpiCoordinator {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
+        // no heartbeat after FINAL: the trainers stop taking messages
+        let beats_left = self.heartbeat.take().is_none_or(Heartbeat::stop);
         // every trainer said goodbye (not so when the run failed before it started)
         let finalize = drained
+            && beats_left
             && self.lost.is_empty()
             && self.state.iter().all(|s| *s == State::Gone)
             && self.incoming.iter().all(Option::is_none);
@@ -594,6 +767,12 @@ impl MpiCoordinator {
         f
     }
 
+    /// Whether the round loop has started (the initial parameters were sent): before that, a
+    /// failure of rank 0 must end the trainer ranks with [`MpiCoordinator::abort_job`].
+    pub fn started(&self) -> bool {
+        self.params_len.is_some()
+    }
+
     /// Contributions dropped because they were malformed (wrong size).
     pub fn dropped(&self) -> u64 {
         self.dropped
@@ -604,9 +783,13 @@ impl MpiCoordinator {
         self.hosts[t].as_deref()
     }
 
-    /// Ends the whole job (`MPI_Abort`) with `code`.
-    pub fn abort(&self, code: i32) -> ! {
-        self.world.abort(code)
+    /// Ends the whole job: stops the heartbeat, sends every trainer rank an `ABORT` with
+    /// `message` (it prints it and exits with an error), then `MPI_Abort(code)`.
+    pub fn abort_job(&mut self, message: &str, code: i32) -> ! {
+        if let Some(h) = self.heartbeat.take() {
+            h.stop();
+        }
+        abort_job(&self.world, message, code)
     }
 
     fn send_stop(&mut self, t: usize) {
@@ -632,6 +815,45 @@ impl CoordinatorEndpoint for MpiCoordinator {
     }
 
     fn call_round(&mut self, round: u64) {
+        self.call(round, false);
+    }
+
+    fn call_final(&mut self, round: u64) {
+        self.call(round, true);
+    }
+
+    fn gather(
+        &mut self,
+        round: u64,
+        timeout: Duration,
+        latest: &Arc<Vec<f32>>,
+        until: Option<Duration>,
+    ) -> Vec<Contribution> {
+        self.gather_round(round, timeout, latest, until)
+    }
+
+    fn reply(&mut self, to: &[usize], reply: Reply) {
+        self.reply_to(to, reply)
+    }
+
+    fn is_alive(&self, t: usize) -> bool {
+        self.state[t] == State::Alive
+    }
+
+    fn answer_late(&mut self, latest: &Arc<Vec<f32>>) {
+        let (arrived, _) = self.poll();
+        for (t, h, _) in arrived {
+            self.roster.admit(t, h[0]);
+            if self.state[t] == State::Alive {
+                self.send(t, TAG_CONTINUE, Buf::Shared(latest.clone()));
+            }
+        }
+    }
+}
+
+impl MpiCoordinator {
+    /// Sends `DUE [round, last]` to every trainer that takes its messages.
+    fn call(&mut self, round: u64, last: bool) {
         self.poll();
         for t in 0..self.n {
             // a rank that has not taken its earlier messages (dead or stalled) gets no more
@@ -640,23 +862,24 @@ impl CoordinatorEndpoint for MpiCoordinator {
             // the coordinator is alive.
             let failed = matches!(self.bye[t], Some((ByeKind::Failed, _)));
             if (self.state[t] == State::Alive || failed) && self.outbox[t].len() < MAX_IN_FLIGHT {
-                self.send(t, TAG_DUE, Buf::U64(vec![round]));
+                self.send(t, TAG_DUE, Buf::U64(vec![round, last as u64]));
             }
         }
     }
 
-    fn gather(
+    fn gather_round(
         &mut self,
         round: u64,
         timeout: Duration,
         latest: &Arc<Vec<f32>>,
+        until: Option<Duration>,
     ) -> Vec<Contribution> {
         let n = self.n;
         self.roster.begin(round);
         let mut got = Gathered::new(n);
-        let deadline = Instant::now() + timeout;
-        // nothing at all for this long after the deadline: every trainer is lost
-        let give_up = deadline + self.peer_timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let until = until.map(|u| start + u);
         loop {
             let (arrived, _) = self.poll();
             let idle = arrived.is_empty();
@@ -683,7 +906,15 @@ impl CoordinatorEndpoint for MpiCoordinator {
             let waiting =
                 (0..n).any(|t| got.fresh[t].is_none() && self.roster.expects(t) && alive(t));
             let now = Instant::now();
-            if (got.any() && (!waiting || now >= deadline)) || !(0..n).any(alive) || now >= give_up
+            // every trainer silent for the peer timeout (heartbeats included): all are lost
+            let all_silent = (0..n)
+                .filter(|&t| alive(t))
+                .all(|t| now.duration_since(self.heard[t]) > self.peer_timeout);
+            let nothing = !got.any();
+            if (got.any() && (!waiting || now >= deadline))
+                || !(0..n).any(alive)
+                || (nothing && now >= deadline && all_silent)
+                || (nothing && until.is_some_and(|u| now >= u))
             {
                 break;
             }
@@ -708,7 +939,7 @@ impl CoordinatorEndpoint for MpiCoordinator {
         contribs
     }
 
-    fn reply(&mut self, to: &[usize], reply: Reply) {
+    fn reply_to(&mut self, to: &[usize], reply: Reply) {
         let parked = std::mem::take(&mut self.parked);
         for &t in to.iter().chain(&parked) {
             match &reply {
@@ -722,20 +953,6 @@ impl CoordinatorEndpoint for MpiCoordinator {
             }
         }
     }
-
-    fn is_alive(&self, t: usize) -> bool {
-        self.state[t] == State::Alive
-    }
-
-    fn answer_late(&mut self, latest: &Arc<Vec<f32>>) {
-        let (arrived, _) = self.poll();
-        for (t, h, _) in arrived {
-            self.roster.admit(t, h[0]);
-            if self.state[t] == State::Alive {
-                self.send(t, TAG_CONTINUE, Buf::Shared(latest.clone()));
-            }
-        }
-    }
 }
 
 /// A trainer rank's side of the MPI transport.
@@ -746,10 +963,26 @@ pub struct MpiTrainer {
     due: Cell<u64>,
     /// When the coordinator was last heard from.
     heard: Cell<Instant>,
-    /// Set once nothing was heard from the coordinator for `peer_timeout`.
+    /// Set once nothing was heard from the coordinator for `peer_timeout`, or it sent `ABORT`.
     lost: Cell<bool>,
+    /// The coordinator's `ABORT` message, if it sent one.
+    aborted: RefCell<Option<String>>,
+    /// The round called is the last one (`DUE [round, 1]`).
+    last_call: Cell<bool>,
     peer_timeout: Duration,
+    /// Heartbeat interval, and when this rank last sent one.
+    beat: Duration,
+    beat_sent: Cell<Instant>,
     outbox: RefCell<Vec<Op>>,
+}
+
+/// Why a trainer rank could not start training.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartFailure {
+    /// The coordinator failed and sent this message before ending the job.
+    Aborted(String),
+    /// Nothing heard from the coordinator for the peer timeout (after the join timeout).
+    Lost,
 }
 
 // SAFETY: the communicator handle is only used from the thread that initialized MPI; the
@@ -769,7 +1002,11 @@ impl MpiTrainer {
             due: Cell::new(0),
             heard: Cell::new(Instant::now()),
             lost: Cell::new(false),
+            aborted: RefCell::new(None),
+            last_call: Cell::new(false),
             peer_timeout: cfg.peer_timeout(),
+            beat: heartbeat_interval(cfg),
+            beat_sent: Cell::new(Instant::now()),
             outbox: RefCell::new(Vec::new()),
         };
         t.send(TAG_HELLO, Buf::U8(host.into_bytes()));
@@ -788,9 +1025,22 @@ impl MpiTrainer {
         self.peer_timeout
     }
 
-    /// Whether the coordinator was given up on (silent for the peer timeout).
+    /// Whether the coordinator was given up on (silent for the peer timeout, or it aborted).
     pub fn lost_coordinator(&self) -> bool {
         self.lost.get()
+    }
+
+    /// The message of the coordinator's `ABORT`, if it sent one (it failed and ended the job).
+    pub fn coordinator_error(&self) -> Option<String> {
+        self.aborted.borrow().clone()
+    }
+
+    /// Sends `ALIVE` when the heartbeat interval has passed since the last one.
+    fn beat(&self) {
+        if self.beat_sent.get().elapsed() >= self.beat {
+            self.beat_sent.set(Instant::now());
+            self.send(TAG_ALIVE, Buf::U8(vec![0]));
+        }
     }
 
     /// Receives the next message with `tag` from the coordinator if one has arrived (waiting
@@ -835,9 +1085,16 @@ impl MpiTrainer {
         }
     }
 
-    /// Whether the coordinator has now been silent for longer than the peer timeout (sets
-    /// [`MpiTrainer::lost_coordinator`]).
+    /// Whether the coordinator has now been silent for longer than the peer timeout, or has
+    /// sent `ABORT` (sets [`MpiTrainer::lost_coordinator`]). Takes the coordinator's heartbeats
+    /// and sends this rank's own.
     fn silent(&self) -> bool {
+        if let Some(m) = self.take_u8(TAG_ABORT) {
+            *self.aborted.borrow_mut() = Some(String::from_utf8_lossy(&m).into_owned());
+            self.lost.set(true);
+        }
+        while self.take_u8(TAG_ALIVE).is_some() {}
+        self.beat();
         if self.heard.get().elapsed() > self.peer_timeout {
             self.lost.set(true);
         }
@@ -864,19 +1121,28 @@ impl MpiTrainer {
         }
     }
 
-    /// Waits until the coordinator lets the run start, at most `timeout` plus the peer
-    /// timeout (the coordinator waits `timeout` for every rank to load); returns the seed
-    /// segment of the trainers' random streams, or `None` if the coordinator is gone.
-    pub fn wait_start(&self, timeout: Duration) -> Option<u64> {
+    /// Waits until the coordinator lets the run start; returns the seed segment of the
+    /// trainers' random streams. Gives up when the coordinator sends `ABORT`, or when it has
+    /// been silent for the peer timeout after `timeout` plus the peer timeout (the coordinator
+    /// loads its own data, then waits `timeout` for every rank to load).
+    ///
+    /// # Errors
+    /// [`StartFailure`]: the coordinator's error, or its silence.
+    pub fn wait_start(&self, timeout: Duration) -> Result<u64, StartFailure> {
         let deadline = Instant::now() + timeout + self.peer_timeout;
         loop {
             if let Some(v) = self.take_u64(TAG_START) {
-                return Some(v.first().copied().unwrap_or(0));
+                return Ok(v.first().copied().unwrap_or(0));
             }
-            if Instant::now() >= deadline {
-                self.lost.set(true);
-                return None;
+            let silent = self.silent();
+            if let Some(m) = self.coordinator_error() {
+                return Err(StartFailure::Aborted(m));
             }
+            if silent && Instant::now() >= deadline {
+                return Err(StartFailure::Lost);
+            }
+            // (silence before the deadline: rank 0 may still be loading its data)
+            self.lost.set(false);
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -904,6 +1170,7 @@ impl MpiTrainer {
                 let deadline = Instant::now() + self.peer_timeout;
                 loop {
                     self.drain_due();
+                    while self.take_u8(TAG_ALIVE).is_some() {}
                     let _ = self.take_f32(TAG_CONTINUE);
                     let _ = self.take_u8(TAG_STOP);
                     let mut out = self.outbox.borrow_mut();
@@ -929,6 +1196,9 @@ impl MpiTrainer {
         while let Some(v) = self.take_u64(TAG_DUE) {
             if let Some(&r) = v.first() {
                 self.due.set(self.due.get().max(r));
+            }
+            if v.get(1) == Some(&1) {
+                self.last_call.set(true);
             }
         }
     }
@@ -976,6 +1246,10 @@ impl TrainerEndpoint for MpiTrainer {
             return u64::MAX;
         }
         self.due.get()
+    }
+
+    fn due_now(&self) -> bool {
+        self.last_call.get()
     }
 
     fn join_round(&mut self, round: u64, params: &[f32], report: TrainerReport) -> Option<Reply> {

@@ -76,14 +76,28 @@ pub struct Summary {
     pub failed_trainers: Vec<(usize, f64)>,
     /// sha256 of the partition assignment (None for methods that do not partition).
     pub partition_hash: Option<String>,
-    /// The run was stopped by a stop request (Ctrl-C) before its time limit: the last round is
-    /// the one in flight at the request; `tma train --resume RUN_DIR` continues it.
+    /// The run ended before its time limit (see `interrupted_by`): the last round is the one
+    /// in flight then; `tma train --resume RUN_DIR` continues it.
     pub interrupted: bool,
+    /// Why an interrupted run ended early (`stop_request` or `trainers_lost`); null for a run
+    /// that reached its time limit.
+    pub interrupted_by: Option<StopCause>,
     /// What the run changed or dropped in the user's data, and trainers without training
     /// examples (one line each; see `Prepared::warnings`).
     pub warnings: Vec<String>,
     /// Self-loops and duplicate arcs the loader removed from the dataset.
     pub removed_on_load: tma_graph::RemovedArcs,
+}
+
+/// Why a run ended before its time limit ([`Summary::interrupted_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCause {
+    /// The caller asked the run to stop (Ctrl-C).
+    StopRequest,
+    /// Every trainer was lost (dead, or silent for the peer timeout): nobody was left to
+    /// average.
+    TrainersLost,
 }
 
 fn failed_as_objects<S: serde::Serializer>(

@@ -208,12 +208,11 @@ impl Trainer {
         &self.grads
     }
 
-    /// Adam step with a gradient computed elsewhere (GGS: the mean over trainers, weight decay
-    /// and clipping already applied by the coordinator). `grads.len()` must equal the number of
-    /// parameters. Counts as one optimizer step.
-    pub fn apply_gradient(&mut self, grads: &[f32]) {
-        self.grads.data.copy_from_slice(grads);
-        self.adam.step(&mut self.params, &self.grads);
+    /// Takes parameters stepped elsewhere (GGS: the coordinator's Adam step on the mean
+    /// gradient). `params.len()` must equal the number of parameters. Counts as one optimizer
+    /// step.
+    pub fn take_step(&mut self, params: &[f32]) {
+        self.params.data.copy_from_slice(params);
         self.steps += 1;
     }
 
@@ -343,9 +342,12 @@ impl Trainer {
                 }
             }
             let due = endpoint.due_round();
-            // (a trainer without examples takes no step: it joins every round called)
-            let enough =
-                every == 0 || self.num_examples() == 0 || self.steps >= steps_at_join + every;
+            // (a trainer without examples takes no step: it joins every round called; the last
+            // round, past the time limit, is joined at once)
+            let enough = every == 0
+                || self.num_examples() == 0
+                || self.steps >= steps_at_join + every
+                || endpoint.due_now();
             if every > 0 && enough && due <= joined {
                 std::thread::sleep(Duration::from_micros(200));
                 continue;

@@ -68,7 +68,13 @@ impl CoordinatorEndpoint for Scripted {
         self.initial = Some(params.to_vec());
     }
     fn call_round(&mut self, _round: u64) {}
-    fn gather(&mut self, round: u64, _t: Duration, _l: &Arc<Vec<f32>>) -> Vec<Contribution> {
+    fn gather(
+        &mut self,
+        round: u64,
+        _t: Duration,
+        _l: &Arc<Vec<f32>>,
+        _u: Option<Duration>,
+    ) -> Vec<Contribution> {
         let got = self.rounds.remove(&round).unwrap_or_default();
         // a trainer absent from a round is dead from then on
         for t in 0..self.n {
@@ -87,6 +93,87 @@ impl CoordinatorEndpoint for Scripted {
     fn is_alive(&self, t: usize) -> bool {
         self.alive[t]
     }
+}
+
+/// Every trainer answers every round at once with the same parameters, except that the
+/// gather of round `slow_round` takes `delay` of (manual) training time: a paid deadline.
+struct LateRound {
+    n: usize,
+    params: Vec<f32>,
+    clock: ManualClock,
+    slow_round: u64,
+    delay: Duration,
+}
+
+impl CoordinatorEndpoint for LateRound {
+    fn num_trainers(&self) -> usize {
+        self.n
+    }
+    fn broadcast_initial(&mut self, _params: Arc<Vec<f32>>) {}
+    fn call_round(&mut self, _round: u64) {}
+    fn gather(
+        &mut self,
+        round: u64,
+        _t: Duration,
+        _l: &Arc<Vec<f32>>,
+        _u: Option<Duration>,
+    ) -> Vec<Contribution> {
+        if round == self.slow_round {
+            self.clock.advance(self.delay);
+        }
+        (0..self.n)
+            .map(|t| contribution(t, self.params.clone()))
+            .collect()
+    }
+    fn reply(&mut self, _to: &[usize], _reply: Reply) {}
+    fn is_alive(&self, _t: usize) -> bool {
+        true
+    }
+}
+
+/// Decision 0007: after a round that formed late (here round 2 waited 2.5 s, as for a lost
+/// trainer's deadline), the slots that passed meanwhile are skipped: the next round is at the
+/// next slot of the `k * sync_every` grid, not a burst of rounds back to back (before: rounds
+/// at 1, 4.5, 4.5, 4.5, 5, 6, 7 s).
+#[test]
+fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
+    let c = TrainConfig {
+        sync_every: Duration::from_secs(1),
+        time_limit: Duration::from_secs(7),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, p.model_shape()).unwrap();
+    let init = initial_params(&c, &model);
+    let clock = ManualClock::default();
+    let mut coord = LateRound {
+        n: p.trainers.len(),
+        params: init.data.clone(),
+        clock: clock.clone(),
+        slow_round: 2,
+        delay: Duration::from_millis(2500),
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut rec = Record(Vec::new(), Vec::new());
+    let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
+    let ctx = Coordinated {
+        prep: &p,
+        cfg: &c,
+        model: &model,
+        clock: &clock,
+        eval_pool: &pool,
+        stop: None,
+    };
+    let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
+    let at: Vec<f64> = rec.0.iter().map(|r| r.elapsed_s).collect();
+    assert_eq!(at, vec![1.0, 4.5, 5.0, 6.0, 7.0]);
+    let numbers: Vec<u64> = rec.0.iter().map(|r| r.round).collect();
+    assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
+    assert_eq!(r.summary.rounds, 5);
+    assert!(!r.summary.interrupted);
 }
 
 fn contribution(trainer: usize, params: Vec<f32>) -> Contribution {
@@ -464,6 +551,127 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
     assert_eq!(result.summary.steps_per_trainer, vec![steps; 3]);
 }
 
+/// Issue 14, GGS: a trainer that stalls (here 1 s inside a step, with a 100 ms deadline)
+/// misses steps without delaying them; when it answers again it is sent the current parameters
+/// and takes part in step with the others: from then on its parameters are those of every
+/// other trainer at every step. (Before, it was answered with nothing and went on from its
+/// stale parameters for good.)
+#[test]
+fn ggs_trainer_that_stalls_misses_steps_then_resyncs() {
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(500),
+        time_limit: Duration::from_millis(2500),
+        round_timeout: Duration::from_millis(100),
+        ..cfg(Method::Ggs, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, p.model_shape()).unwrap();
+    let init = initial_params(&c, &model);
+    let (mut coord, endpoints) = InProcess::new(p.trainers.len());
+    let clock: Arc<RealClock> = Arc::new(RealClock::start());
+    let (tx, rx) = mpsc::channel::<(usize, u64, Vec<f32>)>();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let result = std::thread::scope(|s| {
+        for (data, mut ep) in p.trainers.iter().zip(endpoints) {
+            let trainer = Trainer::new(data.clone(), model.clone(), init.clone(), &c);
+            let tx = tx.clone();
+            let clock = clock.clone();
+            let id = data.trainer;
+            s.spawn(move || {
+                ggs_worker(trainer, &mut ep, clock, None, |step, params| {
+                    tx.send((id, step, params.data.clone())).unwrap();
+                    if id == 1 && step == 3 {
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                })
+            });
+        }
+        drop(tx);
+        let ctx = Coordinated {
+            prep: &p,
+            cfg: &c,
+            model: &model,
+            clock: &*clock,
+            eval_pool: &pool,
+            stop: None,
+        };
+        coordinate(
+            &mut coord,
+            &mut GradientSync::new(&c, &init),
+            &ctx,
+            init.clone(),
+            &mut Quiet,
+            None,
+        )
+        .unwrap()
+    });
+    let mut by_step: BTreeMap<u64, BTreeMap<usize, Vec<f32>>> = BTreeMap::new();
+    for (t, step, params) in rx {
+        by_step.entry(step).or_default().insert(t, params);
+    }
+    let steps = *by_step.keys().last().unwrap();
+    // trainer 1 missed steps while it stalled (the others went on without waiting for it)
+    let missed: Vec<u64> = (4..=steps)
+        .filter(|s| by_step.get(s).is_some_and(|m| !m.contains_key(&1)))
+        .collect();
+    assert!(
+        missed.len() >= 3,
+        "trainer 1 missed {missed:?} of {steps} steps"
+    );
+    // ... and is back, in step: the steps after its return have all three, identical
+    let back = by_step
+        .iter()
+        .filter(|(s, m)| **s > missed[missed.len() - 1] && m.len() == 3)
+        .count();
+    assert!(back >= 3, "{back} steps with all three after the stall");
+    for (step, m) in by_step.range(missed[missed.len() - 1] + 1..) {
+        for (t, x) in m {
+            assert_eq!(x, &m[&0], "step {step}: trainer {t} differs from trainer 0");
+        }
+    }
+    assert_eq!(by_step[&steps][&1], result.final_params.data);
+    assert!(result.summary.failed_trainers.is_empty());
+}
+
+/// Regression (issue 14): a run that loses every trainer before its time limit is incomplete,
+/// not finished: its summary is marked interrupted, by `trainers_lost` (the CLI then exits
+/// with an error and says how to resume).
+#[test]
+fn run_that_loses_every_trainer_before_its_time_limit_is_interrupted() {
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(100),
+        time_limit: Duration::from_secs(3),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let at = Duration::from_millis(450);
+    let fail = FailPlan::from([(0, at), (1, at), (2, at)]);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let t0 = std::time::Instant::now();
+    let r = run_in_process(
+        &p,
+        &c,
+        &fail,
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras::default(),
+    )
+    .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert!(!rec.0.is_empty());
+    assert!(r.summary.interrupted);
+    assert_eq!(
+        r.summary.interrupted_by,
+        Some(tma_train::StopCause::TrainersLost)
+    );
+    assert_eq!(r.summary.failed_trainers.len(), 3);
+    let json = serde_json::to_value(&r.summary).unwrap();
+    assert_eq!(json["interrupted_by"], "trainers_lost");
+}
+
 #[test]
 fn ggs_run_survives_a_failed_trainer() {
     let c = TrainConfig {
@@ -539,12 +747,62 @@ fn step_count_schedule_makes_round_k_after_k_times_n_steps() {
     )
     .unwrap();
     assert!(rec.0.len() >= 3, "only {} rounds", rec.0.len());
-    for r in &rec.0 {
+    let (last, before) = rec.0.split_last().unwrap();
+    for r in before {
         assert_eq!(r.steps, vec![3 * r.round; 3], "round {}", r.round);
     }
-    let last = rec.0.last().unwrap().round;
-    assert_eq!(r.summary.steps_per_trainer, vec![3 * last; 3]);
-    assert!(rec.0.last().unwrap().elapsed_s >= 0.8);
+    // the round in flight at the time limit is called as the last one: joined at once, after
+    // at most 3 more steps
+    for &s in &last.steps {
+        assert!(
+            (3 * (last.round - 1)..=3 * last.round).contains(&s),
+            "{last:?}"
+        );
+    }
+    assert_eq!(r.summary.steps_per_trainer, last.steps);
+    assert!(last.elapsed_s >= 0.8);
+}
+
+/// Regression (issue 14): with a step count no trainer reaches, the time limit still ends the
+/// run (it used to wait forever for the round): the round in flight is called as the last one
+/// at the limit and every trainer joins it at once with its parameters.
+#[test]
+fn step_count_schedule_never_reached_still_ends_at_the_time_limit() {
+    let c = TrainConfig {
+        sync_every_steps: 1_000_000_000,
+        time_limit: Duration::from_millis(600),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let (tx, rx) = mpsc::channel();
+    let t0 = std::time::Instant::now();
+    std::thread::spawn(move || {
+        let mut rec = Record(Vec::new(), Vec::new());
+        let r = run_in_process(
+            &p,
+            &c,
+            &FailPlan::new(),
+            Arc::new(RealClock::start()),
+            &mut rec,
+            Extras::default(),
+        );
+        let _ = tx.send((r, rec.0));
+    });
+    let (r, rounds) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the run did not end within 60 s of its 0.6 s time limit");
+    let r = r.unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    assert_eq!(rounds.len(), 1, "{rounds:?}");
+    let last = &rounds[0];
+    assert_eq!(last.participants, vec![0, 1, 2]);
+    assert!(last.elapsed_s >= 0.6, "{last:?}");
+    assert!(
+        last.steps.iter().all(|&s| s > 0),
+        "trained before the limit: {last:?}"
+    );
+    assert!(!r.summary.interrupted);
+    assert!(r.summary.final_val.value.is_finite());
 }
 
 /// A resume point after round 5 of a run whose trainers had made 100, 200 and 300 steps.

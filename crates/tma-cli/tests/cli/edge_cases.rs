@@ -445,10 +445,12 @@ fn ctrl_c_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
     );
     let s = summary(&out);
     assert_eq!(s["interrupted"], serde_json::json!(true));
+    assert_eq!(s["interrupted_by"], "stop_request");
     assert!(out.join("checkpoint/state.json").is_file());
     let r = tma(&["train", "--resume", &o, "--time-limit", "2s", "--quiet"]);
     assert_success(&r);
     assert_eq!(summary(&out)["interrupted"], serde_json::json!(false));
+    assert_eq!(summary(&out)["interrupted_by"], serde_json::Value::Null);
 }
 
 /// `tma train` on a 200000-node generated graph with super-tma: preparation (METIS into 1000

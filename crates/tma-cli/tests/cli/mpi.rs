@@ -215,6 +215,11 @@ fn cora_parts(tmp: &Path) -> PathBuf {
 /// `tma train --engine mpi` on `parts` into `run` with [`FT_TRAIN`] and `time_limit`, started in
 /// the background (its output goes to files next to `run`).
 fn spawn_job(parts: &Path, run: &Path, time_limit: &str) -> Job {
+    spawn_job_with(parts, run, time_limit, &[])
+}
+
+/// [`spawn_job`] with `extra` flags.
+fn spawn_job_with(parts: &Path, run: &Path, time_limit: &str, extra: &[&str]) -> Job {
     let mut args = vec![
         "train",
         "--engine",
@@ -226,6 +231,7 @@ fn spawn_job(parts: &Path, run: &Path, time_limit: &str) -> Job {
     ];
     args.extend_from_slice(FT_TRAIN);
     args.extend_from_slice(&["--time-limit", time_limit]);
+    args.extend_from_slice(extra);
     let name = run.file_name().unwrap().to_str().unwrap();
     Job::spawn(mpirun_recovery(4, &args), run.parent().unwrap(), name)
 }
@@ -600,9 +606,167 @@ fn mpi_rank0_error_before_training_aborts_the_job_with_the_error() {
     assert!(!status.success(), "{err}");
     assert!(err.contains("already exists and is not empty"), "{err}");
     assert!(err.contains("aborting the MPI job"), "{err}");
+
+    // under --enable-recovery MPI_Abort does not end the trainer ranks: rank 0 tells them its
+    // error first, and they exit at once naming it (they used to wait ~70 s, then blame a
+    // "lost" coordinator and suggest a resume of a run that never started)
+    let t0 = Instant::now();
+    let job = Job::spawn(mpirun_recovery(4, &args), tmp.path(), "taken-recovery");
+    let (_, err) = job.finish(
+        Duration::from_secs(60),
+        "the recovery job after rank 0's error",
+    );
+    let waited = t0.elapsed();
+    assert!(waited < Duration::from_secs(30), "{waited:?}\n{err}");
+    for t in 0..3 {
+        let line = format!("rank {} (trainer {t}) on ", t + 1);
+        assert!(
+            err.lines().any(|l| l.contains(&line)
+                && l.contains("the coordinator (rank 0) failed and ended the job: run directory")
+                && l.contains("already exists and is not empty")),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("lost the coordinator"), "{err}");
+    assert!(!err.contains("--resume"), "{err}");
+    assert!(
+        ranks_of(&out).is_empty(),
+        "left behind: {:?}",
+        ranks_of(&out)
+    );
     // the user's directory is untouched
     assert_eq!(
         std::fs::read_to_string(out.join("keep.txt")).unwrap(),
         "a user's file"
     );
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+}
+
+/// Regression (issue 14): a coordinator busy for longer than the trainers' peer timeout (here
+/// it stalls 15 s recording round 1, as on a slow disk; the peer timeout is 12 s) is not taken
+/// for lost: its heartbeat thread keeps talking to the trainers and keeps MPI's transfers
+/// moving. Before, every trainer exited after 12 s and the run was reported finished with every
+/// trainer failed.
+#[test]
+fn mpi_slow_coordinator_is_not_taken_for_lost() {
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let run = tmp.path().join("slow");
+    let job = spawn_job_with(&parts, &run, "6s", &["--debug-slow-round", "15s"]);
+    let (status, log) = job.finish(Duration::from_secs(90), "run with a slow coordinator");
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("lost the coordinator"), "{log}");
+    assert!(
+        ranks_of(&run).is_empty(),
+        "left behind: {:?}",
+        ranks_of(&run)
+    );
+    let s = summary(&run);
+    assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
+    assert_eq!(s["interrupted"], false, "{s}");
+    let rs = rounds(&run);
+    assert!(rs.len() >= 2, "{rs:?}");
+    // the round after the stall formed after it, with every trainer
+    let last = rs.last().unwrap();
+    assert!(last["elapsed_s"].as_f64().unwrap() >= 15.0, "{last}");
+    assert_eq!(ids(&last["participants"]), vec![0, 1, 2], "{last}");
+}
+
+/// Regression (issue 14): a run whose trainers are all lost before its time limit ends as
+/// incomplete, not finished: summary.json marked interrupted by `trainers_lost`, rank 0 says
+/// so with the resume command (and exits with an error; under `--enable-recovery` Open MPI's
+/// mpirun exits 0 whatever its ranks do, see README).
+#[test]
+fn mpi_every_trainer_killed_the_run_ends_incomplete() {
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let run = tmp.path().join("all-lost");
+    let job = spawn_job(&parts, &run, "60s");
+    wait_rounds(&run, 2);
+    for rank in 1..=3 {
+        signal(rank_pid(&run, rank), libc::SIGKILL);
+    }
+    let t0 = Instant::now();
+    let (_, log) = job.finish(Duration::from_secs(50), "run with every trainer killed");
+    // noticed after the round deadline plus the peer timeout (2 s + 12 s), not at the limit
+    assert!(t0.elapsed() < Duration::from_secs(40), "{:?}", t0.elapsed());
+    assert!(
+        ranks_of(&run).is_empty(),
+        "left behind: {:?}",
+        ranks_of(&run)
+    );
+    assert!(
+        log.contains("incomplete: every trainer was lost before the 1m time limit"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "resume with: tma train --resume {}",
+            run.display()
+        )),
+        "{log}"
+    );
+    let s = summary(&run);
+    assert_eq!(s["interrupted"], true, "{s}");
+    assert_eq!(s["interrupted_by"], "trainers_lost", "{s}");
+    assert_eq!(s["failed_trainers"].as_array().unwrap().len(), 3, "{s}");
+    assert!(s["train_time_s"].as_f64().unwrap() < 40.0, "{s}");
+    assert!(run.join("checkpoint/state.json").exists());
+
+    // the resume command it printed continues the run (here to a shorter limit)
+    let before = rounds(&run).len();
+    let resume = mpirun_recovery(
+        4,
+        &[
+            "train",
+            "--resume",
+            run.to_str().unwrap(),
+            "--time-limit",
+            "6s",
+            "--quiet",
+        ],
+    );
+    let (status, log) =
+        Job::spawn(resume, tmp.path(), "resumed").finish(Duration::from_secs(60), "resumed run");
+    assert!(status.success(), "{log}");
+    let s = summary(&run);
+    assert_eq!(s["interrupted"], false, "{s}");
+    assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
+    let rs = rounds(&run);
+    assert!(rs.len() > before, "{rs:?}");
+    assert_eq!(ids(&rs.last().unwrap()["participants"]), vec![0, 1, 2]);
+}
+
+/// Regression (issue 14): `--sync-every-steps` with a count no trainer reaches used to ignore
+/// `--time-limit` (the coordinator waited for the round, then gave the trainers up as lost);
+/// now the round in flight at the limit is called as the last one and every rank joins it.
+#[test]
+fn mpi_step_count_never_reached_ends_at_the_time_limit() {
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let run = tmp.path().join("steps");
+    let job = spawn_job_with(&parts, &run, "3s", &["--sync-every-steps", "1000000000"]);
+    let (status, log) = job.finish(
+        Duration::from_secs(60),
+        "run with an unreachable step count",
+    );
+    assert!(status.success(), "{log}");
+    assert!(
+        ranks_of(&run).is_empty(),
+        "left behind: {:?}",
+        ranks_of(&run)
+    );
+    let rs = rounds(&run);
+    assert_eq!(rs.len(), 1, "{rs:?}");
+    assert_eq!(ids(&rs[0]["participants"]), vec![0, 1, 2], "{rs:?}");
+    let s = summary(&run);
+    let t = s["train_time_s"].as_f64().unwrap();
+    assert!((3.0..15.0).contains(&t), "{s}");
+    assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
 }
