@@ -11,8 +11,7 @@ use std::time::Duration;
 use tma_graph::Dataset;
 use tma_train::{
     DataSource, Engine, FailPlan, Method, Metric, Observer, RoundRecord, Run, RunSpec, StopCause,
-    Task,
-    TrainConfig, TrainError,
+    Task, TrainConfig, TrainError,
 };
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
