@@ -37,9 +37,12 @@ pub struct TrainOpts {
     /// Partition for M + d parts and give d of them to no trainer (failure experiment). Default: 0.
     #[arg(long, value_name = "D")]
     pub drop_parts: Option<usize>,
-    /// K, the number of METIS super-nodes for super-tma (K >> M). Default: 1000.
+    /// K, the number of super-nodes for super-tma (K >> M). Default: 1000.
     #[arg(long, value_name = "K")]
     pub super_nodes: Option<usize>,
+    /// Clustering behind super-tma's super-nodes and the psgd-pa / llcg parts: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). Default: auto.
+    #[arg(long, value_name = "CLUSTERING")]
+    pub super_clustering: Option<tma_partition::Clustering>,
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
@@ -200,6 +203,7 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
         num_trainers: o.num_trainers.unwrap_or(d.num_trainers),
         drop_parts: o.drop_parts.unwrap_or(d.drop_parts),
         super_nodes: o.super_nodes.unwrap_or(d.super_nodes),
+        super_clustering: o.super_clustering.unwrap_or(d.super_clustering),
         sync_every: match &o.sync_every {
             Some(s) => parse_duration("sync-every", s)?,
             None => d.sync_every,
@@ -312,6 +316,13 @@ pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec
     if flags.super_nodes.is_some() && !uses(Method::SuperTma) {
         w.push(format!(
             "--super-nodes is ignored: only --method super-tma uses super-nodes ({what})"
+        ));
+    }
+    if flags.super_clustering.is_some()
+        && !(uses(Method::SuperTma) || uses(Method::PsgdPa) || uses(Method::Llcg))
+    {
+        w.push(format!(
+            "--super-clustering is ignored: only super-tma, psgd-pa and llcg cluster the graph ({what})"
         ));
     }
     if flags.llcg_steps.is_some() && !uses(Method::Llcg) {
@@ -842,6 +853,9 @@ pub struct PartitionOpts {
     /// Super-nodes K (method super).
     #[arg(long, default_value_t = 1000)]
     pub super_nodes: usize,
+    /// Clustering of methods super and metis: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above).
+    #[arg(long, value_name = "CLUSTERING", default_value = "auto")]
+    pub super_clustering: tma_partition::Clustering,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Write the per-part statistics as JSON to this file.
@@ -877,6 +891,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             o.normalize_features,
         )?;
         cfg.allow_split_overlap = o.allow_split_overlap;
+        cfg.super_clustering = o.super_clustering;
         let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
@@ -943,6 +958,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     };
     let pcfg = PartitionConfig {
         method,
+        clustering: o.super_clustering,
         num_parts: o.num_parts,
         drop_parts: o.drop_parts,
         seed: o.seed,

@@ -139,6 +139,12 @@ pub struct PartitionReport {
     pub clusters_requested: usize,
     /// Non-empty clusters METIS returned, before any repair (0 for `random`).
     pub clusters_obtained: usize,
+    /// The clustering that ran (`metis` or `lpa`; `None` for `random`).
+    pub clustering: Option<crate::Clustering>,
+    /// What label propagation did, when it ran (cluster size cap, passes, clusters).
+    pub lpa: Option<crate::LpaStats>,
+    /// One line saying which clustering ran and what it gave ([`crate::PartitionNotes::clustering_line`]).
+    pub clustering_line: Option<String>,
     /// Parts without a node (possible with `random` on few nodes; never with `metis`/`super`,
     /// whose empty clusters are filled).
     pub empty_parts: Vec<usize>,
@@ -321,6 +327,11 @@ pub fn partition_report(
         graph_label_histogram,
         clusters_requested: partition.notes.clusters_requested,
         clusters_obtained: partition.notes.clusters_obtained,
+        clustering: partition.notes.clustering,
+        lpa: partition.notes.lpa.clone(),
+        clustering_line: partition
+            .notes
+            .clustering_line(partition.config.clustering, total_edges),
         warnings: {
             let mut w = partition.notes.warnings(partition.config.method, n);
             if !empty.is_empty() {
@@ -416,6 +427,9 @@ impl PartitionReport {
                 self.clusters_requested, self.clusters_obtained
             );
         }
+        if let Some(line) = &self.clustering_line {
+            let _ = writeln!(s, "{line}");
+        }
         s
     }
 
@@ -466,6 +480,7 @@ mod tests {
         let p = Partition {
             config: PartitionConfig {
                 method: PartitionMethod::Random,
+                clustering: crate::Clustering::Auto,
                 num_parts: 2,
                 drop_parts: 0,
                 seed: 0,
@@ -513,6 +528,7 @@ mod tests {
             &g,
             &PartitionConfig {
                 method: PartitionMethod::Random,
+                clustering: crate::Clustering::Auto,
                 num_parts: 4,
                 drop_parts: 1,
                 seed: 11,
