@@ -939,6 +939,9 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(dir) = o.dataset.as_deref().filter(|d| tma_graph::is_disk_graph(d)) {
+        return partition_mapped(&o, dir);
+    }
     let ds = load(
         &o.dataset,
         o.gen_nodes,
@@ -982,6 +985,68 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     );
     if let Some(path) = o.json {
         write_json(&path, &rep)?;
+    }
+    Ok(())
+}
+
+/// `tma partition --dataset DIR` (no --out) on a graph in the on-disk format: the CSR is
+/// memory-mapped and partitioned and measured in place (nothing copied into memory but the
+/// partitioner's `O(N)` arrays and the report's), then the peak RSS is printed.
+fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
+    use tma_partition::PartitionConfig;
+    use tma_train::method::DataLayout;
+    let g = tma_graph::MappedGraph::open(dir)?;
+    println!("{}", g.summary());
+    let tcfg = TrainConfig {
+        method: o.method.method(),
+        super_nodes: o.super_nodes,
+        ..TrainConfig::default()
+    };
+    let DataLayout::Partitioned(method) = tma_train::training_method(tcfg.method).layout(&tcfg)
+    else {
+        unreachable!("every --method of tma partition partitions");
+    };
+    let pcfg = PartitionConfig {
+        method,
+        clustering: o.super_clustering,
+        num_parts: o.num_parts,
+        drop_parts: o.drop_parts,
+        seed: o.seed,
+    };
+    let t = std::time::Instant::now();
+    let p = tma_partition::partition_ref(g.csr(), &pcfg)?;
+    let secs = t.elapsed().as_secs_f64();
+    let labels = g.class_labels().map(|y| {
+        let classes = y.iter().map(|&c| c + 1).max().unwrap_or(0).max(0) as usize;
+        (y, classes)
+    });
+    let rep = tma_partition::partition_report_ref(g.csr(), &p, labels);
+    println!("{}", rep.to_table());
+    for w in &rep.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "partitioned in {secs:.2}s (graph memory-mapped); assignment sha256 {}",
+        p.hash_hex()
+    );
+    if let Some(peak) = tma_graph::disk::peak_rss_bytes() {
+        let file = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|t| {
+                let l = t.lines().find(|l| l.starts_with("RssFile:"))?;
+                l.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .map_or(0, |kb| kb * 1024);
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        println!(
+            "peak RSS {:.1} MiB (VmHWM), of which mapped file pages {:.1} MiB (RssFile now): about {:.1} MiB anonymous",
+            mib(peak),
+            mib(file),
+            mib(peak.saturating_sub(file))
+        );
+    }
+    if let Some(path) = &o.json {
+        write_json(path, &rep)?;
     }
     Ok(())
 }

@@ -46,6 +46,7 @@ pub use method::{
 };
 pub use part::{build_part, build_parts, Part};
 pub use report::{
-    js_divergence, log2_degree_bin, partition_report, PartStats, PartitionReport, NUM_DEGREE_BINS,
+    js_divergence, log2_degree_bin, partition_report, partition_report_ref, PartStats,
+    PartitionReport, NUM_DEGREE_BINS,
 };
 pub use tma_graph::{Csr, CsrRef};

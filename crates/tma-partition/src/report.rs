@@ -5,7 +5,7 @@ use std::fmt;
 
 use rayon::prelude::*;
 use serde::Serialize;
-use tma_graph::Csr;
+use tma_graph::{Csr, CsrRef};
 
 use crate::Partition;
 
@@ -200,6 +200,18 @@ impl Acc {
 /// label is `>= num_classes`.
 pub fn partition_report(
     graph: &Csr,
+    partition: &Partition,
+    labels: Option<(&[i32], usize)>,
+) -> PartitionReport {
+    partition_report_ref(graph.view(), partition, labels)
+}
+
+/// [`partition_report`] over a borrowed CSR, e.g. a memory-mapped one; the same report.
+///
+/// # Panics
+/// As [`partition_report`].
+pub fn partition_report_ref(
+    graph: CsrRef<'_>,
     partition: &Partition,
     labels: Option<(&[i32], usize)>,
 ) -> PartitionReport {
