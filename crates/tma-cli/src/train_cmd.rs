@@ -1025,10 +1025,6 @@ fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
     for w in &rep.warnings {
         eprintln!("warning: {w}");
     }
-    println!(
-        "partitioned in {secs:.2}s (graph memory-mapped); assignment sha256 {}",
-        p.hash_hex()
-    );
     if let Some(peak) = tma_graph::disk::peak_rss_bytes() {
         let file = std::fs::read_to_string("/proc/self/status")
             .ok()
@@ -1038,13 +1034,17 @@ fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
             })
             .map_or(0, |kb| kb * 1024);
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        println!(
+        eprintln!(
             "peak RSS {:.1} MiB (VmHWM), of which mapped file pages {:.1} MiB (RssFile now): about {:.1} MiB anonymous",
             mib(peak),
             mib(file),
             mib(peak.saturating_sub(file))
         );
     }
+    println!(
+        "partitioned in {secs:.2}s (graph memory-mapped); assignment sha256 {}",
+        p.hash_hex()
+    );
     if let Some(path) = &o.json {
         write_json(path, &rep)?;
     }

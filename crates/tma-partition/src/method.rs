@@ -259,12 +259,13 @@ impl PartitionNotes {
         };
         Some(match (&self.lpa, used) {
             (Some(l), Clustering::Lpa) => format!(
-                "clustering: lpa (size-constrained label propagation{why}): {} clusters of at most {} nodes (largest {}), {} pass{}",
+                "clustering: lpa (size-constrained label propagation{why}): {} clusters of at most {} nodes (largest {}), {} pass{}, {:.1}% of arcs inside clusters",
                 l.num_clusters,
                 l.max_cluster_size,
                 l.largest_cluster,
                 l.passes,
-                if l.passes == 1 { "" } else { "es" }
+                if l.passes == 1 { "" } else { "es" },
+                if num_edges == 0 { 0.0 } else { 100.0 * l.intra_cluster_arcs as f64 / num_edges as f64 }
             ),
             _ => format!(
                 "clustering: metis (METIS k-way{why}): {} clusters requested, {} obtained",

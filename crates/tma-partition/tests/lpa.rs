@@ -80,6 +80,15 @@ fn every_node_in_one_cluster_and_one_part_cap_held() {
         assert_eq!(size.iter().max().copied().unwrap(), st.largest_cluster);
         assert_eq!(st.max_cluster_size, cap);
         assert!(st.passes >= 1 && st.passes <= LPA_MAX_PASSES);
+        let inside: u64 = (0..5000)
+            .map(|v| {
+                g.neighbors(v)
+                    .iter()
+                    .filter(|&&u| cl[u as usize] == cl[v])
+                    .count() as u64
+            })
+            .sum();
+        assert_eq!(st.intra_cluster_arcs, inside, "cap {cap}");
         if cap > 1 {
             assert!(st.num_clusters < 5000 / 2, "cap {cap}: {st:?}");
         }
@@ -202,8 +211,11 @@ fn auto_takes_metis_on_small_graphs_and_says_which_ran() {
     assert_eq!(
         r.clustering_line.clone().unwrap(),
         format!(
-            "clustering: lpa (size-constrained label propagation): {} clusters of at most 20 nodes (largest {}), {} passes",
-            st.num_clusters, st.largest_cluster, st.passes
+            "clustering: lpa (size-constrained label propagation): {} clusters of at most 20 nodes (largest {}), {} passes, {:.1}% of arcs inside clusters",
+            st.num_clusters,
+            st.largest_cluster,
+            st.passes,
+            100.0 * st.intra_cluster_arcs as f64 / g.num_edges() as f64
         )
     );
     assert!(r.to_table().contains("clustering: lpa (size-constrained"));
