@@ -120,15 +120,14 @@ pub fn label_propagation(
                         best_cluster(graph, v, label_r, size_r, cap, tie_key, scratch)
                     }),
             );
-            let mut i = 0;
+            let mut wants = want.iter();
             for &(lo, hi) in &ranges {
-                for v in lo..hi {
-                    let (cur, to) = (label[v], want[i]);
-                    i += 1;
+                for (l, &to) in label[lo..hi].iter_mut().zip(wants.by_ref()) {
+                    let cur = *l;
                     if to != cur && size[to as usize] < cap {
                         size[cur as usize] -= 1;
                         size[to as usize] += 1;
-                        label[v] = to;
+                        *l = to;
                         moved += 1;
                     }
                 }

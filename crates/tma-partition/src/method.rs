@@ -32,7 +32,8 @@ pub enum PartitionMethod {
     #[default]
     Random,
     /// SuperTMA: METIS k-way into `num_super_nodes` (`K`, `K >> num_parts`; clamped to the node
-    /// count) clusters without balance weights, then the non-empty clusters are shuffled (seeded)
+    /// count) clusters without balance weights (or, by [`PartitionConfig::clustering`], label
+    /// propagation into clusters of at most `ceil(N / K)` nodes), then the non-empty clusters are shuffled (seeded)
     /// and cut into `num_parts + drop_parts` groups whose counts differ by at most one (which groups
     /// get the remainder is random, seeded). A node's part is its cluster's group.
     #[serde(rename = "super")]
@@ -390,9 +391,10 @@ const RANDOM_CHUNK: usize = 1 << 16;
 /// Deterministic: the same graph and config give the same assignment, on any number of threads.
 /// Streams follow [`tma_graph::seed`]: Random draws `random_range(0..M+d)` per node, node chunk
 /// `c` (65536 nodes per chunk) from [`seed::chunk_rng`]`(seed::derive(seed, Purpose::Partition),
-/// c)`. SuperNode clusters with METIS seeded by [`Purpose::SuperNodes`] and draws its shuffles
+/// c)`. SuperNode clusters (METIS or label propagation, [`Clustering`]) seeded by
+/// [`Purpose::SuperNodes`] and draws its shuffles
 /// from [`seed::rng`]`(seed, Purpose::SuperGrouping)`; Metis (PSGD-PA) seeds METIS by
-/// [`Purpose::MetisParts`]. METIS gets a 31-bit fold of the derived seed as its `seed` option. METIS methods symmetrize the graph (both arc directions, no self-loops, no
+/// [`Purpose::MetisParts`] (its label propagation too, under [`Clustering::Lpa`]). METIS gets a 31-bit fold of the derived seed as its `seed` option. METIS methods symmetrize the graph (both arc directions, no self-loops, no
 /// duplicates) before partitioning, since METIS requires an undirected graph.
 ///
 /// # Errors
