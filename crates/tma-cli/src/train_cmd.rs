@@ -853,9 +853,9 @@ pub struct PartitionOpts {
     /// Super-nodes K (method super).
     #[arg(long, default_value_t = 1000)]
     pub super_nodes: usize,
-    /// Clustering of methods super and metis: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above).
-    #[arg(long, value_name = "CLUSTERING", default_value = "auto")]
-    pub super_clustering: tma_partition::Clustering,
+    /// Clustering of methods super and metis: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). Default: auto.
+    #[arg(long, value_name = "CLUSTERING")]
+    pub super_clustering: Option<tma_partition::Clustering>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Write the per-part statistics as JSON to this file.
@@ -880,6 +880,11 @@ pub struct PartitionOpts {
 pub fn partition(o: PartitionOpts) -> Result<()> {
     use tma_partition::PartitionConfig;
     use tma_train::method::DataLayout;
+    if let (Some(c), PartitionMethodArg::Random) = (o.super_clustering, o.method) {
+        eprintln!(
+            "warning: --super-clustering {c} is ignored: --method random clusters nothing (only super and metis do)"
+        );
+    }
     if let Some(out) = &o.out {
         let mut cfg = crate::dist::partition_config(
             o.method.method(),
@@ -891,7 +896,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             o.normalize_features,
         )?;
         cfg.allow_split_overlap = o.allow_split_overlap;
-        cfg.super_clustering = o.super_clustering;
+        cfg.super_clustering = o.super_clustering.unwrap_or_default();
         let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
@@ -961,7 +966,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     };
     let pcfg = PartitionConfig {
         method,
-        clustering: o.super_clustering,
+        clustering: o.super_clustering.unwrap_or_default(),
         num_parts: o.num_parts,
         drop_parts: o.drop_parts,
         seed: o.seed,
@@ -1008,7 +1013,7 @@ fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
     };
     let pcfg = PartitionConfig {
         method,
-        clustering: o.super_clustering,
+        clustering: o.super_clustering.unwrap_or_default(),
         num_parts: o.num_parts,
         drop_parts: o.drop_parts,
         seed: o.seed,

@@ -276,6 +276,16 @@ fn super_tma_with_label_propagation_on_a_mapped_graph() {
             .starts_with("clustering: lpa"),
         "{pj}"
     );
+    // ignored with the random partition, and said so
+    let r = tma(&["partition", "--dataset", o, "--super-clustering", "lpa"]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains(
+            "warning: --super-clustering lpa is ignored: --method random clusters nothing"
+        ),
+        "{}",
+        stderr(&r)
+    );
     // a bad value names the flag
     let r = tma(&["partition", "--dataset", o, "--super-clustering", "louvain"]);
     assert_fails_with(&r, 2, &["--super-clustering", "louvain"]);
