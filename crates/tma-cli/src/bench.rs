@@ -1446,6 +1446,7 @@ fn partitioning(sz: &Sizes, c: &Ceilings, num_parts: usize) -> Result<Vec<Figure
         };
         let cfg = PartitionConfig {
             method: m,
+            clustering: tma_partition::Clustering::Auto,
             num_parts,
             drop_parts: 0,
             seed: 1,

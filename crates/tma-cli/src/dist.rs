@@ -89,6 +89,11 @@ pub fn open_partitions(
         normalize_features
     );
     check!("--split-index", split_index, split_index);
+    if let Some(c) = o.super_clustering {
+        clash.push(format!(
+            "--super-clustering {c} (the directory's parts are already made; its partition.json report says which clustering ran)"
+        ));
+    }
     if !clash.is_empty() {
         bail!(
             "--partitions {} was made with other options: {}; drop those flags or re-run `tma partition --out`",

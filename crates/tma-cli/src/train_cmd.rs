@@ -37,9 +37,12 @@ pub struct TrainOpts {
     /// Partition for M + d parts and give d of them to no trainer (failure experiment). Default: 0.
     #[arg(long, value_name = "D")]
     pub drop_parts: Option<usize>,
-    /// K, the number of METIS super-nodes for super-tma (K >> M). Default: 1000.
+    /// K, the number of super-nodes for super-tma (K >> M). Default: 1000.
     #[arg(long, value_name = "K")]
     pub super_nodes: Option<usize>,
+    /// Clustering behind super-tma's super-nodes and the psgd-pa / llcg parts: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). Default: auto.
+    #[arg(long, value_name = "CLUSTERING")]
+    pub super_clustering: Option<tma_partition::Clustering>,
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
@@ -275,6 +278,7 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         num_trainers: o.num_trainers.unwrap_or(d.num_trainers),
         drop_parts: o.drop_parts.unwrap_or(d.drop_parts),
         super_nodes: o.super_nodes.unwrap_or(d.super_nodes),
+        super_clustering: o.super_clustering.unwrap_or(d.super_clustering),
         sync_every: match &o.sync_every {
             Some(s) => parse_duration("sync-every", s)?,
             None => d.sync_every,
@@ -394,6 +398,13 @@ pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec
     if flags.super_nodes.is_some() && !uses(Method::SuperTma) {
         w.push(format!(
             "--super-nodes is ignored: only --method super-tma uses super-nodes ({what})"
+        ));
+    }
+    if flags.super_clustering.is_some()
+        && !(uses(Method::SuperTma) || uses(Method::PsgdPa) || uses(Method::Llcg))
+    {
+        w.push(format!(
+            "--super-clustering is ignored: only super-tma, psgd-pa and llcg cluster the graph ({what})"
         ));
     }
     if flags.llcg_steps.is_some() && !uses(Method::Llcg) {
@@ -975,6 +986,9 @@ pub struct PartitionOpts {
     /// Super-nodes K (method super).
     #[arg(long, default_value_t = 1000)]
     pub super_nodes: usize,
+    /// Clustering of methods super and metis: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). Default: auto.
+    #[arg(long, value_name = "CLUSTERING")]
+    pub super_clustering: Option<tma_partition::Clustering>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Write the per-part statistics as JSON to this file.
@@ -999,6 +1013,11 @@ pub struct PartitionOpts {
 pub fn partition(o: PartitionOpts) -> Result<()> {
     use tma_partition::PartitionConfig;
     use tma_train::method::DataLayout;
+    if let (Some(c), PartitionMethodArg::Random) = (o.super_clustering, o.method) {
+        eprintln!(
+            "warning: --super-clustering {c} is ignored: --method random clusters nothing (only super and metis do)"
+        );
+    }
     if let Some(out) = &o.out {
         let mut cfg = crate::dist::partition_config(
             o.method.method(),
@@ -1010,6 +1029,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             o.normalize_features,
         )?;
         cfg.allow_split_overlap = o.allow_split_overlap;
+        cfg.super_clustering = o.super_clustering.unwrap_or_default();
         let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
@@ -1057,6 +1077,9 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(dir) = o.dataset.as_deref().filter(|d| tma_graph::is_disk_graph(d)) {
+        return partition_mapped(&o, dir);
+    }
     let ds = load(
         &o.dataset,
         o.gen_nodes,
@@ -1076,6 +1099,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     };
     let pcfg = PartitionConfig {
         method,
+        clustering: o.super_clustering.unwrap_or_default(),
         num_parts: o.num_parts,
         drop_parts: o.drop_parts,
         seed: o.seed,
@@ -1099,6 +1123,68 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     );
     if let Some(path) = o.json {
         write_json(&path, &rep)?;
+    }
+    Ok(())
+}
+
+/// `tma partition --dataset DIR` (no --out) on a graph in the on-disk format: the CSR is
+/// memory-mapped and partitioned and measured in place (nothing copied into memory but the
+/// partitioner's `O(N)` arrays and the report's), then the peak RSS is printed.
+fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
+    use tma_partition::PartitionConfig;
+    use tma_train::method::DataLayout;
+    let g = tma_graph::MappedGraph::open(dir)?;
+    println!("{}", g.summary());
+    let tcfg = TrainConfig {
+        method: o.method.method(),
+        super_nodes: o.super_nodes,
+        ..TrainConfig::default()
+    };
+    let DataLayout::Partitioned(method) = tma_train::training_method(tcfg.method).layout(&tcfg)
+    else {
+        unreachable!("every --method of tma partition partitions");
+    };
+    let pcfg = PartitionConfig {
+        method,
+        clustering: o.super_clustering.unwrap_or_default(),
+        num_parts: o.num_parts,
+        drop_parts: o.drop_parts,
+        seed: o.seed,
+    };
+    let t = std::time::Instant::now();
+    let p = tma_partition::partition_ref(g.csr(), &pcfg)?;
+    let secs = t.elapsed().as_secs_f64();
+    let labels = g.class_labels().map(|y| {
+        let classes = y.iter().map(|&c| c + 1).max().unwrap_or(0).max(0) as usize;
+        (y, classes)
+    });
+    let rep = tma_partition::partition_report_ref(g.csr(), &p, labels);
+    println!("{}", rep.to_table());
+    for w in &rep.warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(peak) = tma_graph::disk::peak_rss_bytes() {
+        let file = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|t| {
+                let l = t.lines().find(|l| l.starts_with("RssFile:"))?;
+                l.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .map_or(0, |kb| kb * 1024);
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        eprintln!(
+            "peak RSS {:.1} MiB (VmHWM), of which mapped file pages {:.1} MiB (RssFile now): about {:.1} MiB anonymous",
+            mib(peak),
+            mib(file),
+            mib(peak.saturating_sub(file))
+        );
+    }
+    println!(
+        "partitioned in {secs:.2}s (graph memory-mapped); assignment sha256 {}",
+        p.hash_hex()
+    );
+    if let Some(path) = &o.json {
+        write_json(path, &rep)?;
     }
     Ok(())
 }

@@ -51,11 +51,13 @@ pub enum Purpose {
     TestNegatives,
     /// Random partition: each node's part (`tma_partition`, method `random`; chunked).
     Partition,
-    /// METIS seed of the super-node clustering (`tma_partition`, method `super`).
+    /// Seed of the super-node clustering (`tma_partition`, method `super`): METIS' seed option,
+    /// or the visiting order and tie-breaks of label propagation.
     SuperNodes,
     /// Shuffle that deals super-nodes to parts (`tma_partition`, method `super`).
     SuperGrouping,
-    /// METIS seed of the PSGD-PA partition (`tma_partition`, method `metis`).
+    /// Seed of the PSGD-PA partition (`tma_partition`, method `metis`): METIS' seed option, or
+    /// the label propagation whose clusters are packed into the parts.
     MetisParts,
     /// Initial model parameters (the same on the coordinator and every trainer).
     ModelInit,

@@ -26,7 +26,7 @@ pub enum PartitionError {
     },
     /// METIS takes 32-bit indices: the symmetrized graph must have fewer than 2^31 arcs and nodes.
     #[error(
-        "graph too large for METIS (32-bit idx_t): {num_nodes} nodes, {num_arcs} symmetric arcs"
+        "graph too large for METIS (32-bit idx_t): {num_nodes} nodes, {num_arcs} symmetric arcs; use --super-clustering lpa (label propagation) or auto"
     )]
     TooLargeForMetis {
         /// Nodes of the graph.

@@ -4,9 +4,13 @@
 //! * [`partition`] assigns every node of a [`Csr`] graph to one of `num_parts + drop_parts`
 //!   parts ([`Partition`]), by one of the [`PartitionMethod`]s:
 //!   - [`PartitionMethod::Random`]: every node independently, uniformly at random (RandomTMA);
-//!   - [`PartitionMethod::SuperNode`]: METIS k-way into `K` small clusters ("super-nodes"), which
-//!     are shuffled and dealt out in equal-count groups (SuperTMA);
+//!   - [`PartitionMethod::SuperNode`]: `K` small clusters ("super-nodes"), which are shuffled
+//!     and dealt out in equal-count groups (SuperTMA);
 //!   - [`PartitionMethod::Metis`]: METIS `(num_parts + drop_parts)`-way, edge-balanced (PSGD-PA).
+//! * The clustering ([`Clustering`]) is METIS k-way, or, for graphs past METIS' reach (2^31
+//!   symmetric arcs, several times the graph's memory), size-constrained label propagation
+//!   ([`label_propagation`]) over a CSR read in place ([`partition_ref`] takes a memory-mapped
+//!   one); `auto` picks by the arc count ([`AUTO_METIS_MAX_ARCS`]).
 //! * Parts `0..num_parts` go to the trainers ([`Partition::kept_parts`]); parts
 //!   `num_parts..num_parts + drop_parts` are the "failed trainers" of the robustness experiment and
 //!   are given to no one.
@@ -28,17 +32,21 @@
 #![warn(missing_docs)]
 
 mod error;
+mod lpa;
 mod method;
 mod metis_call;
 mod part;
 mod report;
 
 pub use error::PartitionError;
+pub use lpa::{label_propagation, LpaStats, LPA_MAX_PASSES};
 pub use method::{
-    partition, Partition, PartitionConfig, PartitionMethod, PartitionNotes, DEFAULT_NUM_SUPER_NODES,
+    partition, partition_ref, Clustering, Partition, PartitionConfig, PartitionMethod,
+    PartitionNotes, AUTO_METIS_MAX_ARCS, DEFAULT_NUM_SUPER_NODES, METIS_LPA_CLUSTERS_PER_PART,
 };
 pub use part::{build_part, build_parts, Part};
 pub use report::{
-    js_divergence, log2_degree_bin, partition_report, PartStats, PartitionReport, NUM_DEGREE_BINS,
+    js_divergence, log2_degree_bin, partition_report, partition_report_ref, PartStats,
+    PartitionReport, NUM_DEGREE_BINS,
 };
-pub use tma_graph::Csr;
+pub use tma_graph::{Csr, CsrRef};

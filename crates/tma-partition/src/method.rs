@@ -9,8 +9,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tma_graph::seed::{self, Purpose};
-use tma_graph::Csr;
+use tma_graph::{Csr, CsrRef};
 
+use crate::lpa::{label_propagation, pack_largest_first, LpaStats, LPA_MAX_PASSES};
 use crate::metis_call::{part_kway, symmetrize};
 use crate::PartitionError;
 
@@ -31,7 +32,8 @@ pub enum PartitionMethod {
     #[default]
     Random,
     /// SuperTMA: METIS k-way into `num_super_nodes` (`K`, `K >> num_parts`; clamped to the node
-    /// count) clusters without balance weights, then the non-empty clusters are shuffled (seeded)
+    /// count) clusters without balance weights (or, by [`PartitionConfig::clustering`], label
+    /// propagation into clusters of at most `ceil(N / K)` nodes), then the non-empty clusters are shuffled (seeded)
     /// and cut into `num_parts + drop_parts` groups whose counts differ by at most one (which groups
     /// get the remainder is random, seeded). A node's part is its cluster's group.
     #[serde(rename = "super")]
@@ -82,11 +84,80 @@ impl FromStr for PartitionMethod {
     }
 }
 
+/// Stored arcs up to which [`Clustering::Auto`] runs METIS; above it, label propagation.
+/// A fixed count (not the machine's free memory) so that the same config gives the same
+/// partition on every machine. METIS peaks at about 60 bytes per stored arc
+/// (docs/decisions/0009-scalable-super-nodes.md): 2^25 arcs take about 2 GiB.
+pub const AUTO_METIS_MAX_ARCS: usize = 1 << 25;
+
+/// Parts of [`PartitionMethod::Metis`] under [`Clustering::Lpa`] are packed from clusters of
+/// at most `ceil(num_nodes / (METIS_LPA_CLUSTERS_PER_PART * parts))` nodes.
+pub const METIS_LPA_CLUSTERS_PER_PART: usize = 16;
+
+/// The clustering behind [`PartitionMethod::SuperNode`] (the super-nodes) and
+/// [`PartitionMethod::Metis`] (the parts). Serialized and parsed as `metis`, `lpa`, `auto`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clustering {
+    /// METIS k-way on the symmetrized graph: fewer than 2^31 symmetric arcs (32-bit `idx_t`)
+    /// and several times the graph's memory.
+    Metis,
+    /// Size-constrained label propagation ([`crate::label_propagation`]) over the CSR in place,
+    /// `8 N` bytes beyond the graph. Super-nodes: clusters of at most `ceil(N / K)` nodes.
+    /// PSGD-PA parts: clusters of at most `ceil(N / (16 (M + d)))` nodes packed largest first
+    /// onto the lightest part by weight (in-degree + 1, as METIS' vertex weights).
+    Lpa,
+    /// METIS for graphs of at most [`AUTO_METIS_MAX_ARCS`] stored arcs, `Lpa` above.
+    #[default]
+    Auto,
+}
+
+impl Clustering {
+    /// What `self` runs on a graph of `num_edges` stored arcs: `Metis` or `Lpa` (never `Auto`).
+    pub fn resolve(self, num_edges: usize) -> Clustering {
+        match self {
+            Clustering::Auto if num_edges <= AUTO_METIS_MAX_ARCS => Clustering::Metis,
+            Clustering::Auto => Clustering::Lpa,
+            c => c,
+        }
+    }
+}
+
+impl fmt::Display for Clustering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Clustering::Metis => "metis",
+            Clustering::Lpa => "lpa",
+            Clustering::Auto => "auto",
+        })
+    }
+}
+
+impl FromStr for Clustering {
+    type Err = String;
+
+    /// Parses `metis`, `lpa`, `auto` (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "metis" => Ok(Clustering::Metis),
+            "lpa" => Ok(Clustering::Lpa),
+            "auto" => Ok(Clustering::Auto),
+            _ => Err(format!(
+                "unknown clustering {s:?} (expected metis, lpa or auto)"
+            )),
+        }
+    }
+}
+
 /// What to partition into, and how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PartitionConfig {
     /// The assignment rule.
     pub method: PartitionMethod,
+    /// The clustering of `super` and `metis` (ignored by `random`); absent in older
+    /// manifests, which read as [`Clustering::Auto`].
+    #[serde(default)]
+    pub clustering: Clustering,
     /// `M`, the number of trainers (parts that are kept). At least 1.
     pub num_parts: usize,
     /// `d`, the number of extra parts that are assigned but given to no one (failed trainers).
@@ -130,6 +201,13 @@ pub struct PartitionNotes {
     pub clusters_filled: usize,
     /// `K` was at least the node count: every node became its own super-node.
     pub super_nodes_clamped: bool,
+    /// The clustering that ran (`Metis` or `Lpa`; `None` for random or when no clustering was
+    /// needed).
+    #[serde(default)]
+    pub clustering: Option<Clustering>,
+    /// What label propagation did, when it ran.
+    #[serde(default)]
+    pub lpa: Option<LpaStats>,
 }
 
 impl PartitionNotes {
@@ -145,18 +223,56 @@ impl PartitionNotes {
                 }
                 if self.clusters_filled > 0 {
                     w.push(format!(
-                        "METIS returned {} non-empty super-nodes of {} requested, fewer than the parts need; split the largest into {} more",
-                        self.clusters_obtained, self.clusters_requested, self.clusters_filled
+                        "{} returned {} non-empty super-nodes of {} requested, fewer than the parts need; split the largest into {} more",
+                        self.clustering_name(), self.clusters_obtained, self.clusters_requested, self.clusters_filled
                     ));
                 }
             }
             PartitionMethod::Metis if self.clusters_filled > 0 => w.push(format!(
-                "METIS returned {} non-empty parts of {} requested; split the largest parts to fill the {} empty ones",
+                "{} returned {} non-empty parts of {} requested; split the largest parts to fill the {} empty ones",
+                self.clustering_name(),
                 self.clusters_obtained, self.clusters_requested, self.clusters_filled
             )),
             _ => {}
         }
         w
+    }
+
+    /// `METIS` or `label propagation`, for messages.
+    fn clustering_name(&self) -> &'static str {
+        match self.clustering {
+            Some(Clustering::Lpa) => "label propagation",
+            _ => "METIS",
+        }
+    }
+
+    /// One line saying which clustering ran and what it gave (None when none ran), e.g.
+    /// `clustering: lpa (size-constrained label propagation, auto: 100000000 arcs > 33554432
+    /// for METIS): 812345 clusters of at most 6 nodes (largest 6), 7 passes`.
+    pub fn clustering_line(&self, requested: Clustering, num_edges: usize) -> Option<String> {
+        let used = self.clustering?;
+        let why = match requested {
+            Clustering::Auto => format!(
+                ", auto: {num_edges} arcs {} {AUTO_METIS_MAX_ARCS} for METIS",
+                if used == Clustering::Metis { "<=" } else { ">" }
+            ),
+            _ => String::new(),
+        };
+        Some(match (&self.lpa, used) {
+            (Some(l), Clustering::Lpa) => format!(
+                "clustering: lpa (size-constrained label propagation{why}): {} clusters of at most {} nodes (largest {}), {} pass{}, {:.1}% of arcs inside clusters",
+                l.num_clusters,
+                l.max_cluster_size,
+                l.largest_cluster,
+                l.passes,
+                if l.passes == 1 { "" } else { "es" },
+                if num_edges == 0 { 0.0 } else { 100.0 * l.intra_cluster_arcs as f64 / num_edges as f64 }
+            ),
+            _ => format!(
+                "clustering: metis (METIS k-way{why}): {} clusters requested, {} obtained",
+                self.clusters_requested, self.clusters_obtained
+            ),
+        })
     }
 }
 
@@ -275,9 +391,10 @@ const RANDOM_CHUNK: usize = 1 << 16;
 /// Deterministic: the same graph and config give the same assignment, on any number of threads.
 /// Streams follow [`tma_graph::seed`]: Random draws `random_range(0..M+d)` per node, node chunk
 /// `c` (65536 nodes per chunk) from [`seed::chunk_rng`]`(seed::derive(seed, Purpose::Partition),
-/// c)`. SuperNode clusters with METIS seeded by [`Purpose::SuperNodes`] and draws its shuffles
+/// c)`. SuperNode clusters (METIS or label propagation, [`Clustering`]) seeded by
+/// [`Purpose::SuperNodes`] and draws its shuffles
 /// from [`seed::rng`]`(seed, Purpose::SuperGrouping)`; Metis (PSGD-PA) seeds METIS by
-/// [`Purpose::MetisParts`]. METIS gets a 31-bit fold of the derived seed as its `seed` option. METIS methods symmetrize the graph (both arc directions, no self-loops, no
+/// [`Purpose::MetisParts`] (its label propagation too, under [`Clustering::Lpa`]). METIS gets a 31-bit fold of the derived seed as its `seed` option. METIS methods symmetrize the graph (both arc directions, no self-loops, no
 /// duplicates) before partitioning, since METIS requires an undirected graph.
 ///
 /// # Errors
@@ -286,6 +403,20 @@ const RANDOM_CHUNK: usize = 1 << 16;
 /// (≥ 2^31 symmetric arcs) and [`PartitionError::Metis`]; for SuperNode
 /// [`PartitionError::TooFewSuperNodes`] if fewer than `M + d` non-empty super-nodes exist.
 pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, PartitionError> {
+    partition_ref(graph.view(), cfg)
+}
+
+/// [`partition`] over a borrowed CSR, e.g. a memory-mapped one
+/// ([`tma_graph::MappedGraph::csr`]); the same result for the same rows. With
+/// [`Clustering::Lpa`] (or `Auto` above [`AUTO_METIS_MAX_ARCS`]) the graph is read in place and
+/// the extra memory is `O(N)`: labels, cluster sizes and the assignment (12 bytes per node).
+///
+/// # Errors
+/// As [`partition`].
+pub fn partition_ref(
+    graph: CsrRef<'_>,
+    cfg: &PartitionConfig,
+) -> Result<Partition, PartitionError> {
     let n = graph.num_nodes();
     let parts = cfg.num_assigned_parts();
     if cfg.num_parts == 0 {
@@ -301,7 +432,23 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
     let assignment = match cfg.method {
         PartitionMethod::Random => random_assignment(n, parts, cfg.seed),
         PartitionMethod::SuperNode { num_super_nodes } => {
-            let mut super_of = super_nodes(graph, num_super_nodes, cfg.seed)?;
+            let used = cfg.clustering.resolve(graph.num_edges());
+            let mut super_of = if num_super_nodes >= n {
+                (0..n as u32).collect()
+            } else if used == Clustering::Lpa {
+                let cap = n.div_ceil(num_super_nodes.max(1));
+                let (c, st) = label_propagation(
+                    graph,
+                    cap,
+                    LPA_MAX_PASSES,
+                    seed::derive(cfg.seed, Purpose::SuperNodes),
+                );
+                notes.lpa = Some(st);
+                c
+            } else {
+                super_nodes(graph, num_super_nodes, cfg.seed)?
+            };
+            notes.clustering = (num_super_nodes < n).then_some(used);
             notes.clusters_requested = num_super_nodes;
             notes.super_nodes_clamped = num_super_nodes >= n;
             let k = compact_ids(&mut super_of);
@@ -311,7 +458,32 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
             }
             group_super_nodes(&super_of, parts, cfg.seed)?
         }
+        PartitionMethod::Metis if cfg.clustering.resolve(graph.num_edges()) == Clustering::Lpa => {
+            notes.clustering = Some(Clustering::Lpa);
+            let cap = n.div_ceil(METIS_LPA_CLUSTERS_PER_PART * parts);
+            let (cluster, st) = label_propagation(
+                graph,
+                cap,
+                LPA_MAX_PASSES,
+                seed::derive(cfg.seed, Purpose::MetisParts),
+            );
+            let mut weight = vec![0u64; st.num_clusters];
+            for (v, &c) in cluster.iter().enumerate() {
+                weight[c as usize] += graph.degree(v) as u64 + 1;
+            }
+            notes.lpa = Some(st);
+            let part_of = pack_largest_first(&weight, parts);
+            drop(weight);
+            let mut a: Vec<u32> = cluster.iter().map(|&c| part_of[c as usize]).collect();
+            drop(cluster);
+            notes.clusters_requested = parts;
+            let filled = fill_empty_parts(graph, &mut a, parts);
+            notes.clusters_obtained = parts - filled.len();
+            notes.clusters_filled = filled.len();
+            a
+        }
         PartitionMethod::Metis => {
+            notes.clustering = Some(Clustering::Metis);
             let g = symmetrize(graph)?;
             // METIS sums vertex weights in idx_t: scale them down if E + n could overflow it.
             let total = graph.num_edges() + n;
@@ -343,7 +515,7 @@ pub fn partition(graph: &Csr, cfg: &PartitionConfig) -> Result<Partition, Partit
 
 /// Renumbers the cluster ids in `ids` to `0..k` in order of first id (the non-empty clusters
 /// keep their relative order) and returns `k`.
-fn compact_ids(ids: &mut [u32]) -> usize {
+pub(crate) fn compact_ids(ids: &mut [u32]) -> usize {
     let max = ids.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
     let mut map = vec![u32::MAX; max];
     for &s in ids.iter() {
@@ -368,7 +540,7 @@ fn compact_ids(ids: &mut [u32]) -> usize {
 /// lowest node, following arcs in both directions; unreached nodes follow in id order), so a
 /// connected part splits into two connected halves. Deterministic. Returns the labels that were
 /// empty.
-pub(crate) fn fill_empty_parts(graph: &Csr, assign: &mut [u32], parts: usize) -> Vec<usize> {
+pub(crate) fn fill_empty_parts(graph: CsrRef<'_>, assign: &mut [u32], parts: usize) -> Vec<usize> {
     let n = assign.len();
     let mut sizes = vec![0usize; parts];
     for &p in assign.iter() {
@@ -442,7 +614,7 @@ fn random_assignment(n: usize, parts: usize, seed: u64) -> Vec<u32> {
 
 /// Super-node id of every node: METIS k-way (no balance weights) into `min(k, n)` clusters, or
 /// the identity when `k >= n`. METIS is seeded by [`Purpose::SuperNodes`] of `seed`.
-fn super_nodes(graph: &Csr, k: usize, seed: u64) -> Result<Vec<u32>, PartitionError> {
+fn super_nodes(graph: CsrRef<'_>, k: usize, seed: u64) -> Result<Vec<u32>, PartitionError> {
     let n = graph.num_nodes();
     if k >= n {
         return Ok((0..n as u32).collect());
@@ -521,6 +693,7 @@ pub(crate) mod tests {
     fn cfg(method: PartitionMethod, m: usize, d: usize, seed: u64) -> PartitionConfig {
         PartitionConfig {
             method,
+            clustering: Clustering::Auto,
             num_parts: m,
             drop_parts: d,
             seed,
@@ -615,7 +788,7 @@ pub(crate) mod tests {
     fn super_node_groups_are_unions_of_whole_super_nodes_balanced_by_count() {
         let g = test_graph(3000);
         let k = 103; // not divisible by 5
-        let super_of = super_nodes(&g, k, 9).unwrap();
+        let super_of = super_nodes(g.view(), k, 9).unwrap();
         let num_super = super_of.iter().max().unwrap() + 1;
         assert!(num_super as usize <= k);
         for seed in [1, 2, 3] {
@@ -630,7 +803,7 @@ pub(crate) mod tests {
             )
             .unwrap();
             // super-nodes don't depend on the grouping seed only through METIS; recompute with it
-            let super_of = super_nodes(&g, k, seed).unwrap();
+            let super_of = super_nodes(g.view(), k, seed).unwrap();
             let ns = *super_of.iter().max().unwrap() as usize + 1;
             let mut group = vec![u32::MAX; ns];
             for (v, &s) in super_of.iter().enumerate() {
@@ -865,12 +1038,12 @@ pub(crate) mod tests {
         }
         let g = Csr::from_edges(6, &src, &dst);
         let mut a = vec![0u32; 6];
-        assert_eq!(fill_empty_parts(&g, &mut a, 3), vec![1, 2]);
+        assert_eq!(fill_empty_parts(g.view(), &mut a, 3), vec![1, 2]);
         // part 0 (6 nodes) gives 3..6 to part 1; then part 0 and 1 have 3 each: part 0 (lower
         // id) gives its second half (BFS from 0: 0, 1, 2 -> {1, 2}... half = 1) -> 1, 2 to part 2
         assert_eq!(a, vec![0, 2, 2, 1, 1, 1]);
         let mut b = vec![0u32, 1, 1, 0, 0, 0];
-        assert!(fill_empty_parts(&g, &mut b, 2).is_empty());
+        assert!(fill_empty_parts(g.view(), &mut b, 2).is_empty());
         assert_eq!(b, vec![0, 1, 1, 0, 0, 0]);
     }
 
@@ -947,9 +1120,39 @@ pub(crate) mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert_eq!(
             json,
-            r#"{"method":{"super":{"num_super_nodes":50}},"num_parts":4,"drop_parts":1,"seed":3}"#
+            r#"{"method":{"super":{"num_super_nodes":50}},"clustering":"auto","num_parts":4,"drop_parts":1,"seed":3}"#
         );
         assert_eq!(serde_json::from_str::<PartitionConfig>(&json).unwrap(), c);
+        // manifests written before the clustering choice read as auto
+        let old =
+            r#"{"method":{"super":{"num_super_nodes":50}},"num_parts":4,"drop_parts":1,"seed":3}"#;
+        assert_eq!(serde_json::from_str::<PartitionConfig>(old).unwrap(), c);
+        let lpa = PartitionConfig {
+            clustering: Clustering::Lpa,
+            ..c
+        };
+        let json = serde_json::to_string(&lpa).unwrap();
+        assert!(json.contains(r#""clustering":"lpa""#), "{json}");
+        assert_eq!(serde_json::from_str::<PartitionConfig>(&json).unwrap(), lpa);
+        for (s, c) in [
+            ("metis", Clustering::Metis),
+            ("LPA", Clustering::Lpa),
+            ("auto", Clustering::Auto),
+        ] {
+            assert_eq!(s.parse(), Ok(c));
+            assert_eq!(c.to_string(), s.to_ascii_lowercase());
+        }
+        assert!("louvain".parse::<Clustering>().is_err());
+        assert_eq!(
+            Clustering::Auto.resolve(AUTO_METIS_MAX_ARCS),
+            Clustering::Metis
+        );
+        assert_eq!(
+            Clustering::Auto.resolve(AUTO_METIS_MAX_ARCS + 1),
+            Clustering::Lpa
+        );
+        assert_eq!(Clustering::Lpa.resolve(10), Clustering::Lpa);
+        assert_eq!(Clustering::Metis.resolve(usize::MAX), Clustering::Metis);
         assert_eq!(
             serde_json::to_string(&PartitionMethod::Random).unwrap(),
             r#""random""#

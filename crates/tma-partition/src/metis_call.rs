@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use metis::Idx;
 use rayon::prelude::*;
-use tma_graph::Csr;
+use tma_graph::CsrRef;
 
 use crate::PartitionError;
 
@@ -26,7 +26,7 @@ pub(crate) struct MetisGraph {
 /// # Errors
 /// [`PartitionError::TooLargeForMetis`] if the node count or the symmetric arc count does not fit
 /// in `idx_t` (`i32`).
-pub(crate) fn symmetrize(graph: &Csr) -> Result<MetisGraph, PartitionError> {
+pub(crate) fn symmetrize(graph: CsrRef<'_>) -> Result<MetisGraph, PartitionError> {
     let n = graph.num_nodes();
     let too_large = |arcs: usize| PartitionError::TooLargeForMetis {
         num_nodes: n,
@@ -144,12 +144,13 @@ pub(crate) fn part_kway(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tma_graph::Csr;
 
     #[test]
     fn symmetrize_directed_with_loops_and_dups() {
         // arcs src->dst: 1->0, 2->0, 0->1 (reverse of 1->0), 2->2 (self loop)
         let g = Csr::from_edges(3, &[1, 2, 0, 2], &[0, 0, 1, 2]);
-        let m = symmetrize(&g).unwrap();
+        let m = symmetrize(g.view()).unwrap();
         assert_eq!(m.xadj, vec![0, 2, 3, 4]);
         assert_eq!(m.adjncy, vec![1, 2, 0, 0]);
     }

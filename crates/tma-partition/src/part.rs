@@ -125,6 +125,7 @@ mod tests {
         Partition {
             config: PartitionConfig {
                 method: PartitionMethod::Random,
+                clustering: crate::Clustering::Auto,
                 num_parts: parts,
                 drop_parts: 0,
                 seed: 0,
@@ -168,6 +169,7 @@ mod tests {
             &g,
             &PartitionConfig {
                 method: PartitionMethod::Random,
+                clustering: crate::Clustering::Auto,
                 num_parts: 4,
                 drop_parts: 0,
                 seed: 3,

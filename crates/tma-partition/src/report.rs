@@ -5,7 +5,7 @@ use std::fmt;
 
 use rayon::prelude::*;
 use serde::Serialize;
-use tma_graph::Csr;
+use tma_graph::{Csr, CsrRef};
 
 use crate::Partition;
 
@@ -139,6 +139,12 @@ pub struct PartitionReport {
     pub clusters_requested: usize,
     /// Non-empty clusters METIS returned, before any repair (0 for `random`).
     pub clusters_obtained: usize,
+    /// The clustering that ran (`metis` or `lpa`; `None` for `random`).
+    pub clustering: Option<crate::Clustering>,
+    /// What label propagation did, when it ran (cluster size cap, passes, clusters).
+    pub lpa: Option<crate::LpaStats>,
+    /// One line saying which clustering ran and what it gave ([`crate::PartitionNotes::clustering_line`]).
+    pub clustering_line: Option<String>,
     /// Parts without a node (possible with `random` on few nodes; never with `metis`/`super`,
     /// whose empty clusters are filled).
     pub empty_parts: Vec<usize>,
@@ -194,6 +200,18 @@ impl Acc {
 /// label is `>= num_classes`.
 pub fn partition_report(
     graph: &Csr,
+    partition: &Partition,
+    labels: Option<(&[i32], usize)>,
+) -> PartitionReport {
+    partition_report_ref(graph.view(), partition, labels)
+}
+
+/// [`partition_report`] over a borrowed CSR, e.g. a memory-mapped one; the same report.
+///
+/// # Panics
+/// As [`partition_report`].
+pub fn partition_report_ref(
+    graph: CsrRef<'_>,
     partition: &Partition,
     labels: Option<(&[i32], usize)>,
 ) -> PartitionReport {
@@ -321,6 +339,11 @@ pub fn partition_report(
         graph_label_histogram,
         clusters_requested: partition.notes.clusters_requested,
         clusters_obtained: partition.notes.clusters_obtained,
+        clustering: partition.notes.clustering,
+        lpa: partition.notes.lpa.clone(),
+        clustering_line: partition
+            .notes
+            .clustering_line(partition.config.clustering, total_edges),
         warnings: {
             let mut w = partition.notes.warnings(partition.config.method, n);
             if !empty.is_empty() {
@@ -416,6 +439,9 @@ impl PartitionReport {
                 self.clusters_requested, self.clusters_obtained
             );
         }
+        if let Some(line) = &self.clustering_line {
+            let _ = writeln!(s, "{line}");
+        }
         s
     }
 
@@ -466,6 +492,7 @@ mod tests {
         let p = Partition {
             config: PartitionConfig {
                 method: PartitionMethod::Random,
+                clustering: crate::Clustering::Auto,
                 num_parts: 2,
                 drop_parts: 0,
                 seed: 0,
@@ -513,6 +540,7 @@ mod tests {
             &g,
             &PartitionConfig {
                 method: PartitionMethod::Random,
+                clustering: crate::Clustering::Auto,
                 num_parts: 4,
                 drop_parts: 1,
                 seed: 11,

@@ -39,6 +39,7 @@ fn cora_random_vs_super_vs_metis() {
     assert_eq!(g.num_edges(), 10556);
     let cfg = |method| PartitionConfig {
         method,
+        clustering: tma_partition::Clustering::Auto,
         num_parts: 4,
         drop_parts: 0,
         seed: 0,

@@ -311,8 +311,12 @@ pub struct TrainConfig {
     pub num_trainers: usize,
     /// Parts created but given to no trainer (failure experiment): partition for M + d.
     pub drop_parts: usize,
-    /// K, the number of METIS super-nodes for SuperTMA.
+    /// K, the number of super-nodes for SuperTMA.
     pub super_nodes: usize,
+    /// The clustering behind SuperTMA's super-nodes and the PSGD-PA / LLCG parts: METIS,
+    /// label propagation (`lpa`, for graphs past METIS' reach) or `auto` (by the arc count).
+    #[serde(default)]
+    pub super_clustering: tma_partition::Clustering,
     /// Wall-clock span between model averaging rounds.
     #[serde(with = "humantime_serde_compat")]
     pub sync_every: Duration,
@@ -408,6 +412,7 @@ impl Default for TrainConfig {
             num_trainers: 4,
             drop_parts: 0,
             super_nodes: 1000,
+            super_clustering: tma_partition::Clustering::Auto,
             sync_every: Duration::from_secs(5),
             time_limit: Duration::from_secs(30),
             average_weight: AverageWeight::Uniform,

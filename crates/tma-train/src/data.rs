@@ -454,6 +454,7 @@ pub fn prepare_with(
         DataLayout::Partitioned(method) => {
             let pcfg = PartitionConfig {
                 method,
+                clustering: cfg.super_clustering,
                 num_parts: cfg.num_trainers,
                 drop_parts: cfg.drop_parts,
                 seed: cfg.seed,

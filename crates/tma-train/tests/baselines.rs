@@ -419,6 +419,7 @@ fn psgd_pa_and_llcg_train_on_the_metis_partition() {
         &ds.graph,
         &tma_partition::PartitionConfig {
             method: tma_partition::PartitionMethod::Metis,
+            clustering: tma_partition::Clustering::Auto,
             num_parts: 3,
             drop_parts: 0,
             seed: c.seed,

@@ -172,3 +172,121 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
     let r = tma(&["info", "--dataset", cora.to_str().unwrap(), "--validate"]);
     assert_fails_with(&r, 1, &["--validate", "tma-graph.json"]);
 }
+
+#[test]
+fn super_tma_with_label_propagation_on_a_mapped_graph() {
+    let dir = tempdir();
+    let out = dir.path().join("g");
+    let o = out.to_str().unwrap();
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "30000",
+        "--avg-degree",
+        "10",
+        "--feat-dim",
+        "8",
+        "--classes",
+        "4",
+        "--seed",
+        "2",
+        "--out",
+        o,
+    ]);
+    assert_success(&r);
+    // partitioned in place (mapped), the same bytes on 1 and 2 threads, and the clustering
+    // that ran is said in one line
+    let part = |threads: &str, clustering: &str| {
+        let r = crate::harness::tma_cmd(&[
+            "partition",
+            "--dataset",
+            o,
+            "--method",
+            "super",
+            "--super-nodes",
+            "500",
+            "--super-clustering",
+            clustering,
+            "--parts",
+            "4",
+        ])
+        .env("RAYON_NUM_THREADS", threads)
+        .output()
+        .unwrap();
+        assert_success(&r);
+        r
+    };
+    let one = part("1", "lpa");
+    let two = part("2", "lpa");
+    let (a, b) = (stdout(&one), stdout(&two));
+    let hash = |s: &str| {
+        s.lines()
+            .last()
+            .unwrap()
+            .split("sha256 ")
+            .nth(1)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(hash(&a), hash(&b));
+    assert!(
+        a.contains("clustering: lpa (size-constrained label propagation): ")
+            && a.contains("clusters of at most 60 nodes"),
+        "{a}"
+    );
+    assert!(stderr(&one).contains("anonymous"), "{}", stderr(&one));
+    // auto on a small graph is METIS, and says so
+    let auto = stdout(&part("2", "auto"));
+    assert!(
+        auto.contains("clustering: metis (METIS k-way, auto: ")
+            && auto.contains("<= 33554432 for METIS"),
+        "{auto}"
+    );
+    // training records the clustering in partition.json's report
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        o,
+        "--method",
+        "super-tma",
+        "--super-nodes",
+        "500",
+        "--super-clustering",
+        "lpa",
+        "--trainers",
+        "2",
+        "--time-limit",
+        "2s",
+        "--sync-every",
+        "1s",
+        "--out",
+        run.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_success(&r);
+    let pj = crate::harness::json_file(&run.join("partition.json"));
+    let rep = &pj["report"];
+    assert_eq!(rep["clustering"], "lpa", "{pj}");
+    assert_eq!(rep["lpa"]["max_cluster_size"], 60, "{pj}");
+    assert!(
+        rep["clustering_line"]
+            .as_str()
+            .unwrap()
+            .starts_with("clustering: lpa"),
+        "{pj}"
+    );
+    // ignored with the random partition, and said so
+    let r = tma(&["partition", "--dataset", o, "--super-clustering", "lpa"]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains(
+            "warning: --super-clustering lpa is ignored: --method random clusters nothing"
+        ),
+        "{}",
+        stderr(&r)
+    );
+    // a bad value names the flag
+    let r = tma(&["partition", "--dataset", o, "--super-clustering", "louvain"]);
+    assert_fails_with(&r, 2, &["--super-clustering", "louvain"]);
+}

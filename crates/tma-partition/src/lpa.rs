@@ -1,0 +1,301 @@
+//! Size-constrained label propagation (SCLaP): the super-node clustering that scales past METIS.
+//!
+//! Reads a CSR in place (a [`CsrRef`], so the graph may be memory-mapped from disk) and keeps
+//! two `u32` per node (the label of every node and the size of every cluster) plus buffers of
+//! one batch: `8 N` bytes beyond the graph, whatever the arc count.
+//!
+//! Algorithm (label propagation with a cluster size cap, as in KaHIP's SCLaP, Meyerhenke,
+//! Sanders and Schulz 2014): every node starts in its own cluster; a pass visits every node and
+//! moves it to the cluster most frequent among its in-neighbours (row of the CSR) whose size is
+//! below the cap. Ties go to the node's current cluster, then to the cluster with the smallest
+//! hash of `(pass seed, cluster)`, so nodes of a region agree on one cluster from the first pass.
+//!
+//! Deterministic in the seed and independent of the thread count: nodes are visited in blocks
+//! of consecutive ids, the block order shuffled per pass (seeded); consecutive blocks form a
+//! batch whose nodes choose in parallel (rayon) from the labels as they were at the start of
+//! the batch, then the moves are applied in visiting order, each only if its target cluster is
+//! still below the cap. Block and batch lengths depend on the node count only.
+
+use rand::seq::SliceRandom;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use tma_graph::seed;
+use tma_graph::CsrRef;
+
+/// What one run of [`label_propagation`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LpaStats {
+    /// The cluster size cap (nodes).
+    pub max_cluster_size: usize,
+    /// Passes over the graph.
+    pub passes: usize,
+    /// Nodes that changed cluster in each pass.
+    pub moved_per_pass: Vec<usize>,
+    /// Non-empty clusters at the end.
+    pub num_clusters: usize,
+    /// Size of the largest cluster.
+    pub largest_cluster: usize,
+    /// Arcs whose endpoints share a cluster (self-loops included): what a super-node partition
+    /// keeps for sure; of the other arcs, about `1 / M` survive in `M` random groups.
+    pub intra_cluster_arcs: u64,
+}
+
+/// Passes after which [`label_propagation`] stops even if nodes still move.
+pub const LPA_MAX_PASSES: usize = 10;
+
+/// A pass that moves fewer than `num_nodes / LPA_STOP_FRACTION` nodes is the last.
+const LPA_STOP_FRACTION: usize = 1000;
+
+/// Largest block of consecutive node ids visited together (memory locality on a mapped graph).
+const MAX_BLOCK: usize = 1024;
+
+/// Largest batch (nodes deciding in parallel from the same labels).
+const MAX_BATCH: usize = 16384;
+
+/// Block length for `n` nodes: `clamp(n / 4096, 1, 1024)`, so a graph has at least ~4096
+/// blocks to shuffle.
+fn block_len(n: usize) -> usize {
+    (n / 4096).clamp(1, MAX_BLOCK)
+}
+
+/// Batch length in blocks: about `n / 256` nodes, at most [`MAX_BATCH`], at least one block.
+/// A node decides from its batch's start labels, so a neighbour in the same batch (probability
+/// about `1 / 256` for scattered ids) is seen one batch late.
+fn batch_blocks(n: usize, block: usize) -> usize {
+    ((n / 256).min(MAX_BATCH) / block).max(1)
+}
+
+/// Cluster of every node (ids `0..num_clusters` in order of first node) by size-constrained
+/// label propagation over `graph`'s rows (in-neighbours; self-loops ignored), every cluster at
+/// most `max_cluster_size` nodes (`>= 1`), at most `max_passes` passes. `seed` is the stream
+/// seed (e.g. a [`seed::derive`]d one): pass `p` shuffles the block order with
+/// [`seed::chunk_rng`]`(seed, p)` and breaks ties by a hash of `(seed, p, cluster)`.
+///
+/// A directed graph is clustered by its in-arcs only (no transpose is built, to keep the
+/// memory `O(N)`); the graphs tma stores undirected have both directions in their rows.
+///
+/// # Panics
+/// If `max_cluster_size == 0`.
+pub fn label_propagation(
+    graph: CsrRef<'_>,
+    max_cluster_size: usize,
+    max_passes: usize,
+    seed: u64,
+) -> (Vec<u32>, LpaStats) {
+    assert!(max_cluster_size >= 1, "cluster size cap must be at least 1");
+    let n = graph.num_nodes();
+    let cap = max_cluster_size.min(u32::MAX as usize) as u32;
+    let mut label: Vec<u32> = (0..n as u32).collect();
+    let mut size: Vec<u32> = vec![1; n];
+    let block = block_len(n);
+    let num_blocks = n.div_ceil(block);
+    let per_batch = batch_blocks(n, block);
+    let mut order: Vec<u32> = (0..num_blocks as u32).collect();
+    let mut want: Vec<u32> = Vec::with_capacity(per_batch * block);
+    let mut stats = LpaStats {
+        max_cluster_size: cap as usize,
+        ..LpaStats::default()
+    };
+    for pass in 0..max_passes {
+        order.sort_unstable();
+        order.shuffle(&mut seed::chunk_rng(seed, pass as u64));
+        let tie_key = seed::splitmix64(seed ^ seed::splitmix64(pass as u64));
+        let mut moved = 0usize;
+        for batch in order.chunks(per_batch) {
+            want.clear();
+            // Nodes of the batch, in visiting order: block by block, ids ascending inside.
+            let ranges: Vec<(usize, usize)> = batch
+                .iter()
+                .map(|&b| {
+                    let lo = b as usize * block;
+                    (lo, (lo + block).min(n))
+                })
+                .collect();
+            let (label_r, size_r) = (&label, &size);
+            want.par_extend(
+                ranges
+                    .par_iter()
+                    .flat_map_iter(|&(lo, hi)| lo..hi)
+                    .map_init(Vec::new, |scratch: &mut Vec<u32>, v| {
+                        best_cluster(graph, v, label_r, size_r, cap, tie_key, scratch)
+                    }),
+            );
+            let mut wants = want.iter();
+            for &(lo, hi) in &ranges {
+                for (l, &to) in label[lo..hi].iter_mut().zip(wants.by_ref()) {
+                    let cur = *l;
+                    if to != cur && size[to as usize] < cap {
+                        size[cur as usize] -= 1;
+                        size[to as usize] += 1;
+                        *l = to;
+                        moved += 1;
+                    }
+                }
+            }
+        }
+        stats.passes = pass + 1;
+        stats.moved_per_pass.push(moved);
+        if moved <= n / LPA_STOP_FRACTION {
+            break;
+        }
+    }
+    stats.largest_cluster = size.iter().copied().max().unwrap_or(0) as usize;
+    drop(size);
+    stats.intra_cluster_arcs = (0..n)
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|v| {
+            let c = label[v];
+            graph
+                .neighbors(v)
+                .iter()
+                .filter(|&&u| label[u as usize] == c)
+                .count() as u64
+        })
+        .sum();
+    stats.num_clusters = crate::method::compact_ids(&mut label);
+    (label, stats)
+}
+
+/// The cluster node `v` wants: the most frequent cluster among its in-neighbours (self-loops
+/// excluded) that is `v`'s own or below the cap; ties to `v`'s own, then to the smallest
+/// `splitmix64(cluster ^ tie_key)`. `v`'s own cluster without a neighbour in it when none
+/// qualifies.
+#[inline]
+fn best_cluster(
+    graph: CsrRef<'_>,
+    v: usize,
+    label: &[u32],
+    size: &[u32],
+    cap: u32,
+    tie_key: u64,
+    scratch: &mut Vec<u32>,
+) -> u32 {
+    let cur = label[v];
+    let nb = graph.neighbors(v);
+    if nb.is_empty() {
+        return cur;
+    }
+    scratch.clear();
+    scratch.extend(
+        nb.iter()
+            .filter(|&&u| u as usize != v)
+            .map(|&u| label[u as usize]),
+    );
+    scratch.sort_unstable();
+    // (count, is current, -hash) maximal wins
+    let mut best = cur;
+    let mut best_key = (0usize, true, 0u64);
+    let mut i = 0;
+    while i < scratch.len() {
+        let c = scratch[i];
+        let mut j = i + 1;
+        while j < scratch.len() && scratch[j] == c {
+            j += 1;
+        }
+        if c == cur || size[c as usize] < cap {
+            let key = (j - i, c == cur, !seed::splitmix64(u64::from(c) ^ tie_key));
+            if key.0 > best_key.0
+                || (key.0 == best_key.0 && (key.1, key.2) > (best_key.1, best_key.2))
+            {
+                best = c;
+                best_key = key;
+            }
+        }
+        i = j;
+    }
+    best
+}
+
+/// Packs clusters onto `parts` parts, largest weight first, each onto the part of least weight
+/// so far (lowest id among equals): longest-processing-time-first list scheduling, so no part
+/// exceeds the mean by more than the largest cluster. `weight[c]` is cluster `c`'s weight.
+/// Returns each cluster's part.
+pub(crate) fn pack_largest_first(weight: &[u64], parts: usize) -> Vec<u32> {
+    let mut by_size: Vec<u32> = (0..weight.len() as u32).collect();
+    by_size.sort_by(|&a, &b| weight[b as usize].cmp(&weight[a as usize]).then(a.cmp(&b)));
+    let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u32)>> = (0..parts as u32)
+        .map(|p| std::cmp::Reverse((0, p)))
+        .collect();
+    let mut part_of = vec![0u32; weight.len()];
+    for c in by_size {
+        let std::cmp::Reverse((w, p)) = heap.pop().expect("parts > 0");
+        part_of[c as usize] = p;
+        heap.push(std::cmp::Reverse((w + weight[c as usize], p)));
+    }
+    part_of
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tma_graph::Csr;
+
+    /// `c` cliques of `s` nodes each, clique `i` holding the nodes `v` with `v % c == i`
+    /// (scattered ids), joined in a ring by one edge between consecutive cliques.
+    fn cliques(c: usize, s: usize) -> Csr {
+        let (mut src, mut dst) = (vec![], vec![]);
+        let node = |clique: usize, k: usize| (k * c + clique) as u32;
+        for i in 0..c {
+            for a in 0..s {
+                for b in 0..s {
+                    if a != b {
+                        src.push(node(i, a));
+                        dst.push(node(i, b));
+                    }
+                }
+            }
+            let j = (i + 1) % c;
+            src.extend([node(i, 0), node(j, 0)]);
+            dst.extend([node(j, 0), node(i, 0)]);
+        }
+        Csr::from_edges(c * s, &src, &dst)
+    }
+
+    #[test]
+    fn recovers_planted_cliques_under_a_cap_of_their_size() {
+        let g = cliques(40, 8);
+        let (cl, st) = label_propagation(g.view(), 8, LPA_MAX_PASSES, 5);
+        // every clique is one cluster, and no two cliques share one
+        for i in 0..40 {
+            let c0 = cl[i];
+            for k in 0..8 {
+                assert_eq!(cl[k * 40 + i], c0, "clique {i}");
+            }
+        }
+        assert_eq!(st.num_clusters, 40);
+        assert_eq!(st.largest_cluster, 8);
+        assert_eq!(st.max_cluster_size, 8);
+        assert!(st.passes >= 2 && st.passes <= LPA_MAX_PASSES, "{st:?}");
+        assert_eq!(st.moved_per_pass.last(), Some(&0));
+        assert_eq!(st.moved_per_pass.len(), st.passes);
+        // 40 cliques of 8: 56 arcs each inside, the 80 ring arcs between cliques
+        assert_eq!(st.intra_cluster_arcs, 40 * 56);
+        assert_eq!(g.num_edges(), 40 * 56 + 80);
+    }
+
+    #[test]
+    fn cap_is_held_and_ids_are_compact() {
+        let g = cliques(30, 10);
+        for cap in [1, 3, 7] {
+            let (cl, st) = label_propagation(g.view(), cap, LPA_MAX_PASSES, 1);
+            let mut sizes = vec![0usize; st.num_clusters];
+            for &c in &cl {
+                sizes[c as usize] += 1;
+            }
+            assert!(sizes.iter().all(|&s| (1..=cap).contains(&s)), "cap {cap}");
+            assert_eq!(*sizes.iter().max().unwrap(), st.largest_cluster);
+            if cap == 1 {
+                assert_eq!(cl, (0..300).collect::<Vec<u32>>());
+            }
+        }
+    }
+
+    #[test]
+    fn packing_largest_first_onto_the_lightest_part() {
+        // weights 7 5 4 3 1 onto 2 parts: 7 -> 0, 5 -> 1, 4 -> 1 (5 < 7), 3 -> 0 (7 < 9),
+        // 1 -> 1 (9 < 10)
+        let part = pack_largest_first(&[3, 7, 1, 5, 4], 2);
+        assert_eq!(part, vec![0, 0, 1, 1, 1]);
+    }
+}
