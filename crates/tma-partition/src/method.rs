@@ -87,7 +87,7 @@ impl FromStr for PartitionMethod {
 /// Stored arcs up to which [`Clustering::Auto`] runs METIS; above it, label propagation.
 /// A fixed count (not the machine's free memory) so that the same config gives the same
 /// partition on every machine. METIS peaks at about 60 bytes per stored arc
-/// (docs/decisions/0009-scalable-super-nodes.md): 2^25 arcs take about 2 GiB.
+/// (docs/decisions/0010-scalable-super-nodes.md): 2^25 arcs take about 2 GiB.
 pub const AUTO_METIS_MAX_ARCS: usize = 1 << 25;
 
 /// Parts of [`PartitionMethod::Metis`] under [`Clustering::Lpa`] are packed from clusters of
