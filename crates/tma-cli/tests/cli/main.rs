@@ -5,6 +5,7 @@
 //!   messages);
 //! * `compare`: `tma compare` end to end;
 //! * `resume`: partition directories, a run killed with SIGKILL and resumed;
+//! * `formats`: `--dataset` in OGB / SNAP / npz / CSV, `--format`, `tma convert --to npy`;
 //! * `scale`: `tma convert` / `tma generate` and the on-disk graph format;
 //! * `mpi` (only with `--features mpi`): real `mpirun` jobs;
 //!   `cargo test -p tma-cli --features mpi --test cli mpi::`.
@@ -14,6 +15,7 @@ mod harness;
 mod commands;
 mod compare;
 mod edge_cases;
+mod formats;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod resume;

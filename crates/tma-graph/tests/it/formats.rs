@@ -662,7 +662,10 @@ fn npz_errors_name_archive_member_and_problem() {
     let p = tmp.path().join("cut.npz");
     std::fs::write(&p, &bytes[..bytes.len() - 40]).unwrap();
     let e = read_err(&p, None);
-    assert!(e.contains("cut.npz"), "{e}");
+    assert!(
+        e.contains("cut.npz") && e.contains("not a readable .npz"),
+        "{e}"
+    );
     // a corrupt deflated member (CRC or inflate error), named
     let mut bytes = std::fs::read(fixture("tiny.npz")).unwrap();
     let at = 200;
@@ -672,7 +675,10 @@ fn npz_errors_name_archive_member_and_problem() {
     let p = tmp.path().join("flipped.npz");
     std::fs::write(&p, &bytes).unwrap();
     let e = read_err(&p, None);
-    assert!(e.contains("flipped.npz"), "{e}");
+    assert!(
+        e.contains("flipped.npz:adj_indices.npy") && e.contains("corrupt archive member"),
+        "{e}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
