@@ -56,6 +56,9 @@ fn add_inverse_edge(name: &str) -> Option<bool> {
     }
 }
 
+/// `node-label.csv.gz` as read: one class per line, or (`Some((C, rows))`) 0/1 rows.
+type RawLabels = (Vec<i64>, Option<(usize, Vec<u8>)>);
+
 /// The ids of one split file (one id per line), each `< n`.
 fn read_ids(path: &Path, n: usize) -> Result<Vec<u32>> {
     scan(path, |lines| {
@@ -264,7 +267,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
 
     // ---- labels (optional): one class per line, or one 0/1 row per node
     let label_path = csv_file(&raw, "node-label");
-    let labels_raw: Option<(Vec<i64>, Option<(usize, Vec<u8>)>)> = if label_path.exists() {
+    let labels_raw: Option<RawLabels> = if label_path.exists() {
         Some(scan(&label_path, |lines| {
             let mut classes_v = Vec::new();
             let mut multi: Option<(usize, Vec<u8>)> = None;

@@ -372,7 +372,9 @@ fn ogb_dir(root: &Path, files: &[(&str, &str)], split: [&str; 3]) {
 fn ogb_errors_name_file_line_and_problem() {
     let tmp = tempfile::tempdir().unwrap();
     let ok_split = ["0\n", "1\n", "2\n"];
-    let cases: Vec<(&str, Vec<(&str, &str)>, [&str; 3], Vec<&str>)> = vec![
+    // (directory, raw files, split files, what the message must hold)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, [&'a str; 3], Vec<&'a str>);
+    let cases: Vec<Case> = vec![
         (
             "bad_field",
             vec![("edge.csv.gz", "0,1\n1,x2\n")],
