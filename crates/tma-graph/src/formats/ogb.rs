@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::text::{parse_f32, parse_id, scan, show, trim};
+use super::text::{block_lines, parse_f32, parse_id, scan, scan_blocks, show, trim};
 use super::{
     at_line, classes, features_from_dense, invalid, node_count, Direction, Raw, RawSplit,
     ReadOptions,
@@ -167,12 +167,12 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
     };
     let bound = known_n.map_or(u32::MAX as u64, |n| n as u64);
 
-    // ---- edges
+    // ---- edges (blocks of lines parsed in parallel)
     let edge_path = csv_file(&raw, "edge");
-    let (mut src, mut dst) = (Vec::new(), Vec::new());
-    let mut max_id: Option<u64> = None;
-    scan(&edge_path, |lines| {
-        while let Some((ln, line)) = lines.next_line()? {
+    let blocks = scan_blocks(&edge_path, |first, block| {
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        let mut max_id: Option<u64> = None;
+        for (ln, line) in block_lines(first, block) {
             if line.trim_ascii().is_empty() {
                 continue;
             }
@@ -210,8 +210,16 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
             src.push(ids[0]);
             dst.push(ids[1]);
         }
-        Ok(())
+        Ok((src, dst, max_id))
     })?;
+    let total: usize = blocks.iter().map(|b| b.0.len()).sum();
+    let (mut src, mut dst) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut max_id: Option<u64> = None;
+    for (s, d, m) in blocks {
+        src.extend_from_slice(&s);
+        dst.extend_from_slice(&d);
+        max_id = max_id.max(m);
+    }
     let ne_path = csv_file(&raw, "num-edge-list");
     if ne_path.exists() {
         let e = read_count(&ne_path)?;
@@ -227,14 +235,15 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         }
     }
 
-    // ---- features (optional)
+    // ---- features (optional; blocks of rows parsed in parallel)
     let feat_path = csv_file(&raw, "node-feat");
     let feats: Option<(usize, usize, Vec<f32>)> = if feat_path.exists() {
-        Some(scan(&feat_path, |lines| {
+        // per block: (first line, width of its first row, rows, values)
+        let blocks = scan_blocks(&feat_path, |first, block| {
             let mut dim: Option<usize> = None;
             let mut data = Vec::new();
             let mut rows = 0usize;
-            while let Some((ln, line)) = lines.next_line()? {
+            for (ln, line) in block_lines(first, block) {
                 if line.trim_ascii().is_empty() {
                     continue;
                 }
@@ -259,8 +268,28 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
                 }
                 rows += 1;
             }
-            Ok((rows, dim.unwrap_or(0), data))
-        })?)
+            Ok((first, dim, rows, data))
+        })?;
+        let mut dim: Option<usize> = None;
+        let total: usize = blocks.iter().map(|b| b.3.len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut rows = 0usize;
+        for (first, d, r, v) in blocks {
+            match (dim, d) {
+                (None, _) => dim = d,
+                (Some(a), Some(b)) if a != b => {
+                    return Err(at_line(
+                        &feat_path,
+                        first,
+                        format!("wrong column count: {b} values where the first row has {a}"),
+                    ))
+                }
+                _ => {}
+            }
+            rows += r;
+            data.extend_from_slice(&v);
+        }
+        Some((rows, dim.unwrap_or(0), data))
     } else {
         None
     };

@@ -186,3 +186,147 @@ pub(crate) fn parse_f32(tok: &[u8]) -> std::result::Result<f32, String> {
         Err(_) => Err(format!("bad field {:?}: expected a number", show(t))),
     }
 }
+
+/// Bytes of text handed to one parallel parse (whole lines; a longer line makes a longer block).
+const BLOCK: usize = 8 << 20;
+
+/// Reads `path` (gzip or not) in blocks of whole lines and runs `parse(first_line, block)` on
+/// up to a few blocks per thread at once (rayon), returning the results in file order;
+/// `first_line` is the 1-based number of the block's first line, for errors. For the large
+/// files (edges, features): the decompression stays serial, the parsing does not.
+///
+/// # Errors
+/// The first error of `parse` in file order (checked against gzip corruption later in the
+/// file, as [`scan`] does); corrupt gzip data naming the line reached.
+pub(crate) fn scan_blocks<T: Send>(
+    path: &Path,
+    parse: impl Fn(usize, &[u8]) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    scan_blocks_of(path, BLOCK, parse)
+}
+
+/// [`scan_blocks`] with blocks of about `block_bytes`.
+fn scan_blocks_of<T: Send>(
+    path: &Path,
+    block_bytes: usize,
+    parse: impl Fn(usize, &[u8]) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    use rayon::prelude::*;
+    use std::io::Read;
+    let mut lines = Lines::open(path)?;
+    let batch = 2 * rayon::current_num_threads().max(1);
+    let mut out = Vec::new();
+    let mut carry: Vec<u8> = Vec::new();
+    let mut next_line = 1usize;
+    let mut done = false;
+    while !done {
+        // read up to `batch` blocks, each ending at a newline (the last one at the end of file)
+        let mut blocks: Vec<(usize, Vec<u8>)> = Vec::with_capacity(batch);
+        while blocks.len() < batch && !done {
+            let mut buf = std::mem::take(&mut carry);
+            let start = buf.len();
+            buf.resize(start + block_bytes, 0);
+            let mut filled = start;
+            while filled < buf.len() {
+                match lines.reader.read(&mut buf[filled..]) {
+                    Ok(0) => {
+                        done = true;
+                        break;
+                    }
+                    Ok(k) => filled += k,
+                    Err(e) if lines.gz => {
+                        return Err(at_line(
+                            path,
+                            next_line + buf[..filled].iter().filter(|&&b| b == b'\n').count(),
+                            format!("corrupt or truncated gzip data ({e})"),
+                        ))
+                    }
+                    Err(source) => {
+                        return Err(GraphError::Io {
+                            path: path.to_path_buf(),
+                            source,
+                        })
+                    }
+                }
+            }
+            buf.truncate(filled);
+            if !done {
+                match buf.iter().rposition(|&b| b == b'\n') {
+                    Some(p) => carry = buf.split_off(p + 1),
+                    None => {
+                        carry = buf; // one line longer than the block: read on
+                        continue;
+                    }
+                }
+            }
+            if buf.is_empty() {
+                continue;
+            }
+            let n = buf.iter().filter(|&&b| b == b'\n').count();
+            blocks.push((next_line, buf));
+            next_line += n;
+        }
+        let parsed: Vec<Result<T>> = blocks
+            .par_iter()
+            .map(|(first, b)| parse(*first, b))
+            .collect();
+        for r in parsed {
+            match r {
+                Ok(v) => out.push(v),
+                Err(e) => return Err(lines.explain(e)),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The lines of a block: `(line number, text without \n / \r\n)`.
+pub(crate) fn block_lines(first: usize, block: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let body = block.strip_suffix(b"\n").unwrap_or(block);
+    body.split(|&b| b == b'\n')
+        .enumerate()
+        .map(move |(i, l)| (first + i, l.strip_suffix(b"\r").unwrap_or(l)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks of a few bytes (lines cut anywhere, lines longer than a block, `\r\n`, no final
+    /// newline, gzip) give the lines and line numbers of the line-by-line reader.
+    #[test]
+    fn blocks_give_the_lines_of_the_line_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "a,1\r\nbb,22\n\nccc,333333333333333\nd\r\ne,5";
+        let plain = dir.path().join("t.csv");
+        std::fs::write(&plain, text).unwrap();
+        let gz = dir.path().join("t.csv.gz");
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut e, text.as_bytes()).unwrap();
+        std::fs::write(&gz, e.finish().unwrap()).unwrap();
+        for p in [&plain, &gz] {
+            let want: Vec<(usize, Vec<u8>)> = scan(p, |l| {
+                let mut v = Vec::new();
+                while let Some((n, t)) = l.next_line()? {
+                    v.push((n, t.to_vec()));
+                }
+                Ok(v)
+            })
+            .unwrap();
+            assert_eq!(want.len(), 6);
+            assert_eq!(want[5], (6, b"e,5".to_vec()));
+            for size in [1, 3, 7, 64, 1 << 20] {
+                let got: Vec<(usize, Vec<u8>)> = scan_blocks_of(p, size, |first, b| {
+                    Ok(block_lines(first, b)
+                        .map(|(n, t)| (n, t.to_vec()))
+                        .collect::<Vec<_>>())
+                })
+                .unwrap()
+                .into_iter()
+                .flatten()
+                .collect();
+                assert_eq!(got, want, "{} in blocks of {size}", p.display());
+            }
+        }
+    }
+}
