@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::text::{parse_id, scan, show, trim, Lines};
+use super::text::{block_lines, parse_id, scan, scan_blocks, show, trim, Lines};
 use super::{at_line, invalid, node_count, Direction, Raw, ReadOptions};
 use crate::dataset::Labels;
 use crate::error::Result;
@@ -29,8 +29,9 @@ fn remap(
     direction: Direction,
     mut notes: Vec<String>,
 ) -> Result<Raw> {
+    use rayon::prelude::*;
     let mut ids: Vec<u64> = src_ids.iter().chain(&dst_ids).copied().collect();
-    ids.sort_unstable();
+    ids.par_sort_unstable();
     ids.dedup();
     let n = node_count(path, ids.len() as u64)?;
     let identity = ids.last().is_none_or(|&m| m + 1 == n as u64);
@@ -76,12 +77,23 @@ fn remap(
 /// `Undirected graph` (or a name containing `ungraph`) makes the graph undirected.
 pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
     let err = |ln: usize, e: String| at_line(path, ln, e);
-    let (mut src, mut dst) = (Vec::new(), Vec::new());
-    let mut said_undirected = false;
-    let mut said_directed = false;
-    let mut extra_cols = 0usize;
-    scan(path, |lines| {
-        while let Some((ln, line)) = lines.next_line()? {
+    // blocks of lines parsed in parallel: (ids, header words, lines with extra columns)
+    struct Block {
+        src: Vec<u64>,
+        dst: Vec<u64>,
+        undirected: bool,
+        directed: bool,
+        extra: usize,
+    }
+    let blocks = scan_blocks(path, |first, block| {
+        let mut b = Block {
+            src: Vec::new(),
+            dst: Vec::new(),
+            undirected: false,
+            directed: false,
+            extra: 0,
+        };
+        for (ln, line) in block_lines(first, block) {
             let t = line.trim_ascii();
             if t.is_empty() {
                 continue;
@@ -89,20 +101,20 @@ pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
             if t[0] == b'#' || t[0] == b'%' {
                 let c = String::from_utf8_lossy(t).to_ascii_lowercase();
                 if c.contains("undirected graph") {
-                    said_undirected = true;
+                    b.undirected = true;
                 } else if c.contains("directed graph") {
-                    said_directed = true;
+                    b.directed = true;
                 }
                 continue;
             }
             let mut fields = t
-                .split(|&b| b == b' ' || b == b'\t')
+                .split(|&c| c == b' ' || c == b'\t')
                 .filter(|f| !f.is_empty());
-            let (Some(a), Some(b)) = (fields.next(), fields.next()) else {
+            let (Some(x), Some(y)) = (fields.next(), fields.next()) else {
                 let e = if t.contains(&b',') {
                     format!(
                         "found 1 field {:?}: a SNAP edge list separates the two ids by tabs or \
-                     spaces (a comma-separated list with a header is --format csv)",
+                         spaces (a comma-separated list with a header is --format csv)",
                         show(t)
                     )
                 } else {
@@ -114,13 +126,22 @@ pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
                 return Err(err(ln, e));
             };
             if fields.next().is_some() {
-                extra_cols += 1;
+                b.extra += 1;
             }
-            src.push(parse_id(a).map_err(|e| err(ln, e))?);
-            dst.push(parse_id(b).map_err(|e| err(ln, e))?);
+            b.src.push(parse_id(x).map_err(|e| err(ln, e))?);
+            b.dst.push(parse_id(y).map_err(|e| err(ln, e))?);
         }
-        Ok(())
+        Ok(b)
     })?;
+    let said_undirected = blocks.iter().any(|b| b.undirected);
+    let said_directed = blocks.iter().any(|b| b.directed);
+    let extra_cols: usize = blocks.iter().map(|b| b.extra).sum();
+    let total: usize = blocks.iter().map(|b| b.src.len()).sum();
+    let (mut src, mut dst) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    for b in blocks {
+        src.extend_from_slice(&b.src);
+        dst.extend_from_slice(&b.dst);
+    }
     let lower = path.to_string_lossy().to_ascii_lowercase();
     let mut notes = Vec::new();
     if extra_cols > 0 {
