@@ -289,16 +289,32 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
 
 /// `--gen-nodes` on the command line (`flags`) while the data comes from a dataset or a
 /// partition directory (`merged`: flags over the config file): the generated graph it sizes is
-/// not used, so this is an error.
+/// not used, so this is an error; so are `--format` / `--undirected` without `--dataset`.
 pub(crate) fn check_gen_nodes(flags: &TrainOpts, merged: &TrainOpts) -> Result<()> {
     if let Some(n) = flags.gen_nodes {
         let source = match (&merged.dataset, &merged.partitions) {
-            (Some(d), _) => format!("--dataset {}", d.display()),
-            (None, Some(p)) => format!("--partitions {}", p.display()),
-            (None, None) => return Ok(()),
+            (Some(d), _) => Some(format!("--dataset {}", d.display())),
+            (None, Some(p)) => Some(format!("--partitions {}", p.display())),
+            (None, None) => None,
+        };
+        if let Some(source) = source {
+            bail!(
+            "--gen-nodes {n} sizes the generated graph, which is used only without --dataset and --partitions (this run reads {source}); drop --gen-nodes"
+        );
+        }
+    }
+    if merged.dataset.is_none() && (merged.format.is_some() || merged.undirected == Some(true)) {
+        let flag = if merged.format.is_some() {
+            "--format"
+        } else {
+            "--undirected"
         };
         bail!(
-            "--gen-nodes {n} sizes the generated graph, which is used only without --dataset and --partitions (this run reads {source}); drop --gen-nodes"
+            "{flag} says how to read --dataset, and this run has none ({}); drop {flag}",
+            match &merged.partitions {
+                Some(p) => format!("it reads the partition directory {}", p.display()),
+                None => "it trains on the generated graph".to_string(),
+            }
         );
     }
     Ok(())

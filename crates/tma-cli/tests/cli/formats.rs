@@ -94,6 +94,21 @@ fn broken_files_and_bad_format_flags_are_errors_naming_the_problem() {
     let r = tma(&["info", "--dataset", s(&cora), "--undirected"]);
     assert_fails_with(&r, 1, &["--undirected applies to edge lists"]);
 
+    let r = tma(&[
+        "train",
+        "--format",
+        "snap",
+        "--gen-nodes",
+        "300",
+        "--time-limit",
+        "1s",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["--format says how to read --dataset", "generated graph"],
+    );
+
     let unknown = dir.path().join("graph.bin");
     std::fs::write(&unknown, "0 1\n").unwrap();
     let r = tma(&["partition", "--dataset", s(&unknown)]);

@@ -72,8 +72,8 @@ fn remap(
     })
 }
 
-/// A SNAP edge list: `#` (or `%`) comment lines, then one arc per line as two whitespace
-/// (tab or space) separated ids; further columns are ignored and said. A comment saying
+/// A SNAP edge list: `#` (or `%`) comment lines, then one arc per line as two ids separated by
+/// tabs, spaces or a comma (so a headerless CSV of id pairs reads too); further columns are ignored and said. A comment saying
 /// `Undirected graph` (or a name containing `ungraph`) makes the graph undirected.
 pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
     let err = |ln: usize, e: String| at_line(path, ln, e);
@@ -108,28 +108,33 @@ pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
                 continue;
             }
             let mut fields = t
-                .split(|&c| c == b' ' || c == b'\t')
+                .split(|&c| c == b' ' || c == b'\t' || c == b',')
                 .filter(|f| !f.is_empty());
             let (Some(x), Some(y)) = (fields.next(), fields.next()) else {
-                let e = if t.contains(&b',') {
-                    format!(
-                        "found 1 field {:?}: a SNAP edge list separates the two ids by tabs or \
-                         spaces (a comma-separated list with a header is --format csv)",
-                        show(t)
-                    )
-                } else {
-                    format!(
-                        "found 1 field {:?}: expected two node ids (source, target)",
-                        show(t)
-                    )
-                };
+                let e = format!(
+                    "found 1 field {:?}: expected two node ids (source, target)",
+                    show(t)
+                );
                 return Err(err(ln, e));
             };
             if fields.next().is_some() {
                 b.extra += 1;
             }
-            b.src.push(parse_id(x).map_err(|e| err(ln, e))?);
-            b.dst.push(parse_id(y).map_err(|e| err(ln, e))?);
+            let hint = |e: String| {
+                if t.iter().any(u8::is_ascii_alphabetic) {
+                    err(
+                        ln,
+                        format!(
+                            "{e} (a header line? SNAP lists hold only id pairs and # comments; \
+                             a CSV edge list with a header is --format csv)"
+                        ),
+                    )
+                } else {
+                    err(ln, e)
+                }
+            };
+            b.src.push(parse_id(x).map_err(hint)?);
+            b.dst.push(parse_id(y).map_err(hint)?);
         }
         Ok(b)
     })?;

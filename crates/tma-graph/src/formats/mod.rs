@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `tma` | tma's `.npy` directory ([`crate::load_dataset`]) or the on-disk format | a directory with `meta.json` or `tma-graph.json` |
 //! | `ogb` | an OGB node-property directory (`raw/edge.csv.gz`, `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz`; ogbn-arxiv, ogbn-products, ogbn-proteins) | a directory with `raw/edge.csv.gz` (or the `raw/` directory itself) |
-//! | `snap` | a SNAP edge list (`.txt`, `.txt.gz`): `#` comments, two whitespace-separated ids per line, any 64-bit ids | a file named `*.txt`, `*.edges`, `*.el`, `*.edgelist` (optionally `.gz`) |
+//! | `snap` | a SNAP edge list (`.txt`, `.txt.gz`): `#` comments, two ids per line separated by tabs, spaces or a comma (a headerless CSV), any 64-bit ids | a file named `*.txt`, `*.edges`, `*.el`, `*.edgelist` (optionally `.gz`) |
 //! | `npz` | a gnn-benchmark / PyG `.npz` (`adj_data/adj_indices/adj_indptr/adj_shape`, `attr_data/attr_indices/attr_indptr/attr_shape` or `attr_matrix`, `labels`), compressed or not | a file named `*.npz` |
 //! | `csv` | a CSV edge list with a header (`src,dst`, `source,target`, ... or any two named columns; a `weight` column is ignored and said) | a file named `*.csv`, `*.tsv` (optionally `.gz`) |
 //!

@@ -285,11 +285,28 @@ fn detect_by_layout_and_name_and_load_entry() {
     assert_eq!(ds.num_edges(), 4);
     let ds = formats::load(&real_dataset("planetoid_cora"), Some(Format::Tma)).unwrap();
     assert_eq!(ds.num_nodes(), 2708);
-    // a format forced on a file: edges.csv read as SNAP fails on its comma-separated header
+    // a format forced on a file: edges.csv read as SNAP fails on its header line
     let e = read_err(&fixture("edges.csv"), Some(Format::Snap));
     assert!(
-        e.contains("edges.csv") && e.contains("line 1") && e.contains("--format csv"),
+        e.contains("edges.csv")
+            && e.contains("line 1")
+            && e.contains("bad field \"source\"")
+            && e.contains("--format csv"),
         "{e}"
+    );
+    // a headerless CSV of id pairs (OGB's edge.csv.gz alone) reads as SNAP
+    let l = formats::read(
+        &fixture("ogbn_tiny/raw/edge.csv.gz"),
+        &ReadOptions {
+            format: Some(Format::Snap),
+            undirected: false,
+        },
+        &LoadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        csr(&l.dataset),
+        (vec![0, 1, 2, 3, 5, 6, 7], vec![2, 0, 1, 0, 5, 3, 4])
     );
     assert_eq!("NPZ".parse::<Format>().unwrap(), Format::Npz);
     assert!("parquet"
