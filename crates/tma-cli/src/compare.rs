@@ -11,7 +11,7 @@
 //! ```
 
 use crate::plot::{line_plot_svg, Series};
-use crate::train_cmd::{data_source, resolve, TrainOpts};
+use crate::train_cmd::{data_source, read_options, resolve, TrainOpts};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -306,7 +306,14 @@ fn run_one(
     let spec = RunSpec {
         fail,
         out: Some(dir),
-        ..RunSpec::new(cfg, data_source(&o.dataset, o.gen_nodes))
+        ..RunSpec::new(
+            cfg,
+            data_source(
+                &o.dataset,
+                read_options(o.format, o.undirected),
+                o.gen_nodes,
+            ),
+        )
     };
     let mut run = Run::start(spec)?;
     if let Some(bytes) = crate::dist::available_memory_bytes() {

@@ -61,8 +61,9 @@ enum Command {
     Info(train_cmd::InfoOpts),
     /// Partition a dataset and print per-part statistics.
     Partition(train_cmd::PartitionOpts),
-    /// Convert a .npy dataset directory to the on-disk graph format (memory-mapped; the CSR is
-    /// built within --memory-budget).
+    /// Convert a dataset (.npy directory, OGB directory, SNAP/CSV edge list, .npz) to the on-disk
+    /// graph format (--to disk, memory-mapped; a .npy source's CSR is built within
+    /// --memory-budget) or to tma's .npy layout (--to npy).
     Convert(scale_cmd::ConvertOpts),
     /// Generate a power-law (R-MAT) graph with classes, features and splits straight to the
     /// on-disk graph format, within --memory-budget.

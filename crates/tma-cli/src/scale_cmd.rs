@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use tma_graph::disk::{self, convert_npy_dir, ConvertOptions, Dtype, MappedGraph, Progress};
-use tma_graph::{generate_rmat, RmatConfig};
+use tma_graph::formats::{self, Format, ReadOptions};
+use tma_graph::{generate_rmat, LoadOptions, RmatConfig};
 
 /// Parses a byte size: a number with an optional unit `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`
 /// (powers of 1024; `KB`, `MB`, `GB` read the same), e.g. `512MiB`, `2G`, `1.5GiB`.
@@ -118,28 +119,64 @@ fn print_peak(budget: u64) {
     }
 }
 
+/// What `tma convert` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvertTo {
+    /// The on-disk graph format (docs/graph-format.md), memory-mapped by tma.
+    Disk,
+    /// tma's .npy dataset layout (docs/dataset-format.md), with node_ids.npy when the source's
+    /// node ids were remapped.
+    Npy,
+}
+
 /// Options of `tma convert`.
 #[derive(Args, Debug)]
 pub struct ConvertOpts {
-    /// Source: a dataset directory in the .npy layout (docs/dataset-format.md).
-    #[arg(long, value_name = "DIR")]
+    /// Source: a dataset in any format tma reads: a .npy directory (docs/dataset-format.md),
+    /// an OGB directory, a SNAP or CSV edge list, a .npz file (also --from).
+    #[arg(long, visible_alias = "from", value_name = "PATH")]
     pub dataset: PathBuf,
-    /// Output directory in the on-disk graph format (docs/graph-format.md); must not exist or
-    /// be empty.
+    /// Format of the source: tma, ogb, snap, npz or csv. Default: detected from the path.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Read an edge-list source (ogb, snap, npz, csv) as undirected: every arc gets its reverse.
+    #[arg(long)]
+    pub undirected: bool,
+    /// What to write: disk (the on-disk graph format, docs/graph-format.md) or npy (tma's .npy
+    /// layout, docs/dataset-format.md).
+    #[arg(long, value_enum, default_value = "disk")]
+    pub to: ConvertTo,
+    /// Output directory; must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Memory for the whole process (e.g. 512MiB, 2GiB; at least 32MiB): 16 MiB for its fixed
     /// footprint, the rest for the CSR build. Features, labels and the split are converted in
-    /// memory, outside this budget.
+    /// memory, outside this budget. Applies to a .npy source written --to disk; other
+    /// conversions read the whole dataset into memory.
     #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
     pub memory_budget: u64,
-    /// Which of the source's fixed mask splits to convert (*_masks.npy). Default: 0.
+    /// Which of the source's fixed splits to convert (*_masks.npy rows, OGB split/ directories
+    /// sorted by name). Default: 0.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub split_index: usize,
 }
 
-/// `tma convert`.
+/// `tma convert`: a `.npy` directory to the on-disk format within `--memory-budget`
+/// ([`convert_npy_dir`]); any other source, or `--to npy`, through the in-memory dataset
+/// ([`tma_graph::formats`]).
 pub fn convert(o: ConvertOpts) -> Result<()> {
+    let ropts = ReadOptions {
+        format: o.format,
+        undirected: o.undirected,
+    };
+    let format = match o.format {
+        Some(f) => f,
+        None => formats::detect(&o.dataset)
+            .with_context(|| format!("tma convert --dataset {}", o.dataset.display()))?,
+    };
+    if o.to == ConvertTo::Npy || format != Format::Tma || o.undirected {
+        return convert_in_memory(&o, &ropts, format);
+    }
     let budget = build_budget(o.memory_budget)?;
     no_huge_pages();
     let t = Instant::now();
@@ -181,6 +218,79 @@ pub fn convert(o: ConvertOpts) -> Result<()> {
     );
     print_stages(&rep.stages, t.elapsed().as_secs_f64());
     print_peak(o.memory_budget);
+    Ok(())
+}
+
+/// `tma convert` of any format, or to the `.npy` layout: the dataset is read into memory.
+fn convert_in_memory(o: &ConvertOpts, ropts: &ReadOptions, format: Format) -> Result<()> {
+    let t = Instant::now();
+    let lopts = LoadOptions {
+        split_index: o.split_index,
+        ..LoadOptions::default()
+    };
+    let ctx = || format!("tma convert --dataset {}", o.dataset.display());
+    let l = match o.to {
+        ConvertTo::Npy => {
+            formats::convert_to_npy(&o.dataset, ropts, &lopts, &o.out).with_context(ctx)?
+        }
+        ConvertTo::Disk => {
+            if o.out.exists() && std::fs::read_dir(&o.out).map_or(true, |mut d| d.next().is_some())
+            {
+                bail!(
+                    "--out {}: the directory exists and is not empty (choose a new one)",
+                    o.out.display()
+                );
+            }
+            let l = formats::read(&o.dataset, ropts, &lopts).with_context(ctx)?;
+            let mut prov = disk::Provenance::new(
+                std::fs::canonicalize(&o.dataset)
+                    .unwrap_or_else(|_| o.dataset.clone())
+                    .display()
+                    .to_string(),
+            );
+            prov.tool = format!("tma convert --format {format}");
+            prov.notes = l.notes.clone();
+            let r = l.dataset.removed;
+            if r.self_loops + r.duplicate_arcs > 0 {
+                prov.notes.push(format!(
+                    "dropped {} self-loops and merged {} duplicate arcs of the source",
+                    r.self_loops, r.duplicate_arcs
+                ));
+            }
+            disk::write_dataset(&l.dataset, &o.out, &prov)
+                .with_context(|| format!("tma convert --out {}", o.out.display()))?;
+            if let Some(ids) = &l.node_ids {
+                tma_graph::npy::write(&o.out.join("node_ids.npy"), ids, &[ids.len()])?;
+            }
+            l
+        }
+    };
+    for n in &l.notes {
+        eprintln!("warning: {n}");
+    }
+    let ds = &l.dataset;
+    println!(
+        "converted {} ({format}) -> {} ({}): {} nodes, {} arcs{}",
+        o.dataset.display(),
+        o.out.display(),
+        match o.to {
+            ConvertTo::Npy => ".npy layout",
+            ConvertTo::Disk => "on-disk format",
+        },
+        ds.num_nodes(),
+        ds.num_edges(),
+        if l.node_ids.is_some() {
+            "; node_ids.npy maps node i to its id in the source"
+        } else {
+            ""
+        }
+    );
+    println!("{}", ds.summary());
+    println!(
+        "dropped {} self-loops and merged {} duplicate arcs",
+        ds.removed.self_loops, ds.removed.duplicate_arcs
+    );
+    eprintln!("  {:<40} {:>9.2} s", "total", t.elapsed().as_secs_f64());
     Ok(())
 }
 

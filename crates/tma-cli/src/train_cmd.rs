@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tma_graph::formats::{Format, ReadOptions};
 use tma_graph::Dataset;
 use tma_train::{
     DataSource, Engine, FailPlan, Method, Metric, Observer, RoundRecord, Run, RunSpec, StopCause,
@@ -19,11 +20,18 @@ use tma_train::{
 #[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
-    /// Dataset directory in the .npy layout of docs/dataset-format.md, or in the on-disk format
-    /// of docs/graph-format.md (loaded into memory in this version). Omitted: a generated
+    /// Dataset: a directory in the .npy layout of docs/dataset-format.md or in the on-disk format
+    /// of docs/graph-format.md (loaded into memory in this version), an OGB directory, a SNAP or
+    /// CSV edge list, or a .npz file (format detected; see --format). Omitted: a generated
     /// stochastic block model graph (see --gen-nodes).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
+    /// Format of --dataset: tma, ogb, snap, npz or csv (docs/dataset-format.md). Default: detected from the path.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Read an edge-list dataset (ogb, snap, npz, csv) as undirected: every arc gets its reverse. Default: as the file says (a SNAP "Undirected graph" header, OGB's setting for the ogbn dataset, a symmetric npz adjacency), else directed.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub undirected: Option<bool>,
     /// Task: `link` (link prediction, MRR) or `node` (node classification, accuracy). Default: node.
     #[arg(long)]
     pub task: Option<Task>,
@@ -367,16 +375,32 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
 
 /// `--gen-nodes` on the command line (`flags`) while the data comes from a dataset or a
 /// partition directory (`merged`: flags over the config file): the generated graph it sizes is
-/// not used, so this is an error.
+/// not used, so this is an error; so are `--format` / `--undirected` without `--dataset`.
 pub(crate) fn check_gen_nodes(flags: &TrainOpts, merged: &TrainOpts) -> Result<()> {
     if let Some(n) = flags.gen_nodes {
         let source = match (&merged.dataset, &merged.partitions) {
-            (Some(d), _) => format!("--dataset {}", d.display()),
-            (None, Some(p)) => format!("--partitions {}", p.display()),
-            (None, None) => return Ok(()),
+            (Some(d), _) => Some(format!("--dataset {}", d.display())),
+            (None, Some(p)) => Some(format!("--partitions {}", p.display())),
+            (None, None) => None,
+        };
+        if let Some(source) = source {
+            bail!(
+            "--gen-nodes {n} sizes the generated graph, which is used only without --dataset and --partitions (this run reads {source}); drop --gen-nodes"
+        );
+        }
+    }
+    if merged.dataset.is_none() && (merged.format.is_some() || merged.undirected == Some(true)) {
+        let flag = if merged.format.is_some() {
+            "--format"
+        } else {
+            "--undirected"
         };
         bail!(
-            "--gen-nodes {n} sizes the generated graph, which is used only without --dataset and --partitions (this run reads {source}); drop --gen-nodes"
+            "{flag} says how to read --dataset, and this run has none ({}); drop {flag}",
+            match &merged.partitions {
+                Some(p) => format!("it reads the partition directory {}", p.display()),
+                None => "it trains on the generated graph".to_string(),
+            }
         );
     }
     Ok(())
@@ -425,26 +449,48 @@ pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec
     w
 }
 
-/// The dataset directory, or the generated graph (`--gen-nodes`, default 10000 nodes).
-pub(crate) fn data_source(dataset: &Option<PathBuf>, gen_nodes: Option<usize>) -> DataSource {
+/// How `--format` / `--undirected` say to read `--dataset`.
+pub(crate) fn read_options(format: Option<Format>, undirected: Option<bool>) -> ReadOptions {
+    ReadOptions {
+        format,
+        undirected: undirected.unwrap_or(false),
+    }
+}
+
+/// The dataset (read as `read` says), or the generated graph (`--gen-nodes`, default 10000
+/// nodes).
+pub(crate) fn data_source(
+    dataset: &Option<PathBuf>,
+    read: ReadOptions,
+    gen_nodes: Option<usize>,
+) -> DataSource {
     match dataset {
-        Some(dir) => DataSource::Dataset(dir.clone()),
+        Some(path) if read == ReadOptions::default() => DataSource::Dataset(path.clone()),
+        Some(path) => DataSource::DatasetAs {
+            path: path.clone(),
+            read,
+        },
         None => DataSource::Generated {
             num_nodes: gen_nodes.unwrap_or(10_000),
         },
     }
 }
 
-/// Loads the dataset directory or generates the built-in graph (see [`data_source`]).
+/// Loads the dataset or generates the built-in graph (see [`data_source`]); what the format's
+/// reader changed in the data is printed as warnings.
 pub(crate) fn load(
     dataset: &Option<PathBuf>,
+    read: ReadOptions,
     gen_nodes: Option<usize>,
     cfg: &TrainConfig,
 ) -> Result<Dataset> {
-    Ok(
-        tma_train::run::load_dataset(&data_source(dataset, gen_nodes), cfg)?
-            .expect("a dataset directory or the generated graph"),
-    )
+    let (ds, notes) =
+        tma_train::run::load_dataset_noted(&data_source(dataset, read, gen_nodes), cfg)?
+            .expect("a dataset or the generated graph");
+    for n in notes {
+        eprintln!("warning: {n}");
+    }
+    Ok(ds)
 }
 
 /// Prints one line per round above the progress bar (the run writes `rounds.jsonl` itself).
@@ -579,7 +625,11 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     let data = match (&o.partitions, &parts) {
         (Some(dir), _) => DataSource::Partitions(dir.clone()),
-        _ => data_source(&o.dataset, o.gen_nodes),
+        _ => data_source(
+            &o.dataset,
+            read_options(o.format, o.undirected),
+            o.gen_nodes,
+        ),
     };
     let spec = RunSpec {
         config: cfg,
@@ -871,10 +921,17 @@ pub(crate) fn failed_list(failed: &[(usize, f64)]) -> String {
 /// Options of `tma info`.
 #[derive(Args, Debug)]
 pub struct InfoOpts {
-    /// Dataset directory (.npy layout, or the on-disk format of docs/graph-format.md, which is
-    /// mapped, not loaded). Omitted: the generated graph.
-    #[arg(long, value_name = "DIR")]
+    /// Dataset (.npy layout, the on-disk format of docs/graph-format.md, which is mapped, not
+    /// loaded, an OGB directory, a SNAP or CSV edge list, a .npz file). Omitted: the generated
+    /// graph.
+    #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
+    /// Format of --dataset: tma, ogb, snap, npz or csv. Default: detected from the path.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Read an edge-list dataset as undirected (every arc gets its reverse).
+    #[arg(long)]
+    pub undirected: bool,
     /// Nodes of the generated graph when no --dataset is given.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
@@ -890,7 +947,11 @@ pub struct InfoOpts {
 }
 
 pub fn info(o: InfoOpts) -> Result<()> {
-    if let Some(dir) = o.dataset.as_deref().filter(|d| tma_graph::is_disk_graph(d)) {
+    if let Some(dir) = o
+        .dataset
+        .as_deref()
+        .filter(|d| tma_graph::is_disk_graph(d) && matches!(o.format, None | Some(Format::Tma)))
+    {
         return crate::scale_cmd::info_mapped(dir, o.validate, o.verify);
     }
     if o.validate || o.verify {
@@ -900,7 +961,12 @@ pub fn info(o: InfoOpts) -> Result<()> {
         allow_split_overlap: o.allow_split_overlap,
         ..TrainConfig::default()
     };
-    let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
+    let ds = load(
+        &o.dataset,
+        read_options(o.format, Some(o.undirected)),
+        o.gen_nodes,
+        &cfg,
+    )?;
     println!("{}", ds.summary());
     println!(
         "removed on load: {} self-loops, {} duplicate arcs",
@@ -968,9 +1034,16 @@ impl PartitionMethodArg {
 /// Options of `tma partition`.
 #[derive(Args, Debug)]
 pub struct PartitionOpts {
-    /// Dataset directory (.npy layout). Omitted: the generated graph.
-    #[arg(long, value_name = "DIR")]
+    /// Dataset (.npy layout or on-disk format, an OGB directory, a SNAP or CSV edge list, a
+    /// .npz file). Omitted: the generated graph.
+    #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
+    /// Format of --dataset: tma, ogb, snap, npz or csv. Default: detected from the path.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<Format>,
+    /// Read an edge-list dataset as undirected (every arc gets its reverse).
+    #[arg(long)]
+    pub undirected: bool,
     /// Nodes of the generated graph when no --dataset is given. Default: 10000.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
@@ -1030,7 +1103,12 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         )?;
         cfg.allow_split_overlap = o.allow_split_overlap;
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
-        let ds = load(&o.dataset, o.gen_nodes, &cfg)?;
+        let ds = load(
+            &o.dataset,
+            read_options(o.format, Some(o.undirected)),
+            o.gen_nodes,
+            &cfg,
+        )?;
         println!("{}", ds.summary());
         let t = std::time::Instant::now();
         if let Some(w) = ds.removed.warning() {
@@ -1082,6 +1160,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     }
     let ds = load(
         &o.dataset,
+        read_options(o.format, Some(o.undirected)),
         o.gen_nodes,
         &TrainConfig {
             allow_split_overlap: o.allow_split_overlap,

@@ -558,7 +558,11 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
 
 /// Error when two lists of a fixed split share nodes: names both files, the overlap count and
 /// the first ids.
-fn check_split_disjoint(sp: &NodeSplit, files: &[PathBuf; 3], split_index: usize) -> Result<()> {
+pub(crate) fn check_split_disjoint(
+    sp: &NodeSplit,
+    files: &[PathBuf; 3],
+    split_index: usize,
+) -> Result<()> {
     let lists = [&sp.train, &sp.val, &sp.test];
     for (a, b) in [(0usize, 1usize), (0, 2), (1, 2)] {
         let common = sorted_intersection(lists[a], lists[b]);

@@ -18,6 +18,9 @@
 //! * [`npy`]: the workspace's one `.npy` codec (typed reads with dtype and shape checks,
 //!   64-byte-aligned encoding, atomic writes), used by the loader, partition directories and
 //!   tests.
+//! * [`formats`]: the formats users already have (OGB directories, SNAP edge lists, `.npz`,
+//!   CSV edge lists), detected or named, read into the same [`Dataset`]
+//!   ([`formats::load`]) or converted to the `.npy` layout ([`formats::convert_to_npy`]).
 //! * [`seed`]: the workspace's one seeding policy: every random stream is
 //!   [`seed::rng`]`(seed, Purpose)`, so different purposes never share a keystream.
 //!
@@ -53,6 +56,7 @@ pub mod dataset;
 pub mod disk;
 pub mod error;
 pub mod features;
+pub mod formats;
 pub mod generate;
 pub mod npy;
 pub mod rmat;

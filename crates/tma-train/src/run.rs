@@ -34,12 +34,23 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tma_graph::formats::ReadOptions;
 use tma_graph::{Dataset, LoadOptions, SbmConfig};
 
 /// Where a run's data comes from.
 pub enum DataSource {
-    /// A dataset directory in the `.npy` layout (see `tma_graph::load_dataset`).
+    /// A dataset in any format `tma_graph::formats` reads, detected from the path: tma's `.npy`
+    /// directory (`tma_graph::load_dataset`) or on-disk format, an OGB directory, a SNAP or CSV
+    /// edge list, a `.npz` file.
     Dataset(PathBuf),
+    /// A dataset read with explicit [`ReadOptions`] (a named format, `undirected`); recorded
+    /// in `config.toml` as `format` / `undirected`.
+    DatasetAs {
+        /// The dataset's path.
+        path: PathBuf,
+        /// How to read it.
+        read: ReadOptions,
+    },
     /// The built-in generated graph ([`generated_graph_config`]) with this many nodes.
     Generated {
         /// Nodes of the graph.
@@ -111,32 +122,48 @@ pub fn generated_graph_config(num_nodes: usize, seed: u64) -> SbmConfig {
     }
 }
 
-/// Loads a dataset directory or generates the built-in graph with `cfg`'s split index and
-/// seed (a partition directory or an in-memory dataset is not loaded here).
+/// Loads a dataset or generates the built-in graph with `cfg`'s split index and seed (a
+/// partition directory or an in-memory dataset is not loaded here). What the format reader
+/// changed in the data is dropped here: [`load_dataset_noted`] returns it.
 ///
 /// # Errors
-/// [`TrainError::Dataset`] naming the directory and the problem.
+/// [`TrainError::Dataset`] naming the path and the problem.
 pub fn load_dataset(data: &DataSource, cfg: &TrainConfig) -> Result<Option<Dataset>, TrainError> {
-    match data {
-        DataSource::Dataset(dir) => {
-            let opts = LoadOptions {
-                split_index: cfg.split_index,
-                seed: cfg.seed,
-                allow_split_overlap: cfg.allow_split_overlap,
-                ..LoadOptions::default()
-            };
-            tma_graph::load_dataset(dir, &opts)
-                .map(Some)
-                .map_err(|source| TrainError::Dataset {
-                    path: dir.clone(),
-                    source,
-                })
+    Ok(load_dataset_noted(data, cfg)?.map(|(ds, _)| ds))
+}
+
+/// As [`load_dataset`], with the reader's notes (ids remapped, reverse arcs added, columns
+/// ignored, ...; `tma_graph::formats::Loaded::notes`), one line each.
+///
+/// # Errors
+/// [`TrainError::Dataset`] naming the path and the problem.
+pub fn load_dataset_noted(
+    data: &DataSource,
+    cfg: &TrainConfig,
+) -> Result<Option<(Dataset, Vec<String>)>, TrainError> {
+    let (path, read) = match data {
+        DataSource::Dataset(path) => (path, ReadOptions::default()),
+        DataSource::DatasetAs { path, read } => (path, *read),
+        DataSource::Generated { num_nodes } => {
+            return Ok(Some((
+                tma_graph::generate_sbm(&generated_graph_config(*num_nodes, cfg.seed)),
+                Vec::new(),
+            )))
         }
-        DataSource::Generated { num_nodes } => Ok(Some(tma_graph::generate_sbm(
-            &generated_graph_config(*num_nodes, cfg.seed),
-        ))),
-        DataSource::Partitions(_) | DataSource::InMemory(_) => Ok(None),
-    }
+        DataSource::Partitions(_) | DataSource::InMemory(_) => return Ok(None),
+    };
+    let opts = LoadOptions {
+        split_index: cfg.split_index,
+        seed: cfg.seed,
+        allow_split_overlap: cfg.allow_split_overlap,
+        ..LoadOptions::default()
+    };
+    tma_graph::formats::read(path, &read, &opts)
+        .map(|l| Some((l.dataset, l.notes)))
+        .map_err(|source| TrainError::Dataset {
+            path: path.clone(),
+            source,
+        })
 }
 
 /// The resolved configuration as `config.toml` holds it (`tma train --config` reads it back).
@@ -144,6 +171,10 @@ pub fn load_dataset(data: &DataSource, cfg: &TrainConfig) -> Result<Option<Datas
 struct ResolvedConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     dataset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    undirected: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gen_nodes: Option<usize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -184,6 +215,9 @@ pub struct Run {
     stop: Option<StopFlag>,
     memory_budget: Option<u64>,
     warnings: Vec<String>,
+    /// What the dataset's reader changed in the data (`tma_graph::formats::Loaded::notes`),
+    /// first among [`Run::warnings`].
+    load_notes: Vec<String>,
     /// `config.toml` of a resumed run (flags over the saved config), written once the resume
     /// has passed its checks.
     resumed_config: Option<String>,
@@ -224,6 +258,8 @@ impl Run {
             out,
             resume,
         } = spec;
+        let mut load_notes = Vec::new();
+        let mut format_read: Option<ReadOptions> = None;
         let (opened, name, dataset_path, gen_nodes, partitions) = match data {
             DataSource::Partitions(dir) => {
                 let manifest = store::read_manifest(&dir)?;
@@ -244,9 +280,15 @@ impl Run {
                 (Opened::Dataset(*ds), name, None, None, None)
             }
             other => {
-                let ds = load_dataset(&other, &config)?.expect("a dataset or generated graph");
+                let (ds, notes) =
+                    load_dataset_noted(&other, &config)?.expect("a dataset or generated graph");
+                load_notes = notes;
                 let (path, gen) = match &other {
                     DataSource::Dataset(p) => (Some(abs_display(p)), None),
+                    DataSource::DatasetAs { path, read } => {
+                        format_read = Some(*read);
+                        (Some(abs_display(path)), None)
+                    }
                     DataSource::Generated { num_nodes } => (None, Some(*num_nodes)),
                     _ => (None, None),
                 };
@@ -321,11 +363,16 @@ impl Run {
             stop: None,
             memory_budget: None,
             warnings: Vec::new(),
+            load_notes,
             resumed_config: None,
         };
         {
             let resolved = ResolvedConfig {
                 dataset: dataset_path,
+                format: format_read
+                    .and_then(|r| r.format)
+                    .map(|f| f.name().to_string()),
+                undirected: format_read.and_then(|r| r.undirected.then_some(true)),
                 gen_nodes,
                 fail: run
                     .fail
@@ -468,7 +515,8 @@ impl Run {
             if let Some(budget) = self.memory_budget {
                 crate::memory::check(cfg, &prep, budget)?;
             }
-            let mut warnings = prep.warnings.clone();
+            let mut warnings = self.load_notes.clone();
+            warnings.extend(prep.warnings.iter().cloned());
             let idle = prep.idle_trainers();
             if !idle.is_empty() {
                 warnings.push(format!(

@@ -6,6 +6,7 @@
 //! * `compare`: `tma compare` end to end;
 //! * `metrics`: `--metric` (model selection) and `--split-index all`;
 //! * `resume`: partition directories, a run killed with SIGKILL and resumed;
+//! * `formats`: `--dataset` in OGB / SNAP / npz / CSV, `--format`, `tma convert --to npy`;
 //! * `scale`: `tma convert` / `tma generate` and the on-disk graph format;
 //! * `mpi` (only with `--features mpi`): real `mpirun` jobs;
 //!   `cargo test -p tma-cli --features mpi --test cli mpi::`.
@@ -15,6 +16,7 @@ mod harness;
 mod commands;
 mod compare;
 mod edge_cases;
+mod formats;
 mod metrics;
 #[cfg(feature = "mpi")]
 mod mpi;

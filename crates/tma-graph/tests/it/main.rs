@@ -1,6 +1,7 @@
 //! Integration tests of tma-graph (one binary, ripgrep style).
 
 mod edge_cases;
+mod formats;
 mod generate;
 mod load_real;
 mod malformed;

@@ -1,0 +1,582 @@
+//! Reading the graph formats users already have, and converting them to tma's own `.npy`
+//! layout (`docs/dataset-format.md`, section "Other formats").
+//!
+//! | [`Format`] | what | detected from |
+//! |---|---|---|
+//! | `tma` | tma's `.npy` directory ([`crate::load_dataset`]) or the on-disk format | a directory with `meta.json` or `tma-graph.json` |
+//! | `ogb` | an OGB node-property directory (`raw/edge.csv.gz`, `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz`; ogbn-arxiv, ogbn-products, ogbn-proteins) | a directory with `raw/edge.csv.gz` (or the `raw/` directory itself) |
+//! | `snap` | a SNAP edge list (`.txt`, `.txt.gz`): `#` comments, two ids per line separated by tabs, spaces or a comma (a headerless CSV), any 64-bit ids | a file named `*.txt`, `*.edges`, `*.el`, `*.edgelist` (optionally `.gz`) |
+//! | `npz` | a gnn-benchmark / PyG `.npz` (`adj_data/adj_indices/adj_indptr/adj_shape`, `attr_data/attr_indices/attr_indptr/attr_shape` or `attr_matrix`, `labels`), compressed or not | a file named `*.npz` |
+//! | `csv` | a CSV edge list with a header (`src,dst`, `source,target`, ... or any two named columns; a `weight` column is ignored and said) | a file named `*.csv`, `*.tsv` (optionally `.gz`) |
+//!
+//! Every reader yields the same [`Dataset`] the `.npy` loader would for the same data: node ids
+//! `0..N`, self-loops dropped and duplicate arcs merged (counted in [`Dataset::removed`]),
+//! features dense or sparse by the loader's rule, structural features for featureless graphs,
+//! labels and a fixed split checked as the loader checks them. What a reader changes or drops
+//! (ids remapped, reverse arcs added, a weight column ignored, ...) is one line of
+//! [`Loaded::notes`].
+//!
+//! Edge lists that store each undirected edge once (SNAP files whose header says
+//! `Undirected graph`, OGB datasets for which OGB adds inverse edges, symmetric `.npz`
+//! adjacencies, or any edge list with [`ReadOptions::undirected`]) become undirected graphs
+//! holding both directions, as tma's layout does.
+//!
+//! Errors are [`GraphError`]s naming the file (for a `.npz`, `FILE.npz:member.npy`), the line
+//! for text files, and the problem: a bad field, a wrong column count, a negative or
+//! out-of-range id, corrupt or truncated gzip data, a missing file or archive member.
+//!
+//! ```no_run
+//! use tma_graph::formats::{self, Format};
+//! let ds = formats::load("datasets/ogbn_arxiv".as_ref(), None)?; // detected: ogb
+//! let sn = formats::load("soc-Epinions1.txt.gz".as_ref(), Some(Format::Snap))?;
+//! println!("{}\n{}", ds.summary(), sn.summary());
+//! # Ok::<(), tma_graph::GraphError>(())
+//! ```
+
+mod edgelist;
+mod npz;
+mod ogb;
+mod text;
+mod write;
+
+use std::path::{Path, PathBuf};
+
+use crate::csr::Csr;
+use crate::dataset::{
+    check_split_disjoint, structural_features, Dataset, Labels, LoadOptions, NodeSplit,
+    RemovedArcs, DENSIFY_DENSITY, DENSIFY_MAX_DIM, MAX_CLASSES,
+};
+use crate::error::{GraphError, Result};
+use crate::features::Features;
+
+pub use npz::NpzArchive;
+pub use write::write_npy_dir;
+
+/// A dataset format tma reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// tma's `.npy` directory (`docs/dataset-format.md`) or on-disk graph directory
+    /// (`docs/graph-format.md`).
+    Tma,
+    /// An OGB node-property-prediction directory (`raw/`, `split/`).
+    Ogb,
+    /// A SNAP edge list (`.txt` / `.txt.gz`).
+    Snap,
+    /// A gnn-benchmark / PyG `.npz` archive.
+    Npz,
+    /// A CSV edge list with a header.
+    Csv,
+}
+
+impl Format {
+    /// Every format, in the order of `--format`'s help.
+    pub const ALL: [Format; 5] = [
+        Format::Tma,
+        Format::Ogb,
+        Format::Snap,
+        Format::Npz,
+        Format::Csv,
+    ];
+
+    /// The name `--format` takes: `tma`, `ogb`, `snap`, `npz`, `csv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Tma => "tma",
+            Format::Ogb => "ogb",
+            Format::Snap => "snap",
+            Format::Npz => "npz",
+            Format::Csv => "csv",
+        }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Format, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                format!(
+                    "unknown format {s:?} (one of: {})",
+                    Format::ALL.map(|f| f.name()).join(", ")
+                )
+            })
+    }
+}
+
+impl serde::Serialize for Format {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Format {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Format, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How to read a dataset path (besides the [`LoadOptions`] every format shares).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// The format; `None`: [`detect`] it.
+    pub format: Option<Format>,
+    /// Read an edge list (`ogb`, `snap`, `npz`, `csv`) as undirected: every arc gets its
+    /// reverse. Without it, the file decides where it can (a SNAP `# Undirected graph` header,
+    /// OGB's inverse-edge setting for the known ogbn datasets, a symmetric `.npz` adjacency);
+    /// otherwise arcs are directed. Not allowed with `tma` (its `meta.json` says).
+    pub undirected: bool,
+}
+
+/// A dataset read from any [`Format`], with what the reader did to it.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The dataset, as [`crate::load_dataset`] would give it for the same data.
+    pub dataset: Dataset,
+    /// The format it was read in.
+    pub format: Format,
+    /// What the reader changed or ignored in the user's data, one line each (ids remapped,
+    /// reverse arcs added, columns or files ignored, ...). Self-loops and duplicate arcs are
+    /// in [`Dataset::removed`] instead.
+    pub notes: Vec<String>,
+    /// For edge lists with arbitrary ids (`snap`, `csv`): `node_ids[i]` is the id in the file
+    /// of node `i` (ids ascending). [`write_npy_dir`] writes it as `node_ids.npy`.
+    pub node_ids: Option<Vec<u64>>,
+}
+
+/// Reads the dataset at `path` in `format` (`None`: [`detect`]ed) with default
+/// [`LoadOptions`]: the library's one entry for every format.
+///
+/// # Errors
+/// As [`read`].
+pub fn load(path: &Path, format: Option<Format>) -> Result<Dataset> {
+    read(
+        path,
+        &ReadOptions {
+            format,
+            ..ReadOptions::default()
+        },
+        &LoadOptions::default(),
+    )
+    .map(|l| l.dataset)
+}
+
+/// Reads the dataset at `path` (format from `ropts` or [`detect`]ed), with the split index,
+/// structural feature width, seed and split-overlap setting of `lopts` (an OGB directory's
+/// `split/` subdirectories, sorted by name, are its splits: `lopts.split_index` picks one).
+///
+/// # Errors
+/// [`detect`]'s errors; every error of [`crate::load_dataset`] for `tma`; for other formats
+/// [`GraphError::Io`] (a missing or unreadable file), [`GraphError::Invalid`] naming the
+/// file, the line and the problem (bad field, wrong column count, negative or out-of-range id,
+/// corrupt gzip data, an asymmetric...), and for `.npz` members the `.npy` codec's errors
+/// naming `FILE.npz:member.npy`.
+pub fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Result<Loaded> {
+    let format = match ropts.format {
+        Some(f) => f,
+        None => detect(path)?,
+    };
+    if !path.exists() {
+        return Err(GraphError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+        });
+    }
+    if lopts.structural_dim == 0 {
+        return Err(invalid(path, "LoadOptions::structural_dim must be >= 1"));
+    }
+    let raw = match format {
+        Format::Tma => {
+            if ropts.undirected {
+                return Err(invalid(
+                    path,
+                    "--undirected applies to edge lists (ogb, snap, npz, csv); a tma dataset \
+                     directory says whether it is directed in its meta.json",
+                ));
+            }
+            return Ok(Loaded {
+                dataset: crate::load_dataset(path, lopts)?,
+                format,
+                notes: Vec::new(),
+                node_ids: None,
+            });
+        }
+        Format::Ogb => ogb::read(path, ropts, lopts)?,
+        Format::Snap => edgelist::read_snap(path, ropts)?,
+        Format::Csv => edgelist::read_csv(path, ropts)?,
+        Format::Npz => npz::read(path, ropts)?,
+    };
+    assemble(raw, format, lopts)
+}
+
+/// The format of `path`: a directory with `meta.json` or `tma-graph.json` is `tma`, one with
+/// `raw/edge.csv.gz` (or `raw/data.npz`) or a `raw/` directory holding `edge.csv.gz` is `ogb`;
+/// a file is `npz`, `csv` or `snap` by its name (`.npz`; `.csv`, `.tsv`; `.txt`, `.edges`,
+/// `.el`, `.edgelist`; each optionally `.gz`), or `npz` by the zip magic.
+///
+/// # Errors
+/// [`GraphError::Io`] when `path` does not exist; [`GraphError::Invalid`] naming the path and
+/// what was looked for when nothing matches (pass a format then).
+pub fn detect(path: &Path) -> Result<Format> {
+    let meta = std::fs::metadata(path).map_err(|source| GraphError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.is_dir() {
+        if path.join("meta.json").exists() || crate::disk::is_disk_graph(path) {
+            return Ok(Format::Tma);
+        }
+        if ogb::root(path).is_some() {
+            return Ok(Format::Ogb);
+        }
+        return Err(invalid(
+            path,
+            "cannot tell the dataset format of this directory: it holds neither meta.json \
+             (tma's .npy layout), tma-graph.json (tma's on-disk format) nor raw/edge.csv.gz \
+             (an OGB dataset); pass --format",
+        ));
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".gz").unwrap_or(&name);
+    let ext = stem.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "npz" => return Ok(Format::Npz),
+        "csv" | "tsv" => return Ok(Format::Csv),
+        "txt" | "edges" | "el" | "edgelist" => return Ok(Format::Snap),
+        _ => {}
+    }
+    let mut magic = [0u8; 4];
+    if let Ok(mut f) = std::fs::File::open(path) {
+        use std::io::Read;
+        if f.read_exact(&mut magic).is_ok() && &magic == b"PK\x03\x04" {
+            return Ok(Format::Npz);
+        }
+    }
+    Err(invalid(
+        path,
+        "cannot tell the dataset format from the file name (expected .npz, .csv, .tsv, .txt, \
+         .edges, .el or .edgelist, optionally .gz); pass --format snap, csv or npz",
+    ))
+}
+
+/// Reads `src` in any format and writes it to `out` in tma's `.npy` layout (with
+/// `node_ids.npy` when ids were remapped), so that [`crate::load_dataset`] on `out` gives the
+/// same dataset. Only the split `lopts.split_index` of a dataset with several is written.
+/// Returns what was read (its notes, for the caller to print).
+///
+/// # Errors
+/// As [`read`]; [`write_npy_dir`]'s errors for `out`.
+pub fn convert_to_npy(
+    src: &Path,
+    ropts: &ReadOptions,
+    lopts: &LoadOptions,
+    out: &Path,
+) -> Result<Loaded> {
+    let mut loaded = read(src, ropts, lopts)?;
+    if loaded.dataset.num_splits > 1 {
+        loaded.notes.push(format!(
+            "the dataset has {} fixed splits; only split {} is written",
+            loaded.dataset.num_splits, lopts.split_index
+        ));
+    }
+    let source = serde_json::json!({
+        "format": loaded.format.name(),
+        "path": std::fs::canonicalize(src).unwrap_or_else(|_| src.to_path_buf()).display().to_string(),
+        "notes": loaded.notes,
+    });
+    write_npy_dir(
+        &loaded.dataset,
+        loaded.node_ids.as_deref(),
+        out,
+        Some(source),
+    )?;
+    Ok(loaded)
+}
+
+// ---------------------------------------------------------------------------------------------
+// what every reader produces, and the one step that makes a Dataset of it
+
+/// Whether the arcs read are the graph (directed) or one direction of undirected edges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Arcs as read.
+    Directed,
+    /// Add each arc's reverse.
+    Undirected,
+}
+
+/// A fixed split as read: ids (not yet sorted) and the files they came from.
+pub(crate) struct RawSplit {
+    pub(crate) lists: [Vec<u32>; 3],
+    pub(crate) files: [PathBuf; 3],
+}
+
+/// What a reader hands to [`assemble`]: ids already checked against `num_nodes`.
+pub(crate) struct Raw {
+    pub(crate) name: String,
+    pub(crate) direction: Direction,
+    pub(crate) num_nodes: usize,
+    pub(crate) src: Vec<u32>,
+    pub(crate) dst: Vec<u32>,
+    /// The file the arcs came from (named in notes).
+    pub(crate) edge_file: PathBuf,
+    pub(crate) features: Option<Features>,
+    pub(crate) labels: Labels,
+    pub(crate) split: Option<RawSplit>,
+    pub(crate) num_splits: usize,
+    pub(crate) notes: Vec<String>,
+    pub(crate) node_ids: Option<Vec<u64>>,
+}
+
+fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
+    let Raw {
+        name,
+        direction,
+        num_nodes: n,
+        mut src,
+        mut dst,
+        edge_file,
+        features,
+        labels,
+        split,
+        num_splits,
+        mut notes,
+        node_ids,
+    } = raw;
+    // self-loops dropped, duplicates merged: counted on the arcs as read
+    let arcs_in = src.len();
+    let mut w = 0;
+    for k in 0..arcs_in {
+        if src[k] != dst[k] {
+            src[w] = src[k];
+            dst[w] = dst[k];
+            w += 1;
+        }
+    }
+    src.truncate(w);
+    dst.truncate(w);
+    let self_loops = arcs_in - w;
+    let mut graph = Csr::from_edges(n, &src, &dst);
+    let removed = RemovedArcs {
+        self_loops,
+        duplicate_arcs: w - graph.num_edges(),
+    };
+    let directed = match direction {
+        Direction::Directed => true,
+        Direction::Undirected => {
+            let before = graph.num_edges();
+            let (s2, d2): (Vec<u32>, Vec<u32>) = (0..n)
+                .flat_map(|v| graph.neighbors(v).iter().map(move |&u| (u, v as u32)))
+                .chain((0..n).flat_map(|v| graph.neighbors(v).iter().map(move |&u| (v as u32, u))))
+                .unzip();
+            graph = Csr::from_edges(n, &s2, &d2);
+            let added = graph.num_edges() - before;
+            if added > 0 {
+                notes.push(format!(
+                    "{}: read as undirected: added the reverse of {added} arc{} ({} distinct \
+                     arcs -> {} stored, both directions)",
+                    edge_file.display(),
+                    if added == 1 { "" } else { "s" },
+                    before,
+                    graph.num_edges()
+                ));
+            }
+            false
+        }
+    };
+    drop((src, dst));
+
+    let (features, structural) = match features {
+        Some(f) => (f, false),
+        None => (
+            structural_features(&graph, directed, lopts.structural_dim, lopts.seed),
+            true,
+        ),
+    };
+
+    let split = match split {
+        None => None,
+        Some(RawSplit { lists, files }) => {
+            let mut out: Vec<Vec<u32>> = Vec::with_capacity(3);
+            for (mut ids, f) in lists.into_iter().zip(&files) {
+                ids.sort_unstable();
+                if let Some(d) = ids.windows(2).find(|w| w[0] == w[1]) {
+                    return Err(invalid(f, format!("duplicate node id {}", d[0])));
+                }
+                out.push(ids);
+            }
+            let test = out.pop().unwrap();
+            let val = out.pop().unwrap();
+            let train = out.pop().unwrap();
+            let sp = NodeSplit { train, val, test };
+            if !lopts.allow_split_overlap {
+                check_split_disjoint(&sp, &files, lopts.split_index)?;
+            }
+            Some(sp)
+        }
+    };
+
+    Ok(Loaded {
+        dataset: Dataset {
+            name,
+            directed,
+            graph,
+            features,
+            structural_features: structural,
+            labels,
+            split,
+            removed,
+            num_splits,
+        },
+        format,
+        notes,
+        node_ids,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// helpers shared by the readers
+
+pub(crate) fn invalid(path: &Path, reason: impl Into<String>) -> GraphError {
+    GraphError::Invalid {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// `Invalid` with `line N: ` before the reason.
+pub(crate) fn at_line(path: &Path, line: usize, reason: impl std::fmt::Display) -> GraphError {
+    invalid(path, format!("line {line}: {reason}"))
+}
+
+/// Dense or sparse features from CSR rows, by the `.npy` loader's rule ([`DENSIFY_MAX_DIM`],
+/// [`DENSIFY_DENSITY`]).
+pub(crate) fn features_from_csr(
+    n: usize,
+    dim: usize,
+    indptr: Vec<u64>,
+    indices: Vec<u32>,
+    data: Vec<f32>,
+) -> Features {
+    let nnz = indices.len();
+    let densify =
+        dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * (n as f64 * dim as f64);
+    if densify {
+        let mut out = vec![0f32; n * dim];
+        for v in 0..n {
+            for k in indptr[v] as usize..indptr[v + 1] as usize {
+                out[v * dim + indices[k] as usize] += data[k];
+            }
+        }
+        Features::Dense {
+            num_nodes: n,
+            dim,
+            data: out,
+        }
+    } else {
+        Features::Sparse {
+            num_nodes: n,
+            dim,
+            indptr,
+            indices,
+            data,
+        }
+    }
+}
+
+/// Dense row-major features `[n, dim]`, kept dense unless the `.npy` loader's rule would
+/// store them sparse (`dim > 64` and at most 20% non-zero), so that a converted dataset loads
+/// back the same.
+pub(crate) fn features_from_dense(n: usize, dim: usize, data: Vec<f32>) -> Features {
+    let nnz = data.iter().filter(|&&x| x != 0.0).count();
+    let dense = dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * (n as f64 * dim as f64);
+    if dense {
+        return Features::Dense {
+            num_nodes: n,
+            dim,
+            data,
+        };
+    }
+    let mut indptr = Vec::with_capacity(n + 1);
+    let (mut indices, mut vals) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+    indptr.push(0u64);
+    for row in data.chunks_exact(dim.max(1)).take(n) {
+        for (j, &x) in row.iter().enumerate() {
+            if x != 0.0 {
+                indices.push(j as u32);
+                vals.push(x);
+            }
+        }
+        indptr.push(indices.len() as u64);
+    }
+    Features::Sparse {
+        num_nodes: n,
+        dim,
+        indptr,
+        indices,
+        data: vals,
+    }
+}
+
+/// Single-label classes checked as the `.npy` loader checks `y.npy`: `-1` = unlabelled,
+/// class ids below `max(N, 2)` and [`MAX_CLASSES`]. `line_of(v)` names where node `v`'s label
+/// is (a line, an index) in the error.
+pub(crate) fn classes(
+    path: &Path,
+    y: Vec<i64>,
+    where_: impl Fn(usize) -> String,
+) -> Result<Labels> {
+    let n = y.len();
+    let mut max = -1i64;
+    let mut out = Vec::with_capacity(n);
+    for (v, &c) in y.iter().enumerate() {
+        if c < -1 {
+            return Err(invalid(
+                path,
+                format!(
+                    "{}: label {c} of node {v} (must be -1 = unlabelled, or a class id >= 0)",
+                    where_(v)
+                ),
+            ));
+        }
+        if c >= 0 && (c as u64 >= n.max(2) as u64 || c as u64 >= MAX_CLASSES as u64) {
+            return Err(invalid(
+                path,
+                format!(
+                    "{}: label {c} of node {v} would mean {} classes for {n} nodes (class ids \
+                     must be < min(num_nodes, {MAX_CLASSES}))",
+                    where_(v),
+                    c + 1
+                ),
+            ));
+        }
+        max = max.max(c);
+        out.push(c as i32);
+    }
+    Ok(Labels::Classes {
+        y: out,
+        num_classes: (max + 1) as usize,
+    })
+}
+
+/// `n` as a node count, or an error when it exceeds the u32 id space.
+pub(crate) fn node_count(path: &Path, n: u64) -> Result<usize> {
+    if n > u32::MAX as u64 {
+        return Err(invalid(
+            path,
+            format!("{n} nodes exceed the u32 id space of tma"),
+        ));
+    }
+    Ok(n as usize)
+}

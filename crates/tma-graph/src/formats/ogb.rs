@@ -1,0 +1,523 @@
+//! OGB node-property-prediction directories, as the `ogb` package lays them out after download
+//! (`dataset/ogbn_arxiv/`): `raw/edge.csv.gz` (one `src,dst` line per edge), optional
+//! `raw/num-node-list.csv.gz` (the node count), `raw/node-feat.csv.gz` (one row of floats per
+//! node), `raw/node-label.csv.gz` (one class per line, or one 0/1 row per node for multi-task
+//! datasets such as ogbn-proteins), `split/<name>/{train,valid,test}.csv.gz` (node ids). No
+//! header lines. Files may also be uncompressed (`.csv`).
+
+use std::path::{Path, PathBuf};
+
+use super::text::{block_lines, parse_f32, parse_id, scan, scan_blocks, show, trim};
+use super::{
+    at_line, classes, features_from_dense, invalid, node_count, Direction, Raw, RawSplit,
+    ReadOptions,
+};
+use crate::dataset::{Labels, LoadOptions};
+use crate::error::Result;
+use crate::features::Features;
+
+/// The OGB dataset root for `path`: `path` itself when it holds `raw/edge.csv.gz` (or the
+/// binary `raw/data.npz`), its parent when `path` is the `raw/` directory.
+pub(crate) fn root(path: &Path) -> Option<PathBuf> {
+    let has_edges = |raw: &Path| {
+        ["edge.csv.gz", "edge.csv", "data.npz"]
+            .iter()
+            .any(|f| raw.join(f).is_file())
+    };
+    if has_edges(&path.join("raw")) {
+        return Some(path.to_path_buf());
+    }
+    if path.file_name().is_some_and(|n| n == "raw") && has_edges(path) {
+        return path.parent().map(Path::to_path_buf);
+    }
+    None
+}
+
+/// `dir/name.csv.gz`, else `dir/name.csv` when only that exists.
+fn csv_file(dir: &Path, name: &str) -> PathBuf {
+    let gz = dir.join(format!("{name}.csv.gz"));
+    let plain = dir.join(format!("{name}.csv"));
+    if !gz.exists() && plain.exists() {
+        plain
+    } else {
+        gz
+    }
+}
+
+/// Whether OGB adds inverse edges for this dataset (its `master.csv`), by the root directory's
+/// name (`ogbn_products`, `ogbn-products` or the download's `products`); `None` if unknown.
+fn add_inverse_edge(name: &str) -> Option<bool> {
+    let n = name.to_ascii_lowercase().replace('_', "-");
+    let short = n.strip_prefix("ogbn-").unwrap_or(&n);
+    match short {
+        "products" | "proteins" | "proteinfunc-v4" => Some(true),
+        "arxiv" | "papers100m" | "papers100m-bin" => Some(false),
+        _ => None,
+    }
+}
+
+/// `node-label.csv.gz` as read: one class per line, or (`Some((C, rows))`) 0/1 rows.
+type RawLabels = (Vec<i64>, Option<(usize, Vec<u8>)>);
+
+/// The ids of one split file (one id per line), each `< n`.
+fn read_ids(path: &Path, n: usize) -> Result<Vec<u32>> {
+    scan(path, |lines| {
+        let mut out = Vec::new();
+        while let Some((ln, line)) = lines.next_line()? {
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            if line.contains(&b',') {
+                return Err(at_line(
+                    path,
+                    ln,
+                    format!(
+                        "wrong column count: {:?} (a split file holds one node id per line)",
+                        show(line)
+                    ),
+                ));
+            }
+            let v = parse_id(line).map_err(|e| at_line(path, ln, e))?;
+            if v >= n as u64 {
+                return Err(at_line(
+                    path,
+                    ln,
+                    format!("node id {v} out of range (the graph has {n} nodes)"),
+                ));
+            }
+            out.push(v as u32);
+        }
+        Ok(out)
+    })
+}
+
+/// A one-column file holding a count (`num-node-list.csv.gz`, `num-edge-list.csv.gz`); an
+/// error when it lists several graphs (graph-property datasets are not node datasets).
+fn read_count(path: &Path) -> Result<u64> {
+    let counts = scan(path, |lines| {
+        let mut counts = Vec::new();
+        while let Some((ln, line)) = lines.next_line()? {
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            counts.push(
+                parse_id(line).map_err(|e| at_line(path, ln, e.replace("node id", "count")))?,
+            );
+        }
+        Ok(counts)
+    })?;
+    match counts.as_slice() {
+        [c] => Ok(*c),
+        [] => Err(invalid(path, "empty file (expected one count)")),
+        _ => Err(invalid(
+            path,
+            format!(
+                "lists {} graphs: tma reads node-property datasets of one graph (ogbn-*), not \
+                 graph-property datasets (ogbg-*)",
+                counts.len()
+            ),
+        )),
+    }
+}
+
+pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Result<Raw> {
+    let root = root(path).ok_or_else(|| {
+        if path.join("raw").join("num-node-dict.csv.gz").exists() {
+            invalid(path, "a heterogeneous OGB dataset (raw/num-node-dict.csv.gz, as ogbn-mag): tma reads homogeneous graphs only")
+        } else {
+            invalid(
+                path,
+                "not an OGB dataset directory: no raw/edge.csv.gz (nor is it the raw/ directory of one)",
+            )
+        }
+    })?;
+    let raw = root.join("raw");
+    if raw.join("relations").is_dir() || raw.join("num-node-dict.csv.gz").exists() {
+        return Err(invalid(
+            &root,
+            "a heterogeneous OGB dataset (raw/relations/, as ogbn-mag): tma reads homogeneous \
+             graphs only",
+        ));
+    }
+    let dir_name = root
+        .canonicalize()
+        .unwrap_or_else(|_| root.clone())
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "ogb".into());
+    let name = match dir_name.strip_prefix("ogbn_") {
+        Some(rest) => format!("ogbn-{rest}"),
+        None => dir_name.clone(),
+    };
+    if !raw.join("edge.csv.gz").exists() && !raw.join("edge.csv").exists() {
+        return Err(invalid(
+            &raw,
+            "the binary OGB layout (raw/data.npz, as ogbn-papers100M ships) is not read by \
+             this version; tma reads the CSV layout (raw/edge.csv.gz, ...)",
+        ));
+    }
+    let mut notes = Vec::new();
+
+    // ---- node count (optional file)
+    let nn_path = csv_file(&raw, "num-node-list");
+    let known_n = if nn_path.exists() {
+        Some(node_count(&nn_path, read_count(&nn_path)?)?)
+    } else {
+        None
+    };
+    let bound = known_n.map_or(u32::MAX as u64, |n| n as u64);
+
+    // ---- edges (blocks of lines parsed in parallel)
+    let edge_path = csv_file(&raw, "edge");
+    let blocks = scan_blocks(&edge_path, |first, block| {
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        let mut max_id: Option<u64> = None;
+        for (ln, line) in block_lines(first, block) {
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            let mut it = line.split(|&b| b == b',');
+            let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
+                let k = line.split(|&b| b == b',').count();
+                return Err(at_line(
+                    &edge_path,
+                    ln,
+                    format!(
+                        "wrong column count: {k} field{} where an edge has 2 (src,dst)",
+                        if k == 1 { "" } else { "s" }
+                    ),
+                ));
+            };
+            let mut ids = [0u32; 2];
+            for (k, tok) in [a, b].into_iter().enumerate() {
+                let v = parse_id(tok).map_err(|e| at_line(&edge_path, ln, e))?;
+                if v >= bound {
+                    return Err(at_line(
+                        &edge_path,
+                        ln,
+                        match known_n {
+                            Some(n) => format!(
+                                "node id {v} out of range ({} says {n} nodes)",
+                                nn_path.display()
+                            ),
+                            None => format!("node id {v} exceeds the u32 id space of tma"),
+                        },
+                    ));
+                }
+                max_id = Some(max_id.map_or(v, |m| m.max(v)));
+                ids[k] = v as u32;
+            }
+            src.push(ids[0]);
+            dst.push(ids[1]);
+        }
+        Ok((src, dst, max_id))
+    })?;
+    let total: usize = blocks.iter().map(|b| b.0.len()).sum();
+    let (mut src, mut dst) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut max_id: Option<u64> = None;
+    for (s, d, m) in blocks {
+        src.extend_from_slice(&s);
+        dst.extend_from_slice(&d);
+        max_id = max_id.max(m);
+    }
+    let ne_path = csv_file(&raw, "num-edge-list");
+    if ne_path.exists() {
+        let e = read_count(&ne_path)?;
+        if e != src.len() as u64 {
+            return Err(invalid(
+                &ne_path,
+                format!(
+                    "says {e} edges, but {} holds {}",
+                    edge_path.display(),
+                    src.len()
+                ),
+            ));
+        }
+    }
+
+    // ---- features (optional; blocks of rows parsed in parallel)
+    let feat_path = csv_file(&raw, "node-feat");
+    let feats: Option<(usize, usize, Vec<f32>)> = if feat_path.exists() {
+        // per block: (first line, width of its first row, rows, values)
+        let blocks = scan_blocks(&feat_path, |first, block| {
+            let mut dim: Option<usize> = None;
+            let mut data = Vec::new();
+            let mut rows = 0usize;
+            for (ln, line) in block_lines(first, block) {
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                let before = data.len();
+                for (c, tok) in line.split(|&b| b == b',').enumerate() {
+                    data.push(
+                        parse_f32(tok)
+                            .map_err(|e| at_line(&feat_path, ln, format!("column {c}: {e}")))?,
+                    );
+                }
+                let k = data.len() - before;
+                match dim {
+                    None => dim = Some(k),
+                    Some(d) if d != k => {
+                        return Err(at_line(
+                            &feat_path,
+                            ln,
+                            format!("wrong column count: {k} values where the first row has {d}"),
+                        ))
+                    }
+                    _ => {}
+                }
+                rows += 1;
+            }
+            Ok((first, dim, rows, data))
+        })?;
+        let mut dim: Option<usize> = None;
+        let total: usize = blocks.iter().map(|b| b.3.len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut rows = 0usize;
+        for (first, d, r, v) in blocks {
+            match (dim, d) {
+                (None, _) => dim = d,
+                (Some(a), Some(b)) if a != b => {
+                    return Err(at_line(
+                        &feat_path,
+                        first,
+                        format!("wrong column count: {b} values where the first row has {a}"),
+                    ))
+                }
+                _ => {}
+            }
+            rows += r;
+            data.extend_from_slice(&v);
+        }
+        Some((rows, dim.unwrap_or(0), data))
+    } else {
+        None
+    };
+
+    // ---- labels (optional): one class per line, or one 0/1 row per node
+    let label_path = csv_file(&raw, "node-label");
+    let labels_raw: Option<RawLabels> = if label_path.exists() {
+        Some(scan(&label_path, |lines| {
+            let mut classes_v = Vec::new();
+            let mut multi: Option<(usize, Vec<u8>)> = None;
+            while let Some((ln, line)) = lines.next_line()? {
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                let fields: Vec<&[u8]> = line.split(|&b| b == b',').collect();
+                if fields.len() == 1 && multi.is_none() {
+                    let t = trim(fields[0]);
+                    let c = if t.is_empty() || t.eq_ignore_ascii_case(b"nan") || t == b"-1" {
+                        -1
+                    } else {
+                        parse_id(t)
+                            .map_err(|e| at_line(&label_path, ln, e.replace("node id", "label")))?
+                            as i64
+                    };
+                    classes_v.push(c);
+                } else {
+                    let (c, m) = multi.get_or_insert_with(|| (fields.len(), Vec::new()));
+                    if fields.len() != *c || !classes_v.is_empty() {
+                        return Err(at_line(
+                            &label_path,
+                            ln,
+                            format!(
+                                "wrong column count: {} labels where the first row has {}",
+                                fields.len(),
+                                if classes_v.is_empty() { *c } else { 1 }
+                            ),
+                        ));
+                    }
+                    for (j, tok) in fields.iter().enumerate() {
+                        match trim(tok) {
+                            b"0" | b"0.0" => m.push(0),
+                            b"1" | b"1.0" => m.push(1),
+                            other => {
+                                return Err(at_line(
+                                    &label_path,
+                                    ln,
+                                    format!(
+                                        "column {j}: multi-label entry {:?} must be 0 or 1",
+                                        show(other)
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                }
+            }
+            Ok((classes_v, multi))
+        })?)
+    } else {
+        None
+    };
+
+    // ---- N
+    let n = match known_n {
+        Some(n) => n,
+        None => {
+            let mut n = max_id.map_or(0, |m| m + 1);
+            if let Some((rows, _, _)) = &feats {
+                n = n.max(*rows as u64);
+            }
+            if let Some((c, m)) = &labels_raw {
+                n = n.max(match m {
+                    Some((k, y)) => (y.len() / (*k).max(1)) as u64,
+                    None => c.len() as u64,
+                });
+            }
+            node_count(&root, n)?
+        }
+    };
+    let count_err = |p: &Path, rows: usize| {
+        invalid(
+            p,
+            format!(
+                "{rows} rows, but the graph has {n} nodes{}",
+                if known_n.is_some() {
+                    format!(" ({})", nn_path.display())
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    };
+    let features: Option<Features> = match feats {
+        None => None,
+        Some((rows, dim, data)) => {
+            if rows != n {
+                return Err(count_err(&feat_path, rows));
+            }
+            Some(features_from_dense(n, dim, data))
+        }
+    };
+    let labels = match labels_raw {
+        None => Labels::None,
+        Some((_, Some((k, y)))) => {
+            if y.len() != n * k {
+                return Err(count_err(&label_path, y.len() / k.max(1)));
+            }
+            Labels::MultiLabel { num_labels: k, y }
+        }
+        Some((c, None)) => {
+            if c.len() != n {
+                return Err(count_err(&label_path, c.len()));
+            }
+            classes(&label_path, c, |v| format!("line {}", v + 1))?
+        }
+    };
+
+    // ---- splits: split/<name>/, sorted by name
+    let split_root = root.join("split");
+    let mut names: Vec<String> = match std::fs::read_dir(&split_root) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    let (split, num_splits) = if names.is_empty() {
+        if lopts.split_index > 0 {
+            return Err(invalid(
+                &split_root,
+                format!(
+                    "split_index {} out of range: the dataset has no split/ directory",
+                    lopts.split_index
+                ),
+            ));
+        }
+        (None, 0)
+    } else {
+        let Some(chosen) = names.get(lopts.split_index) else {
+            return Err(invalid(
+                &split_root,
+                format!(
+                    "split_index {} out of range: split/ holds {} split{} ({})",
+                    lopts.split_index,
+                    names.len(),
+                    if names.len() == 1 { "" } else { "s" },
+                    names.join(", ")
+                ),
+            ));
+        };
+        let d = split_root.join(chosen);
+        let files = [
+            csv_file(&d, "train"),
+            csv_file(&d, "valid"),
+            csv_file(&d, "test"),
+        ];
+        let lists = [
+            read_ids(&files[0], n)?,
+            read_ids(&files[1], n)?,
+            read_ids(&files[2], n)?,
+        ];
+        (Some(RawSplit { lists, files }), names.len())
+    };
+
+    // ---- what is not read
+    if let Ok(rd) = std::fs::read_dir(&raw) {
+        let known = [
+            "edge",
+            "num-node-list",
+            "num-edge-list",
+            "node-feat",
+            "node-label",
+        ];
+        let mut ignored: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| {
+                let stem = f
+                    .strip_suffix(".csv.gz")
+                    .or_else(|| f.strip_suffix(".csv"))
+                    .unwrap_or(f);
+                !known.contains(&stem)
+            })
+            .collect();
+        ignored.sort();
+        if !ignored.is_empty() {
+            notes.push(format!(
+                "{}: not read: {} (edge features and extra node attributes are not used)",
+                raw.display(),
+                ignored.join(", ")
+            ));
+        }
+    }
+
+    let direction = match (ropts.undirected, add_inverse_edge(&name)) {
+        (true, _) | (false, Some(true)) => Direction::Undirected,
+        (false, Some(false)) => {
+            notes.push(format!(
+                "{name}: edges read as directed arcs, as OGB stores this dataset (pass \
+                 --undirected for the symmetrized graph)"
+            ));
+            Direction::Directed
+        }
+        (false, None) => {
+            notes.push(format!(
+                "{}: not an ogbn dataset tma knows (arxiv, products, proteins, papers100M): \
+                 edges read as directed arcs (pass --undirected if OGB adds inverse edges for \
+                 it)",
+                root.display()
+            ));
+            Direction::Directed
+        }
+    };
+
+    Ok(Raw {
+        name,
+        direction,
+        num_nodes: n,
+        src,
+        dst,
+        edge_file: edge_path,
+        features,
+        labels,
+        split,
+        num_splits,
+        notes,
+        node_ids: None,
+    })
+}
