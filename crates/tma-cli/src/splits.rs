@@ -157,7 +157,12 @@ pub fn train_all_splits(flags: TrainOpts) -> Result<()> {
     if cfg.task == Task::Link {
         bail!("--split-index all applies to node classification: --task link splits edges (--val-frac/--test-frac); vary --seed instead");
     }
-    let ds = load(&Some(dataset.clone()), None, &cfg)?;
+    let ds = load(
+        &Some(dataset.clone()),
+        crate::train_cmd::read_options(merged.format, merged.undirected),
+        None,
+        &cfg,
+    )?;
     let num_splits = ds.num_splits;
     if num_splits == 0 {
         bail!(
