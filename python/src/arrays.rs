@@ -178,10 +178,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
         ),
         FeatureArrays::Dense { data, rows, dim } => {
             if data.len() != rows * dim {
-                return Err(format!(
-                    "x holds {} values, not {rows} x {dim}",
-                    data.len()
-                ));
+                return Err(format!("x holds {} values, not {rows} x {dim}", data.len()));
             }
             if let Some(k) = data.iter().position(|v| !v.is_finite()) {
                 let bad = data.iter().filter(|v| !v.is_finite()).count();
@@ -215,7 +212,11 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                     y[v]
                 ));
             }
-            let num_classes = y.iter().copied().max().map_or(0, |m| (m + 1).max(0) as usize);
+            let num_classes = y
+                .iter()
+                .copied()
+                .max()
+                .map_or(0, |m| (m + 1).max(0) as usize);
             Labels::Classes {
                 y: y.iter().map(|&l| l as i32).collect(),
                 num_classes,
@@ -246,9 +247,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                 let mut ids = Vec::with_capacity(list.len());
                 for (i, &v) in list.iter().enumerate() {
                     if v < 0 || v as u64 >= n as u64 {
-                        return Err(format!(
-                            "{name}[{i}] = {v} is out of range for {n} nodes"
-                        ));
+                        return Err(format!("{name}[{i}] = {v} is out of range for {n} nodes"));
                     }
                     ids.push(v as u32);
                 }
@@ -364,8 +363,7 @@ fn layout_like_loader(f: Features) -> Features {
         return f;
     };
     let cells = n as f64 * dim as f64;
-    if dim <= tma_graph::DENSIFY_MAX_DIM || data.len() as f64 > tma_graph::DENSIFY_DENSITY * cells
-    {
+    if dim <= tma_graph::DENSIFY_MAX_DIM || data.len() as f64 > tma_graph::DENSIFY_DENSITY * cells {
         let mut out = vec![0f32; n * dim];
         for v in 0..n {
             for k in indptr[v] as usize..indptr[v + 1] as usize {
@@ -409,9 +407,7 @@ fn sparse_features(
             data.len()
         ));
     }
-    if indptr[0] != 0
-        || indptr.windows(2).any(|w| w[1] < w[0])
-        || indptr[n] as usize != data.len()
+    if indptr[0] != 0 || indptr.windows(2).any(|w| w[1] < w[0]) || indptr[n] as usize != data.len()
     {
         return Err(format!(
             "x: indptr must rise from 0 to nnz = {} (a CSR matrix)",
@@ -486,7 +482,10 @@ mod tests {
             "edge_index[0, 1] = 5 is out of range for 2 nodes (num_nodes=2)"
         );
         let e = dataset_from_arrays(input(&[0], &[1])).unwrap_err();
-        assert!(e.starts_with("edge_index is not symmetric: it has the arc 0 -> 1 but not 1 -> 0"), "{e}");
+        assert!(
+            e.starts_with("edge_index is not symmetric: it has the arc 0 -> 1 but not 1 -> 0"),
+            "{e}"
+        );
         assert!(dataset_from_arrays(ArrayInput {
             directed: true,
             ..input(&[0], &[1])
@@ -519,7 +518,10 @@ mod tests {
             ..input(&[0, 1], &[1, 0])
         })
         .unwrap_err();
-        assert!(e.starts_with("val_idx and test_idx share 1 node (first: 1)"), "{e}");
+        assert!(
+            e.starts_with("val_idx and test_idx share 1 node (first: 1)"),
+            "{e}"
+        );
         let ok = dataset_from_arrays(ArrayInput {
             split: Some([&tr, &va, &te]),
             allow_split_overlap: true,
@@ -616,6 +618,9 @@ mod tests {
             ..input(&[0, 1], &[1, 0])
         })
         .unwrap_err();
-        assert_eq!(e, "x: column index 3 (entry 1) is out of range for 3 columns");
+        assert_eq!(
+            e,
+            "x: column index 3 (entry 1) is out of range for 3 columns"
+        );
     }
 }

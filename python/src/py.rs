@@ -121,13 +121,14 @@ impl PyDataset {
         // TODO(formats): when tma_graph::formats::load(path, Option<Format>) lands, call it
         // here (with a `format=` argument) so OGB / SNAP / npz / CSV load as in `tma train`.
         let p = path.clone();
-        let ds = py.detach(move || {
-            guarded(|| {
-                tma_train::run::load_dataset(&DataSource::Dataset(p), &TrainConfig::default())
-                    .map_err(py_err)
-            })
-        })?
-        .expect("a dataset directory loads a dataset");
+        let ds = py
+            .detach(move || {
+                guarded(|| {
+                    tma_train::run::load_dataset(&DataSource::Dataset(p), &TrainConfig::default())
+                        .map_err(py_err)
+                })
+            })?
+            .expect("a dataset directory loads a dataset");
         Ok(PyDataset {
             source: Source::Path(path, ds),
         })
@@ -159,10 +160,11 @@ impl PyDataset {
         )>,
         allow_split_overlap: bool,
     ) -> PyResult<PyDataset> {
-        let contiguous = |what: &str| {
-            PyValueError::new_err(format!("{what}: expected a C-contiguous array"))
-        };
-        let ei = edge_index.as_slice().map_err(|_| contiguous("edge_index"))?;
+        let contiguous =
+            |what: &str| PyValueError::new_err(format!("{what}: expected a C-contiguous array"));
+        let ei = edge_index
+            .as_slice()
+            .map_err(|_| contiguous("edge_index"))?;
         let shape = edge_index.shape();
         if shape[0] != 2 {
             return Err(PyValueError::new_err(format!(
@@ -488,8 +490,15 @@ fn _train(
 ) -> PyResult<PyRun> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
         .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
-    let config = TrainConfig::from_options(&map)
-        .map_err(|e| PyValueError::new_err(format!("invalid option: {e}")))?;
+    let config = TrainConfig::from_options(&map).map_err(|e| {
+        PyValueError::new_err(
+            if e.starts_with("option '") || e.starts_with("unknown option") {
+                e
+            } else {
+                format!("invalid option: {e}")
+            },
+        )
+    })?;
     let mut plan = FailPlan::new();
     for (t, at) in fail {
         if t >= config.effective_trainers() {
@@ -518,23 +527,13 @@ fn _train(
             match &d.get().source {
                 Source::Path(p, _) => DataSource::Dataset(p.clone()),
                 Source::Memory(ds) => {
-                    let mut ds = ds.clone();
-                    if ds.structural_features && config.seed != 0 {
-                        // as the loader: the random columns follow the run's seed
-                        ds.features = tma_graph::structural_features(
-                            &ds.graph,
-                            ds.directed,
-                            arrays::STRUCTURAL_DIM,
-                            config.seed,
-                        );
-                    }
                     if ds.split.is_some() && config.split_index > 0 {
                         return Err(PyValueError::new_err(format!(
                             "invalid option: split_index {}: the arrays hold one split (index 0)",
                             config.split_index
                         )));
                     }
-                    DataSource::InMemory(Box::new(ds))
+                    DataSource::InMemory(Box::new(dataset_for(d.get(), &config)?))
                 }
             }
         }
@@ -648,6 +647,102 @@ fn _train(
     })
 }
 
+/// The dataset of a Python `Dataset` for a run or partition with `cfg`: a directory is
+/// reloaded with the configuration's split index and seed (as `tma train --dataset`), arrays
+/// are cloned (structural features redrawn for the seed).
+fn dataset_for(d: &PyDataset, cfg: &TrainConfig) -> Result<Dataset, PyErr> {
+    match &d.source {
+        Source::Path(p, _) => Ok(tma_train::run::load_dataset(
+            &DataSource::Dataset(p.clone()),
+            cfg,
+        )
+        .map_err(py_err)?
+        .expect("a directory loads a dataset")),
+        Source::Memory(ds) => {
+            let mut ds = ds.clone();
+            if ds.structural_features && cfg.seed != 0 {
+                ds.features = tma_graph::structural_features(
+                    &ds.graph,
+                    ds.directed,
+                    arrays::STRUCTURAL_DIM,
+                    cfg.seed,
+                );
+            }
+            Ok(ds)
+        }
+    }
+}
+
+/// Partitions: see `tma.partition`. Returns `(assignment uint32 [N], report JSON, assignment
+/// sha256, manifest JSON of the written partition directory or None)`.
+#[pyfunction]
+#[pyo3(signature = (dataset, options, out=None))]
+#[allow(clippy::type_complexity)]
+fn _partition<'py>(
+    py: Python<'py>,
+    dataset: &Bound<'py, PyDataset>,
+    options: &str,
+    out: Option<PathBuf>,
+) -> PyResult<(
+    Bound<'py, numpy::PyArray1<u32>>,
+    String,
+    String,
+    Option<String>,
+)> {
+    use tma_train::method::DataLayout;
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
+        .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
+    let cfg = TrainConfig::from_options(&map).map_err(|e| {
+        PyValueError::new_err(
+            if e.starts_with("option '") || e.starts_with("unknown option") {
+                e
+            } else {
+                format!("invalid option: {e}")
+            },
+        )
+    })?;
+    let DataLayout::Partitioned(method) = tma_train::training_method(cfg.method).layout(&cfg)
+    else {
+        return Err(PyValueError::new_err(format!(
+            "method '{}' does not partition the graph (random, super or metis do: random-tma, super-tma, psgd-pa)",
+            cfg.method
+        )));
+    };
+    let d = dataset.get();
+    let (assignment, report, hash, manifest) = py.detach(|| {
+        guarded(|| {
+            let ds = dataset_for(d, &cfg)?;
+            let pcfg = tma_partition::PartitionConfig {
+                method,
+                num_parts: cfg.num_trainers,
+                drop_parts: cfg.drop_parts,
+                seed: cfg.seed,
+            };
+            let p = tma_partition::partition(&ds.graph, &pcfg)
+                .map_err(|e| py_err(TrainError::Partition(e)))?;
+            let labels = match &ds.labels {
+                tma_graph::Labels::Classes { y, num_classes } => Some((y.as_slice(), *num_classes)),
+                _ => None,
+            };
+            let rep = tma_partition::partition_report(&ds.graph, &p, labels);
+            let report = serde_json::to_string(&rep).expect("report serializes");
+            let manifest = match &out {
+                None => None,
+                Some(dir) => {
+                    let (name, directed) = (ds.name.clone(), ds.directed);
+                    let prep = tma_train::prepare(ds, &cfg).map_err(py_err)?;
+                    let m =
+                        tma_train::store::write_partition_dir(dir, &prep, &cfg, &name, directed)
+                            .map_err(|e| py_err(TrainError::Store(e)))?;
+                    Some(serde_json::to_string(&m).expect("manifest serializes"))
+                }
+            };
+            Ok((p.assignment.clone(), report, p.hash_hex(), manifest))
+        })
+    })?;
+    Ok((assignment.into_pyarray(py), report, hash, manifest))
+}
+
 /// The option keys `tma.train` accepts (the config-file keys) and their defaults for `task`,
 /// as JSON.
 #[pyfunction]
@@ -664,9 +759,7 @@ fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRun>()?;
     m.add_function(wrap_pyfunction!(_train, m)?)?;
     m.add_function(wrap_pyfunction!(_defaults, m)?)?;
-    m.add(
-        "OPTION_ALIASES",
-        tma_train::config::OPTION_ALIASES.to_vec(),
-    )?;
+    m.add_function(wrap_pyfunction!(_partition, m)?)?;
+    m.add("OPTION_ALIASES", tma_train::config::OPTION_ALIASES.to_vec())?;
     Ok(())
 }

@@ -45,7 +45,7 @@ def test_to_torch_reproduces_tma_logits_on_cora(tmp_path, cora_dir, opts):
 
 def test_to_torch_link_model_scores(tmp_path):
     # link prediction on the generated graph: embeddings and the decoder's scores
-    run = tma.train(None, gen_nodes=400, task="link", out=tmp_path / "l", trainers=2, hidden=16,
+    run = tma.train(None, gen_nodes=400, task="link", eval_num_neg=100, out=tmp_path / "l", trainers=2, hidden=16,
                     sync_every="500ms", time_limit="1500ms", threads=2)
     edge_index, x = run.inference_inputs()
     net = tma.to_torch(run, use_pyg=False)

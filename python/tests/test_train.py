@@ -100,7 +100,7 @@ def test_on_round_once_per_round_and_models(tmp_path, cora_dir, cora_arrays):
     # the same tensors as the run's safetensors files, bit for bit
     for which, params in (("best", best), ("final", final)):
         f = tma.load_safetensors(pathlib.Path(run.dir) / f"model_{which}.safetensors")
-        assert list(f) == list(params)
+        assert sorted(f) == sorted(params)
         for k in f:
             assert f[k].dtype == np.float32 and np.array_equal(f[k], params[k]), (which, k)
 
@@ -131,3 +131,43 @@ def test_generated_graph_and_duration_forms(tmp_path):
     assert run.config["sync_every"] == "500ms" and run.config["time_limit"] == "1s 500ms"
     assert run.summary["rounds"] == len(run.rounds) >= 2
     assert run.summary["num_trainers"] == 2
+
+
+def test_partition_matches_the_cli(tmp_path, cora_dir, tma_bin):
+    ds = tma.Dataset.load(cora_dir)
+    for method, parts in (("random", 4), ("metis", 3)):
+        p = tma.partition(ds, method, parts, seed=2)
+        a = p["assignment"]
+        assert a.shape == (2708,) and a.dtype == np.uint32
+        assert sorted(set(a.tolist())) == list(range(parts))
+        cli = subprocess.run(
+            [str(tma_bin), "partition", "--dataset", str(cora_dir), "--method", method,
+             "--parts", str(parts), "--seed", "2", "--json", str(tmp_path / f"{method}.json")],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert f"assignment sha256 {p['assignment_sha256']}" in cli.stdout
+        assert json.loads((tmp_path / f"{method}.json").read_text()) == p["report"]
+        # nodes per part in the report are the assignment's counts
+        counts = np.bincount(a, minlength=parts).tolist()
+        assert [q["num_nodes"] for q in p["report"]["parts"]][:parts] == counts
+    with pytest.raises(ValueError, match="does not partition the graph"):
+        tma.partition(ds, "centralized")
+    # a partition directory trains as tma train --partitions reads it
+    w = tma.partition(ds, "random", 2, seed=1, out=tmp_path / "parts")
+    assert (tmp_path / "parts" / "manifest.json").is_file()
+    assert len(w["manifest"]["parts"]) == 2
+
+
+def test_from_pyg_takes_a_pyg_data_object(cora_arrays):
+    pytest.importorskip("torch_geometric", reason="torch_geometric is not installed here (optional dependency of Dataset.from_pyg)")
+    import torch
+    from torch_geometric.data import Data
+
+    a = cora_arrays
+    mask = lambda idx: torch.zeros(2708, dtype=torch.bool).index_fill_(0, torch.from_numpy(idx), True)
+    data = Data(edge_index=torch.from_numpy(a["edge_index"]), x=torch.from_numpy(a["x"]),
+                y=torch.from_numpy(a["y"]), train_mask=mask(a["train_idx"]),
+                val_mask=mask(a["val_idx"]), test_mask=mask(a["test_idx"]))
+    ds = tma.Dataset.from_pyg(data)
+    assert (ds.num_nodes, ds.num_edges, ds.num_features, ds.num_classes, ds.directed) == (2708, 10556, 1433, 7, False)

@@ -29,6 +29,7 @@ __all__ = [
     "Dataset",
     "Run",
     "train",
+    "partition",
     "defaults",
     "option_names",
     "load_safetensors",
@@ -359,3 +360,46 @@ def _seconds(name: str, v: Any) -> float:
             except ValueError:
                 break
     raise ValueError(f"{name}: '{v}' is not a duration (examples: 30s, 2min, 1h)")
+
+
+_PARTITIONERS = {"random": "random-tma", "super": "super-tma", "metis": "psgd-pa"}
+
+
+def partition(
+    dataset: Union[Dataset, str, "_os.PathLike[str]"],
+    method: str = "random",
+    parts: int = 4,
+    *,
+    out: Union[str, "_os.PathLike[str]", None] = None,
+    **options: Any,
+) -> Dict[str, Any]:
+    """Partitions a dataset as ``tma partition`` does: ``method`` random | super | metis (or
+    the training names random-tma | super-tma | psgd-pa), ``parts`` M, and the training
+    options that matter (``drop_parts``, ``super_nodes``, ``seed``; with ``out``, also ``task``,
+    ``normalize_features``, ...).
+
+    Returns ``{"assignment": uint32 [N] part of every node, "report": per-part statistics
+    (edges kept, label / degree divergence; as partition.json), "assignment_sha256": ...}``;
+    with ``out``, also writes a partition directory for ``tma train --partitions`` and adds its
+    ``"manifest"``."""
+    if isinstance(dataset, (str, _os.PathLike)):
+        dataset = Dataset.load(dataset)
+    if not isinstance(dataset, Dataset):
+        raise ValueError(f"dataset: expected a tma.Dataset or a dataset directory, got {type(dataset).__name__}")
+    opts = dict(options)
+    opts["method"] = _PARTITIONERS.get(method, method)
+    opts["num_trainers"] = parts
+    text = _json.dumps(opts)
+    assignment, report, sha, manifest = _tma._partition(
+        dataset._native, text, None if out is None else _os.fspath(out)
+    )
+    result = {
+        "assignment": assignment,
+        "report": _json.loads(report),
+        "assignment_sha256": sha,
+    }
+    if manifest is not None:
+        result["manifest"] = _json.loads(manifest)
+    for w in result["report"].get("warnings", []):
+        _warnings.warn(w, stacklevel=2)
+    return result

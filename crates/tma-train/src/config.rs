@@ -294,7 +294,8 @@ fn default_heads() -> usize {
 }
 
 /// Other spellings of option keys the CLI's TOML config accepts: `(alias, key)`.
-pub const OPTION_ALIASES: [(&str, &str); 2] = [("trainers", "num_trainers"), ("layers", "num_layers")];
+pub const OPTION_ALIASES: [(&str, &str); 2] =
+    [("trainers", "num_trainers"), ("layers", "num_layers")];
 
 impl TrainConfig {
     /// The defaults for `task`: [`TrainConfig::default`] with the task set and, for link
@@ -563,12 +564,16 @@ mod tests {
         assert!(e.starts_with("unknown option 'hiden' (options: "), "{e}");
         assert!(e.contains("hidden"), "{e}");
         let e = TrainConfig::from_options(&m(serde_json::json!({"hidden": "wide"}))).unwrap_err();
-        assert!(e.starts_with("option 'hidden' = \"wide\": invalid type"), "{e}");
+        assert!(
+            e.starts_with("option 'hidden' = \"wide\": invalid type"),
+            "{e}"
+        );
         let e =
             TrainConfig::from_options(&m(serde_json::json!({"sync_every": "soon"}))).unwrap_err();
         assert!(e.starts_with("option 'sync_every' = \"soon\""), "{e}");
-        let e = TrainConfig::from_options(&m(serde_json::json!({"trainers": 2, "num_trainers": 3})))
-            .unwrap_err();
+        let e =
+            TrainConfig::from_options(&m(serde_json::json!({"trainers": 2, "num_trainers": 3})))
+                .unwrap_err();
         assert!(e.contains("given twice"), "{e}");
         let e = TrainConfig::from_options(&m(serde_json::json!({"trainers": 0}))).unwrap_err();
         assert_eq!(e, "trainers must be >= 1");
