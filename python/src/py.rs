@@ -97,6 +97,20 @@ enum Source {
     Memory(Dataset),
 }
 
+/// A `scipy.sparse.csr_matrix` as `(indptr, indices, data, columns)`.
+type SparseArrays<'py> = (
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, f32>,
+    usize,
+);
+
+/// `(edge_index [2, E], x [N, F])`.
+type GraphArrays<'py> = (
+    Bound<'py, numpy::PyArray2<i64>>,
+    Bound<'py, numpy::PyArray2<f32>>,
+);
+
 /// A graph dataset (`tma.Dataset`).
 #[pyclass(module = "tma._tma", name = "Dataset", frozen)]
 pub struct PyDataset {
@@ -145,12 +159,7 @@ impl PyDataset {
         num_nodes: Option<usize>,
         directed: bool,
         x_dense: Option<PyReadonlyArray2<'_, f32>>,
-        x_sparse: Option<(
-            PyReadonlyArray1<'_, i64>,
-            PyReadonlyArray1<'_, i64>,
-            PyReadonlyArray1<'_, f32>,
-            usize,
-        )>,
+        x_sparse: Option<SparseArrays<'_>>,
         y_classes: Option<PyReadonlyArray1<'_, i64>>,
         y_multi: Option<PyReadonlyArray2<'_, u8>>,
         split: Option<(
@@ -425,13 +434,7 @@ impl PyRun {
     /// The graph and features the models are evaluated on (after the run's preparation:
     /// normalized features with `normalize_features`, held-out edges removed for link
     /// prediction): `(edge_index int64 [2, E], x float32 [N, F])`, `x` densified.
-    fn inference_inputs<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<(
-        Bound<'py, numpy::PyArray2<i64>>,
-        Bound<'py, numpy::PyArray2<f32>>,
-    )> {
+    fn inference_inputs<'py>(&self, py: Python<'py>) -> PyResult<GraphArrays<'py>> {
         let g = &self.prep.graph;
         let e = g.num_edges();
         let mut ei = vec![0i64; 2 * e];
