@@ -190,7 +190,17 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                     data[k]
                 ));
             }
-            (layout_like_loader(dense_to_sparse(data, rows, dim)), false)
+            let nnz = data.iter().filter(|&&v| v != 0.0).count();
+            let features = if loader_densifies(rows, dim, nnz) {
+                Features::Dense {
+                    num_nodes: rows,
+                    dim,
+                    data: data.to_vec(),
+                }
+            } else {
+                dense_to_sparse(data, rows, dim)
+            };
+            (features, false)
         }
         FeatureArrays::Sparse {
             indptr,
@@ -348,6 +358,13 @@ fn dense_to_sparse(data: &[f32], rows: usize, dim: usize) -> Features {
     }
 }
 
+/// Whether the `.npy` loader keeps `nnz` non-zeros of `[rows, dim]` features dense: when
+/// `dim <= 64` or more than 20% of the cells are non-zero.
+fn loader_densifies(rows: usize, dim: usize, nnz: usize) -> bool {
+    dim <= tma_graph::DENSIFY_MAX_DIM
+        || nnz as f64 > tma_graph::DENSIFY_DENSITY * (rows as f64 * dim as f64)
+}
+
 /// The layout the `.npy` loader chooses for the same values (dense when `dim <= 64` or more
 /// than 20% non-zeros, else CSR), so a dataset from arrays trains exactly as the same data
 /// loaded from a directory.
@@ -362,8 +379,7 @@ fn layout_like_loader(f: Features) -> Features {
     else {
         return f;
     };
-    let cells = n as f64 * dim as f64;
-    if dim <= tma_graph::DENSIFY_MAX_DIM || data.len() as f64 > tma_graph::DENSIFY_DENSITY * cells {
+    if loader_densifies(n, dim, data.len()) {
         let mut out = vec![0f32; n * dim];
         for v in 0..n {
             for k in indptr[v] as usize..indptr[v + 1] as usize {

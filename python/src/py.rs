@@ -479,7 +479,7 @@ impl PyRun {
 }
 
 /// Trains: see `tma.train`. `options` is a JSON object of option keys
-/// ([`TrainConfig::from_options`]); `fail` pairs of trainer and seconds.
+/// ([`TrainConfig::from_options`]); `fail` pairs of trainer and duration (`"10s"`).
 #[pyfunction]
 #[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None))]
 fn _train(
@@ -487,7 +487,7 @@ fn _train(
     dataset: Option<&Bound<'_, PyDataset>>,
     options: &str,
     out: Option<PathBuf>,
-    fail: Vec<(usize, f64)>,
+    fail: Vec<(usize, String)>,
     gen_nodes: Option<usize>,
     on_round: Option<Py<PyAny>>,
 ) -> PyResult<PyRun> {
@@ -510,12 +510,12 @@ fn _train(
                 config.effective_trainers() - 1
             )));
         }
-        if !(at.is_finite() && at >= 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "fail: trainer {t} at {at} s: expected seconds >= 0"
-            )));
-        }
-        plan.insert(t, Duration::from_secs_f64(at));
+        let d = humantime::parse_duration(&at).map_err(|e| {
+            PyValueError::new_err(format!(
+                "fail: trainer {t} at '{at}': not a duration ({e}; examples: 10s, 2min)"
+            ))
+        })?;
+        plan.insert(t, d);
     }
     let data = match dataset {
         None => DataSource::Generated {
@@ -536,7 +536,10 @@ fn _train(
                             config.split_index
                         )));
                     }
-                    DataSource::InMemory(Box::new(dataset_for(d.get(), &config)?))
+                    // the copy for the run (a run owns its data) is made without the GIL
+                    let dd: &PyDataset = d.get();
+                    let ds = py.detach(|| guarded(|| dataset_for(dd, &config)))?;
+                    DataSource::InMemory(Box::new(ds))
                 }
             }
         }
@@ -636,6 +639,9 @@ fn _train(
         }
         return Err(e);
     }
+    // embeddings need the evaluation graph and features only: free the trainers' parts
+    let mut prep = trained.prep;
+    prep.trainers = Vec::new();
     let summary = serde_json::to_string(&trained.result.summary).expect("summary serializes");
     let config = serde_json::to_string(&trained.config).expect("config serializes");
     Ok(PyRun {
@@ -645,7 +651,7 @@ fn _train(
         dir: trained.dir,
         final_params: trained.result.final_params,
         best_params: trained.result.best_params,
-        prep: trained.prep,
+        prep,
         train_config: trained.config,
     })
 }

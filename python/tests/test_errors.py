@@ -30,6 +30,10 @@ def test_unknown_and_bad_options_name_the_option(tmp_path):
         tma.train(ds, lr=object(), out=tmp_path / "a")
     with pytest.raises(ValueError, match=r"fail: trainer 7 does not exist \(trainers are 0 to 3\)"):
         tma.train(ds, fail={7: 1.0}, out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"fail: trainer 1 at 'soon': not a duration"):
+        tma.train(ds, fail=["1@soon"], out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"fail 'x': expected TRAINER@DURATION"):
+        tma.train(ds, fail=["x"], out=tmp_path / "a")
     assert not (tmp_path / "a").exists(), "a refused run leaves no directory"
 
 

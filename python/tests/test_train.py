@@ -133,6 +133,15 @@ def test_generated_graph_and_duration_forms(tmp_path):
     assert run.summary["num_trainers"] == 2
 
 
+def test_injected_failure_is_recorded(tmp_path):
+    run = tma.train(None, gen_nodes=600, out=tmp_path / "f", trainers=3, sync_every="300ms",
+                    time_limit="1500ms", hidden=8, threads=2, fail={1: 0.6})
+    failed = run.summary["failed_trainers"]
+    assert [f["trainer"] for f in failed] == [1]
+    assert 0.6 <= failed[0]["at_s"] < 1.5
+    assert 1 in run.rounds[-1]["missing"] and 1 not in run.rounds[-1]["participants"]
+
+
 def test_partition_matches_the_cli(tmp_path, cora_dir, tma_bin):
     ds = tma.Dataset.load(cora_dir)
     for method, parts in (("random", 4), ("metis", 3)):

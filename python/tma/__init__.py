@@ -252,7 +252,7 @@ def _duration(name: str, v: Any) -> Any:
     if isinstance(v, bool):
         raise ValueError(f"option '{name}': expected a duration such as \"30s\", got {v!r}")
     if isinstance(v, (int, float)):
-        if not v > 0 and v != 0:
+        if not v >= 0:
             raise ValueError(f"option '{name}': expected a duration such as \"30s\", got {v!r}")
         return f"{int(round(v * 1000))}ms"
     return v
@@ -328,10 +328,11 @@ def _jsonable(v: Any) -> bool:
 
 
 def _fail_items(fail) -> Iterable:
+    """``(trainer, duration)`` pairs from ``{trainer: seconds | "10s"}`` or ``["1@10s"]``."""
     if fail is None:
         return []
     if isinstance(fail, dict):
-        items = fail.items()
+        items = list(fail.items())
     else:
         items = []
         for f in fail:
@@ -339,27 +340,7 @@ def _fail_items(fail) -> Iterable:
             if not sep or not t.strip().isdigit():
                 raise ValueError(f"fail '{f}': expected TRAINER@DURATION, e.g. 1@10s")
             items.append((int(t), at))
-    out = []
-    for t, at in items:
-        secs = _seconds(f"fail {t}", at)
-        out.append((int(t), secs))
-    return out
-
-
-def _seconds(name: str, v: Any) -> float:
-    if isinstance(v, _dt.timedelta):
-        return v.total_seconds()
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
-    s = str(v).strip()
-    units = [("ms", 1e-3), ("min", 60.0), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
-    for u, f in units:
-        if s.endswith(u):
-            try:
-                return float(s[: -len(u)]) * f
-            except ValueError:
-                break
-    raise ValueError(f"{name}: '{v}' is not a duration (examples: 30s, 2min, 1h)")
+    return [(int(t), str(_duration(f"fail {t}", at))) for t, at in items]
 
 
 _PARTITIONERS = {"random": "random-tma", "super": "super-tma", "metis": "psgd-pa"}
