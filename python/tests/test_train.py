@@ -180,3 +180,20 @@ def test_from_pyg_takes_a_pyg_data_object(cora_arrays):
                 val_mask=mask(a["val_idx"]), test_mask=mask(a["test_idx"]))
     ds = tma.Dataset.from_pyg(data)
     assert (ds.num_nodes, ds.num_edges, ds.num_features, ds.num_classes, ds.directed) == (2708, 10556, 1433, 7, False)
+
+
+def test_compare_runs_every_method_and_seed(tmp_path, cora_dir):
+    seen = []
+    rows = tma.compare(cora_dir, methods=["random-tma", "centralized"], seeds=[0, 1], out=tmp_path / "cmp",
+                       on_round=seen.append, trainers=2, hidden=8, sync_every_steps=2, time_limit="1s", threads=2)
+    assert [(r["method"], r["seed"]) for r in rows] == [
+        ("random-tma", 0), ("random-tma", 1), ("centralized", 0), ("centralized", 1)]
+    for r in rows:
+        summary = json.loads((pathlib.Path(r["dir"]) / "summary.json").read_text())
+        assert r["best_test"] == summary["best_test"]["value"] and r["rounds"] == summary["rounds"] >= 1
+        assert r["metric"] == "accuracy"
+    assert len(rows[2]["steps_per_trainer"]) == 1, "centralized: one trainer"
+    assert len(seen) == sum(r["rounds"] for r in rows)
+    assert {(s["method"], s["seed"]) for s in seen} == {(r["method"], r["seed"]) for r in rows}
+    with pytest.raises(ValueError, match="give methods= and seeds="):
+        tma.compare(cora_dir, out=tmp_path / "x", method="ggs")

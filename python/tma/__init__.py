@@ -30,6 +30,7 @@ __all__ = [
     "Run",
     "train",
     "partition",
+    "compare",
     "defaults",
     "option_names",
     "load_safetensors",
@@ -384,3 +385,52 @@ def partition(
     for w in result["report"].get("warnings", []):
         _warnings.warn(w, stacklevel=2)
     return result
+
+
+def compare(
+    dataset: Union[Dataset, str, "_os.PathLike[str]", None],
+    methods: Iterable[str] = ("random-tma", "super-tma", "psgd-pa"),
+    seeds: Iterable[int] = (0,),
+    *,
+    out: Union[str, "_os.PathLike[str]"],
+    on_round: Optional[Callable[[dict], Any]] = None,
+    **options: Any,
+) -> list:
+    """Every method with every seed on the same data, model and budget (as ``tma compare``
+    runs them; its table, plot and time-to-target are the CLI's). Each run is a :func:`train`
+    with ``out=<out>/<method>-seed<seed>``; ``on_round(record)`` gets ``method`` and ``seed``
+    added. Returns one dict per run (pandas-friendly): ``method``, ``seed``, ``dir``,
+    ``rounds``, ``final_val``, ``final_test``, ``best_val``, ``best_test`` (metric values),
+    ``metric``, ``steps_per_trainer``, ``interrupted``."""
+    if "method" in options or "seed" in options:
+        raise ValueError("compare: give methods= and seeds= (lists), not method= / seed=")
+    if isinstance(dataset, (str, _os.PathLike)):
+        dataset = Dataset.load(dataset)
+    methods, seeds = list(methods), list(seeds)
+    if not methods or not seeds:
+        raise ValueError("compare: methods and seeds must not be empty")
+    rows = []
+    for m in methods:
+        for s in seeds:
+            cb = None
+            if on_round is not None:
+                cb = (lambda m_, s_: lambda r: on_round(dict(r, method=m_, seed=s_)))(m, s)
+            run = train(dataset, method=m, seed=s, out=_os.path.join(_os.fspath(out), f"{m}-seed{s}"),
+                        on_round=cb, **options)
+            sm = run.summary
+            rows.append(
+                dict(
+                    method=m,
+                    seed=s,
+                    dir=run.dir,
+                    rounds=sm["rounds"],
+                    metric=sm["best_val"]["metric"],
+                    final_val=sm["final_val"]["value"],
+                    final_test=sm["final_test"]["value"],
+                    best_val=sm["best_val"]["value"],
+                    best_test=sm["best_test"]["value"],
+                    steps_per_trainer=sm["steps_per_trainer"],
+                    interrupted=sm["interrupted"],
+                )
+            )
+    return rows
