@@ -278,8 +278,9 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
 
 pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
     let o = with_config_file(o)?;
-    let d = TrainConfig::default();
-    let task = o.task.unwrap_or(d.task);
+    let task = o.task.unwrap_or(TrainConfig::default().task);
+    // the task's defaults: one source for the CLI and the Python package
+    let d = TrainConfig::defaults_for(task);
     let cfg = TrainConfig {
         task,
         method: o.method.unwrap_or(d.method),
@@ -317,12 +318,7 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         dropout: o.dropout.unwrap_or(d.dropout),
         layer_norm: o.layer_norm.unwrap_or(d.layer_norm),
         fanouts: o.fanouts.clone().unwrap_or(d.fanouts),
-        batch_size: o.batch_size.unwrap_or(match task {
-            // the release's 65536 is a GPU batch; on CPU cores a step of that size takes
-            // seconds (the decoder's d x d layer on every pair dominates), delaying rounds
-            Task::Link => 8192,
-            Task::Node => d.batch_size,
-        }),
+        batch_size: o.batch_size.unwrap_or(d.batch_size),
         lr: o.lr.unwrap_or(d.lr),
         weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
         clip_norm: o.clip_norm.unwrap_or(d.clip_norm),
@@ -1287,5 +1283,41 @@ mod tests {
             failed_list(&[(1, 4.018577031), (3, f64::NAN)]),
             "trainer 1 at 4.0s, trainer 3 at ?"
         );
+    }
+
+    #[test]
+    fn config_file_keys_are_the_library_option_names() {
+        // the Python package's keyword arguments go through TrainConfig::from_options: every
+        // training option of a config file must be one of its keys, and every key an option
+        let all = TrainOpts {
+            num_trainers: Some(1),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&all).unwrap();
+        let run_level = [
+            "dataset",
+            "fail",
+            "gen_nodes",
+            "out",
+            "partitions",
+            "engine",
+            "join_timeout",
+        ];
+        let mut keys: Vec<String> = v
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !run_level.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        keys.sort();
+        assert_eq!(keys, TrainConfig::option_names());
+        // the aliases the TOML file accepts are the library's
+        for (alias, key) in tma_train::config::OPTION_ALIASES {
+            let text = format!("{alias} = 3");
+            let o: TrainOpts = toml::from_str(&text).unwrap();
+            let v = serde_json::to_value(&o).unwrap();
+            assert_eq!(v[key], 3, "{alias} -> {key}");
+        }
     }
 }

@@ -582,9 +582,22 @@ impl Run {
     /// # Errors
     /// As [`Run::coordinate_with`].
     pub fn train(self, observer: &mut dyn Observer) -> Result<RunResult, TrainError> {
+        self.train_keeping_data(observer).map(|(result, _)| result)
+    }
+
+    /// As [`Run::train`], and hands back the prepared data (the evaluation graph and
+    /// features), for inference with the trained models after the run (e.g. embeddings in the
+    /// Python package).
+    ///
+    /// # Errors
+    /// As [`Run::coordinate_with`].
+    pub fn train_keeping_data(
+        mut self,
+        observer: &mut dyn Observer,
+    ) -> Result<(RunResult, Prepared), TrainError> {
         let clock = self.clock();
         let fail = self.fail.clone();
-        self.coordinate_with(observer, clock, |ctx| {
+        let result = self.coordinate_in_place(observer, clock, |ctx| {
             crate::methods::run_in_process(
                 ctx.prep,
                 ctx.cfg,
@@ -596,7 +609,9 @@ impl Run {
                     stop: ctx.stop,
                 },
             )
-        })
+        })?;
+        let prep = self.prepared.take().expect("a trained run is prepared");
+        Ok((result, prep))
     }
 
     /// Trains with `engine` (which runs the coordinator's loop and returns its result), while
@@ -609,6 +624,16 @@ impl Run {
     /// written.
     pub fn coordinate_with(
         mut self,
+        observer: &mut dyn Observer,
+        clock: Arc<dyn Clock>,
+        engine: impl FnOnce(EngineContext<'_>) -> Result<RunResult, TrainError>,
+    ) -> Result<RunResult, TrainError> {
+        self.coordinate_in_place(observer, clock, engine)
+    }
+
+    /// [`Run::coordinate_with`] on a borrowed run (its prepared data stays in it).
+    fn coordinate_in_place(
+        &mut self,
         observer: &mut dyn Observer,
         clock: Arc<dyn Clock>,
         engine: impl FnOnce(EngineContext<'_>) -> Result<RunResult, TrainError>,

@@ -1,0 +1,774 @@
+//! The Python classes and functions of `tma._tma` (wrapped by `python/tma/__init__.py`).
+
+use crate::arrays::{self, ArrayInput, FeatureArrays, LabelArrays};
+use numpy::ndarray::{Array, IxDyn};
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{
+    PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyRuntimeError,
+    PyValueError,
+};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+use tma_graph::{Dataset, Features};
+use tma_nn::ParamSet;
+use tma_train::{
+    build_model, DataSource, FailPlan, Observer, Prepared, RoundRecord, Run, RunResult, RunSpec,
+    TrainConfig, TrainError,
+};
+
+/// Which Python exception a tma error becomes: files -> `OSError` (`FileNotFoundError`,
+/// `FileExistsError`), bad input or options -> `ValueError`, the rest `RuntimeError`.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    NotFound,
+    Exists,
+    Os,
+    Value,
+    Runtime,
+}
+
+fn io_kind(k: std::io::ErrorKind) -> Kind {
+    match k {
+        std::io::ErrorKind::NotFound => Kind::NotFound,
+        _ => Kind::Os,
+    }
+}
+
+fn kind(e: &TrainError) -> Kind {
+    match e {
+        TrainError::Io { source, .. } => io_kind(source.kind()),
+        TrainError::Dataset { source, .. } => match source {
+            tma_graph::GraphError::Io { source, .. } => io_kind(source.kind()),
+            _ => Kind::Value,
+        },
+        TrainError::RunDirExists(_) => Kind::Exists,
+        TrainError::Store(_) => Kind::Os,
+        TrainError::Config(_)
+        | TrainError::Data(_)
+        | TrainError::Partition(_)
+        | TrainError::Model(_) => Kind::Value,
+        TrainError::AllTrainersFailed => Kind::Runtime,
+    }
+}
+
+fn make_err(k: Kind, msg: String) -> PyErr {
+    match k {
+        Kind::NotFound => PyFileNotFoundError::new_err(msg),
+        Kind::Exists => PyFileExistsError::new_err(msg),
+        Kind::Os => PyOSError::new_err(msg),
+        Kind::Value => PyValueError::new_err(msg),
+        Kind::Runtime => PyRuntimeError::new_err(msg),
+    }
+}
+
+/// tma's error as the Python exception of its kind ([`Kind`]), with tma's message.
+fn py_err(e: TrainError) -> PyErr {
+    make_err(kind(&e), e.to_string())
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Runs `f`, turning a panic into a `RuntimeError` (a panic never crosses into Python).
+fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => Err(PyRuntimeError::new_err(format!(
+            "tma internal error (please report): {}",
+            panic_message(p)
+        ))),
+    }
+}
+
+/// Where a Python dataset's data is.
+enum Source {
+    /// A dataset directory (reloaded by each run with the run's split index and seed, as the
+    /// CLI does); the copy loaded at `Dataset.load` answers the properties.
+    Path(PathBuf, Dataset),
+    /// Arrays given to `from_numpy` (cloned into each run).
+    Memory(Dataset),
+}
+
+/// A `scipy.sparse.csr_matrix` as `(indptr, indices, data, columns)`.
+type SparseArrays<'py> = (
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, f32>,
+    usize,
+);
+
+/// `(edge_index [2, E], x [N, F])`.
+type GraphArrays<'py> = (
+    Bound<'py, numpy::PyArray2<i64>>,
+    Bound<'py, numpy::PyArray2<f32>>,
+);
+
+/// A graph dataset (`tma.Dataset`).
+#[pyclass(module = "tma._tma", name = "Dataset", frozen)]
+pub struct PyDataset {
+    source: Source,
+}
+
+impl PyDataset {
+    fn ds(&self) -> &Dataset {
+        match &self.source {
+            Source::Path(_, d) | Source::Memory(d) => d,
+        }
+    }
+}
+
+#[pymethods]
+impl PyDataset {
+    /// Loads a dataset directory (`.npy` layout of docs/dataset-format.md, or the on-disk
+    /// graph format). Runs reload it with their own `split_index` / `seed`, as `tma train
+    /// --dataset` does.
+    #[staticmethod]
+    fn _load(py: Python<'_>, path: PathBuf) -> PyResult<PyDataset> {
+        // TODO(formats): when tma_graph::formats::load(path, Option<Format>) lands, call it
+        // here (with a `format=` argument) so OGB / SNAP / npz / CSV load as in `tma train`.
+        let p = path.clone();
+        let ds = py
+            .detach(move || {
+                guarded(|| {
+                    tma_train::run::load_dataset(&DataSource::Dataset(p), &TrainConfig::default())
+                        .map_err(py_err)
+                })
+            })?
+            .expect("a dataset directory loads a dataset");
+        Ok(PyDataset {
+            source: Source::Path(path, ds),
+        })
+    }
+
+    /// See `tma.Dataset.from_numpy` (arrays already of tma's dtypes and C-contiguous).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, edge_index, num_nodes, directed, x_dense, x_sparse, y_classes, y_multi, split, allow_split_overlap))]
+    fn _from_arrays(
+        py: Python<'_>,
+        name: String,
+        edge_index: PyReadonlyArray2<'_, i64>,
+        num_nodes: Option<usize>,
+        directed: bool,
+        x_dense: Option<PyReadonlyArray2<'_, f32>>,
+        x_sparse: Option<SparseArrays<'_>>,
+        y_classes: Option<PyReadonlyArray1<'_, i64>>,
+        y_multi: Option<PyReadonlyArray2<'_, u8>>,
+        split: Option<(
+            PyReadonlyArray1<'_, i64>,
+            PyReadonlyArray1<'_, i64>,
+            PyReadonlyArray1<'_, i64>,
+        )>,
+        allow_split_overlap: bool,
+    ) -> PyResult<PyDataset> {
+        let contiguous =
+            |what: &str| PyValueError::new_err(format!("{what}: expected a C-contiguous array"));
+        let ei = edge_index
+            .as_slice()
+            .map_err(|_| contiguous("edge_index"))?;
+        let shape = edge_index.shape();
+        if shape[0] != 2 {
+            return Err(PyValueError::new_err(format!(
+                "edge_index has shape [{}, {}], expected [2, E]",
+                shape[0], shape[1]
+            )));
+        }
+        let e = shape[1];
+        let (src, dst) = ei.split_at(e);
+        let x = match (&x_dense, &x_sparse) {
+            (Some(x), _) => FeatureArrays::Dense {
+                data: x.as_slice().map_err(|_| contiguous("x"))?,
+                rows: x.shape()[0],
+                dim: x.shape()[1],
+            },
+            (None, Some((ip, ix, d, dim))) => FeatureArrays::Sparse {
+                indptr: ip.as_slice().map_err(|_| contiguous("x.indptr"))?,
+                indices: ix.as_slice().map_err(|_| contiguous("x.indices"))?,
+                data: d.as_slice().map_err(|_| contiguous("x.data"))?,
+                dim: *dim,
+            },
+            (None, None) => FeatureArrays::None,
+        };
+        let y = match (&y_classes, &y_multi) {
+            (Some(y), _) => LabelArrays::Classes(y.as_slice().map_err(|_| contiguous("y"))?),
+            (None, Some(y)) => LabelArrays::MultiLabel {
+                data: y.as_slice().map_err(|_| contiguous("y"))?,
+                num_labels: y.shape()[1],
+            },
+            (None, None) => LabelArrays::None,
+        };
+        let split = match &split {
+            Some((a, b, c)) => Some([
+                a.as_slice().map_err(|_| contiguous("train_idx"))?,
+                b.as_slice().map_err(|_| contiguous("val_idx"))?,
+                c.as_slice().map_err(|_| contiguous("test_idx"))?,
+            ]),
+            None => None,
+        };
+        let input = ArrayInput {
+            name,
+            src,
+            dst,
+            num_nodes,
+            directed,
+            x,
+            y,
+            split,
+            allow_split_overlap,
+            seed: 0,
+        };
+        // the arrays stay borrowed (read in place) while the GIL is released
+        let ds = py.detach(move || {
+            guarded(|| arrays::dataset_from_arrays(input).map_err(PyValueError::new_err))
+        })?;
+        Ok(PyDataset {
+            source: Source::Memory(ds),
+        })
+    }
+
+    /// The dataset's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.ds().name.clone()
+    }
+    /// Number of nodes.
+    #[getter]
+    fn num_nodes(&self) -> usize {
+        self.ds().num_nodes()
+    }
+    /// Number of arcs of the graph (an undirected edge counts twice), after self-loops and
+    /// duplicate arcs were removed.
+    #[getter]
+    fn num_edges(&self) -> usize {
+        self.ds().graph.num_edges()
+    }
+    /// Whether the graph is directed.
+    #[getter]
+    fn directed(&self) -> bool {
+        self.ds().directed
+    }
+    /// Feature width (32 structural columns for a featureless graph).
+    #[getter]
+    fn num_features(&self) -> usize {
+        self.ds().features.dim()
+    }
+    /// Number of classes (or labels of a multi-label dataset); 0 without labels.
+    #[getter]
+    fn num_classes(&self) -> usize {
+        match &self.ds().labels {
+            tma_graph::Labels::None => 0,
+            tma_graph::Labels::Classes { num_classes, .. } => *num_classes,
+            tma_graph::Labels::MultiLabel { num_labels, .. } => *num_labels,
+        }
+    }
+    /// The directory it was loaded from (None for arrays).
+    #[getter]
+    fn path(&self) -> Option<String> {
+        match &self.source {
+            Source::Path(p, _) => Some(p.display().to_string()),
+            Source::Memory(_) => None,
+        }
+    }
+    /// Self-loops and duplicate arcs removed from `edge_index`: `(self_loops, duplicate_arcs)`.
+    #[getter]
+    fn removed(&self) -> (usize, usize) {
+        let r = self.ds().removed;
+        (r.self_loops, r.duplicate_arcs)
+    }
+    fn __repr__(&self) -> String {
+        format!("tma.Dataset({})", self.ds().summary())
+    }
+}
+
+/// Forwards every round to the waiting Python thread.
+struct Forward {
+    tx: mpsc::Sender<Msg>,
+}
+
+enum Msg {
+    Round(String),
+    Done(Box<Result<Trained, (Kind, String)>>),
+}
+
+struct Trained {
+    result: RunResult,
+    prep: Prepared,
+    dir: PathBuf,
+    config: TrainConfig,
+}
+
+impl Observer for Forward {
+    fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
+        let line = serde_json::to_string(r).expect("a round serializes");
+        // the receiver is gone only when Python stopped waiting: keep training to the end
+        let _ = self.tx.send(Msg::Round(line));
+        Ok(())
+    }
+}
+
+/// A finished run (`tma.Run`).
+#[pyclass(module = "tma._tma", name = "Run", frozen)]
+pub struct PyRun {
+    rounds: Vec<String>,
+    summary: String,
+    config: String,
+    dir: PathBuf,
+    final_params: ParamSet,
+    best_params: ParamSet,
+    prep: Prepared,
+    train_config: TrainConfig,
+}
+
+fn params_dict<'py>(py: Python<'py>, p: &ParamSet) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    for s in &p.specs {
+        let v = p.data[s.offset..s.offset + s.numel()].to_vec();
+        let a = Array::from_shape_vec(IxDyn(&s.shape), v)
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        d.set_item(&s.name, a.into_pyarray(py))?;
+    }
+    Ok(d)
+}
+
+fn json_loads<'py>(py: Python<'py>, s: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (s,))
+}
+
+#[pymethods]
+impl PyRun {
+    /// Every round as `rounds.jsonl` holds it (list of dicts).
+    #[getter]
+    fn rounds<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        self.rounds.iter().map(|r| json_loads(py, r)).collect()
+    }
+    /// `summary.json` as a dict.
+    #[getter]
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_loads(py, &self.summary)
+    }
+    /// The resolved configuration (option keys as `tma.train` and config files take them).
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_loads(py, &self.config)
+    }
+    /// The run directory.
+    #[getter]
+    fn dir(&self) -> String {
+        self.dir.display().to_string()
+    }
+    /// The last averaged model, `{name: numpy.ndarray}` (PyTorch names and shapes).
+    fn final_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        params_dict(py, &self.final_params)
+    }
+    /// The best-validation model, `{name: numpy.ndarray}`.
+    fn best_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        params_dict(py, &self.best_params)
+    }
+    /// Encoder output (node task: logits; link task: embeddings) of `which` model ("best" or
+    /// "final") by exact full-neighbour inference on the evaluation graph, for `nodes` (all
+    /// when None), float32 `[len(nodes), out_dim]`.
+    #[pyo3(signature = (nodes=None, which="best"))]
+    fn _embeddings<'py>(
+        &self,
+        py: Python<'py>,
+        nodes: Option<PyReadonlyArray1<'py, i64>>,
+        which: &str,
+    ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
+        let params = match which {
+            "best" => &self.best_params,
+            "final" => &self.final_params,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "which={other:?}: expected \"best\" or \"final\""
+                )))
+            }
+        };
+        let n = self.prep.graph.num_nodes();
+        let ids: Option<Vec<usize>> = match &nodes {
+            None => None,
+            Some(a) => {
+                let s = a
+                    .as_slice()
+                    .map_err(|_| PyValueError::new_err("nodes: expected a C-contiguous array"))?;
+                let mut v = Vec::with_capacity(s.len());
+                for (i, &x) in s.iter().enumerate() {
+                    if x < 0 || x as usize >= n {
+                        return Err(PyValueError::new_err(format!(
+                            "nodes[{i}] = {x} is out of range for {n} nodes"
+                        )));
+                    }
+                    v.push(x as usize);
+                }
+                Some(v)
+            }
+        };
+        let (cfg, prep) = (&self.train_config, &self.prep);
+        let h = py.detach(|| {
+            guarded(|| {
+                let model = build_model(cfg, prep.model_shape()).map_err(py_err)?;
+                Ok(model.infer_full(params, &prep.graph, &prep.degrees, &prep.features))
+            })
+        })?;
+        let out = match ids {
+            None => Array::from_shape_vec((h.rows, h.cols), h.data),
+            Some(ids) => {
+                let mut d = Vec::with_capacity(ids.len() * h.cols);
+                for &v in &ids {
+                    d.extend_from_slice(&h.data[v * h.cols..(v + 1) * h.cols]);
+                }
+                Array::from_shape_vec((ids.len(), h.cols), d)
+            }
+        }
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(out.into_pyarray(py))
+    }
+
+    /// The graph and features the models are evaluated on (after the run's preparation:
+    /// normalized features with `normalize_features`, held-out edges removed for link
+    /// prediction): `(edge_index int64 [2, E], x float32 [N, F])`, `x` densified.
+    fn inference_inputs<'py>(&self, py: Python<'py>) -> PyResult<GraphArrays<'py>> {
+        let g = &self.prep.graph;
+        let e = g.num_edges();
+        let mut ei = vec![0i64; 2 * e];
+        let mut k = 0;
+        for v in 0..g.num_nodes() {
+            for &u in g.neighbors(v) {
+                ei[k] = u as i64;
+                ei[e + k] = v as i64;
+                k += 1;
+            }
+        }
+        let (n, dim) = (self.prep.features.num_nodes(), self.prep.features.dim());
+        let x = match &self.prep.features {
+            Features::Dense { data, .. } => data.clone(),
+            Features::Sparse {
+                indptr,
+                indices,
+                data,
+                ..
+            } => {
+                let mut x = vec![0f32; n * dim];
+                for r in 0..n {
+                    for j in indptr[r] as usize..indptr[r + 1] as usize {
+                        x[r * dim + indices[j] as usize] += data[j];
+                    }
+                }
+                x
+            }
+        };
+        let ei = Array::from_shape_vec((2, e), ei).expect("2 x E");
+        let x = Array::from_shape_vec((n, dim), x).expect("N x F");
+        Ok((ei.into_pyarray(py), x.into_pyarray(py)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "tma.Run(dir={:?}, rounds={})",
+            self.dir.display().to_string(),
+            self.rounds.len()
+        )
+    }
+}
+
+/// Trains: see `tma.train`. `options` is a JSON object of option keys
+/// ([`TrainConfig::from_options`]); `fail` pairs of trainer and duration (`"10s"`).
+#[pyfunction]
+#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None))]
+fn _train(
+    py: Python<'_>,
+    dataset: Option<&Bound<'_, PyDataset>>,
+    options: &str,
+    out: Option<PathBuf>,
+    fail: Vec<(usize, String)>,
+    gen_nodes: Option<usize>,
+    on_round: Option<Py<PyAny>>,
+) -> PyResult<PyRun> {
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
+        .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
+    let config = TrainConfig::from_options(&map).map_err(|e| {
+        PyValueError::new_err(
+            if e.starts_with("option '") || e.starts_with("unknown option") {
+                e
+            } else {
+                format!("invalid option: {e}")
+            },
+        )
+    })?;
+    let mut plan = FailPlan::new();
+    for (t, at) in fail {
+        if t >= config.effective_trainers() {
+            return Err(PyValueError::new_err(format!(
+                "fail: trainer {t} does not exist (trainers are 0 to {})",
+                config.effective_trainers() - 1
+            )));
+        }
+        let d = humantime::parse_duration(&at).map_err(|e| {
+            PyValueError::new_err(format!(
+                "fail: trainer {t} at '{at}': not a duration ({e}; examples: 10s, 2min)"
+            ))
+        })?;
+        plan.insert(t, d);
+    }
+    let data = match dataset {
+        None => DataSource::Generated {
+            num_nodes: gen_nodes.unwrap_or(10_000),
+        },
+        Some(d) => {
+            if gen_nodes.is_some() {
+                return Err(PyValueError::new_err(
+                    "gen_nodes sizes the generated graph, used only without a dataset; drop gen_nodes",
+                ));
+            }
+            match &d.get().source {
+                Source::Path(p, _) => DataSource::Dataset(p.clone()),
+                Source::Memory(ds) => {
+                    if ds.split.is_some() && config.split_index > 0 {
+                        return Err(PyValueError::new_err(format!(
+                            "invalid option: split_index {}: the arrays hold one split (index 0)",
+                            config.split_index
+                        )));
+                    }
+                    // the copy for the run (a run owns its data) is made without the GIL
+                    let dd: &PyDataset = d.get();
+                    let ds = py.detach(|| guarded(|| dataset_for(dd, &config)))?;
+                    DataSource::InMemory(Box::new(ds))
+                }
+            }
+        }
+    };
+    let stop: tma_train::StopFlag = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Msg>();
+    // waited on without the GIL (a closure that py.detach runs must be Sync)
+    let rx = std::sync::Mutex::new(rx);
+    let worker_stop = stop.clone();
+    let cfg = config.clone();
+    let worker = std::thread::Builder::new()
+        .name("tma-run".into())
+        .spawn(move || {
+            let done_tx = tx.clone();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let mut spec = RunSpec::new(cfg, data);
+                spec.fail = plan;
+                spec.out = out;
+                let mut run = Run::start(spec)?;
+                run.stop_on(worker_stop);
+                let dir = run.dir().to_path_buf();
+                let config = run.config().clone();
+                let mut fwd = Forward { tx };
+                let (result, prep) = run.train_keeping_data(&mut fwd)?;
+                Ok::<_, TrainError>(Trained {
+                    result,
+                    prep,
+                    dir,
+                    config,
+                })
+            }));
+            let msg = match outcome {
+                Ok(Ok(t)) => Ok(t),
+                Ok(Err(e)) => Err((kind(&e), e.to_string())),
+                Err(p) => Err((
+                    Kind::Runtime,
+                    format!("tma internal error (please report): {}", panic_message(p)),
+                )),
+            };
+            let _ = done_tx.send(Msg::Done(Box::new(msg)));
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the run's thread: {e}")))?;
+
+    let mut rounds: Vec<String> = Vec::new();
+    let mut pending: Option<PyErr> = None;
+    let trained = loop {
+        let msg = py.detach(|| {
+            rx.lock()
+                .expect("only this thread waits")
+                .recv_timeout(Duration::from_millis(100))
+        });
+        match msg {
+            Ok(Msg::Round(line)) => {
+                if pending.is_none() {
+                    if let Some(cb) = &on_round {
+                        let r = json_loads(py, &line).and_then(|d| cb.call1(py, (d,)));
+                        if let Err(e) = r {
+                            // the callback failed: stop after the round in flight, then raise
+                            stop.store(true, Ordering::SeqCst);
+                            pending = Some(e);
+                        }
+                    }
+                }
+                rounds.push(line);
+            }
+            Ok(Msg::Done(r)) => break *r,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Err((
+                    Kind::Runtime,
+                    "tma internal error: the run's thread ended without a result".into(),
+                ))
+            }
+        }
+        if let Err(e) = py.check_signals() {
+            // Ctrl-C: the run forms the round in flight, checkpoints it and ends; later
+            // interrupts while it does so are ignored (it ends within a round)
+            stop.store(true, Ordering::SeqCst);
+            if pending.is_none() {
+                pending = Some(e);
+            }
+        }
+    };
+    let _ = worker.join();
+    let trained = match trained {
+        Ok(t) => t,
+        Err((k, msg)) => return Err(pending.unwrap_or_else(|| make_err(k, msg))),
+    };
+    if let Some(e) = pending {
+        if e.is_instance_of::<PyKeyboardInterrupt>(py) {
+            let last = rounds.len();
+            return Err(PyKeyboardInterrupt::new_err(format!(
+                "tma: run stopped after round {last}; checkpoint kept in {} (continue with: tma train --resume {})",
+                trained.dir.display(),
+                trained.dir.display()
+            )));
+        }
+        return Err(e);
+    }
+    // embeddings need the evaluation graph and features only: free the trainers' parts
+    let mut prep = trained.prep;
+    prep.trainers = Vec::new();
+    let summary = serde_json::to_string(&trained.result.summary).expect("summary serializes");
+    let config = serde_json::to_string(&trained.config).expect("config serializes");
+    Ok(PyRun {
+        rounds,
+        summary,
+        config,
+        dir: trained.dir,
+        final_params: trained.result.final_params,
+        best_params: trained.result.best_params,
+        prep,
+        train_config: trained.config,
+    })
+}
+
+/// The dataset of a Python `Dataset` for a run or partition with `cfg`: a directory is
+/// reloaded with the configuration's split index and seed (as `tma train --dataset`), arrays
+/// are cloned (structural features redrawn for the seed).
+fn dataset_for(d: &PyDataset, cfg: &TrainConfig) -> Result<Dataset, PyErr> {
+    match &d.source {
+        Source::Path(p, _) => Ok(tma_train::run::load_dataset(
+            &DataSource::Dataset(p.clone()),
+            cfg,
+        )
+        .map_err(py_err)?
+        .expect("a directory loads a dataset")),
+        Source::Memory(ds) => {
+            let mut ds = ds.clone();
+            if ds.structural_features && cfg.seed != 0 {
+                ds.features = tma_graph::structural_features(
+                    &ds.graph,
+                    ds.directed,
+                    arrays::STRUCTURAL_DIM,
+                    cfg.seed,
+                );
+            }
+            Ok(ds)
+        }
+    }
+}
+
+/// Partitions: see `tma.partition`. Returns `(assignment uint32 [N], report JSON, assignment
+/// sha256, manifest JSON of the written partition directory or None)`.
+#[pyfunction]
+#[pyo3(signature = (dataset, options, out=None))]
+#[allow(clippy::type_complexity)]
+fn _partition<'py>(
+    py: Python<'py>,
+    dataset: &Bound<'py, PyDataset>,
+    options: &str,
+    out: Option<PathBuf>,
+) -> PyResult<(
+    Bound<'py, numpy::PyArray1<u32>>,
+    String,
+    String,
+    Option<String>,
+)> {
+    use tma_train::method::DataLayout;
+    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
+        .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
+    let cfg = TrainConfig::from_options(&map).map_err(|e| {
+        PyValueError::new_err(
+            if e.starts_with("option '") || e.starts_with("unknown option") {
+                e
+            } else {
+                format!("invalid option: {e}")
+            },
+        )
+    })?;
+    let DataLayout::Partitioned(method) = tma_train::training_method(cfg.method).layout(&cfg)
+    else {
+        return Err(PyValueError::new_err(format!(
+            "method '{}' does not partition the graph (random, super or metis do: random-tma, super-tma, psgd-pa)",
+            cfg.method
+        )));
+    };
+    let d = dataset.get();
+    let (assignment, report, hash, manifest) = py.detach(|| {
+        guarded(|| {
+            let ds = dataset_for(d, &cfg)?;
+            let pcfg = tma_partition::PartitionConfig {
+                method,
+                num_parts: cfg.num_trainers,
+                drop_parts: cfg.drop_parts,
+                seed: cfg.seed,
+            };
+            let p = tma_partition::partition(&ds.graph, &pcfg)
+                .map_err(|e| py_err(TrainError::Partition(e)))?;
+            let labels = match &ds.labels {
+                tma_graph::Labels::Classes { y, num_classes } => Some((y.as_slice(), *num_classes)),
+                _ => None,
+            };
+            let rep = tma_partition::partition_report(&ds.graph, &p, labels);
+            let report = serde_json::to_string(&rep).expect("report serializes");
+            let manifest = match &out {
+                None => None,
+                Some(dir) => {
+                    let (name, directed) = (ds.name.clone(), ds.directed);
+                    let prep = tma_train::prepare(ds, &cfg).map_err(py_err)?;
+                    let m =
+                        tma_train::store::write_partition_dir(dir, &prep, &cfg, &name, directed)
+                            .map_err(|e| py_err(TrainError::Store(e)))?;
+                    Some(serde_json::to_string(&m).expect("manifest serializes"))
+                }
+            };
+            Ok((p.assignment.clone(), report, p.hash_hex(), manifest))
+        })
+    })?;
+    Ok((assignment.into_pyarray(py), report, hash, manifest))
+}
+
+/// The option keys `tma.train` accepts (the config-file keys) and their defaults for `task`,
+/// as JSON.
+#[pyfunction]
+#[pyo3(signature = (task="node"))]
+fn _defaults(task: &str) -> PyResult<String> {
+    let t: tma_train::Task = task.parse().map_err(PyValueError::new_err)?;
+    Ok(serde_json::to_string(&TrainConfig::defaults_for(t)).expect("serializes"))
+}
+
+/// The native module.
+#[pymodule]
+fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDataset>()?;
+    m.add_class::<PyRun>()?;
+    m.add_function(wrap_pyfunction!(_train, m)?)?;
+    m.add_function(wrap_pyfunction!(_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(_partition, m)?)?;
+    m.add("OPTION_ALIASES", tma_train::config::OPTION_ALIASES.to_vec())?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+"""Bad input through the Python API: exceptions with tma's message, never a crash."""
+
+import json
+import pathlib
+import shutil
+
+import numpy as np
+import pytest
+
+import tma
+
+EDGES = np.array([[0, 1, 1, 2], [1, 0, 2, 1]])
+
+
+def test_unknown_and_bad_options_name_the_option(tmp_path):
+    ds = tma.Dataset.from_numpy(EDGES, y=np.array([0, 1, 0]))
+    with pytest.raises(ValueError, match=r"unknown option 'hiden' \(options: .*hidden"):
+        tma.train(ds, hiden=3, out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"option 'sync_every' = \"soon\""):
+        tma.train(ds, sync_every="soon", out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"option 'hidden' = \"wide\""):
+        tma.train(ds, hidden="wide", out=tmp_path / "a")
+    with pytest.raises(ValueError, match="^invalid option: trainers must be >= 1$"):
+        tma.train(ds, trainers=0, out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"fanouts has 1 entries but the model has 2 layers"):
+        tma.train(ds, fanouts=[3], out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"^option 'method' = \"fast\": unknown variant `fast`, expected one of `random-tma`"):
+        tma.train(ds, method="fast", out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"option 'lr': "):
+        tma.train(ds, lr=object(), out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"fail: trainer 7 does not exist \(trainers are 0 to 3\)"):
+        tma.train(ds, fail={7: 1.0}, out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"fail: trainer 1 at 'soon': not a duration"):
+        tma.train(ds, fail=["1@soon"], out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"fail 'x': expected TRAINER@DURATION"):
+        tma.train(ds, fail=["x"], out=tmp_path / "a")
+    assert not (tmp_path / "a").exists(), "a refused run leaves no directory"
+
+
+def test_bad_arrays_name_the_argument():
+    with pytest.raises(ValueError, match=r"edge_index: expected shape \[2, E\], got \[4\]"):
+        tma.Dataset.from_numpy(np.arange(4))
+    with pytest.raises(ValueError, match=r"edge_index: expected integer node ids, got dtype float64"):
+        tma.Dataset.from_numpy(EDGES.astype(float))
+    with pytest.raises(ValueError, match=r"edge_index\[1, 2\] = -1: node ids must be >= 0"):
+        tma.Dataset.from_numpy(np.array([[0, 1, 1], [1, 0, -1]]))
+    with pytest.raises(ValueError, match=r"edge_index\[0, 1\] = 7 is out of range for 3 nodes"):
+        tma.Dataset.from_numpy(np.array([[0, 7], [1, 0]]), num_nodes=3)
+    with pytest.raises(ValueError, match=r"edge_index is not symmetric: it has the arc 0 -> 1 but not 1 -> 0.*directed=True"):
+        tma.Dataset.from_numpy(np.array([[0], [1]]))
+    assert tma.Dataset.from_numpy(np.array([[0], [1]]), directed=True).num_edges == 1
+    with pytest.raises(ValueError, match=r"x has 1 non-finite value \(NaN or infinity\); the first is x\[2, 1\] = NaN"):
+        tma.Dataset.from_numpy(EDGES, x=np.array([[0, 1], [2, 3], [4, np.nan]], dtype=np.float32))
+    with pytest.raises(ValueError, match=r"x has 2 rows but the graph has 3 nodes"):
+        tma.Dataset.from_numpy(EDGES, x=np.ones((2, 2)), num_nodes=3)
+    with pytest.raises(ValueError, match=r"y\[2\] = -5: a class id must be >= 0"):
+        tma.Dataset.from_numpy(EDGES, y=np.array([0, 1, -5]))
+    with pytest.raises(ValueError, match=r"y: class ids must be integers"):
+        tma.Dataset.from_numpy(EDGES, y=np.array([0.5, 1, 0]))
+    with pytest.raises(ValueError, match=r"needs train_idx, val_idx and test_idx; missing test_idx"):
+        tma.Dataset.from_numpy(EDGES, train_idx=[0], val_idx=[1])
+    with pytest.raises(ValueError, match=r"train_idx and test_idx share 1 node \(first: 0\).*allow_split_overlap=True"):
+        tma.Dataset.from_numpy(EDGES, train_idx=[0], val_idx=[1], test_idx=[0, 2])
+    with pytest.raises(ValueError, match=r"val_idx\[0\] = 9 is out of range for 3 nodes"):
+        tma.Dataset.from_numpy(EDGES, train_idx=[0], val_idx=[9], test_idx=[2])
+    with pytest.raises(ValueError, match=r"train_idx: mask has 2 entries but the graph has 3 nodes"):
+        tma.Dataset.from_numpy(EDGES, num_nodes=3, train_idx=np.array([True, False]), val_idx=[1], test_idx=[2])
+    # masks are taken as PyG's
+    ds = tma.Dataset.from_numpy(EDGES, y=np.array([0, 1, 0]), train_idx=np.array([True, False, False]),
+                                val_idx=np.array([False, True, False]), test_idx=np.array([False, False, True]))
+    assert ds.num_classes == 2
+    with pytest.warns(UserWarning, match="edge_index: removed 1 self-loops and 1 duplicate arcs"):
+        ds = tma.Dataset.from_numpy(np.array([[0, 1, 1, 2, 2], [1, 0, 0, 2, 1]]), directed=True)
+    assert ds.num_edges == 3
+
+
+def test_files_give_os_errors_bad_contents_value_errors(tmp_path, cora_dir):
+    with pytest.raises(FileNotFoundError, match=r"nowhere.*meta.json"):
+        tma.Dataset.load(tmp_path / "nowhere")
+    bad = tmp_path / "bad"
+    shutil.copytree(cora_dir, bad)
+    (bad / "y.npy").write_bytes(b"not an npy file")
+    with pytest.raises(ValueError, match=r"y.npy"):
+        tma.Dataset.load(bad)
+    meta = json.loads((cora_dir / "meta.json").read_text())
+    del meta["directed"]
+    (bad / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"meta.json.*directed"):
+        tma.Dataset.load(bad)
+    # an existing non-empty run directory is never overwritten
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    ds = tma.Dataset.from_numpy(EDGES, y=np.array([0, 1, 0]))
+    with pytest.raises(FileExistsError, match=r"taken already exists and is not empty"):
+        tma.train(ds, out=out, time_limit="1s")
+    assert (out / "keep.txt").read_text() == "x"
+
+
+def test_data_that_does_not_fit_the_task_is_a_value_error(tmp_path):
+    ds = tma.Dataset.from_numpy(EDGES)  # no labels
+    with pytest.raises(ValueError, match="label"):
+        tma.train(ds, task="node", out=tmp_path / "n", time_limit="1s")
+    assert not (tmp_path / "n").exists()
+
+
+def test_exception_in_on_round_stops_the_run_and_is_raised(tmp_path, cora_dir):
+    class Stop(Exception):
+        pass
+
+    calls = []
+
+    def cb(r):
+        calls.append(r["round"])
+        raise Stop("enough")
+
+    out = tmp_path / "cb"
+    with pytest.raises(Stop, match="enough"):
+        tma.train(tma.Dataset.load(cora_dir), out=out, on_round=cb, trainers=2, hidden=8,
+                  sync_every="300ms", time_limit="30s", threads=2)
+    assert calls == [1], "the callback is not called again once it raised"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["rounds"] <= 2
+    assert (out / "checkpoint" / "state.json").is_file()

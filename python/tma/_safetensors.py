@@ -1,0 +1,59 @@
+"""A reader of safetensors files (tma's ``model_{final,best}.safetensors``) into NumPy arrays,
+without the ``safetensors`` package: an 8-byte little-endian header length, a JSON header
+``{name: {"dtype", "shape", "data_offsets": [begin, end]}}``, then the raw little-endian
+tensors."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Dict, Union
+
+import numpy as np
+
+_DTYPES = {
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U8": "u1",
+    "BOOL": "?",
+}
+
+
+def load_safetensors(path: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarray]:
+    """``{name: numpy.ndarray}`` of a safetensors file, in file order. ``ValueError`` naming
+    the file for a malformed one; ``OSError`` when it cannot be read."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise ValueError(f"{path}: header length {n} exceeds the file ({len(raw)} bytes)")
+    try:
+        header = json.loads(raw[8 : 8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: header is not JSON: {e}") from None
+    body = memoryview(raw)[8 + n :]
+    out: Dict[str, np.ndarray] = {}
+    entries = [(k, v) for k, v in header.items() if k != "__metadata__"]
+    entries.sort(key=lambda kv: kv[1]["data_offsets"][0])
+    for name, spec in entries:
+        dt = _DTYPES.get(spec.get("dtype"))
+        if dt is None:
+            raise ValueError(f"{path}: tensor {name}: unsupported dtype {spec.get('dtype')}")
+        b, e = spec["data_offsets"]
+        shape = tuple(spec["shape"])
+        if not (0 <= b <= e <= len(body)):
+            raise ValueError(f"{path}: tensor {name}: data offsets {b}..{e} outside the file")
+        arr = np.frombuffer(body[b:e], dtype=dt)
+        if arr.size != int(np.prod(shape, dtype=np.int64)):
+            raise ValueError(f"{path}: tensor {name}: {arr.size} values for shape {list(shape)}")
+        out[name] = arr.reshape(shape).astype(dt[-2:] if dt.startswith("<") else dt, copy=True)
+    return out
