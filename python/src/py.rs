@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
+use tma_graph::formats::{Format, ReadOptions};
 use tma_graph::{Dataset, Features};
 use tma_nn::ParamSet;
 use tma_train::{
@@ -92,7 +93,7 @@ fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
 enum Source {
     /// A dataset directory (reloaded by each run with the run's split index and seed, as the
     /// CLI does); the copy loaded at `Dataset.load` answers the properties.
-    Path(PathBuf, Dataset),
+    Path(PathBuf, ReadOptions, Dataset),
     /// Arrays given to `from_numpy` (cloned into each run).
     Memory(Dataset),
 }
@@ -120,7 +121,7 @@ pub struct PyDataset {
 impl PyDataset {
     fn ds(&self) -> &Dataset {
         match &self.source {
-            Source::Path(_, d) | Source::Memory(d) => d,
+            Source::Path(_, _, d) | Source::Memory(d) => d,
         }
     }
 }
@@ -131,20 +132,32 @@ impl PyDataset {
     /// graph format). Runs reload it with their own `split_index` / `seed`, as `tma train
     /// --dataset` does.
     #[staticmethod]
-    fn _load(py: Python<'_>, path: PathBuf) -> PyResult<PyDataset> {
-        // TODO(formats): when tma_graph::formats::load(path, Option<Format>) lands, call it
-        // here (with a `format=` argument) so OGB / SNAP / npz / CSV load as in `tma train`.
+    #[pyo3(signature = (path, format=None, undirected=false))]
+    fn _load(
+        py: Python<'_>,
+        path: PathBuf,
+        format: Option<String>,
+        undirected: bool,
+    ) -> PyResult<PyDataset> {
+        let format = format
+            .map(|f| f.parse::<Format>())
+            .transpose()
+            .map_err(|e| PyValueError::new_err(format!("format: {e}")))?;
+        let read = ReadOptions { format, undirected };
         let p = path.clone();
         let ds = py
             .detach(move || {
                 guarded(|| {
-                    tma_train::run::load_dataset(&DataSource::Dataset(p), &TrainConfig::default())
-                        .map_err(py_err)
+                    tma_train::run::load_dataset(
+                        &DataSource::DatasetAs { path: p, read },
+                        &TrainConfig::default(),
+                    )
+                    .map_err(py_err)
                 })
             })?
-            .expect("a dataset directory loads a dataset");
+            .expect("a dataset path loads a dataset");
         Ok(PyDataset {
-            source: Source::Path(path, ds),
+            source: Source::Path(path, read, ds),
         })
     }
 
@@ -273,7 +286,7 @@ impl PyDataset {
     #[getter]
     fn path(&self) -> Option<String> {
         match &self.source {
-            Source::Path(p, _) => Some(p.display().to_string()),
+            Source::Path(p, _, _) => Some(p.display().to_string()),
             Source::Memory(_) => None,
         }
     }
@@ -528,7 +541,10 @@ fn _train(
                 ));
             }
             match &d.get().source {
-                Source::Path(p, _) => DataSource::Dataset(p.clone()),
+                Source::Path(p, read, _) => DataSource::DatasetAs {
+                    path: p.clone(),
+                    read: *read,
+                },
                 Source::Memory(ds) => {
                     if ds.split.is_some() && config.split_index > 0 {
                         return Err(PyValueError::new_err(format!(
@@ -661,8 +677,11 @@ fn _train(
 /// are cloned (structural features redrawn for the seed).
 fn dataset_for(d: &PyDataset, cfg: &TrainConfig) -> Result<Dataset, PyErr> {
     match &d.source {
-        Source::Path(p, _) => Ok(tma_train::run::load_dataset(
-            &DataSource::Dataset(p.clone()),
+        Source::Path(p, read, _) => Ok(tma_train::run::load_dataset(
+            &DataSource::DatasetAs {
+                path: p.clone(),
+                read: *read,
+            },
             cfg,
         )
         .map_err(py_err)?
@@ -726,6 +745,7 @@ fn _partition<'py>(
                 num_parts: cfg.num_trainers,
                 drop_parts: cfg.drop_parts,
                 seed: cfg.seed,
+                clustering: cfg.super_clustering,
             };
             let p = tma_partition::partition(&ds.graph, &pcfg)
                 .map_err(|e| py_err(TrainError::Partition(e)))?;

@@ -87,12 +87,21 @@ class Dataset:
 
     # ---- constructors
     @staticmethod
-    def load(path: Union[str, "_os.PathLike[str]"]) -> "Dataset":
-        """A dataset directory in tma's ``.npy`` layout (docs/dataset-format.md) or the on-disk
-        graph format. Runs reload it with their own ``split_index`` and ``seed``, exactly as
-        ``tma train --dataset PATH``. Errors: ``FileNotFoundError`` / ``OSError`` for files,
-        ``ValueError`` for bad contents (tma's message names the file)."""
-        return Dataset(_tma.Dataset._load(_os.fspath(path)))
+    def load(
+        path: Union[str, "_os.PathLike[str]"],
+        format: Optional[str] = None,
+        undirected: bool = False,
+    ) -> "Dataset":
+        """A dataset in any format ``tma train --dataset PATH`` reads (docs/dataset-format.md):
+        tma's ``.npy`` directory or on-disk graph, an OGB node-property directory, a SNAP edge
+        list (``.txt``/``.txt.gz``), a gnn-benchmark/PyG ``.npz`` file or a CSV edge list with a
+        header. ``format`` (``"tma"``, ``"ogb"``, ``"snap"``, ``"npz"``, ``"csv"``) is detected
+        when ``None``; ``undirected=True`` adds the reverse of every arc of an edge list
+        (``--undirected``). Runs reload it with their own ``split_index`` and ``seed``, exactly
+        as ``tma train --dataset PATH --format F``. Errors: ``FileNotFoundError`` / ``OSError``
+        for files, ``ValueError`` for bad contents or an unknown format (tma's message names the
+        file and line)."""
+        return Dataset(_tma.Dataset._load(_os.fspath(path), format, undirected))
 
     @staticmethod
     def from_numpy(
