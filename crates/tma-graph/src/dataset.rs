@@ -702,7 +702,7 @@ fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
         Ok(Features::Dense {
             num_nodes: n,
             dim,
-            data: out,
+            data: out.into(),
         })
     } else {
         Ok(Features::Sparse {
@@ -831,7 +831,7 @@ pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -
     Features::Dense {
         num_nodes: n,
         dim,
-        data,
+        data: data.into(),
     }
 }
 

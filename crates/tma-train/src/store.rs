@@ -531,7 +531,10 @@ impl Reader<'_> {
                 "indptr/indices do not form a valid CSR graph",
             ));
         }
-        Ok(Csr { indptr, indices })
+        Ok(Csr {
+            indptr: indptr.into(),
+            indices: indices.into(),
+        })
     }
     fn features(&self, d: &str, num_nodes: usize) -> Result<Features, StoreError> {
         let dim = self.m.in_dim;
@@ -546,7 +549,7 @@ impl Reader<'_> {
             Features::Dense {
                 num_nodes,
                 dim,
-                data,
+                data: data.into(),
             }
         } else {
             let indptr: Vec<u64> = self.vec(&format!("{d}/feat_indptr.npy"))?;
@@ -695,8 +698,8 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
                 // the coordinator evaluates on `Prepared::graph`; the split's own copy of the
                 // training graph and its training edges are trainer data, not loaded here
                 train_graph: Csr {
-                    indptr: vec![0],
-                    indices: Vec::new(),
+                    indptr: vec![0].into(),
+                    indices: Vec::new().into(),
                 },
                 train_edges: Vec::new(),
                 val_pos,
