@@ -428,7 +428,14 @@ impl Run {
             let opened = std::mem::replace(&mut self.opened, Opened::Prepared);
             let (prep, pj) = match opened {
                 Opened::Dataset(ds) => {
-                    let prep = crate::methods::prepare(ds, cfg)?;
+                    // a mapped graph (the on-disk format): the parts are written under the run
+                    // directory and mapped back, so trainers hold only their part's pages
+                    let spill = ds
+                        .graph
+                        .indices
+                        .is_mapped()
+                        .then(|| self.dir.join(".parts"));
+                    let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_deref())?;
                     let pj = prep.report.as_ref().map(|rep| {
                         serde_json::json!({
                             "method": cfg.method.to_string(),

@@ -570,7 +570,10 @@ impl MappedGraph {
         Ok(())
     }
 
-    /// The in-memory [`Dataset`] (copies every array; [`MappedGraph::validate`] runs first).
+    /// The [`Dataset`] ([`MappedGraph::validate`] runs first). Its graph and dense f32
+    /// features are the mapped files themselves ([`MappedGraph::mapped_csr`],
+    /// [`MappedGraph::mapped_features`]: nothing copied, pages read on first touch); f16,
+    /// sparse or structural features, labels and splits are copied (O(N) memory).
     /// For a directory converted from a `.npy` dataset it equals, bit for bit, what
     /// [`crate::load_dataset`] returns for the source with the same `opts`: featureless graphs
     /// get the same structural features (`opts.structural_dim`, `opts.seed`); f16 features are
@@ -595,8 +598,9 @@ impl MappedGraph {
             }
         }
         let n = self.num_nodes();
-        let graph = self.csr().to_csr();
+        let graph = self.mapped_csr();
         let (features, structural) = match self.features() {
+            FeaturesRef::DenseF32 { .. } => (self.mapped_features().expect("dense f32"), false),
             FeaturesRef::None => {
                 if opts.structural_dim == 0 {
                     return Err(invalid(&mpath, "LoadOptions::structural_dim must be >= 1"));
@@ -611,7 +615,6 @@ impl MappedGraph {
                     true,
                 )
             }
-            FeaturesRef::DenseF32 { dim, data } => (Features::dense(n, dim, data.to_vec()), false),
             FeaturesRef::DenseF16 { dim, data } => (
                 Features::dense(n, dim, data.iter().map(|x| x.to_f32()).collect()),
                 false,
