@@ -670,8 +670,10 @@ fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         println!("resume with: tma train --resume {}", out.display());
     }
 
-    if let (false, Some(mib)) = (quiet, crate::dist::peak_rss_mib()) {
-        eprintln!("peak RSS (coordinator process) {mib:.0} MiB");
+    if !quiet {
+        for m in &s.memory {
+            eprintln!("memory: {}", m.line());
+        }
     }
     if s.interrupted {
         use std::io::Write;

@@ -253,6 +253,7 @@ fn finish_run(
         interrupted: ctx.stop_requested(),
         warnings: Vec::new(),
         removed_on_load: prep.removed,
+        memory: Vec::new(),
     };
     Ok(RunResult {
         rounds: records,

@@ -214,6 +214,7 @@ impl Run {
     /// [`TrainError::RunDirExists`] for a non-empty run directory; [`TrainError::Config`]
     /// for a resume without a run directory or of a finished run; [`TrainError::Io`].
     pub fn start(spec: RunSpec) -> Result<Run, TrainError> {
+        crate::memory::start_sampler();
         let RunSpec {
             mut config,
             data,
@@ -607,6 +608,18 @@ impl Run {
             stop: self.stop.clone(),
         })?;
         result.summary.warnings = self.warnings.clone();
+        if result.summary.memory.is_empty() {
+            // in-process: one process (an MPI engine fills in every rank itself)
+            let role = match self.engine {
+                Engine::InProcess => "in-process",
+                Engine::Mpi => "coordinator",
+            };
+            let rank = (self.engine == Engine::Mpi).then_some(0);
+            result
+                .summary
+                .memory
+                .push(crate::memory::ProcessMemory::this_process(role, rank, None));
+        }
         self.run_dir.finish(&result)?;
         Ok(result)
     }
