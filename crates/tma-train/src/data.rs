@@ -218,14 +218,15 @@ pub fn prepare_with(
 }
 
 /// [`prepare_with`]; with `spill = Some(dir)`, the parts of a partitioned layout are built one
-/// at a time and written under `dir` ([`crate::store::spill_part`]: graph and dense features
+/// at a time and written under `dir` ([`crate::spill::spill_part`]: graph and dense features
 /// streamed to `.npy` files, mapped back, the files unlinked), so each trainer holds only mapped
 /// pages of its part and preparation holds one part's subgraph at a time. The data is the same
 /// as without `spill`, bit for bit. A run on a mapped graph (the on-disk format) spills under
 /// its run directory.
 ///
 /// # Errors
-/// As [`prepare_with`]; [`TrainError::Store`] when a part cannot be written or mapped.
+/// As [`prepare_with`]; [`TrainError::Dataset`] naming the file when a part cannot be written
+/// or mapped.
 pub fn prepare_spilled(
     mut ds: Dataset,
     cfg: &TrainConfig,
@@ -458,13 +459,17 @@ pub fn prepare_spilled(
                     let mut out = Vec::with_capacity(kept.len());
                     for (t, &p) in kept.iter().enumerate() {
                         let part = tma_partition::build_part(&graph, &partition, p);
-                        let (sub, features) = crate::store::spill_part(
+                        let (sub, features) = crate::spill::spill_part(
                             root,
                             t,
                             &part.graph,
                             &ds.features,
                             &part.global_ids,
-                        )?;
+                        )
+                        .map_err(|source| TrainError::Dataset {
+                            path: root.to_path_buf(),
+                            source,
+                        })?;
                         drop(part.graph);
                         out.push(build(t, p, part.global_ids, sub, Some(features)));
                     }
