@@ -311,7 +311,10 @@ fn random_graph(n: usize, deg: usize, seed: u64) -> Csr {
             }
         });
     let indptr = (0..=n as u64).map(|i| i * deg as u64).collect();
-    Csr { indptr, indices }
+    Csr {
+        indptr,
+        indices: indices.into(),
+    }
 }
 
 fn random_features(n: usize, dim: usize, seed: u64) -> Features {
@@ -328,7 +331,7 @@ fn random_features(n: usize, dim: usize, seed: u64) -> Features {
     Features::Dense {
         num_nodes: n,
         dim,
-        data,
+        data: data.into(),
     }
 }
 
@@ -1187,7 +1190,7 @@ fn mrr(sz: &Sizes, c: &mut Ceilings) -> Figure {
     let model = Model::new(ModelConfig::new(EncoderKind::Sage, 128, Head::Link));
     let params = model.init_params(&mut rng);
     let h = match random_features(n, d, 6) {
-        Features::Dense { data, .. } => Mat::from_vec(n, d, data),
+        Features::Dense { data, .. } => Mat::from_vec(n, d, data.into_vec()),
         Features::Sparse { .. } => unreachable!("random_features is dense"),
     };
     let (p, k) = (sz.mrr_positives, sz.mrr_negatives);

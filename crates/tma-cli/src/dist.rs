@@ -205,7 +205,9 @@ pub fn available_memory_bytes() -> Option<u64> {
     best
 }
 
-/// Peak resident memory of this process (VmHWM), MiB; None where /proc is absent.
+/// Peak resident memory of this process (VmHWM), MiB; None where /proc is absent (the MPI
+/// ranks' one-line reports).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn peak_rss_mib() -> Option<f64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;

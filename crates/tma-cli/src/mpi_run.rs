@@ -123,6 +123,7 @@ pub fn run_trainer(
         Some(d) => format!("`tma train --resume {}`", d.display()),
         None => "`tma train --resume RUN_DIR`".to_string(),
     };
+    tma_train::memory::start_sampler();
     let mut ep = MpiTrainer::new(ctx.world(), cfg);
     let loaded = if t < m.parts.len() {
         store::read_part(dir, m, t).map_err(|e| e.to_string())
@@ -339,8 +340,15 @@ pub fn run_coordinator(
                 coord.dropped()
             );
         }
+        let mut memory = vec![tma_train::memory::ProcessMemory::this_process(
+            "coordinator",
+            Some(0),
+            None,
+        )];
+        memory.extend(coord.trainer_memory());
         result.map(|mut r| {
             r.summary.failed_trainers = failed;
+            r.summary.memory = memory;
             r
         })
     });

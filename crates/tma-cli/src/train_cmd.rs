@@ -21,8 +21,9 @@ use tma_train::{
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
     /// Dataset: a directory in the .npy layout of docs/dataset-format.md or in the on-disk format
-    /// of docs/graph-format.md (loaded into memory in this version), an OGB directory, a SNAP or
-    /// CSV edge list, or a .npz file (format detected; see --format). Omitted: a generated
+    /// of docs/graph-format.md (mapped: the graph and dense f32 features are read in place, the
+    /// parts written under the run directory and mapped by the trainers), an OGB directory, a
+    /// SNAP or CSV edge list, or a .npz file (format detected; see --format). Omitted: a generated
     /// stochastic block model graph (see --gen-nodes).
     #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
@@ -708,11 +709,23 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         s.enable_steady_tick(Duration::from_millis(100));
         s
     });
+    let t_prepare = std::time::Instant::now();
     let prepared = run.prepare();
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
     let prep = prepared?;
+    if !quiet {
+        let mapped = if prep.graph.indices.is_mapped() {
+            "; graph mapped, parts mapped from disk"
+        } else {
+            ""
+        };
+        eprintln!(
+            "prepared  split and partition in {:.1}s{mapped}",
+            t_prepare.elapsed().as_secs_f64()
+        );
+    }
     if let (Some(rep), false) = (&prep.report, quiet) {
         eprintln!("{}", rep.to_table());
     }
@@ -845,8 +858,10 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         println!("resume with: tma train --resume {}", out.display());
     }
 
-    if let (false, Some(mib)) = (quiet, crate::dist::peak_rss_mib()) {
-        eprintln!("peak RSS (coordinator process) {mib:.0} MiB");
+    if !quiet {
+        for m in &s.memory {
+            eprintln!("memory: {}", m.line());
+        }
     }
     if s.interrupted {
         use std::io::Write;

@@ -1,5 +1,7 @@
 //! Compressed sparse row adjacency.
 
+use crate::buf::Buf;
+
 /// A node id in the whole (global) graph. Local ids inside a partition are plain `u32`
 /// indices into that partition's arrays; converting goes through the partition book
 /// (`tma_partition::Part::global_ids`).
@@ -11,15 +13,31 @@ pub struct GlobalNodeId(pub u32);
 /// Shapes: `indptr: [num_nodes + 1]` (u64, monotone, `indptr[0] == 0`,
 /// `indptr[num_nodes] == num_edges`), `indices: [num_edges]` (u32, each `< num_nodes`).
 /// Neighbour lists are sorted ascending and hold no duplicates when built by [`Csr::from_edges`].
+///
+/// Both arrays are [`Buf`]s: owned, or read in place from a mapped file (a part of a partition
+/// directory, a graph of the on-disk format); every reader sees slices either way.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Csr {
     /// Row offsets `[num_nodes + 1]`: row `v` is `indices[indptr[v]..indptr[v + 1]]`.
-    pub indptr: Vec<u64>,
+    pub indptr: Buf<u64>,
     /// In-neighbour ids `[num_edges]`, concatenated row by row.
-    pub indices: Vec<u32>,
+    pub indices: Buf<u32>,
 }
 
 impl Csr {
+    /// A CSR of owned arrays (not checked: callers build valid ones).
+    pub fn new(indptr: Vec<u64>, indices: Vec<u32>) -> Csr {
+        Csr {
+            indptr: indptr.into(),
+            indices: indices.into(),
+        }
+    }
+
+    /// Bytes of anonymous memory the arrays hold (0 for mapped arrays).
+    pub fn heap_bytes(&self) -> usize {
+        self.indptr.heap_bytes() + self.indices.heap_bytes()
+    }
+
     /// Number of rows (nodes).
     pub fn num_nodes(&self) -> usize {
         self.indptr.len().saturating_sub(1)
@@ -91,10 +109,7 @@ impl Csr {
         }
         indices.truncate(w);
         indices.shrink_to_fit();
-        Csr {
-            indptr: out_ptr,
-            indices,
-        }
+        Csr::new(out_ptr, indices)
     }
 
     /// The node-induced subgraph on `nodes` (global ids into `self`, any order, no duplicates).
@@ -119,7 +134,7 @@ impl Csr {
             indices[start..].sort_unstable();
             indptr.push(indices.len() as u64);
         }
-        Csr { indptr, indices }
+        Csr::new(indptr, indices)
     }
 }
 

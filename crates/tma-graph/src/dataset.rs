@@ -239,8 +239,9 @@ pub const DENSIFY_MAX_DIM: usize = 64;
 /// Load a dataset directory (layout of `docs/dataset-format.md`, summarized in the module docs).
 ///
 /// A directory in the on-disk graph format (`docs/graph-format.md`, marked by its
-/// `tma-graph.json`) is accepted too: it is opened with [`crate::MappedGraph`] and copied into
-/// memory ([`crate::MappedGraph::to_dataset`]), giving the same dataset as its `.npy` source.
+/// `tma-graph.json`) is accepted too: it is opened with [`crate::MappedGraph`]
+/// ([`crate::MappedGraph::to_dataset`]: the graph and dense f32 features stay mapped, the rest is
+/// copied), giving the same dataset as its `.npy` source.
 ///
 /// * **Nodes** `N` = `meta.json:computed.nodes` if present, else the largest of
 ///   (max edge id + 1, `y` rows, `x_shape[0]`).
@@ -706,7 +707,7 @@ fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {
         Ok(Features::Dense {
             num_nodes: n,
             dim,
-            data: out,
+            data: out.into(),
         })
     } else {
         Ok(Features::Sparse {
@@ -835,7 +836,7 @@ pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -
     Features::Dense {
         num_nodes: n,
         dim,
-        data,
+        data: data.into(),
     }
 }
 

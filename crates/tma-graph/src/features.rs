@@ -1,5 +1,7 @@
 //! Node feature matrices.
 
+use crate::buf::Buf;
+
 /// Node features, `[num_nodes, dim]`, f32.
 ///
 /// `Sparse` keeps bag-of-words style features (e.g. coauthor_physics, 34,493 x 8,415 with
@@ -15,8 +17,8 @@ pub enum Features {
         num_nodes: usize,
         /// Columns (feature width).
         dim: usize,
-        /// `[num_nodes * dim]`, row-major.
-        data: Vec<f32>,
+        /// `[num_nodes * dim]`, row-major; owned or mapped from a file ([`Buf`]).
+        data: Buf<f32>,
     },
     /// CSR rows: `indptr: [num_nodes + 1]`, `indices/data: [nnz]`, column ids `< dim`.
     Sparse {
@@ -59,6 +61,29 @@ pub fn gather_rows_into(data: &[f32], dim: usize, rows: &[u32], out: &mut [f32])
 }
 
 impl Features {
+    /// Dense features of owned rows (`data.len() == num_nodes * dim`).
+    pub fn dense(num_nodes: usize, dim: usize, data: Vec<f32>) -> Features {
+        debug_assert_eq!(data.len(), num_nodes * dim);
+        Features::Dense {
+            num_nodes,
+            dim,
+            data: data.into(),
+        }
+    }
+
+    /// Whether the features are read in place from a mapped file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Features::Dense { data, .. } if data.is_mapped())
+    }
+
+    /// Bytes of anonymous memory the arrays hold (0 for mapped dense rows).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Features::Dense { data, .. } => data.heap_bytes(),
+            Features::Sparse { .. } => self.size_bytes(),
+        }
+    }
+
     /// Number of rows (nodes).
     pub fn num_nodes(&self) -> usize {
         match self {
@@ -81,7 +106,7 @@ impl Features {
             Features::Dense { dim, .. } => Features::Dense {
                 num_nodes: 0,
                 dim: *dim,
-                data: Vec::new(),
+                data: Buf::default(),
             },
             Features::Sparse { dim, .. } => Features::Sparse {
                 num_nodes: 0,
@@ -107,10 +132,12 @@ impl Features {
                     Features::Dense {
                         num_nodes: 0,
                         dim: 0,
-                        data: Vec::new(),
+                        data: Buf::default(),
                     },
                 ) {
-                    Features::Dense { data, .. } => data,
+                    // a mapped buffer is not reused (it is read-only): start a fresh one
+                    Features::Dense { data, .. } if !data.is_mapped() => data.into_vec(),
+                    Features::Dense { .. } => Vec::new(),
                     Features::Sparse { data, .. } => data,
                 };
                 // Every element is overwritten below. A buffer too small is replaced, not
@@ -125,7 +152,7 @@ impl Features {
                 *out = Features::Dense {
                     num_nodes: rows.len(),
                     dim: d,
-                    data: buf,
+                    data: buf.into(),
                 };
             }
             Features::Sparse {
@@ -140,7 +167,7 @@ impl Features {
                     Features::Dense {
                         num_nodes: 0,
                         dim: 0,
-                        data: Vec::new(),
+                        data: Buf::default(),
                     },
                 ) {
                     Features::Sparse {
@@ -149,7 +176,10 @@ impl Features {
                         data,
                         ..
                     } => (indptr, indices, data),
-                    Features::Dense { data, .. } => (Vec::new(), Vec::new(), data),
+                    Features::Dense { data, .. } if !data.is_mapped() => {
+                        (Vec::new(), Vec::new(), data.into_vec())
+                    }
+                    Features::Dense { .. } => (Vec::new(), Vec::new(), Vec::new()),
                 };
                 ip.clear();
                 ix.clear();
@@ -174,6 +204,7 @@ impl Features {
 
     /// Scales every row to sum to one (rows summing to zero are left as they are): PyG's
     /// `NormalizeFeatures`, the usual preprocessing of bag-of-words features (Planetoid).
+    /// Mapped rows are copied into memory first (the mapping is read-only).
     pub fn row_normalize(&mut self) {
         fn scale(row: &mut [f32]) {
             let s: f32 = row.iter().sum();
@@ -184,7 +215,7 @@ impl Features {
         match self {
             Features::Dense { dim, data, .. } => {
                 if *dim > 0 {
-                    data.chunks_mut(*dim).for_each(scale);
+                    data.make_mut().chunks_mut(*dim).for_each(scale);
                 }
             }
             Features::Sparse { indptr, data, .. } => {
@@ -218,7 +249,7 @@ mod tests {
         let mut d = Features::Dense {
             num_nodes: 2,
             dim: 2,
-            data: vec![1., 3., 0., 0.],
+            data: vec![1., 3., 0., 0.].into(),
         };
         d.row_normalize();
         assert_eq!(
@@ -226,7 +257,7 @@ mod tests {
             Features::Dense {
                 num_nodes: 2,
                 dim: 2,
-                data: vec![0.25, 0.75, 0., 0.]
+                data: vec![0.25, 0.75, 0., 0.].into()
             }
         );
         let mut s = Features::Sparse {
@@ -247,7 +278,7 @@ mod tests {
         let d = Features::Dense {
             num_nodes: 3,
             dim: 2,
-            data: vec![0., 1., 2., 3., 4., 5.],
+            data: vec![0., 1., 2., 3., 4., 5.].into(),
         };
         let s = Features::Sparse {
             num_nodes: 3,
@@ -267,7 +298,7 @@ mod tests {
             Features::Dense {
                 num_nodes: 2,
                 dim: 2,
-                data: vec![4., 5., 4., 5.]
+                data: vec![4., 5., 4., 5.].into()
             }
         );
     }
@@ -277,14 +308,14 @@ mod tests {
         let d = Features::Dense {
             num_nodes: 3,
             dim: 2,
-            data: vec![0., 1., 2., 3., 4., 5.],
+            data: vec![0., 1., 2., 3., 4., 5.].into(),
         };
         assert_eq!(
             d.gather(&[2, 0]),
             Features::Dense {
                 num_nodes: 2,
                 dim: 2,
-                data: vec![4., 5., 0., 1.]
+                data: vec![4., 5., 0., 1.].into()
             }
         );
         let s = Features::Sparse {

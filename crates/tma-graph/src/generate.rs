@@ -180,7 +180,7 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         features: Features::Dense {
             num_nodes: n,
             dim: d,
-            data,
+            data: data.into(),
         },
         structural_features: false,
         labels,

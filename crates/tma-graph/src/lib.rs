@@ -51,6 +51,7 @@
 
 #![warn(missing_docs)]
 
+pub mod buf;
 pub mod csr;
 pub mod dataset;
 pub mod disk;
@@ -63,6 +64,7 @@ pub mod rmat;
 pub mod seed;
 pub mod split;
 
+pub use buf::{Buf, Pod, SharedMap};
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
     load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs,

@@ -196,6 +196,8 @@ pub struct NpyFile {
     shape: Vec<u64>,
     fortran_order: bool,
     bytes: Vec<u8>,
+    /// Size of the whole file (`bytes.len()`, except for a header parsed alone by [`map`]).
+    file_len: usize,
     data_offset: usize,
     len: usize,
 }
@@ -223,6 +225,13 @@ impl NpyFile {
     /// # Errors
     /// As [`NpyFile::read`], except [`GraphError::Io`].
     pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<NpyFile> {
+        let file_len = bytes.len();
+        NpyFile::parse(path, bytes, file_len)
+    }
+
+    /// Parses the container from `bytes`, the first bytes (at least the header) of a file of
+    /// `file_len` bytes.
+    fn parse(path: &Path, bytes: Vec<u8>, file_len: usize) -> Result<NpyFile> {
         if bytes.len() < 10 || &bytes[..6] != MAGIC {
             return Err(npy_err(path, "bad magic (expected \\x93NUMPY)"));
         }
@@ -278,6 +287,7 @@ impl NpyFile {
             shape,
             fortran_order,
             bytes,
+            file_len,
             data_offset,
             len,
         };
@@ -369,7 +379,7 @@ impl NpyFile {
             .len
             .checked_mul(item)
             .ok_or_else(|| npy_err(&self.path, "shape product overflows"))?;
-        let have = self.bytes.len() - self.data_offset;
+        let have = self.file_len - self.data_offset;
         if have < need {
             return Err(npy_err(
                 &self.path,
@@ -488,6 +498,52 @@ fn item_size(descr: &str) -> Option<usize> {
         b'i' | b'u' | b'f' | b'b' => descr[2..].parse().ok(),
         _ => None,
     }
+}
+
+/// Memory-maps the `.npy` file at `path` as `T` without reading its payload: the header is
+/// parsed and checked as [`read`] does (dtype `T`, shape against `pattern`, payload length), and
+/// the payload is returned as a mapped [`crate::Buf`] (the codec's own files start it at a
+/// multiple of 64 bytes). Returns the buffer and the shape.
+///
+/// # Errors
+/// As [`read`]; [`GraphError::Npy`] for a Fortran-order array of two or more dimensions (it
+/// would need a transpose); [`GraphError::Invalid`] when the payload is not aligned for `T`.
+pub fn map<T: Element + crate::buf::Pod>(
+    path: &Path,
+    pattern: &[Option<u64>],
+) -> Result<(crate::buf::Buf<T>, Vec<usize>)> {
+    let m = crate::buf::SharedMap::open(path)?;
+    let b = m.bytes();
+    let head = match b.get(..12) {
+        Some(h) if &h[..6] == MAGIC => h,
+        _ => return Err(npy_err(path, "bad magic (expected \\x93NUMPY)")),
+    };
+    let hend = match head[6] {
+        1 => 10 + u16::from_le_bytes([head[8], head[9]]) as usize,
+        _ => 12 + u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize,
+    };
+    let prefix = b[..hend.min(b.len())].to_vec();
+    let f = NpyFile::parse(path, prefix, b.len())?;
+    f.expect_shape(pattern)?;
+    if f.descr != T::DESCR {
+        return Err(GraphError::Dtype {
+            path: path.to_path_buf(),
+            expected: T::DESCR.to_string(),
+            found: f.descr.clone(),
+        });
+    }
+    f.check_payload_len(T::SIZE)?;
+    if f.fortran_order && f.shape.len() >= 2 {
+        return Err(npy_err(
+            path,
+            "Fortran order cannot be mapped (save it in C order: np.ascontiguousarray)",
+        ));
+    }
+    let shape = f.shape.iter().map(|&d| d as usize).collect();
+    Ok((
+        crate::buf::Buf::mapped(m.clone(), f.data_offset, f.len)?,
+        shape,
+    ))
 }
 
 /// Reads the `.npy` file at `path` as a `T` array in C order, requiring its shape to fit
@@ -623,6 +679,43 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_reads_the_payload_in_place_with_the_read_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.npy");
+        write(&p, &[1.5f32, 2.0, -3.0, 4.0, 5.0, 6.0], &[3, 2]).unwrap();
+        let (b, shape) = map::<f32>(&p, &[None, Some(2)]).unwrap();
+        assert!(b.is_mapped());
+        assert_eq!(
+            (shape, b.to_vec()),
+            (vec![3, 2], vec![1.5, 2.0, -3.0, 4.0, 5.0, 6.0])
+        );
+        let e = map::<u32>(&p, &[None, None]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("{}: wrong dtype: expected <u4, found <f4", p.display())
+        );
+        let e = map::<f32>(&p, &[None]).unwrap_err().to_string();
+        assert!(e.contains("x.npy") && e.contains("[_]"), "{e}");
+        // truncated payload
+        let full = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &full[..full.len() - 4]).unwrap();
+        let e = map::<f32>(&p, &[None, None]).unwrap_err().to_string();
+        assert!(e.contains("x.npy") && e.contains("truncated data"), "{e}");
+        // Fortran order of a matrix would need a transpose
+        let f = dir.path().join("f.npy");
+        std::fs::write(
+            &f,
+            encode_ordered(&[1u32, 2, 3, 4], &[2, 2], Order::Fortran),
+        )
+        .unwrap();
+        let e = map::<u32>(&f, &[None, None]).unwrap_err().to_string();
+        assert!(
+            e.contains("f.npy") && e.contains("Fortran order cannot be mapped"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn header_is_aligned_and_numpy_compatible() {

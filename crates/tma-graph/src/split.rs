@@ -206,7 +206,7 @@ pub fn link_split(
         let mut g = graph.clone();
         for v in 0..n {
             let (a, b) = (g.indptr[v] as usize, g.indptr[v + 1] as usize);
-            g.indices[a..b].sort_unstable();
+            g.indices.make_mut()[a..b].sort_unstable();
         }
         sorted_copy = g;
         &sorted_copy

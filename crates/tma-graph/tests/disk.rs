@@ -518,3 +518,33 @@ fn rmat_graph_is_valid_skewed_homophilous_and_holds_out_its_links() {
         "rmat-5000: 5000 nodes"
     );
 }
+
+#[test]
+fn mapped_csr_and_features_are_the_files_in_place_and_equal_the_copies() {
+    let (_tmp, g) = small_graph();
+    let m = MappedGraph::open(&g).unwrap();
+    let ds = m.to_dataset(&LoadOptions::default()).unwrap();
+    let csr = m.mapped_csr();
+    assert!(csr.indptr.is_mapped() && csr.indices.is_mapped());
+    assert_eq!(csr.heap_bytes(), 0);
+    assert_eq!(csr, ds.graph);
+    assert_eq!(
+        csr.indices.mapped_file(),
+        Some(g.join("indices.bin").as_path())
+    );
+    let f = m.mapped_features().expect("dense f32 features map");
+    assert!(f.is_mapped());
+    assert_eq!(f.heap_bytes(), 0);
+    assert_eq!(f, ds.features);
+    // gathering rows from the mapping gives owned rows equal to the in-memory gather
+    assert_eq!(f.gather(&[5, 0, 199]), ds.features.gather(&[5, 0, 199]));
+    // a clone shares the mapping; normalizing copies (the file is read-only)
+    let mut c = f.clone();
+    assert!(c.is_mapped());
+    c.row_normalize();
+    assert!(!c.is_mapped());
+    let mut d = ds.features.clone();
+    d.row_normalize();
+    assert_eq!(c, d);
+    assert_eq!(f, ds.features, "the mapped rows are unchanged");
+}

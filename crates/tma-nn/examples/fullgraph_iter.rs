@@ -67,7 +67,10 @@ fn main() {
         indices[start..].sort_unstable();
         indptr.push(indices.len() as u64);
     }
-    let graph = Csr { indptr, indices };
+    let graph = Csr {
+        indptr: indptr.into(),
+        indices: indices.into(),
+    };
     let degrees = graph.degrees();
     let x = Features::Dense {
         num_nodes: n,

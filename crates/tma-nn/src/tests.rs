@@ -65,7 +65,7 @@ fn dense(rows: usize, dim: usize, data: Vec<f32>) -> Features {
     Features::Dense {
         num_nodes: rows,
         dim,
-        data,
+        data: data.into(),
     }
 }
 

@@ -76,7 +76,7 @@ fn build_with(graph: &Csr, partition: &Partition, local: &[u32], p: usize) -> Pa
     Part {
         id: p,
         global_ids,
-        graph: Csr { indptr, indices },
+        graph: Csr::new(indptr, indices),
     }
 }
 

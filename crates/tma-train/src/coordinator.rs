@@ -291,6 +291,7 @@ fn finish_run(
         },
         warnings: Vec::new(),
         removed_on_load: prep.removed,
+        memory: Vec::new(),
     };
     Ok(RunResult {
         rounds: records,

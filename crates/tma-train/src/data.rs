@@ -261,9 +261,28 @@ pub fn positive_edges(graph: &Csr, directed: bool) -> Vec<(u32, u32)> {
 /// [`TrainError::Data`] if the task does not fit the dataset (node task without labels),
 /// [`TrainError::Partition`] if partitioning fails.
 pub fn prepare_with(
+    ds: Dataset,
+    cfg: &TrainConfig,
+    layout: DataLayout,
+) -> Result<Prepared, TrainError> {
+    prepare_spilled(ds, cfg, layout, None)
+}
+
+/// [`prepare_with`]; with `spill = Some(dir)`, the parts of a partitioned layout are built one
+/// at a time and written under `dir` ([`crate::spill::spill_part`]: graph and dense features
+/// streamed to `.npy` files, mapped back, the files unlinked), so each trainer holds only mapped
+/// pages of its part and preparation holds one part's subgraph at a time. The data is the same
+/// as without `spill`, bit for bit. A run on a mapped graph (the on-disk format) spills under
+/// its run directory.
+///
+/// # Errors
+/// As [`prepare_with`]; [`TrainError::Dataset`] naming the file when a part cannot be written
+/// or mapped.
+pub fn prepare_spilled(
     mut ds: Dataset,
     cfg: &TrainConfig,
     layout: DataLayout,
+    spill: Option<&std::path::Path>,
 ) -> Result<Prepared, TrainError> {
     if cfg.normalize_features && !ds.structural_features {
         ds.features.row_normalize();
@@ -411,8 +430,22 @@ pub fn prepare_with(
             is_train_node[v as usize] = labelled;
         }
     }
-    let build = |trainer: usize, part: usize, global_ids: Vec<u32>, sub: Csr| -> TrainerData {
-        let features = ds.features.gather(&global_ids);
+    let build = |trainer: usize,
+                 part: usize,
+                 global_ids: Vec<u32>,
+                 sub: Csr,
+                 features: Option<Features>|
+     -> TrainerData {
+        let features = features.unwrap_or_else(|| {
+            if global_ids.len() == ds.features.num_nodes()
+                && global_ids.iter().enumerate().all(|(i, &g)| g as usize == i)
+            {
+                // every node in order: share the rows (a mapped matrix stays mapped)
+                ds.features.clone()
+            } else {
+                ds.features.gather(&global_ids)
+            }
+        });
         let target = match &node_targets {
             None => TrainTarget::Link {
                 edges: positive_edges(&sub, directed),
@@ -438,11 +471,11 @@ pub fn prepare_with(
     let (trainers, report, partition_hash) = match layout {
         DataLayout::Whole => {
             let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
-            (vec![build(0, 0, all, graph.clone())], None, None)
+            (vec![build(0, 0, all, graph.clone(), None)], None, None)
         }
         DataLayout::SharedExamples => {
             let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
-            let full = build(0, 0, all, graph.clone());
+            let full = build(0, 0, all, graph.clone(), None);
             let trainers = share_examples(
                 &full,
                 cfg.num_trainers + cfg.drop_parts,
@@ -467,14 +500,37 @@ pub fn prepare_with(
             let report = tma_partition::partition_report(&graph, &partition, labels);
             let kept = partition.kept_parts();
             use rayon::prelude::*;
-            let trainers: Vec<TrainerData> = kept
-                .par_iter()
-                .enumerate()
-                .map(|(t, &p)| {
-                    let part = tma_partition::build_part(&graph, &partition, p);
-                    build(t, p, part.global_ids, part.graph)
-                })
-                .collect();
+            let trainers: Vec<TrainerData> = match spill {
+                None => kept
+                    .par_iter()
+                    .enumerate()
+                    .map(|(t, &p)| {
+                        let part = tma_partition::build_part(&graph, &partition, p);
+                        build(t, p, part.global_ids, part.graph, None)
+                    })
+                    .collect(),
+                Some(root) => {
+                    let mut out = Vec::with_capacity(kept.len());
+                    for (t, &p) in kept.iter().enumerate() {
+                        let part = tma_partition::build_part(&graph, &partition, p);
+                        let (sub, features) = crate::spill::spill_part(
+                            root,
+                            t,
+                            &part.graph,
+                            &ds.features,
+                            &part.global_ids,
+                        )
+                        .map_err(|source| TrainError::Dataset {
+                            path: root.to_path_buf(),
+                            source,
+                        })?;
+                        drop(part.graph);
+                        out.push(build(t, p, part.global_ids, sub, Some(features)));
+                    }
+                    let _ = std::fs::remove_dir(root);
+                    out
+                }
+            };
             (trainers, Some(report), Some(partition.hash_hex()))
         }
     };

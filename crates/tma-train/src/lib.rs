@@ -36,6 +36,7 @@ pub mod mpi_cluster;
 pub mod output;
 pub mod record;
 pub mod run;
+pub mod spill;
 pub mod store;
 pub mod trainer;
 

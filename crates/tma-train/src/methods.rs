@@ -47,6 +47,19 @@ pub fn prepare(ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainError> {
     prepare_with(ds, cfg, training_method(cfg.method).layout(cfg))
 }
 
+/// [`prepare`] with the parts written to, and mapped from, `spill`
+/// ([`crate::data::prepare_spilled`]).
+///
+/// # Errors
+/// As [`crate::data::prepare_spilled`].
+pub fn prepare_spilled(
+    ds: Dataset,
+    cfg: &TrainConfig,
+    spill: Option<&std::path::Path>,
+) -> Result<Prepared, TrainError> {
+    crate::data::prepare_spilled(ds, cfg, training_method(cfg.method).layout(cfg), spill)
+}
+
 /// Runs a prepared job of `cfg.method` with in-process trainers
 /// ([`crate::engine::run_in_process`]).
 ///

@@ -417,6 +417,8 @@ pub struct MpiCoordinator {
     hosts: Vec<Option<String>>,
     state: Vec<State>,
     bye: Vec<Option<(ByeKind, f64)>>,
+    /// Peak RSS and peak anonymous memory (bytes) each trainer sent with its `BYE`.
+    bye_memory: Vec<Option<(Option<u64>, Option<u64>)>>,
     roster: Roster,
     /// Trainers whose parked contribution is answered with the next reply.
     parked: Vec<usize>,
@@ -475,6 +477,7 @@ impl MpiCoordinator {
             hosts: vec![None; n],
             state: vec![State::Started; n],
             bye: vec![None; n],
+            bye_memory: vec![None; n],
             roster: Roster::new(n),
             parked: Vec::new(),
             outbox: (0..n).map(|_| Vec::new()).collect(),
@@ -552,6 +555,8 @@ impl MpiCoordinator {
                 _ => ByeKind::Orphaned,
             };
             self.bye[t] = Some((kind, b.get(1).map_or(f64::NAN, |&x| u64s_to_f64(x))));
+            let known = |i: usize| b.get(i).copied().filter(|&x| x != u64::MAX);
+            self.bye_memory[t] = Some((known(2), known(3)));
         }
         for ops in &mut self.outbox {
             ops.retain_mut(|op| !op.test());
@@ -771,6 +776,22 @@ impl MpiCoordinator {
     /// failure of rank 0 must end the trainer ranks with [`MpiCoordinator::abort_job`].
     pub fn started(&self) -> bool {
         self.params_len.is_some()
+    }
+
+    /// Peak memory each trainer rank reported with its `BYE` (ranks that sent none are left
+    /// out), as `summary.json` `memory` entries.
+    pub fn trainer_memory(&self) -> Vec<crate::memory::ProcessMemory> {
+        (0..self.n)
+            .filter_map(|t| {
+                self.bye_memory[t].map(|(rss, anon)| crate::memory::ProcessMemory {
+                    role: "trainer".into(),
+                    rank: Some(t + 1),
+                    trainer: Some(t),
+                    peak_rss_bytes: rss,
+                    peak_anon_bytes: anon,
+                })
+            })
+            .collect()
     }
 
     /// Contributions dropped because they were malformed (wrong size).
@@ -1147,11 +1168,18 @@ impl MpiTrainer {
         }
     }
 
-    /// Tells the coordinator this trainer's loop has ended (`at`: its training time).
+    /// Tells the coordinator this trainer's loop has ended (`at`: its training time), with this
+    /// process's peak RSS and peak anonymous memory (`u64::MAX` when unknown).
     pub fn bye(&self, kind: ByeKind, at: Duration) {
+        let m = crate::memory::ProcessMemory::this_process("trainer", None, None);
         self.send(
             TAG_BYE,
-            Buf::U64(vec![kind as u64, at.as_secs_f64().to_bits()]),
+            Buf::U64(vec![
+                kind as u64,
+                at.as_secs_f64().to_bits(),
+                m.peak_rss_bytes.unwrap_or(u64::MAX),
+                m.peak_anon_bytes.unwrap_or(u64::MAX),
+            ]),
         );
     }
 

@@ -87,6 +87,10 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Self-loops and duplicate arcs the loader removed from the dataset.
     pub removed_on_load: tma_graph::RemovedArcs,
+    /// Peak memory of every process of the run (the in-process run's one process; under MPI
+    /// the coordinator rank and each trainer rank that said goodbye), filled in when the run
+    /// ends.
+    pub memory: Vec<crate::memory::ProcessMemory>,
 }
 
 /// Why a run ended before its time limit ([`Summary::interrupted_by`]).

@@ -249,6 +249,7 @@ impl Run {
     /// [`TrainError::RunDirExists`] for a non-empty run directory; [`TrainError::Config`]
     /// for a resume without a run directory or of a finished run; [`TrainError::Io`].
     pub fn start(spec: RunSpec) -> Result<Run, TrainError> {
+        crate::memory::start_sampler();
         let RunSpec {
             mut config,
             data,
@@ -476,7 +477,14 @@ impl Run {
             let opened = std::mem::replace(&mut self.opened, Opened::Prepared);
             let (mut prep, pj) = match opened {
                 Opened::Dataset(ds) => {
-                    let prep = crate::methods::prepare(ds, cfg)?;
+                    // a mapped graph (the on-disk format): the parts are written under the run
+                    // directory and mapped back, so trainers hold only their part's pages
+                    let spill = ds
+                        .graph
+                        .indices
+                        .is_mapped()
+                        .then(|| self.dir.join(".parts"));
+                    let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_deref())?;
                     let pj = prep.report.as_ref().map(|rep| {
                         serde_json::json!({
                             "method": cfg.method.to_string(),
@@ -675,6 +683,18 @@ impl Run {
             stop: self.stop.clone(),
         })?;
         result.summary.warnings = self.warnings.clone();
+        if result.summary.memory.is_empty() {
+            // in-process: one process (an MPI engine fills in every rank itself)
+            let role = match self.engine {
+                Engine::InProcess => "in-process",
+                Engine::Mpi => "coordinator",
+            };
+            let rank = (self.engine == Engine::Mpi).then_some(0);
+            result
+                .summary
+                .memory
+                .push(crate::memory::ProcessMemory::this_process(role, rank, None));
+        }
         self.run_dir.finish(&result)?;
         Ok(result)
     }

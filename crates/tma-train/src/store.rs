@@ -29,7 +29,10 @@
 //! Every array is a little-endian NumPy `.npy` v1.0 file (written and read by the workspace's
 //! codec, `tma_graph::npy`) whose header is padded to 64 bytes,
 //! so the payload can be memory-mapped (`numpy.load(f, mmap_mode="r")`) and read from NumPy as
-//! is. Writing goes to a staging folder `.DIR.tmp` (each file fsync'd, manifest last) that is
+//! is. Reading maps them: a part's CSR and dense features ([`read_part`]) and the coordinator's
+//! graph and dense features ([`read_coordinator`]) are read in place ([`tma_graph::Buf`] over
+//! the mapped file, after the file's sha256 is checked by streaming it), so a trainer holds only
+//! the pages of its part it touches, as reclaimable page cache. Writing goes to a staging folder `.DIR.tmp` (each file fsync'd, manifest last) that is
 //! renamed to `DIR` at the end, so `DIR` either holds a complete partition or does not exist.
 //! Reading checks the format version and the sha256 of every file it opens against the
 //! manifest; the manifest's own sha256 ([`Manifest`] `hash`) identifies the partition in
@@ -43,7 +46,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use tma_graph::npy::{self, Element};
-use tma_graph::{Csr, Features, LinkSplit, NodeSplit};
+use tma_graph::{Buf, Csr, Features, LinkSplit, NodeSplit};
 
 /// The on-disk format version this code writes and the only one it reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -488,14 +491,17 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn bytes(&self, rel: &str) -> Result<Vec<u8>, StoreError> {
-        let path = self.dir.join(rel);
-        let expected = self.m.files.get(rel).ok_or_else(|| {
+    fn expected_hash(&self, rel: &str) -> Result<&String, StoreError> {
+        self.m.files.get(rel).ok_or_else(|| {
             fmt_err(
                 &self.dir.join("manifest.json"),
                 format!("lists no hash for {rel}"),
             )
-        })?;
+        })
+    }
+    fn bytes(&self, rel: &str) -> Result<Vec<u8>, StoreError> {
+        let path = self.dir.join(rel);
+        let expected = self.expected_hash(rel)?;
         let bytes = fs::read(&path).map_err(io(&path))?;
         let found = hex(&Sha256::digest(&bytes));
         if &found != expected {
@@ -507,6 +513,36 @@ impl Reader<'_> {
         }
         Ok(bytes)
     }
+    /// Checks `rel`'s sha256 by streaming it through a small buffer (plain reads: the pages
+    /// stay page cache, not this process's memory), then maps its payload.
+    fn map<T: Element + tma_graph::Pod>(
+        &self,
+        rel: &str,
+        ndim: usize,
+    ) -> Result<(Buf<T>, Vec<usize>), StoreError> {
+        use std::io::Read;
+        let path = self.dir.join(rel);
+        let expected = self.expected_hash(rel)?;
+        let mut f = fs::File::open(&path).map_err(io(&path))?;
+        let mut h = Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let k = f.read(&mut buf).map_err(io(&path))?;
+            if k == 0 {
+                break;
+            }
+            h.update(&buf[..k]);
+        }
+        let found = hex(&h.finalize());
+        if &found != expected {
+            return Err(StoreError::HashMismatch {
+                path,
+                expected: expected.clone(),
+                found,
+            });
+        }
+        Ok(npy::map::<T>(&path, &vec![None; ndim])?)
+    }
     /// The array `rel` (C order), with `ndim` dimensions of any size.
     fn npy<T: Element>(&self, rel: &str, ndim: usize) -> Result<(Vec<T>, Vec<usize>), StoreError> {
         let b = self.bytes(rel)?;
@@ -516,9 +552,10 @@ impl Reader<'_> {
     fn vec<T: Element>(&self, rel: &str) -> Result<Vec<T>, StoreError> {
         Ok(self.npy(rel, 1)?.0)
     }
+    /// The CSR of folder `d`, mapped in place (its structure is checked in one pass).
     fn csr(&self, d: &str) -> Result<Csr, StoreError> {
-        let indptr: Vec<u64> = self.vec(&format!("{d}/indptr.npy"))?;
-        let indices: Vec<u32> = self.vec(&format!("{d}/indices.npy"))?;
+        let indptr: Buf<u64> = self.map(&format!("{d}/indptr.npy"), 1)?.0;
+        let indices: Buf<u32> = self.map(&format!("{d}/indices.npy"), 1)?.0;
         let n = indptr.len().saturating_sub(1);
         let ok = !indptr.is_empty()
             && indptr[0] == 0
@@ -536,7 +573,7 @@ impl Reader<'_> {
     fn features(&self, d: &str, num_nodes: usize) -> Result<Features, StoreError> {
         let dim = self.m.in_dim;
         let f = if self.m.features == "dense" {
-            let (data, shape) = self.npy::<f32>(&format!("{d}/features.npy"), 2)?;
+            let (data, shape) = self.map::<f32>(&format!("{d}/features.npy"), 2)?;
             if shape != [num_nodes, dim] {
                 return Err(fmt_err(
                     &self.dir.join(d).join("features.npy"),
@@ -695,8 +732,8 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
                 // the coordinator evaluates on `Prepared::graph`; the split's own copy of the
                 // training graph and its training edges are trainer data, not loaded here
                 train_graph: Csr {
-                    indptr: vec![0],
-                    indices: Vec::new(),
+                    indptr: vec![0].into(),
+                    indices: Vec::new().into(),
                 },
                 train_edges: Vec::new(),
                 val_pos,
@@ -824,6 +861,10 @@ mod tests {
             for t in 0..3 {
                 let d = read_part(&dir, &m2, t).unwrap();
                 same_part(&d, &p.trainers[t]);
+                // the part's graph and features are the files, mapped (no heap copy)
+                assert!(d.graph.indptr.is_mapped() && d.graph.indices.is_mapped());
+                assert!(d.features.is_mapped());
+                assert_eq!(d.graph.heap_bytes() + d.features.heap_bytes(), 0);
                 assert_eq!(m2.parts[t].num_nodes, d.num_nodes());
             }
             let c = read_coordinator(&dir, &m2).unwrap();

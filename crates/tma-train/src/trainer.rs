@@ -146,7 +146,7 @@ impl Trainer {
             x_buf: tma_graph::Features::Dense {
                 num_nodes: 0,
                 dim: 0,
-                data: Vec::new(),
+                data: Vec::new().into(),
             },
             cursor: 0,
             epochs: 0,

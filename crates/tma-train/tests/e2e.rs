@@ -346,3 +346,128 @@ fn eval_every_skips_validation_and_records_its_cost() {
     let json = serde_json::to_value(skipped).unwrap();
     assert!(json["val"]["value"].is_null(), "{json}");
 }
+
+/// The mmap path (a graph of the on-disk format, its parts spilled to disk and mapped back)
+/// trains bit for bit as the in-RAM path with the same seeds: same partition, same part data,
+/// same parameters after every optimizer step of every trainer, same evaluation; and a whole
+/// run (step-count schedule, so rounds do not depend on timing) records the same rounds.
+#[test]
+fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
+    use tma_train::data::prepare_spilled;
+    use tma_train::method::DataLayout;
+    use tma_train::trainer::Trainer;
+    let ds = sbm(1200, 11);
+    let tmp = tempfile::tempdir().unwrap();
+    let gdir = tmp.path().join("graph");
+    tma_graph::disk::write_dataset(&ds, &gdir, &tma_graph::disk::Provenance::new("test")).unwrap();
+    let mapped = load_dataset(&gdir, &LoadOptions::default()).unwrap();
+    assert!(mapped.graph.indices.is_mapped() && mapped.features.is_mapped());
+    let cfg = TrainConfig {
+        method: Method::RandomTma,
+        num_trainers: 3,
+        hidden: 16,
+        batch_size: 64,
+        seed: 5,
+        ..TrainConfig::default()
+    };
+    let layout = DataLayout::Partitioned(tma_partition::PartitionMethod::Random);
+    let ram = prepare(sbm(1200, 11), &cfg).unwrap();
+    let spill = tmp.path().join("spill");
+    let mm = prepare_spilled(mapped, &cfg, layout, Some(&spill)).unwrap();
+    assert!(
+        !spill.exists(),
+        "spilled part files are unlinked once mapped"
+    );
+    assert_eq!(ram.partition_hash, mm.partition_hash);
+    assert!(mm.graph.indices.is_mapped() && mm.features.is_mapped());
+    assert_eq!(ram.graph, mm.graph);
+    assert_eq!(ram.features, mm.features);
+    let model = tma_train::build_model(&cfg, ram.model_shape()).unwrap();
+    let init = tma_train::engine::initial_params(&cfg, &model);
+    for (a, b) in ram.trainers.iter().zip(&mm.trainers) {
+        assert!(b.graph.indices.is_mapped() && b.features.is_mapped());
+        assert_eq!(b.graph.heap_bytes() + b.features.heap_bytes(), 0);
+        assert_eq!(
+            (&a.graph, &a.features, &a.global_ids),
+            (&b.graph, &b.features, &b.global_ids)
+        );
+        let mut ta = Trainer::new(a.clone(), model.clone(), init.clone(), &cfg);
+        let mut tb = Trainer::new(b.clone(), model.clone(), init.clone(), &cfg);
+        for step in 0..15 {
+            let (la, lb) = (ta.step(), tb.step());
+            assert_eq!(
+                la.to_bits(),
+                lb.to_bits(),
+                "trainer {} step {step}",
+                a.trainer
+            );
+            let bits = |t: &Trainer| {
+                t.params()
+                    .data
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&ta), bits(&tb), "trainer {} step {step}", a.trainer);
+        }
+    }
+    let (va, vb) = (
+        tma_train::evaluate(&model, &init, &ram, tma_train::Split::Val),
+        tma_train::evaluate(&model, &init, &mm, tma_train::Split::Val),
+    );
+    assert_eq!(va.value.to_bits(), vb.value.to_bits());
+
+    // whole runs: in memory vs the on-disk directory (parts spilled under the run directory)
+    let run_cfg = TrainConfig {
+        sync_every_steps: 10,
+        sync_every: Duration::from_millis(200),
+        time_limit: Duration::from_secs(3),
+        ..cfg.clone()
+    };
+    let run = |data: tma_train::DataSource, out: &str| {
+        let mut spec = tma_train::RunSpec::new(run_cfg.clone(), data);
+        spec.out = Some(tmp.path().join(out));
+        let mut rec = Record(Vec::new());
+        let r = tma_train::Run::start(spec)
+            .unwrap()
+            .train(&mut rec)
+            .unwrap();
+        assert!(!tmp.path().join(out).join(".parts").exists());
+        (rec.0, r)
+    };
+    let (ra, sa) = run(
+        tma_train::DataSource::InMemory(Box::new(sbm(1200, 11))),
+        "ram",
+    );
+    let (rb, sb) = run(tma_train::DataSource::Dataset(gdir.clone()), "mmap");
+    let k = ra.len().min(rb.len());
+    assert!(
+        k >= 2,
+        "both runs made at least 2 rounds ({} and {})",
+        ra.len(),
+        rb.len()
+    );
+    for (x, y) in ra.iter().zip(&rb).take(k) {
+        assert_eq!(x.round, y.round);
+        assert_eq!(x.steps, y.steps);
+        assert_eq!(
+            x.val.value.to_bits(),
+            y.val.value.to_bits(),
+            "round {}",
+            x.round
+        );
+        assert_eq!(
+            x.train_loss.to_bits(),
+            y.train_loss.to_bits(),
+            "round {}",
+            x.round
+        );
+    }
+    for s in [&sa.summary, &sb.summary] {
+        assert_eq!(s.memory.len(), 1);
+        assert_eq!(s.memory[0].role, "in-process");
+        assert!(
+            s.memory[0].peak_rss_bytes.unwrap() > 0 && s.memory[0].peak_anon_bytes.unwrap() > 0
+        );
+    }
+}

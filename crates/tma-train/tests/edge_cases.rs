@@ -120,7 +120,7 @@ fn link_dataset(graph: Csr) -> Dataset {
         features: Features::Dense {
             num_nodes: n,
             dim: 2,
-            data: vec![1.0; 2 * n],
+            data: vec![1.0; 2 * n].into(),
         },
         graph,
         structural_features: false,

@@ -112,6 +112,32 @@ fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
     assert!((1..=4).contains(&rounds), "{rounds} rounds");
     assert!(s["train_time_s"].as_f64().unwrap() >= 4.0, "{s}");
     assert!(s["failed_trainers"].as_array().unwrap().is_empty());
+    // every rank's peak memory: the coordinator's own, each trainer's sent with its BYE
+    let mem = s["memory"].as_array().unwrap();
+    let who: Vec<(String, u64)> = mem
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["rank"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("coordinator", 0),
+            ("trainer", 1),
+            ("trainer", 2),
+            ("trainer", 3)
+        ]
+        .map(|(r, k)| (r.to_string(), k))
+    );
+    assert!(
+        mem.iter()
+            .all(|m| m["peak_anon_bytes"].as_u64().unwrap() > 0),
+        "{mem:?}"
+    );
     assert!(mpi_run.join("checkpoint/state.json").exists());
     eprintln!("mpi job: {:.1}s\n{log}", t0.elapsed().as_secs_f64());
 

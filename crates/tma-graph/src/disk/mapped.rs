@@ -1,44 +1,22 @@
 //! [`MappedGraph`]: a graph directory in the on-disk format, memory-mapped and read in place.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
+use std::sync::Arc;
+
 use sha2::{Digest, Sha256};
 
 use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
+use crate::buf::{Buf, Pod, SharedMap};
 use crate::csr::Csr;
 use crate::dataset::{structural_features, Dataset, Labels, LoadOptions, NodeSplit};
 use crate::error::{GraphError, Result};
 use crate::features::Features;
 
-/// Element types that may be viewed in place: every bit pattern is a valid value.
-trait Pod: Copy {
-    const DTYPE: Dtype;
-}
-impl Pod for u64 {
-    const DTYPE: Dtype = Dtype::U64;
-}
-impl Pod for u32 {
-    const DTYPE: Dtype = Dtype::U32;
-}
-impl Pod for i32 {
-    const DTYPE: Dtype = Dtype::I32;
-}
-impl Pod for u8 {
-    const DTYPE: Dtype = Dtype::U8;
-}
-impl Pod for f32 {
-    const DTYPE: Dtype = Dtype::F32;
-}
-impl Pod for half::f16 {
-    const DTYPE: Dtype = Dtype::F16;
-}
-
-/// One mapped file (no mapping for an empty file: a zero-length map is not portable).
+/// One mapped file (an empty file has no mapping: a zero-length map is not portable).
 struct Region {
-    map: Option<Mmap>,
+    map: Arc<SharedMap>,
     dtype: Dtype,
     len: usize,
 }
@@ -46,14 +24,20 @@ struct Region {
 impl Region {
     fn slice<T: Pod>(&self) -> &[T] {
         assert_eq!(T::DTYPE, self.dtype, "typed view of the wrong dtype");
-        match &self.map {
-            None => &[],
-            // SAFETY: `open` checked that the map holds exactly `len * size_of::<T>()` bytes
-            // and that its start is aligned for `T` (mmap returns page-aligned memory); `T` is
-            // plain data valid for every bit pattern, and the format is little-endian, checked
-            // against the host at open. The map lives as long as `self`.
-            Some(m) => unsafe { std::slice::from_raw_parts(m.as_ptr() as *const T, self.len) },
+        if self.len == 0 {
+            return &[];
         }
+        // SAFETY: `open` checked that the map holds exactly `len * size_of::<T>()` bytes
+        // and that its start is aligned for `T` (mmap returns page-aligned memory); `T` is
+        // plain data valid for every bit pattern, and the format is little-endian, checked
+        // against the host at open. The map lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.map.bytes().as_ptr() as *const T, self.len) }
+    }
+
+    /// The whole file as a mapped [`Buf`] (shares the mapping).
+    fn buf<T: Pod>(&self) -> Buf<T> {
+        assert_eq!(T::DTYPE, self.dtype, "typed view of the wrong dtype");
+        Buf::mapped(self.map.clone(), 0, self.len).expect("checked at open")
     }
 }
 
@@ -99,10 +83,7 @@ impl<'a> CsrRef<'a> {
 
     /// An owned copy.
     pub fn to_csr(&self) -> Csr {
-        Csr {
-            indptr: self.indptr.to_vec(),
-            indices: self.indices.to_vec(),
-        }
+        Csr::new(self.indptr.to_vec(), self.indices.to_vec())
     }
 }
 
@@ -366,6 +347,33 @@ impl MappedGraph {
         }
     }
 
+    /// The in-neighbour CSR as a [`Csr`] whose arrays are the mapped files (nothing copied;
+    /// clones share the mapping). Code written against `Csr` (partitioning, sampling,
+    /// evaluation) runs on it unchanged.
+    pub fn mapped_csr(&self) -> Csr {
+        Csr {
+            indptr: self.regions["indptr.bin"].buf(),
+            indices: self.regions["indices.bin"].buf(),
+        }
+    }
+
+    /// Dense f32 features as [`Features::Dense`] over the mapped file (nothing copied);
+    /// `None` for other layouts (f16, sparse or no stored features), which
+    /// [`MappedGraph::to_dataset`] converts.
+    pub fn mapped_features(&self) -> Option<Features> {
+        match &self.manifest.features {
+            FeatureLayout::Dense {
+                dim,
+                dtype: Dtype::F32,
+            } => Some(Features::Dense {
+                num_nodes: self.num_nodes(),
+                dim: *dim as usize,
+                data: self.regions["features.bin"].buf(),
+            }),
+            _ => None,
+        }
+    }
+
     /// The features, in place.
     pub fn features(&self) -> FeaturesRef<'_> {
         match &self.manifest.features {
@@ -547,9 +555,7 @@ impl MappedGraph {
     pub fn verify_checksums(&self) -> Result<()> {
         for (name, entry) in &self.manifest.files {
             let mut h = Sha256::new();
-            if let Some(m) = &self.regions[name].map {
-                h.update(&m[..]);
-            }
+            h.update(self.regions[name].map.bytes());
             let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
             if hex != entry.sha256 {
                 return Err(invalid(
@@ -564,7 +570,10 @@ impl MappedGraph {
         Ok(())
     }
 
-    /// The in-memory [`Dataset`] (copies every array; [`MappedGraph::validate`] runs first).
+    /// The [`Dataset`] ([`MappedGraph::validate`] runs first). Its graph and dense f32
+    /// features are the mapped files themselves ([`MappedGraph::mapped_csr`],
+    /// [`MappedGraph::mapped_features`]: nothing copied, pages read on first touch); f16,
+    /// sparse or structural features, labels and splits are copied (O(N) memory).
     /// For a directory converted from a `.npy` dataset it equals, bit for bit, what
     /// [`crate::load_dataset`] returns for the source with the same `opts`: featureless graphs
     /// get the same structural features (`opts.structural_dim`, `opts.seed`); f16 features are
@@ -589,8 +598,9 @@ impl MappedGraph {
             }
         }
         let n = self.num_nodes();
-        let graph = self.csr().to_csr();
+        let graph = self.mapped_csr();
         let (features, structural) = match self.features() {
+            FeaturesRef::DenseF32 { .. } => (self.mapped_features().expect("dense f32"), false),
             FeaturesRef::None => {
                 if opts.structural_dim == 0 {
                     return Err(invalid(&mpath, "LoadOptions::structural_dim must be >= 1"));
@@ -605,20 +615,8 @@ impl MappedGraph {
                     true,
                 )
             }
-            FeaturesRef::DenseF32 { dim, data } => (
-                Features::Dense {
-                    num_nodes: n,
-                    dim,
-                    data: data.to_vec(),
-                },
-                false,
-            ),
             FeaturesRef::DenseF16 { dim, data } => (
-                Features::Dense {
-                    num_nodes: n,
-                    dim,
-                    data: data.iter().map(|x| x.to_f32()).collect(),
-                },
+                Features::dense(n, dim, data.iter().map(|x| x.to_f32()).collect()),
                 false,
             ),
             FeaturesRef::Sparse {
@@ -767,17 +765,8 @@ fn map_file(
                 ),
             )
         })?;
-    let file = File::open(&path).map_err(|source| GraphError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let on_disk = file
-        .metadata()
-        .map_err(|source| GraphError::Io {
-            path: path.clone(),
-            source,
-        })?
-        .len();
+    let map = SharedMap::open(&path)?;
+    let on_disk = map.len() as u64;
     if on_disk != bytes {
         return Err(invalid(
             &path,
@@ -792,20 +781,9 @@ fn map_file(
             ),
         ));
     }
-    let map = if bytes == 0 {
-        None
-    } else {
-        // SAFETY: the mapping is read-only; the format's contract is that files are not
-        // modified while a graph is open (documented on `MappedGraph`).
-        let m = unsafe { Mmap::map(&file) }.map_err(|source| GraphError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        if !(m.as_ptr() as usize).is_multiple_of(dtype.size()) || m.len() as u64 != bytes {
-            return Err(invalid(&path, "mapping is misaligned for its dtype"));
-        }
-        Some(m)
-    };
+    if !(map.bytes().as_ptr() as usize).is_multiple_of(dtype.size()) {
+        return Err(invalid(&path, "mapping is misaligned for its dtype"));
+    }
     Ok(Region {
         map,
         dtype,

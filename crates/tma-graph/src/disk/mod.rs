@@ -7,7 +7,8 @@
 //!   (O(1) work per file, nothing copied); [`MappedGraph::validate`] scans the contents.
 //! * [`CsrRef`]: a borrowed in-neighbour CSR (the same layout as [`crate::Csr`]) that works over
 //!   mapped or owned arrays; [`FeaturesRef`]: borrowed features (f32, f16 or sparse rows).
-//! * [`MappedGraph::to_dataset`]: the in-memory [`crate::Dataset`], bit-identical to what
+//! * [`MappedGraph::to_dataset`]: a [`crate::Dataset`] whose graph and dense f32 features are
+//!   the mapped files ([`crate::Buf`]; labels and splits copied), bit-identical to what
 //!   [`crate::load_dataset`] gives for the `.npy` directory the graph was converted from.
 //! * [`write_dataset`]: an in-memory dataset to the format; [`convert_npy_dir`]: a `.npy`
 //!   dataset directory to the format with the graph built in bounded memory

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Scale bench (issue 10): generate an R-MAT graph straight to disk, then train RandomTMA on it
+# with 4 trainers and time-based averaging (the random partition runs inside `tma train`: the
+# graph is mapped, each part is streamed to the run directory and mapped back by its trainer).
+# Prints each stage's wall time and each process's peak RSS and peak anonymous memory, and the
+# time to the first evaluated round from the first command.
+#
+#   bench/scale.sh ARCS [WORKDIR]
+#     ARCS      target arc count, e.g. 100M, 5M, 1300M (nodes = ARCS / AVG_DEGREE)
+#     WORKDIR   where the graph and the run go (default /tmp/tma-scale); removed at the end
+#               unless KEEP=1
+#
+# Environment: TMA (binary, default target/release/tma, built if missing), AVG_DEGREE (20),
+# FEAT_DIM (32), BUDGET (generator --memory-budget, 512MiB), TRAINERS (4), SYNC_EVERY (20s),
+# TIME_LIMIT (60s), HIDDEN (64), EXTRA (more `tma train` flags), KEEP (1: keep WORKDIR).
+#
+# Disk: the graph takes 4 bytes per arc + (8 + 4 * FEAT_DIM) per node, the generator's
+# temporary buckets 8 bytes per arc, the spilled parts about 1/M of the arcs and all features.
+set -euo pipefail
+
+ARCS_ARG=${1:?usage: bench/scale.sh ARCS [WORKDIR]  (e.g. 100M)}
+WORK=${2:-/tmp/tma-scale}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TMA=${TMA:-$ROOT/target/release/tma}
+AVG_DEGREE=${AVG_DEGREE:-20}
+FEAT_DIM=${FEAT_DIM:-32}
+BUDGET=${BUDGET:-512MiB}
+TRAINERS=${TRAINERS:-4}
+SYNC_EVERY=${SYNC_EVERY:-20s}
+TIME_LIMIT=${TIME_LIMIT:-60s}
+HIDDEN=${HIDDEN:-64}
+EXTRA=${EXTRA:-}
+
+to_num() { # 100M -> 100000000, 1.3G -> 1300000000
+    python3 - "$1" <<'PY'
+import sys
+s = sys.argv[1].strip().upper()
+mul = {"K": 1e3, "M": 1e6, "G": 1e9}
+print(int(float(s[:-1]) * mul[s[-1]]) if s[-1] in mul else int(s))
+PY
+}
+ARCS=$(to_num "$ARCS_ARG")
+NODES=$((ARCS / AVG_DEGREE))
+
+if [ ! -x "$TMA" ]; then
+    echo "building $TMA (cargo build --release -p tma-cli)" >&2
+    (cd "$ROOT" && cargo build --release -p tma-cli)
+fi
+if [ -e "$WORK" ] && [ -n "$(ls -A "$WORK" 2>/dev/null)" ]; then
+    echo "$WORK exists and is not empty; remove it or pass another WORKDIR" >&2
+    exit 2
+fi
+mkdir -p "$WORK"
+cleanup() { if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; fi; }
+trap cleanup EXIT
+
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2 - $1:.1f}')"; }
+# peak RSS of a finished command from GNU time's -v output, MiB
+time_rss() { awk '/Maximum resident set size/ {printf "%.0f", $6 / 1024}' "$1"; }
+
+echo "scale bench: $ARCS_ARG arcs target -> $NODES nodes x avg degree $AVG_DEGREE, $FEAT_DIM-d features, $TRAINERS trainers"
+echo "binary: $TMA"
+T0=$(now)
+
+# 1. generate
+"$(command -v time || echo /usr/bin/time)" -v -o "$WORK/gen.time" \
+    "$TMA" generate --nodes "$NODES" --avg-degree "$AVG_DEGREE" --feat-dim "$FEAT_DIM" \
+    --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
+    { cat "$WORK/gen.log"; exit 1; }
+T1=$(now)
+STORED=$(python3 -c "import json; m = json.load(open('$WORK/graph/tma-graph.json')); print(m['num_arcs'])")
+GRAPH_MIB=$(du -sm "$WORK/graph" | cut -f1)
+
+# 2 + 3. partition (random, streamed to the run directory) and train; the first evaluated round
+# is the first line of rounds.jsonl, polled every 0.5 s
+RUN="$WORK/run"
+# shellcheck disable=SC2086
+"$(command -v time || echo /usr/bin/time)" -v -o "$WORK/train.time" \
+    "$TMA" train --dataset "$WORK/graph" --method random-tma --trainers "$TRAINERS" \
+    --sync-every "$SYNC_EVERY" --time-limit "$TIME_LIMIT" --hidden "$HIDDEN" --out "$RUN" $EXTRA \
+    >"$WORK/train.out" 2>"$WORK/train.err" &
+PID=$!
+FIRST=""
+while kill -0 "$PID" 2>/dev/null; do
+    if [ -z "$FIRST" ] && [ -s "$RUN/rounds.jsonl" ]; then FIRST=$(now); fi
+    sleep 0.5
+done
+wait "$PID" || { cat "$WORK/train.err"; exit 1; }
+T2=$(now)
+if [ -z "$FIRST" ] && [ -s "$RUN/rounds.jsonl" ]; then FIRST=$T2; fi
+PREP=$(grep -o 'split and partition in [0-9.]*s' "$WORK/train.err" | grep -o '[0-9.]*s$' || echo "?")
+
+echo
+echo "| stage | wall time | peak RSS | peak anonymous |"
+echo "|---|---|---|---|"
+echo "| generate ($STORED arcs stored, ${GRAPH_MIB} MiB on disk, --memory-budget $BUDGET) | $(secs "$T0" "$T1") s | $(time_rss "$WORK/gen.time") MiB | - |"
+python3 - "$RUN/summary.json" "$(secs "$T1" "$T2")" "$PREP" "$WORK/train.time" <<'PY'
+import json, re, sys
+s = json.load(open(sys.argv[1]))
+wall, prep = sys.argv[2], sys.argv[3]
+mib = lambda b: "?" if b is None else f"{b / 2**20:.0f} MiB"
+for m in s["memory"]:
+    who = m["role"] + (f" rank {m['rank']}" if m["rank"] is not None else "")
+    print(f"| train: {who} (partition inside: {prep}; {s['rounds']} rounds) | {wall} s | {mib(m['peak_rss_bytes'])} | {mib(m['peak_anon_bytes'])} |")
+PY
+echo
+if [ -n "$FIRST" ]; then
+    echo "first evaluated round: $(secs "$T0" "$FIRST") s after the first command ($(secs "$T1" "$FIRST") s after train started)"
+else
+    echo "first evaluated round: none (no round in rounds.jsonl)"
+fi
+python3 - "$RUN/summary.json" "$RUN/rounds.jsonl" "$STORED" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+arcs = int(sys.argv[3])
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    print(f"round {r['round']}: t={r['elapsed_s']:.1f}s val {r['val']['metric']}={r['val']['value']:.4f} eval {r['eval_s']:.1f}s steps {r['steps']}")
+print(f"best val {s['best_val']['value']:.4f} test {s['best_test']['value']:.4f}")
+for m in s["memory"]:
+    if m["peak_anon_bytes"]:
+        print(f"{m['role']}: {m['peak_anon_bytes'] / arcs:.2f} anonymous bytes per stored arc, {m['peak_rss_bytes'] / arcs:.2f} RSS bytes per stored arc")
+PY

@@ -1,0 +1,377 @@
+//! [`Buf`]: an array that is either owned (`Vec<T>`) or a read-only view into a memory-mapped
+//! file, behind one slice API (`Deref<Target = [T]>`). [`crate::Csr`] and dense
+//! [`crate::Features`] store their arrays in it, so the sampler, the kernels and evaluation run
+//! unchanged whether a graph was loaded into memory or mapped from disk (a part of a partition
+//! directory, a graph of the on-disk format).
+
+use std::fmt;
+use std::fs::File;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use crate::error::{GraphError, Result};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types that may be viewed in place in a mapped file: plain data, valid for every bit
+/// pattern, stored little-endian (`u64`, `u32`, `i32`, `u8`, `f32`, `f16`).
+pub trait Pod: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The on-disk dtype of the element.
+    const DTYPE: crate::disk::Dtype;
+}
+
+macro_rules! pod {
+    ($($t:ty => $d:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Pod for $t {
+            const DTYPE: crate::disk::Dtype = crate::disk::Dtype::$d;
+        }
+    )*};
+}
+pod!(u64 => U64, u32 => U32, i32 => I32, u8 => U8, f32 => F32, half::f16 => F16);
+
+/// A shared read-only mapping of a whole file (one per file, shared by every [`Buf`] that views
+/// part of it).
+pub struct SharedMap {
+    map: Option<Mmap>,
+    path: std::path::PathBuf,
+}
+
+impl fmt::Debug for SharedMap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SharedMap({}, {} bytes)",
+            self.path.display(),
+            self.len()
+        )
+    }
+}
+
+impl SharedMap {
+    /// Maps `path` read-only (an empty file gets no mapping: a zero-length map is not
+    /// portable). The file must not be modified while mapped.
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] naming the file.
+    pub fn open(path: &Path) -> Result<Arc<SharedMap>> {
+        let io = |source| GraphError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let map = if len == 0 {
+            None
+        } else {
+            // SAFETY: the mapping is read-only; tma's contract for mapped files (on-disk
+            // graphs, partition directories) is that they are not modified while open.
+            Some(unsafe { Mmap::map(&file) }.map_err(io)?)
+        };
+        Ok(Arc::new(SharedMap {
+            map,
+            path: path.to_path_buf(),
+        }))
+    }
+
+    /// The mapped file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes mapped (the file's size).
+    pub fn len(&self) -> usize {
+        self.map.as_ref().map_or(0, |m| m.len())
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+enum Repr<T> {
+    Owned(Vec<T>),
+    Mapped {
+        map: Arc<SharedMap>,
+        /// Byte offset of element 0 in the map (checked aligned for `T`).
+        offset: usize,
+        /// Elements.
+        len: usize,
+    },
+}
+
+/// An array of `T` that is owned or mapped from a file; both deref to `[T]`.
+///
+/// Cloning a mapped buffer shares the mapping (no copy); [`Buf::make_mut`] turns a mapped
+/// buffer into an owned copy before writing (copy on write).
+pub struct Buf<T>(Repr<T>);
+
+impl<T: Pod> Buf<T> {
+    /// A view of `len` elements of `map` starting at byte `offset`.
+    ///
+    /// # Errors
+    /// [`GraphError::Invalid`] naming the file when the range passes the end of the file or
+    /// its start is not aligned for `T`.
+    pub fn mapped(map: Arc<SharedMap>, offset: usize, len: usize) -> Result<Buf<T>> {
+        let size = std::mem::size_of::<T>();
+        let end = len
+            .checked_mul(size)
+            .and_then(|b| b.checked_add(offset))
+            .filter(|&e| e <= map.len());
+        let invalid = |reason: String| GraphError::Invalid {
+            path: map.path.clone(),
+            reason,
+        };
+        if end.is_none() {
+            return Err(invalid(format!(
+                "{len} elements of {size} bytes at offset {offset} pass the end of the file ({} bytes)",
+                map.len()
+            )));
+        }
+        if len > 0 {
+            let addr = map.bytes().as_ptr() as usize + offset;
+            if !addr.is_multiple_of(std::mem::align_of::<T>()) {
+                return Err(invalid(format!(
+                    "data at offset {offset} is not aligned for {}-byte elements",
+                    std::mem::align_of::<T>()
+                )));
+            }
+        }
+        if cfg!(target_endian = "big") {
+            return Err(invalid(
+                "mapped arrays are little-endian; this host is big-endian".into(),
+            ));
+        }
+        Ok(Buf(Repr::Mapped { map, offset, len }))
+    }
+}
+
+impl<T> Buf<T> {
+    /// Whether the data is a view into a mapped file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.0, Repr::Mapped { .. })
+    }
+
+    /// The mapped file, when mapped.
+    pub fn mapped_file(&self) -> Option<&Path> {
+        match &self.0 {
+            Repr::Mapped { map, .. } => Some(map.path()),
+            Repr::Owned(_) => None,
+        }
+    }
+
+    /// Bytes of anonymous (heap) memory this buffer holds: its capacity when owned, 0 when
+    /// mapped (the pages of a mapping are page cache, reclaimable).
+    pub fn heap_bytes(&self) -> usize {
+        match &self.0 {
+            Repr::Owned(v) => v.capacity() * std::mem::size_of::<T>(),
+            Repr::Mapped { .. } => 0,
+        }
+    }
+}
+
+impl<T: Clone> Buf<T> {
+    /// The owned vector to write into; a mapped buffer is copied first (copy on write).
+    pub fn make_mut(&mut self) -> &mut Vec<T> {
+        if let Repr::Mapped { .. } = self.0 {
+            let v = self.to_vec();
+            self.0 = Repr::Owned(v);
+        }
+        match &mut self.0 {
+            Repr::Owned(v) => v,
+            Repr::Mapped { .. } => unreachable!("made owned above"),
+        }
+    }
+
+    /// The data as an owned vector (moved when owned, copied when mapped).
+    pub fn into_vec(self) -> Vec<T> {
+        match self.0 {
+            Repr::Owned(v) => v,
+            Repr::Mapped { .. } => self.to_vec(),
+        }
+    }
+}
+
+impl<T> Deref for Buf<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match &self.0 {
+            Repr::Owned(v) => v,
+            Repr::Mapped { map, offset, len } => {
+                if *len == 0 {
+                    return &[];
+                }
+                // SAFETY: a `Mapped` buffer is only built by `Buf::mapped` for `T: Pod` (plain
+                // data valid for every bit pattern, little-endian host), which checked that
+                // `offset + len * size_of::<T>()` lies within the map and that the start is
+                // aligned for `T`. The map is read-only and lives as long as `self` (Arc).
+                unsafe {
+                    std::slice::from_raw_parts(map.bytes().as_ptr().add(*offset) as *const T, *len)
+                }
+            }
+        }
+    }
+}
+
+impl<T> AsRef<[T]> for Buf<T> {
+    fn as_ref(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T> std::borrow::Borrow<[T]> for Buf<T> {
+    fn borrow(&self) -> &[T] {
+        self
+    }
+}
+
+impl<T: Clone> Clone for Buf<T> {
+    fn clone(&self) -> Self {
+        match &self.0 {
+            Repr::Owned(v) => Buf(Repr::Owned(v.clone())),
+            Repr::Mapped { map, offset, len } => Buf(Repr::Mapped {
+                map: map.clone(),
+                offset: *offset,
+                len: *len,
+            }),
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Buf<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T> Default for Buf<T> {
+    fn default() -> Self {
+        Buf(Repr::Owned(Vec::new()))
+    }
+}
+
+impl<T> From<Vec<T>> for Buf<T> {
+    fn from(v: Vec<T>) -> Self {
+        Buf(Repr::Owned(v))
+    }
+}
+
+impl<T> FromIterator<T> for Buf<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        Buf(Repr::Owned(iter.into_iter().collect()))
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Buf<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T: PartialEq> PartialEq for Buf<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Eq> Eq for Buf<T> {}
+
+impl<T: PartialEq> PartialEq<Vec<T>> for Buf<T> {
+    fn eq(&self, other: &Vec<T>) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: PartialEq> PartialEq<[T]> for Buf<T> {
+    fn eq(&self, other: &[T]) -> bool {
+        **self == *other
+    }
+}
+
+impl<T: PartialEq> PartialEq<Buf<T>> for Vec<T> {
+    fn eq(&self, other: &Buf<T>) -> bool {
+        **self == **other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.bin");
+        std::fs::write(&p, bytes).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn mapped_reads_in_place_and_copies_on_write() {
+        let data: Vec<u8> = [7u32, 8, 9, 10]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let (_d, p) = file_with(&data);
+        let map = SharedMap::open(&p).unwrap();
+        let b: Buf<u32> = Buf::mapped(map.clone(), 4, 3).unwrap();
+        assert!(b.is_mapped());
+        assert_eq!(&*b, &[8, 9, 10]);
+        assert_eq!(b, vec![8u32, 9, 10]);
+        assert_eq!(b.heap_bytes(), 0);
+        let shared = b.clone();
+        assert!(shared.is_mapped());
+        let mut c = b.clone();
+        c.make_mut()[0] = 1;
+        assert!(!c.is_mapped());
+        assert_eq!(&*c, &[1, 9, 10]);
+        assert_eq!(&*b, &[8, 9, 10], "the mapping is untouched");
+        assert_eq!(b.into_vec(), vec![8, 9, 10]);
+        let owned: Buf<u32> = vec![1, 2].into();
+        assert!(!owned.is_mapped());
+        assert_eq!(owned.heap_bytes(), 8);
+    }
+
+    #[test]
+    fn out_of_range_and_misaligned_views_are_errors_naming_the_file() {
+        let (_d, p) = file_with(&[0u8; 16]);
+        let map = SharedMap::open(&p).unwrap();
+        let e = Buf::<u32>::mapped(map.clone(), 4, 4)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: invalid content: 4 elements of 4 bytes at offset 4 pass the end of the file (16 bytes)",
+                p.display()
+            )
+        );
+        let e = Buf::<u64>::mapped(map.clone(), 4, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a.bin") && e.contains("not aligned"), "{e}");
+        // an empty view anywhere inside is fine
+        assert!(Buf::<u64>::mapped(map, 16, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn empty_file_maps_to_empty_slice() {
+        let (_d, p) = file_with(&[]);
+        let map = SharedMap::open(&p).unwrap();
+        let b = Buf::<f32>::mapped(map, 0, 0).unwrap();
+        assert!(b.is_empty() && b.is_mapped());
+    }
+}
