@@ -482,7 +482,7 @@ pub(crate) fn features_from_csr(
         Features::Dense {
             num_nodes: n,
             dim,
-            data: out,
+            data: out.into(),
         }
     } else {
         Features::Sparse {
@@ -505,7 +505,7 @@ pub(crate) fn features_from_dense(n: usize, dim: usize, data: Vec<f32>) -> Featu
         return Features::Dense {
             num_nodes: n,
             dim,
-            data,
+            data: data.into(),
         };
     }
     let mut indptr = Vec::with_capacity(n + 1);
