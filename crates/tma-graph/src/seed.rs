@@ -82,6 +82,9 @@ pub enum Purpose {
     RmatNodes,
     /// Node split and held-out links (keyed hashes) of the R-MAT generator.
     RmatSplit,
+    /// Neighbour sampling of the sampled evaluation (`tma_train::infer`, `--eval-fanouts`;
+    /// chunked): the same sample at every evaluation of a run.
+    EvalSampling,
 }
 
 impl Purpose {
@@ -108,6 +111,7 @@ impl Purpose {
             Purpose::RmatEdges => 18,
             Purpose::RmatNodes => 19,
             Purpose::RmatSplit => 20,
+            Purpose::EvalSampling => 21,
         }
     }
 
@@ -179,6 +183,7 @@ mod tests {
         Purpose::RmatEdges,
         Purpose::RmatNodes,
         Purpose::RmatSplit,
+        Purpose::EvalSampling,
     ];
 
     #[test]

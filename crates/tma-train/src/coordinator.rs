@@ -10,7 +10,7 @@ use crate::clock::{round_due_at, Clock};
 use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
-use crate::eval::{evaluate, EvalResult, Split};
+use crate::eval::{evaluate_with, EvalResult, Split};
 use crate::evaluator::{with_evaluator, Best, Book, PendingRound};
 use crate::method::{Exchange, Schedule};
 use crate::record::{Observer, Resume, RoundRecord, RunResult, Summary};
@@ -89,10 +89,12 @@ pub fn coordinate(
     let step_mode = cfg.sync_every_steps > 0;
 
     let template = model.clone();
+    let infer = cfg.infer_options();
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
         ctx.eval_pool,
+        &infer,
         &template,
         observer,
         best,
@@ -227,12 +229,13 @@ fn finish_run(
     best_params.data.copy_from_slice(&best_data);
     let final_val = records.last().map(|r| r.val.clone()).unwrap_or_default();
     let (model, prep) = (ctx.model, ctx.prep);
+    let infer = ctx.cfg.infer_options();
     let final_test = ctx
         .eval_pool
-        .install(|| evaluate(model, &current, prep, Split::Test));
+        .install(|| evaluate_with(model, &current, prep, Split::Test, &infer));
     let best_test = ctx
         .eval_pool
-        .install(|| evaluate(model, &best_params, prep, Split::Test));
+        .install(|| evaluate_with(model, &best_params, prep, Split::Test, &infer));
     let summary = Summary {
         method: ctx.cfg.method.to_string(),
         task: ctx.cfg.task.to_string(),

@@ -4,9 +4,11 @@
 //! split.
 
 use crate::data::{EvalData, NodeTargets, Prepared};
+use crate::infer::{infer_nodes, InferOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tma_nn::{Model, ParamSet};
+use tma_sample::unique_with_inverse;
 
 /// Metrics of one evaluation (validation or test).
 #[derive(Clone, Debug, Serialize, Default, PartialEq)]
@@ -214,11 +216,39 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
     labelled.iter().filter(|&&y| y == major as i32).count() as f64 / labelled.len() as f64
 }
 
-/// Evaluates `params` on the validation or test split: exact layer-wise full-neighbour
-/// inference on the whole evaluation graph (`prep.graph`), then MRR/Hits@K against the fixed
-/// negatives (link) or accuracy/micro-F1 over the split's labelled nodes (node).
+/// Evaluates `params` on the validation or test split with the default [`InferOptions`]
+/// (exact inference, restricted to what the split needs where that is cheaper):
+/// [`evaluate_with`].
 pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split) -> EvalResult {
-    let h = model.infer_full(params, &prep.graph, &prep.degrees, &prep.features);
+    evaluate_with(model, params, prep, split, &InferOptions::default())
+}
+
+/// Evaluates `params` on the validation or test split: the model's outputs on the nodes the
+/// split reads (the split's nodes; the endpoints of its positives and their negatives), by
+/// [`infer_nodes`] on the evaluation graph (`prep.graph`) as `opts` says, then MRR/Hits@K
+/// against the fixed negatives (link) or accuracy/micro-F1 over the split's labelled nodes
+/// (node).
+pub fn evaluate_with(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    split: Split,
+    opts: &InferOptions,
+) -> EvalResult {
+    // rows of `h` are the distinct nodes the split reads; ids below are local to them
+    let infer = |nodes: &[u32]| {
+        let (uniq, local) = unique_with_inverse(nodes);
+        let (h, _) = infer_nodes(
+            model,
+            params,
+            &prep.graph,
+            &prep.degrees,
+            &prep.features,
+            &uniq,
+            opts,
+        );
+        (h, uniq, local)
+    };
     let mut all = BTreeMap::new();
     match &prep.eval {
         EvalData::Link { split: ls } => {
@@ -227,12 +257,17 @@ pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split)
                 Split::Test => (&ls.test_pos, &ls.test_neg),
             };
             let k = ls.num_neg;
-            let src: Vec<u32> = pos.iter().map(|p| p.0).collect();
-            let dst: Vec<u32> = pos.iter().map(|p| p.1).collect();
-            let pos_scores = model.score(params, &h, &src, &dst);
+            // endpoints: sources, destinations, negatives
+            let mut ends: Vec<u32> = pos.iter().map(|p| p.0).collect();
+            ends.extend(pos.iter().map(|p| p.1));
+            ends.extend_from_slice(neg);
+            let (h, _, local) = infer(&ends);
+            let (src, rest) = local.split_at(pos.len());
+            let (dst, neg) = rest.split_at(pos.len());
+            let pos_scores = model.score(params, &h, src, dst);
             let mut nsrc = Vec::with_capacity(neg.len());
-            for p in pos.iter() {
-                nsrc.extend(std::iter::repeat_n(p.0, k));
+            for &s in src {
+                nsrc.extend(std::iter::repeat_n(s, k));
             }
             let neg_scores = model.score(params, &h, &nsrc, neg);
             let m = rank_metrics(&pos_scores, &neg_scores, k);
@@ -248,26 +283,33 @@ pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split)
             }
         }
         EvalData::Node { split: ns, targets } => {
-            let nodes = match split {
+            let split_nodes = match split {
                 Split::Val => &ns.val,
                 Split::Test => &ns.test,
             };
+            // logits of the split's distinct nodes; `nodes` and the targets below are local
+            let (h, uniq, local) = infer(split_nodes);
+            let nodes = &local;
             let (metric, value) = match targets {
                 NodeTargets::Classes { y, num_classes } => {
-                    let acc = accuracy(&h.data, *num_classes, y, nodes);
+                    let y_local: Vec<i32> = uniq.iter().map(|&v| y[v as usize]).collect();
+                    let acc = accuracy(&h.data, *num_classes, &y_local, nodes);
                     all.insert(
                         "majority_rate".into(),
-                        majority_rate(y, *num_classes, &ns.train, nodes),
+                        majority_rate(y, *num_classes, &ns.train, split_nodes),
                     );
                     ("accuracy", acc)
                 }
                 NodeTargets::MultiLabel { y, num_labels } => {
-                    let (micro, macro_) = multilabel_topk_f1(&h.data, y, *num_labels, nodes);
+                    let l = *num_labels;
+                    let mut y_local = Vec::with_capacity(uniq.len() * l);
+                    for &v in &uniq {
+                        y_local.extend_from_slice(&y[v as usize * l..(v as usize + 1) * l]);
+                    }
+                    let y = &y_local;
+                    let (micro, macro_) = multilabel_topk_f1(&h.data, y, l, nodes);
                     all.insert("macro_f1".into(), macro_);
-                    all.insert(
-                        "micro_f1_at_logit0".into(),
-                        micro_f1(&h.data, y, *num_labels, nodes),
-                    );
+                    all.insert("micro_f1_at_logit0".into(), micro_f1(&h.data, y, l, nodes));
                     ("micro_f1", micro)
                 }
             };
