@@ -107,6 +107,15 @@ pub struct TrainOpts {
     /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation takes 1/K of the CPU time the trainers share. Default: 1 (every round).
     #[arg(long, value_name = "K")]
     pub eval_every: Option<u64>,
+    /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, in chunks within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
+    #[arg(long, value_name = "auto|full|restricted")]
+    pub eval_inference: Option<String>,
+    /// Memory one chunk of restricted (or sampled) evaluation may take: its blocks and largest layer's activations (e.g. 256MiB, 2GiB). Default: 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub eval_memory: Option<String>,
+    /// Sampled evaluation: per-layer fanouts, hop nearest the evaluated nodes first, comma separated; 0 = all neighbours. An estimate instead of exact inference, for graphs where exact costs too much (docs/decisions). Default: exact.
+    #[arg(long, value_delimiter = ',')]
+    pub eval_fanouts: Option<Vec<usize>>,
     /// Fraction of edges held out for validation (link). Default: 0.05.
     #[arg(long)]
     pub val_frac: Option<f64>,
@@ -244,6 +253,18 @@ pub(crate) fn resolve(mut o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailP
         eval_num_neg: o.eval_num_neg.unwrap_or(d.eval_num_neg),
         eval_max_edges: o.eval_max_edges.unwrap_or(d.eval_max_edges),
         eval_every: o.eval_every.unwrap_or(d.eval_every),
+        eval_inference: match &o.eval_inference {
+            Some(s) => s
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--eval-inference: {e}"))?,
+            None => d.eval_inference,
+        },
+        eval_memory: match &o.eval_memory {
+            Some(s) => crate::scale_cmd::parse_bytes(s)
+                .map_err(|e| anyhow::anyhow!("--eval-memory: {e}"))?,
+            None => d.eval_memory,
+        },
+        eval_fanouts: o.eval_fanouts.clone().unwrap_or(d.eval_fanouts),
         val_frac: o.val_frac.unwrap_or(d.val_frac),
         test_frac: o.test_frac.unwrap_or(d.test_frac),
         normalize_features: o.normalize_features.unwrap_or(d.normalize_features),

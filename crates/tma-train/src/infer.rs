@@ -207,8 +207,9 @@ pub fn infer_nodes(
         InferMode::Full => full(model),
         InferMode::Sampled(fanouts) => {
             assert_eq!(fanouts.len(), layers, "one eval fanout per layer");
-            let (out, mut report) =
-                sampled(model, p, graph, degrees, features, nodes, fanouts, opts, &dims);
+            let (out, mut report) = sampled(
+                model, p, graph, degrees, features, nodes, fanouts, opts, &dims,
+            );
             report.full_cost = full_cost;
             (out, report)
         }
