@@ -112,6 +112,7 @@ pub struct TrainOpts {
     pub eval_inference: Option<String>,
     /// Memory one chunk of restricted (or sampled) evaluation may take: its blocks and largest layer's activations (e.g. 256MiB, 2GiB). Default: 1GiB.
     #[arg(long, value_name = "SIZE")]
+    #[serde(deserialize_with = "size_or_bytes")]
     pub eval_memory: Option<String>,
     /// Sampled evaluation: per-layer fanouts, hop nearest the evaluated nodes first, comma separated; 0 = all neighbours. An estimate instead of exact inference, for graphs where exact costs too much (docs/decisions). Default: exact.
     #[arg(long, value_delimiter = ',')]
@@ -186,6 +187,21 @@ fn overlay(base: TrainOpts, top: TrainOpts) -> Result<TrainOpts> {
     out.config = config;
     out.quiet = quiet;
     Ok(out)
+}
+
+/// A size in a config file: a string (`"512MiB"`) or a number of bytes (as `config.toml`
+/// records it).
+fn size_or_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    Ok(Option::<Size>::deserialize(d)?.map(|s| match s {
+        Size::Bytes(b) => b.to_string(),
+        Size::Text(t) => t,
+    }))
 }
 
 fn parse_duration(name: &str, s: &str) -> Result<Duration> {
