@@ -7,7 +7,7 @@
 //! cargo run --release -p tma-train --example eval_cost -- \
 //!     (--dataset DIR | --gen-nodes N) --task node|link \
 //!     [--mode auto|full|restricted|sampled:F1,F2] [--eval-memory BYTES] [--repeat R] \
-//!     [--threads T] [--hidden H]
+//!     [--threads T] [--hidden H] [--params RUN/model_best.safetensors]
 //! ```
 //! Link: 1000 validation positives, 1000 fixed negatives each (issue 13's set-up).
 
@@ -18,7 +18,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tma_train::data::EvalData;
 use tma_train::eval::{evaluate_with, Split};
-use tma_train::infer::{infer_nodes, InferMode};
+use tma_train::infer::infer_nodes;
 use tma_train::run::{load_dataset, DataSource};
 use tma_train::{build_model, prepare, Method, Task, TrainConfig};
 
@@ -85,7 +85,11 @@ fn main() {
     let ds = load_dataset(&source, &cfg).unwrap().unwrap();
     let prep = prepare(ds, &cfg).unwrap();
     let model = build_model(&cfg, prep.model_shape()).unwrap();
-    let p = model.init_params(&mut ChaCha8Rng::seed_from_u64(1));
+    // a trained model (`--params RUN/model_best.safetensors`, same options) or a fresh one
+    let p = match get("--params") {
+        Some(f) => tma_nn::ParamSet::load_safetensors(std::path::Path::new(&f)).unwrap(),
+        None => model.init_params(&mut ChaCha8Rng::seed_from_u64(1)),
+    };
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
