@@ -162,7 +162,7 @@ mod tests {
     use super::*;
     use rand::Rng;
 
-    const ALL: [Purpose; 20] = [
+    const ALL: [Purpose; 21] = [
         Purpose::NodeSplit,
         Purpose::LinkSplit,
         Purpose::ValNegatives,

@@ -11,7 +11,7 @@ use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
 use crate::eval::{evaluate_with, EvalResult, Split};
-use crate::evaluator::{with_evaluator, Best, Book, PendingRound};
+use crate::evaluator::{with_evaluator, Best, Book, EvalWith, PendingRound};
 use crate::method::{Exchange, Schedule};
 use crate::record::{Observer, Resume, RoundRecord, RunResult, Summary};
 use crate::TrainError;
@@ -93,8 +93,10 @@ pub fn coordinate(
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
-        ctx.eval_pool,
-        &infer,
+        EvalWith {
+            pool: ctx.eval_pool,
+            opts: &infer,
+        },
         &template,
         observer,
         best,

@@ -111,20 +111,30 @@ impl Evaluator<'_> {
     }
 }
 
-/// Runs `body` with an evaluator thread validating (in `eval_pool`, inference as `opts` says)
-/// the rounds it submits, then waits for the rounds still queued. `best` is the best round a
-/// resumed run had.
+/// How validation runs: the threads it runs on and its inference options.
+pub(crate) struct EvalWith<'a> {
+    /// Threads of the evaluation (the coordinator's share of the cores).
+    pub(crate) pool: &'a rayon::ThreadPool,
+    /// How it computes the outputs it needs.
+    pub(crate) opts: &'a InferOptions,
+}
+
+/// Runs `body` with an evaluator thread validating (as `eval` says) the rounds it submits,
+/// then waits for the rounds still queued. `best` is the best round a resumed run had.
 /// Returns `body`'s result and the [`Book`] of accepted rounds.
 pub(crate) fn with_evaluator<R>(
     model: &Model,
     prep: &Prepared,
-    eval_pool: &rayon::ThreadPool,
-    opts: &InferOptions,
+    eval: EvalWith<'_>,
     template: &ParamSet,
     observer: &mut dyn Observer,
     best: Option<Best>,
     body: impl FnOnce(&mut Evaluator<'_>) -> R,
 ) -> (R, Book) {
+    let EvalWith {
+        pool: eval_pool,
+        opts,
+    } = eval;
     let (job_tx, job_rx) = channel::<PendingRound>();
     let (done_tx, done_rx) = channel::<PendingRound>();
     std::thread::scope(|scope| {
