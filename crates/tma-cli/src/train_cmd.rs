@@ -119,6 +119,16 @@ pub struct TrainOpts {
     /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation takes 1/K of the CPU time the trainers share. Default: 1 (every round).
     #[arg(long, value_name = "K")]
     pub eval_every: Option<u64>,
+    /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, in chunks within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
+    #[arg(long, value_name = "auto|full|restricted")]
+    pub eval_inference: Option<String>,
+    /// Memory one chunk of restricted (or sampled) evaluation may take: its blocks and largest layer's activations (e.g. 256MiB, 2GiB). Default: 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    #[serde(deserialize_with = "size_or_bytes")]
+    pub eval_memory: Option<String>,
+    /// Sampled evaluation: per-layer fanouts, hop nearest the evaluated nodes first, comma separated; 0 = all neighbours. An estimate instead of exact inference, for graphs where exact costs too much (docs/decisions). Default: exact.
+    #[arg(long, value_delimiter = ',')]
+    pub eval_fanouts: Option<Vec<usize>>,
     /// Fraction of edges held out for validation (link). Default: 0.05.
     #[arg(long)]
     pub val_frac: Option<f64>,
@@ -260,6 +270,21 @@ fn overlay(base: TrainOpts, top: TrainOpts) -> Result<TrainOpts> {
     Ok(out)
 }
 
+/// A size in a config file: a string (`"512MiB"`) or a number of bytes (as `config.toml`
+/// records it).
+fn size_or_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    Ok(Option::<Size>::deserialize(d)?.map(|s| match s {
+        Size::Bytes(b) => b.to_string(),
+        Size::Text(t) => t,
+    }))
+}
+
 fn parse_duration(name: &str, s: &str) -> Result<Duration> {
     humantime::parse_duration(s)
         .with_context(|| format!("--{name}: '{s}' is not a duration (examples: 30s, 2min, 1h)"))
@@ -328,6 +353,18 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         eval_num_neg: o.eval_num_neg.unwrap_or(d.eval_num_neg),
         eval_max_edges: o.eval_max_edges.unwrap_or(d.eval_max_edges),
         eval_every: o.eval_every.unwrap_or(d.eval_every),
+        eval_inference: match &o.eval_inference {
+            Some(s) => s
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--eval-inference: {e}"))?,
+            None => d.eval_inference,
+        },
+        eval_memory: match &o.eval_memory {
+            Some(s) => crate::scale_cmd::parse_bytes(s)
+                .map_err(|e| anyhow::anyhow!("--eval-memory: {e}"))?,
+            None => d.eval_memory,
+        },
+        eval_fanouts: o.eval_fanouts.clone().unwrap_or(d.eval_fanouts),
         val_frac: o.val_frac.unwrap_or(d.val_frac),
         test_frac: o.test_frac.unwrap_or(d.test_frac),
         normalize_features: o.normalize_features.unwrap_or(d.normalize_features),

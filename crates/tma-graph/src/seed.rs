@@ -84,6 +84,9 @@ pub enum Purpose {
     RmatNodes,
     /// Node split and held-out links (keyed hashes) of the R-MAT generator.
     RmatSplit,
+    /// Neighbour sampling of the sampled evaluation (`tma_train::infer`, `--eval-fanouts`;
+    /// chunked): the same sample at every evaluation of a run.
+    EvalSampling,
 }
 
 impl Purpose {
@@ -110,6 +113,7 @@ impl Purpose {
             Purpose::RmatEdges => 18,
             Purpose::RmatNodes => 19,
             Purpose::RmatSplit => 20,
+            Purpose::EvalSampling => 21,
         }
     }
 
@@ -160,7 +164,7 @@ mod tests {
     use super::*;
     use rand::Rng;
 
-    const ALL: [Purpose; 20] = [
+    const ALL: [Purpose; 21] = [
         Purpose::NodeSplit,
         Purpose::LinkSplit,
         Purpose::ValNegatives,
@@ -181,6 +185,7 @@ mod tests {
         Purpose::RmatEdges,
         Purpose::RmatNodes,
         Purpose::RmatSplit,
+        Purpose::EvalSampling,
     ];
 
     #[test]

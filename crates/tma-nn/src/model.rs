@@ -498,6 +498,28 @@ impl Model {
             .0
     }
 
+    /// Inference (eval mode: no dropout, no cache) over blocks, e.g. the exact full-neighbour
+    /// blocks of a chunk of seed nodes: same values as [`Model::forward`] with
+    /// `training = false`, but only one layer's activations are alive at a time. Returns
+    /// `[last block's num_dst, out_dim]`.
+    ///
+    /// # Panics
+    /// As [`Model::forward`].
+    pub fn infer_blocks<'a>(
+        &self,
+        p: &ParamSet,
+        blocks: &[BlockView<'a>],
+        x: impl Into<Input<'a>>,
+    ) -> Mat {
+        let x = x.into();
+        assert!(!blocks.is_empty(), "need one block per layer");
+        let x_rows = self.gather_first_rows(&x, &blocks[0]);
+        let x0 = first_input(&x, &x_rows);
+        let out = self.forward_impl(p, blocks, x0, false, None, false).0;
+        self.pool.give(x_rows);
+        out
+    }
+
     fn forward_impl(
         &self,
         p: &ParamSet,

@@ -14,8 +14,10 @@
 #![warn(missing_docs)]
 
 pub mod block;
+pub mod hops;
 
 pub use block::{Block, BlockView};
+pub use hops::{full_blocks, HopChunk, HopChunks, HopCounts};
 pub mod neighbor;
 pub mod util;
 

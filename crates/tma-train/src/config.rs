@@ -111,6 +111,46 @@ impl FromStr for Task {
     }
 }
 
+/// How evaluation computes the model's outputs on the nodes it reads ([`crate::infer`]);
+/// `--eval-inference`. Every choice is exact; `--eval-fanouts` selects the sampled estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvalInference {
+    /// Restricted to the nodes' L-hop neighbourhoods in chunks, or the full layer-wise pass
+    /// where the neighbourhoods cover most of the graph (by estimated cost).
+    #[default]
+    Auto,
+    /// Always the full layer-wise pass over every node.
+    Full,
+    /// Always restricted to the L-hop neighbourhoods, in chunks within `eval_memory`.
+    Restricted,
+}
+
+impl EvalInference {
+    /// The name used on the command line and in `config.toml`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EvalInference::Auto => "auto",
+            EvalInference::Full => "full",
+            EvalInference::Restricted => "restricted",
+        }
+    }
+}
+
+impl FromStr for EvalInference {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(EvalInference::Auto),
+            "full" => Ok(EvalInference::Full),
+            "restricted" => Ok(EvalInference::Restricted),
+            _ => Err(format!(
+                "unknown eval inference '{s}' (expected auto, full or restricted)"
+            )),
+        }
+    }
+}
+
 /// How trainers' parameters are weighted in the average.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -381,6 +421,18 @@ pub struct TrainConfig {
     /// validation takes 1/`eval_every` of the CPU time it takes at 1 (every round).
     #[serde(default = "default_eval_every")]
     pub eval_every: u64,
+    /// How evaluation computes the outputs it needs (exact: auto, full or restricted).
+    #[serde(default)]
+    pub eval_inference: EvalInference,
+    /// Bytes one chunk of restricted (or sampled) evaluation may take: its blocks and its
+    /// largest layer's activations ([`crate::infer::chunk_bytes`]); `auto` runs the full pass
+    /// only if it fits too.
+    #[serde(default = "default_eval_memory")]
+    pub eval_memory: u64,
+    /// Sampled evaluation: per-layer fanouts (`eval_fanouts[0]` nearest the evaluated nodes,
+    /// 0 = all neighbours), an estimate instead of exact inference; empty = exact.
+    #[serde(default)]
+    pub eval_fanouts: Vec<usize>,
     /// Cap on validation / test positive edges (MRR costs `eval_num_neg` decoder calls each).
     pub eval_max_edges: usize,
     /// Fractions of edges held out for validation and test (link task).
@@ -435,6 +487,9 @@ impl Default for TrainConfig {
             eval_num_neg: 1000,
             eval_max_edges: 500,
             eval_every: default_eval_every(),
+            eval_inference: EvalInference::Auto,
+            eval_memory: default_eval_memory(),
+            eval_fanouts: Vec::new(),
             val_frac: 0.05,
             test_frac: 0.05,
             normalize_features: false,
@@ -449,6 +504,10 @@ impl Default for TrainConfig {
 
 fn default_eval_every() -> u64 {
     1
+}
+
+fn default_eval_memory() -> u64 {
+    crate::infer::DEFAULT_EVAL_MEMORY
 }
 
 fn default_round_timeout() -> Duration {
@@ -561,6 +620,28 @@ impl TrainConfig {
         (self.sync_every + self.round_timeout) * 4
     }
 
+    /// The evaluation's [`crate::infer::InferOptions`]: `eval_fanouts` (sampled, 0 = all
+    /// neighbours) if set, else `eval_inference`; `eval_memory`, `heads`, `seed`.
+    pub fn infer_options(&self) -> crate::infer::InferOptions {
+        use crate::infer::InferMode;
+        let mode = if !self.eval_fanouts.is_empty() {
+            let all = |f: &usize| if *f == 0 { usize::MAX } else { *f };
+            InferMode::Sampled(self.eval_fanouts.iter().map(all).collect())
+        } else {
+            match self.eval_inference {
+                EvalInference::Auto => InferMode::Auto,
+                EvalInference::Full => InferMode::Full,
+                EvalInference::Restricted => InferMode::Restricted,
+            }
+        };
+        crate::infer::InferOptions {
+            mode,
+            memory_budget: self.eval_memory,
+            heads: self.heads,
+            seed: self.seed,
+        }
+    }
+
     /// Checks values a user can get wrong; the message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if self.num_trainers == 0 {
@@ -580,6 +661,16 @@ impl TrainConfig {
         }
         if self.eval_every == 0 {
             return Err("eval-every must be >= 1 (1 = validate every round)".into());
+        }
+        if self.eval_memory == 0 {
+            return Err("eval-memory must be > 0".into());
+        }
+        if !self.eval_fanouts.is_empty() && self.eval_fanouts.len() != self.num_layers {
+            return Err(format!(
+                "eval-fanouts has {} entries but the model has {} layers (one fanout per layer)",
+                self.eval_fanouts.len(),
+                self.num_layers
+            ));
         }
         if self.fanouts.len() != self.num_layers {
             return Err(format!(

@@ -10,8 +10,8 @@ use crate::clock::{next_round_due, Clock};
 use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
-use crate::eval::{evaluate, EvalResult, Split};
-use crate::evaluator::{with_evaluator, Best, Book, PendingRound};
+use crate::eval::{evaluate_with, EvalResult, Split};
+use crate::evaluator::{with_evaluator, Best, Book, EvalWith, PendingRound};
 use crate::method::{Exchange, Schedule};
 use crate::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
 use crate::TrainError;
@@ -96,10 +96,14 @@ pub fn coordinate(
     let mut all_lost = false;
 
     let template = model.clone();
+    let infer = cfg.infer_options();
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
-        ctx.eval_pool,
+        EvalWith {
+            pool: ctx.eval_pool,
+            opts: &infer,
+        },
         &template,
         observer,
         best,
@@ -257,12 +261,13 @@ fn finish_run(
     best_params.data.copy_from_slice(&best_data);
     let final_val = records.last().map(|r| r.val.clone()).unwrap_or_default();
     let (model, prep) = (ctx.model, ctx.prep);
+    let infer = ctx.cfg.infer_options();
     let final_test = ctx
         .eval_pool
-        .install(|| evaluate(model, &current, prep, Split::Test));
+        .install(|| evaluate_with(model, &current, prep, Split::Test, &infer));
     let best_test = ctx
         .eval_pool
-        .install(|| evaluate(model, &best_params, prep, Split::Test));
+        .install(|| evaluate_with(model, &best_params, prep, Split::Test, &infer));
     let summary = Summary {
         method: ctx.cfg.method.to_string(),
         task: ctx.cfg.task.to_string(),

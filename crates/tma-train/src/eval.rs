@@ -6,9 +6,11 @@
 
 use crate::config::Metric;
 use crate::data::{EvalData, NodeTargets, Prepared};
+use crate::infer::{infer_nodes, InferOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tma_nn::{Model, ParamSet};
+use tma_sample::unique_with_inverse;
 
 /// Metrics of one evaluation (validation or test).
 #[derive(Clone, Debug, Serialize, Default, PartialEq)]
@@ -364,13 +366,40 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
     labelled.iter().filter(|&&y| y == major as i32).count() as f64 / labelled.len() as f64
 }
 
-/// Evaluates `params` on the validation or test split: exact layer-wise full-neighbour
-/// inference on the whole evaluation graph (`prep.graph`), then MRR/Hits@K against the fixed
-/// negatives (link) or accuracy, macro-F1, ROC-AUC (2 classes) / top-k and thresholded F1
-/// (multi-label) over the split's labelled nodes (node). The primary metric is
-/// `prep.metric` (`auto` resolved for the task).
+/// Evaluates `params` on the validation or test split with the default [`InferOptions`]
+/// (exact inference, restricted to what the split needs where that is cheaper):
+/// [`evaluate_with`].
 pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split) -> EvalResult {
-    let h = model.infer_full(params, &prep.graph, &prep.degrees, &prep.features);
+    evaluate_with(model, params, prep, split, &InferOptions::default())
+}
+
+/// Evaluates `params` on the validation or test split: the model's outputs on the nodes the
+/// split reads (the split's nodes; the endpoints of its positives and their negatives), by
+/// [`infer_nodes`] on the evaluation graph (`prep.graph`) as `opts` says, then MRR/Hits@K
+/// against the fixed negatives (link) or accuracy, macro-F1, ROC-AUC (2 classes) / top-k and
+/// thresholded F1 (multi-label) over the split's labelled nodes (node). The primary metric is
+/// `prep.metric` (`auto` resolved for the task).
+pub fn evaluate_with(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    split: Split,
+    opts: &InferOptions,
+) -> EvalResult {
+    // rows of `h` are the distinct nodes the split reads; ids below are local to them
+    let infer = |nodes: &[u32]| {
+        let (uniq, local) = unique_with_inverse(nodes);
+        let (h, _) = infer_nodes(
+            model,
+            params,
+            &prep.graph,
+            &prep.degrees,
+            &prep.features,
+            &uniq,
+            opts,
+        );
+        (h, uniq, local)
+    };
     let metric = prep.metric.resolve(prep.eval.target_kind());
     let mut all = BTreeMap::new();
     match &prep.eval {
@@ -380,22 +409,53 @@ pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split)
                 Split::Test => (&ls.test_pos, &ls.test_neg),
             };
             let k = ls.num_neg;
-            let src: Vec<u32> = pos.iter().map(|p| p.0).collect();
-            let dst: Vec<u32> = pos.iter().map(|p| p.1).collect();
-            let pos_scores = model.score(params, &h, &src, &dst);
+            // endpoints: sources, destinations, negatives
+            let mut ends: Vec<u32> = pos.iter().map(|p| p.0).collect();
+            ends.extend(pos.iter().map(|p| p.1));
+            ends.extend_from_slice(neg);
+            let (h, _, local) = infer(&ends);
+            let (src, rest) = local.split_at(pos.len());
+            let (dst, neg) = rest.split_at(pos.len());
+            let pos_scores = model.score(params, &h, src, dst);
             let mut nsrc = Vec::with_capacity(neg.len());
-            for p in pos.iter() {
-                nsrc.extend(std::iter::repeat_n(p.0, k));
+            for &s in src {
+                nsrc.extend(std::iter::repeat_n(s, k));
             }
             let neg_scores = model.score(params, &h, &nsrc, neg);
             all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
         }
         EvalData::Node { split: ns, targets } => {
-            let nodes = match split {
+            let split_nodes = match split {
                 Split::Val => &ns.val,
                 Split::Test => &ns.test,
             };
-            all.extend(node_metrics(&h.data, targets, &ns.train, nodes));
+            // logits of the split's distinct nodes; `nodes` and the targets below are local
+            let (h, uniq, local) = infer(split_nodes);
+            let local_targets = match targets {
+                NodeTargets::Classes { y, num_classes } => NodeTargets::Classes {
+                    y: uniq.iter().map(|&v| y[v as usize]).collect(),
+                    num_classes: *num_classes,
+                },
+                NodeTargets::MultiLabel { y, num_labels } => {
+                    let l = *num_labels;
+                    let mut y_local = Vec::with_capacity(uniq.len() * l);
+                    for &v in &uniq {
+                        y_local.extend_from_slice(&y[v as usize * l..(v as usize + 1) * l]);
+                    }
+                    NodeTargets::MultiLabel {
+                        y: y_local,
+                        num_labels: l,
+                    }
+                }
+            };
+            all.extend(node_metrics(&h.data, &local_targets, &[], &local));
+            // the majority class is the training nodes', which the local rows do not hold
+            if let NodeTargets::Classes { y, num_classes } = targets {
+                all.insert(
+                    "majority_rate".into(),
+                    majority_rate(y, *num_classes, &ns.train, split_nodes),
+                );
+            }
         }
     }
     EvalResult {

@@ -3,7 +3,8 @@
 //! order, to the [`Observer`]. One evaluator serves every method.
 
 use crate::data::Prepared;
-use crate::eval::{evaluate, EvalResult, Split};
+use crate::eval::{evaluate_with, EvalResult, Split};
+use crate::infer::InferOptions;
 use crate::record::{Observer, RoundRecord};
 use crate::TrainError;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -119,18 +120,30 @@ impl Evaluator<'_> {
     }
 }
 
-/// Runs `body` with an evaluator thread validating (in `eval_pool`) the rounds it submits,
+/// How validation runs: the threads it runs on and its inference options.
+pub(crate) struct EvalWith<'a> {
+    /// Threads of the evaluation (the coordinator's share of the cores).
+    pub(crate) pool: &'a rayon::ThreadPool,
+    /// How it computes the outputs it needs.
+    pub(crate) opts: &'a InferOptions,
+}
+
+/// Runs `body` with an evaluator thread validating (as `eval` says) the rounds it submits,
 /// then waits for the rounds still queued. `best` is the best round a resumed run had.
 /// Returns `body`'s result and the [`Book`] of accepted rounds.
 pub(crate) fn with_evaluator<R>(
     model: &Model,
     prep: &Prepared,
-    eval_pool: &rayon::ThreadPool,
+    eval: EvalWith<'_>,
     template: &ParamSet,
     observer: &mut dyn Observer,
     best: Option<Best>,
     body: impl FnOnce(&mut Evaluator<'_>) -> R,
 ) -> (R, Book) {
+    let EvalWith {
+        pool: eval_pool,
+        opts,
+    } = eval;
     let (job_tx, job_rx) = channel::<PendingRound>();
     let (done_tx, done_rx) = channel::<PendingRound>();
     std::thread::scope(|scope| {
@@ -150,7 +163,7 @@ pub(crate) fn with_evaluator<R>(
                     let cpu0 = pool_cpu_s(eval_pool);
                     let t0 = Instant::now();
                     job.record.val =
-                        eval_pool.install(|| evaluate(model, &params, prep, Split::Val));
+                        eval_pool.install(|| evaluate_with(model, &params, prep, Split::Val, opts));
                     job.record.eval_s = t0.elapsed().as_secs_f64();
                     job.record.eval_cpu_s = match (cpu0, pool_cpu_s(eval_pool)) {
                         (Some(a), Some(b)) => (b - a).max(0.0),

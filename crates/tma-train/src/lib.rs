@@ -27,6 +27,7 @@ pub mod engine;
 pub mod eval;
 mod evaluator;
 pub mod ggs;
+pub mod infer;
 pub mod llcg;
 pub mod memory;
 pub mod method;

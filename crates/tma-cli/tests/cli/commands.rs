@@ -160,6 +160,19 @@ fn bad_flags_are_rejected_with_a_reason() {
             "--round-timeout: 'soon' is not a duration",
         ),
         (&["--round-timeout", "0s"], "round-timeout must be > 0"),
+        (
+            &["--eval-inference", "fast"],
+            "--eval-inference: unknown eval inference 'fast' (expected auto, full or restricted)",
+        ),
+        (
+            &["--eval-memory", "lots"],
+            "--eval-memory: \"lots\" is not a size",
+        ),
+        (&["--eval-memory", "0"], "eval-memory must be > 0"),
+        (
+            &["--eval-fanouts", "5"],
+            "eval-fanouts has 1 entries but the model has 2 layers",
+        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["train", "--out", o, "--quiet"];

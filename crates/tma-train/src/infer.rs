@@ -1,0 +1,369 @@
+//! Inference for evaluation: the model's outputs on just the nodes an evaluation reads (the
+//! validation/test nodes, or the endpoints of the held-out positives and their negatives), not
+//! on the whole graph.
+//!
+//! Three ways, all returning the same `[nodes.len(), out_dim]` matrix (row `i` = `nodes[i]`):
+//! - **full**: exact layer-wise inference over every node ([`Model::infer_full`]), then the
+//!   rows asked for. Holds a whole layer's activations: `N x width` floats.
+//! - **restricted**: exact inference on the `L`-hop in-neighbourhood of the nodes, in chunks of
+//!   consecutive nodes; each chunk's full-neighbour blocks ([`tma_sample::full_blocks`]) and
+//!   activations stay within [`InferOptions::memory_budget`] ([`chunk_bytes`]). Same values as
+//!   full: every output row aggregates the same in-neighbours in the same (CSR) order, with the
+//!   same degrees; only dense products may round differently (different row counts).
+//! - **sampled** (opt-in, [`InferMode::Sampled`]): the same chunks, but blocks sampled with
+//!   fanouts instead of full neighbourhoods (an estimate, for graphs where even the restricted
+//!   pass costs too much); the sample is drawn from
+//!   `seed::derive(seed, Purpose::EvalSampling)`, chunk by chunk, so it is the same at every
+//!   evaluation of a run and does not depend on the thread count.
+//!
+//! [`InferMode::Auto`] (the default) picks between full and restricted by cost: it plans the
+//! restricted chunks ([`tma_sample::HopChunks`]) while adding up their estimated work
+//! ([`layer_cost`], times [`RESTRICTED_OVERHEAD`]); when that reaches the full pass's work and
+//! the full pass fits the budget,
+//! it runs the full pass (the neighbourhoods cover most of the graph: chunks would only repeat
+//! work); otherwise the restricted chunks.
+
+use tma_graph::seed::{chunk_rng, derive, Purpose};
+use tma_graph::{Csr, Features};
+use tma_nn::{EncoderKind, Input, Mat, Model, ParamSet};
+use tma_sample::{full_blocks, BlockView, HopChunks, HopCounts, NeighborSampler};
+
+/// How [`infer_nodes`] computes the rows.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum InferMode {
+    /// Full or restricted, whichever the cost model says is cheaper (see the module docs).
+    #[default]
+    Auto,
+    /// Always the full layer-wise pass.
+    Full,
+    /// Always the restricted, chunked pass.
+    Restricted,
+    /// Sampled blocks with these fanouts (`fanouts[0]` nearest the nodes, one per layer;
+    /// `usize::MAX` = all neighbours): an estimate, not exact inference.
+    Sampled(Vec<usize>),
+}
+
+/// Options of [`infer_nodes`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InferOptions {
+    /// Which computation.
+    pub mode: InferMode,
+    /// Bytes one chunk may take ([`chunk_bytes`]), and the most the full pass may take for
+    /// [`InferMode::Auto`] to choose it.
+    pub memory_budget: u64,
+    /// GAT heads of the hidden layers (memory estimate only).
+    pub heads: usize,
+    /// The run's seed (sampled mode).
+    pub seed: u64,
+}
+
+/// What the restricted pass costs besides its multiply-adds (planning, building the blocks,
+/// relabelling, the scattered reads of a partial pass), as a factor on its estimated work for
+/// [`InferMode::Auto`]: measured, a single chunk covering 95% of a 1M-node graph took 1.7x the
+/// full pass's wall time, one at 31% of pubmed's work 0.15x (docs/decisions).
+pub const RESTRICTED_OVERHEAD: f64 = 1.5;
+
+/// Default [`InferOptions::memory_budget`]: 1 GiB.
+pub const DEFAULT_EVAL_MEMORY: u64 = 1 << 30;
+
+impl Default for InferOptions {
+    fn default() -> Self {
+        InferOptions {
+            mode: InferMode::Auto,
+            memory_budget: DEFAULT_EVAL_MEMORY,
+            heads: tma_nn::GatConv::DEFAULT_HEADS,
+            seed: 0,
+        }
+    }
+}
+
+/// Which computation [`infer_nodes`] ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InferPath {
+    /// The full layer-wise pass.
+    Full,
+    /// Exact inference restricted to the nodes' neighbourhoods, in chunks.
+    Restricted,
+    /// Sampled blocks.
+    Sampled,
+}
+
+/// What [`infer_nodes`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InferReport {
+    /// The computation run.
+    pub path: InferPath,
+    /// Chunks (1 for the full pass).
+    pub chunks: usize,
+    /// Largest estimated bytes of one chunk (or of the full pass): [`chunk_bytes`].
+    pub peak_bytes: u64,
+    /// Estimated multiply-adds run ([`layer_cost`] summed over layers and chunks).
+    pub cost: f64,
+    /// Estimated multiply-adds of the full pass.
+    pub full_cost: f64,
+}
+
+/// Input and output width of each layer of `model`, input layer first, and its attention heads
+/// (0 for encoders without attention).
+fn layer_dims(model: &Model, heads: usize) -> Vec<(usize, usize, usize)> {
+    let c = &model.cfg;
+    (0..c.num_layers)
+        .map(|l| {
+            let din = if l == 0 { c.in_dim } else { c.hidden };
+            let last = l + 1 == c.num_layers;
+            let dout = if last { model.out_dim() } else { c.hidden };
+            let h = match (c.encoder, last) {
+                (EncoderKind::Gat, false) => heads.max(1),
+                (EncoderKind::Gat, true) => 1,
+                _ => 0,
+            };
+            (din, dout, h)
+        })
+        .collect()
+}
+
+/// Estimated multiply-adds of one layer with `src` source rows, `dst` destination rows and
+/// `arcs` arcs, `din -> dout` wide: `arcs * min(din, dout) + (src + dst) * din * dout` (the
+/// aggregation runs at the narrower width; the dense products cover at most every source
+/// (transform first) and every destination (root term)). Used only to compare the restricted
+/// and the full pass, which it counts alike.
+pub fn layer_cost(src: u64, dst: u64, arcs: u64, din: usize, dout: usize) -> f64 {
+    arcs as f64 * din.min(dout) as f64 + (src + dst) as f64 * din as f64 * dout as f64
+}
+
+/// Estimated bytes of one chunk's exact (or sampled) blocks and its largest layer's
+/// activations, `counts` input layer first, `dims[l] = (din, dout, heads)`:
+///
+/// `blocks = 4·src_0 + Σ_l (8·(dst_l + 1) + 4·arcs_l + 4·src_l)` (input ids; each block's
+/// `indptr`, `indices`, `src_degree`), plus the largest layer's
+/// `act_l = 4·(in_l·din_l + dst_l·din_l + t_l·src_l·dout_l + 2·dst_l·dout_l)
+/// + 4·H_l·(2·arcs_l + src_l + 2·dst_l + dst_l·din_l)`:
+/// its input rows (`in_l = src_l` for hidden layers; the input layer reads dense features in
+/// place and copies only its `dst_0` destination rows, or all `src_0` rows when it transforms
+/// first), the aggregated rows, a transformed copy of the sources when the layer transforms
+/// first (`t_l = 1` when `dout_l < din_l`, and always for GAT), the output before and after the
+/// layer's norm/activation; for GAT with `H_l` heads the per-arc scores and coefficients and
+/// the per-head sums. Features held sparse count as if dense (an upper bound).
+/// With `blocks_owned = false` (the full pass reads the graph in place) the block term is 0.
+pub fn chunk_bytes(counts: &HopCounts, dims: &[(usize, usize, usize)], blocks_owned: bool) -> u64 {
+    let mut blocks = 0u64;
+    let mut act = 0u64;
+    for (l, &(din, dout, h)) in dims.iter().enumerate() {
+        let (s, d, a) = (counts.src[l], counts.dst[l], counts.arcs[l]);
+        blocks += 8 * (d + 1) + 4 * a + 4 * s;
+        let transform_first = dout < din || h > 0;
+        let in_rows = if l > 0 || transform_first || 2 * d >= s {
+            s
+        } else {
+            d
+        };
+        let t = if transform_first { s } else { 0 };
+        let (din, dout, h) = (din as u64, dout as u64, h as u64);
+        let a_l = 4 * (in_rows * din + d * din + t * dout + 2 * d * dout)
+            + 4 * h * (2 * a + s + 2 * d + d * din);
+        act = act.max(a_l);
+    }
+    if blocks_owned {
+        blocks += 4 * counts.src.first().copied().unwrap_or(0);
+        blocks + act
+    } else {
+        act
+    }
+}
+
+/// The model's outputs (logits, or embeddings for link prediction) on `nodes` (distinct graph
+/// ids), row `i` for `nodes[i]`, computed on `graph` (`degrees = graph.degrees()`) from
+/// `features`, as [`InferOptions::mode`] says (module docs). Besides the budget, the restricted
+/// and sampled passes keep 5 bytes per graph node (a hop-distance byte and the sampler's
+/// relabel marker).
+///
+/// # Panics
+/// If a node is out of range or repeated, or `fanouts` of [`InferMode::Sampled`] do not have
+/// one entry per layer.
+pub fn infer_nodes(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    nodes: &[u32],
+    opts: &InferOptions,
+) -> (Mat, InferReport) {
+    let layers = model.cfg.num_layers;
+    let dims = layer_dims(model, opts.heads);
+    let n = graph.num_nodes() as u64;
+    let nnz = graph.num_edges() as u64;
+    let full_counts = HopCounts {
+        src: vec![n; layers],
+        dst: vec![n; layers],
+        arcs: vec![nnz; layers],
+    };
+    let cost_of = |c: &HopCounts| -> f64 {
+        dims.iter()
+            .enumerate()
+            .map(|(l, &(din, dout, _))| layer_cost(c.src[l], c.dst[l], c.arcs[l], din, dout))
+            .sum()
+    };
+    let full_cost = cost_of(&full_counts);
+    let full_bytes = chunk_bytes(&full_counts, &dims, false);
+    let budget = opts.memory_budget;
+    let full = |model: &Model| {
+        let h = model.infer_full(p, graph, degrees, features);
+        let out = gather_rows(&h, nodes);
+        model.recycle(h);
+        (
+            out,
+            InferReport {
+                path: InferPath::Full,
+                chunks: 1,
+                peak_bytes: full_bytes,
+                cost: full_cost,
+                full_cost,
+            },
+        )
+    };
+    match &opts.mode {
+        InferMode::Full => full(model),
+        InferMode::Sampled(fanouts) => {
+            assert_eq!(fanouts.len(), layers, "one eval fanout per layer");
+            let (out, mut report) = sampled(
+                model, p, graph, degrees, features, nodes, fanouts, opts, &dims,
+            );
+            report.full_cost = full_cost;
+            (out, report)
+        }
+        mode => {
+            let auto = *mode == InferMode::Auto;
+            let fits = |c: &HopCounts| chunk_bytes(c, &dims, true) <= budget;
+            let mut chunks = Vec::new();
+            let (mut cost, mut peak) = (0f64, 0u64);
+            for ch in HopChunks::new(graph, nodes, layers, fits) {
+                cost += cost_of(&ch.counts);
+                peak = peak.max(chunk_bytes(&ch.counts, &dims, true));
+                chunks.push(ch.seeds);
+                if auto && cost * RESTRICTED_OVERHEAD >= full_cost && full_bytes <= budget {
+                    return full(model);
+                }
+            }
+            let out_dim = model.out_dim();
+            let mut out = Mat::zeros(nodes.len(), out_dim);
+            let mut buf = empty_features();
+            for r in &chunks {
+                let mb = full_blocks(graph, degrees, &nodes[r.clone()], layers);
+                let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
+                let x = Input::select(features, &mb.input_nodes, &mut buf);
+                let h = model.infer_blocks(p, &views, x);
+                out.data[r.start * out_dim..r.end * out_dim].copy_from_slice(&h.data);
+                model.recycle(h);
+            }
+            (
+                out,
+                InferReport {
+                    path: InferPath::Restricted,
+                    chunks: chunks.len(),
+                    peak_bytes: peak,
+                    cost,
+                    full_cost,
+                },
+            )
+        }
+    }
+}
+
+/// Rows `nodes` of `h`.
+fn gather_rows(h: &Mat, nodes: &[u32]) -> Mat {
+    let d = h.cols;
+    let mut out = Mat::zeros(nodes.len(), d);
+    for (i, &v) in nodes.iter().enumerate() {
+        out.data[i * d..(i + 1) * d].copy_from_slice(h.row(v as usize));
+    }
+    out
+}
+
+/// Sampled inference: chunks of at most `c` nodes, `c` the largest count whose worst-case
+/// blocks (every node sampling its full fanout, no shared neighbours) fit the budget.
+#[allow(clippy::too_many_arguments)]
+fn sampled(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    nodes: &[u32],
+    fanouts: &[usize],
+    opts: &InferOptions,
+    dims: &[(usize, usize, usize)],
+) -> (Mat, InferReport) {
+    let layers = fanouts.len();
+    let n = graph.num_nodes() as u64;
+    // worst case per seed: nodes within h hops <= prod of the first h fanouts (capped at N)
+    let worst = |c: u64| -> HopCounts {
+        let mut within = vec![c.min(n)];
+        for h in 0..layers {
+            let f = (fanouts[h].min(graph.num_nodes().max(1)) as u64).max(1);
+            let next = within[h].saturating_add(within[h].saturating_mul(f)).min(n);
+            within.push(next);
+        }
+        let mut counts = HopCounts::default();
+        for l in 0..layers {
+            let h = layers - 1 - l;
+            let f = fanouts[h].min(graph.num_nodes()) as u64;
+            counts.src.push(within[h + 1]);
+            counts.dst.push(within[h]);
+            counts.arcs.push(within[h].saturating_mul(f));
+        }
+        counts
+    };
+    let mut c = 1u64;
+    while c < nodes.len() as u64 && chunk_bytes(&worst(2 * c), dims, true) <= opts.memory_budget {
+        c *= 2;
+    }
+    let c = c as usize;
+    let sampler = NeighborSampler::new(fanouts.to_vec());
+    let base = derive(opts.seed, Purpose::EvalSampling);
+    let out_dim = model.out_dim();
+    let mut out = Mat::zeros(nodes.len(), out_dim);
+    let mut buf = empty_features();
+    let mut cost = 0f64;
+    let mut chunks = 0;
+    for (i, chunk) in nodes.chunks(c.max(1)).enumerate() {
+        let mut rng = chunk_rng(base, i as u64);
+        let mb = sampler.sample(graph, degrees, chunk, &mut rng);
+        let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
+        for (l, b) in mb.blocks.iter().enumerate() {
+            let (din, dout, _) = dims[l];
+            cost += layer_cost(
+                b.num_src as u64,
+                b.num_dst as u64,
+                b.indices.len() as u64,
+                din,
+                dout,
+            );
+        }
+        let x = Input::select(features, &mb.input_nodes, &mut buf);
+        let h = model.infer_blocks(p, &views, x);
+        let start = i * c;
+        out.data[start * out_dim..(start + chunk.len()) * out_dim].copy_from_slice(&h.data);
+        model.recycle(h);
+        chunks += 1;
+    }
+    (
+        out,
+        InferReport {
+            path: InferPath::Sampled,
+            chunks,
+            peak_bytes: chunk_bytes(&worst(c as u64), dims, true),
+            cost,
+            full_cost: 0.0,
+        },
+    )
+}
+
+/// An empty dense feature buffer for [`Input::select`] to gather sparse rows into.
+fn empty_features() -> Features {
+    Features::Dense {
+        num_nodes: 0,
+        dim: 0,
+        data: Vec::new(),
+    }
+}

@@ -1,0 +1,249 @@
+//! Inference restricted to the nodes an evaluation reads ([`tma_train::infer`]) against the
+//! full layer-wise pass: same outputs and metrics for every exact path, node and link heads,
+//! SAGE / GCN / GAT, dense and sparse features; chunks within the budget; the cost-based choice;
+//! the sampled estimate. Small generated graphs; seconds in all.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tma_graph::{generate_sbm, Features, SbmConfig};
+use tma_nn::{EncoderKind, Head, Mat, Model, ModelConfig};
+use tma_train::eval::{evaluate_with, Split};
+use tma_train::infer::{infer_nodes, InferMode, InferOptions, InferPath};
+use tma_train::{build_model, prepare, Method, Task, TrainConfig};
+
+fn opts(mode: InferMode, memory_budget: u64) -> InferOptions {
+    InferOptions {
+        mode,
+        memory_budget,
+        ..InferOptions::default()
+    }
+}
+
+/// Largest |a - b| relative to max(1, |b|).
+fn max_rel_diff(a: &Mat, b: &Mat) -> f32 {
+    assert_eq!((a.rows, a.cols), (b.rows, b.cols));
+    a.data
+        .iter()
+        .zip(&b.data)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+        .fold(0.0, f32::max)
+}
+
+/// The same matrix as sparse CSR rows (every entry stored, zeros included).
+fn to_sparse(f: &Features) -> Features {
+    let Features::Dense {
+        num_nodes,
+        dim,
+        data,
+    } = f
+    else {
+        panic!("dense expected")
+    };
+    Features::Sparse {
+        num_nodes: *num_nodes,
+        dim: *dim,
+        indptr: (0..=*num_nodes).map(|i| (i * dim) as u64).collect(),
+        indices: (0..num_nodes * dim).map(|j| (j % dim) as u32).collect(),
+        data: data.clone(),
+    }
+}
+
+#[test]
+fn restricted_inference_equals_the_full_pass() {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 500,
+        avg_degree: 8.0,
+        feature_dim: 12,
+        num_classes: 3,
+        seed: 5,
+        ..SbmConfig::default()
+    });
+    let g = &ds.graph;
+    let deg = g.degrees();
+    let mut r = ChaCha8Rng::seed_from_u64(1);
+    // 40 distinct nodes in random order
+    let mut nodes: Vec<u32> = Vec::new();
+    while nodes.len() < 40 {
+        let v = r.random_range(0..500u32);
+        if !nodes.contains(&v) {
+            nodes.push(v);
+        }
+    }
+    let sparse = to_sparse(&ds.features);
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Gat] {
+        for head in [Head::Node { num_classes: 3 }, Head::Link] {
+            for layers in [1, 2, 3] {
+                let m = Model::new(ModelConfig {
+                    hidden: 16,
+                    num_layers: layers,
+                    ..ModelConfig::new(enc, 12, head)
+                });
+                let p = m.init_params(&mut r);
+                let whole = m.infer_full(&p, g, &deg, &ds.features);
+                let (full, fr) = infer_nodes(
+                    &m,
+                    &p,
+                    g,
+                    &deg,
+                    &ds.features,
+                    &nodes,
+                    &opts(InferMode::Full, 1 << 30),
+                );
+                assert_eq!(fr.path, InferPath::Full);
+                for (i, &v) in nodes.iter().enumerate() {
+                    assert_eq!(full.row(i), whole.row(v as usize), "row {i} = node {v}");
+                }
+                // a budget that forces several chunks
+                let budget = if layers == 1 { 8_000 } else { 60_000 };
+                for x in [&ds.features, &sparse] {
+                    let (res, rr) = infer_nodes(
+                        &m,
+                        &p,
+                        g,
+                        &deg,
+                        x,
+                        &nodes,
+                        &opts(InferMode::Restricted, budget),
+                    );
+                    assert_eq!(rr.path, InferPath::Restricted);
+                    assert!(rr.chunks > 1, "{enc} {layers}: {rr:?}");
+                    // the same neighbours summed in the same order; the dense products run
+                    // on other row counts (and may pick another order of operations): the
+                    // last bits may differ
+                    let d = max_rel_diff(&res, &full);
+                    assert!(d <= 1e-5, "{enc} {head:?} {layers} layers: {d}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn chunks_stay_within_the_budget_and_auto_follows_the_cost() {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 2000,
+        avg_degree: 6.0,
+        feature_dim: 16,
+        num_classes: 4,
+        seed: 9,
+        ..SbmConfig::default()
+    });
+    let g = &ds.graph;
+    let deg = g.degrees();
+    let m = Model::new(ModelConfig {
+        hidden: 32,
+        num_layers: 2,
+        ..ModelConfig::new(EncoderKind::Sage, 16, Head::Node { num_classes: 4 })
+    });
+    let p = m.init_params(&mut ChaCha8Rng::seed_from_u64(2));
+    let few: Vec<u32> = (0..20).map(|i| i * 97).collect();
+    let all: Vec<u32> = (0..2000).collect();
+    let run = |nodes: &[u32], mode: InferMode, budget: u64| {
+        infer_nodes(&m, &p, g, &deg, &ds.features, nodes, &opts(mode, budget))
+    };
+    // a few nodes: their 2-hop neighbourhoods are a small part of the graph
+    let (a, ra) = run(&few, InferMode::Auto, 1 << 30);
+    assert_eq!((ra.path, ra.chunks), (InferPath::Restricted, 1));
+    assert!(ra.cost < 0.2 * ra.full_cost, "{ra:?}");
+    let (b, _) = run(&few, InferMode::Full, 1 << 30);
+    assert!(max_rel_diff(&a, &b) <= 1e-5);
+    // every node: the full pass is cheaper
+    let (_, rb) = run(&all, InferMode::Auto, 1 << 30);
+    assert_eq!(rb.path, InferPath::Full);
+    // ... unless it does not fit the budget: chunks, each within it
+    let budget = 400_000;
+    let (c, rc) = run(&all, InferMode::Auto, budget);
+    assert_eq!(rc.path, InferPath::Restricted);
+    assert!(rc.chunks > 1 && rc.peak_bytes <= budget, "{rc:?}");
+    assert!(rc.cost > rc.full_cost, "{rc:?}");
+    let (d, _) = run(&all, InferMode::Full, 1 << 30);
+    assert!(max_rel_diff(&c, &d) <= 1e-5);
+}
+
+#[test]
+fn sampled_inference_is_fixed_and_exact_with_all_neighbours() {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 800,
+        avg_degree: 12.0,
+        feature_dim: 8,
+        num_classes: 3,
+        seed: 4,
+        ..SbmConfig::default()
+    });
+    let g = &ds.graph;
+    let deg = g.degrees();
+    let m = Model::new(ModelConfig {
+        hidden: 16,
+        num_layers: 2,
+        ..ModelConfig::new(EncoderKind::Sage, 8, Head::Node { num_classes: 3 })
+    });
+    let p = m.init_params(&mut ChaCha8Rng::seed_from_u64(3));
+    let nodes: Vec<u32> = (0..800).step_by(7).collect();
+    let run = |mode: InferMode, budget: u64| {
+        infer_nodes(&m, &p, g, &deg, &ds.features, &nodes, &opts(mode, budget)).0
+    };
+    let exact = run(InferMode::Full, 1 << 30);
+    // all neighbours: exact
+    let all = run(InferMode::Sampled(vec![usize::MAX; 2]), 1 << 30);
+    assert!(max_rel_diff(&all, &exact) <= 1e-5);
+    // fanouts 3, 3: the same sample at every call (and for any chunking of the same budget)
+    let s1 = run(InferMode::Sampled(vec![3, 3]), 50_000);
+    let s2 = run(InferMode::Sampled(vec![3, 3]), 50_000);
+    assert_eq!(s1.data, s2.data);
+    let d = max_rel_diff(&s1, &exact);
+    assert!(
+        d > 1e-3,
+        "a 3-neighbour sample of degree-12 nodes differs: {d}"
+    );
+}
+
+/// `evaluate_with` gives the same metrics through every exact path, node and link.
+#[test]
+fn evaluation_metrics_equal_the_full_pass() {
+    for (task, enc) in [
+        (Task::Node, EncoderKind::Sage),
+        (Task::Node, EncoderKind::Gat),
+        (Task::Link, EncoderKind::Sage),
+        (Task::Link, EncoderKind::Gcn),
+    ] {
+        let cfg = TrainConfig {
+            task,
+            method: Method::Centralized,
+            model: enc,
+            hidden: 16,
+            fanouts: vec![5, 5],
+            eval_num_neg: 10,
+            eval_max_edges: 60,
+            val_frac: 0.02,
+            test_frac: 0.02,
+            seed: 11,
+            ..TrainConfig::default()
+        };
+        let ds = generate_sbm(&SbmConfig {
+            num_nodes: 3000,
+            avg_degree: 4.0,
+            feature_dim: 8,
+            num_classes: 4,
+            seed: 6,
+            ..SbmConfig::default()
+        });
+        let prep = prepare(ds, &cfg).unwrap();
+        let model = build_model(&cfg, prep.model_shape()).unwrap();
+        let p = model.init_params(&mut ChaCha8Rng::seed_from_u64(8));
+        for split in [Split::Val, Split::Test] {
+            let full = evaluate_with(&model, &p, &prep, split, &opts(InferMode::Full, 1 << 30));
+            for mode in [InferMode::Restricted, InferMode::Auto] {
+                let r = evaluate_with(&model, &p, &prep, split, &opts(mode.clone(), 300_000));
+                assert_eq!(r.metric, full.metric);
+                for (k, v) in &full.all {
+                    let w = r.all[k];
+                    assert!(
+                        (v - w).abs() <= 1e-9,
+                        "{task} {enc} {split:?} {mode:?} {k}: {v} vs {w}"
+                    );
+                }
+            }
+            assert!(full.value > 0.0, "{task} {enc}: {full:?}");
+        }
+    }
+}
