@@ -364,6 +364,6 @@ fn empty_features() -> Features {
     Features::Dense {
         num_nodes: 0,
         dim: 0,
-        data: Vec::new(),
+        data: Vec::new().into(),
     }
 }
