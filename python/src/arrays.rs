@@ -195,7 +195,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                 Features::Dense {
                     num_nodes: rows,
                     dim,
-                    data: data.to_vec(),
+                    data: data.to_vec().into(),
                 }
             } else {
                 dense_to_sparse(data, rows, dim)
@@ -389,7 +389,7 @@ fn layout_like_loader(f: Features) -> Features {
         Features::Dense {
             num_nodes: n,
             dim,
-            data: out,
+            data: out.into(),
         }
     } else {
         Features::Sparse {
@@ -603,7 +603,7 @@ mod tests {
             Features::Dense {
                 num_nodes: 2,
                 dim: 2,
-                data: vec![0.0, 4.0, 0.0, 0.0]
+                data: vec![0.0, 4.0, 0.0, 0.0].into()
             }
         );
     }

@@ -461,7 +461,7 @@ impl PyRun {
         }
         let (n, dim) = (self.prep.features.num_nodes(), self.prep.features.dim());
         let x = match &self.prep.features {
-            Features::Dense { data, .. } => data.clone(),
+            Features::Dense { data, .. } => data.to_vec(),
             Features::Sparse {
                 indptr,
                 indices,

@@ -44,7 +44,7 @@ fn to_sparse(f: &Features) -> Features {
         dim: *dim,
         indptr: (0..=*num_nodes).map(|i| (i * dim) as u64).collect(),
         indices: (0..num_nodes * dim).map(|j| (j % dim) as u32).collect(),
-        data: data.clone(),
+        data: data.to_vec(),
     }
 }
 

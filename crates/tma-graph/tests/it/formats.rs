@@ -42,13 +42,13 @@ fn read_err(path: &Path, format: Option<Format>) -> String {
 }
 
 fn csr(ds: &Dataset) -> (Vec<u64>, Vec<u32>) {
-    (ds.graph.indptr.clone(), ds.graph.indices.clone())
+    (ds.graph.indptr.to_vec(), ds.graph.indices.to_vec())
 }
 
 /// Dense `[N * dim]` copy of any features.
 fn dense(f: &Features) -> (usize, Vec<f32>) {
     match f {
-        Features::Dense { dim, data, .. } => (*dim, data.clone()),
+        Features::Dense { dim, data, .. } => (*dim, data.to_vec()),
         Features::Sparse {
             num_nodes,
             dim,
