@@ -190,16 +190,8 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                     data[k]
                 ));
             }
-            let nnz = data.iter().filter(|&&v| v != 0.0).count();
-            let features = if loader_densifies(rows, dim, nnz) {
-                Features::Dense {
-                    num_nodes: rows,
-                    dim,
-                    data: data.to_vec().into(),
-                }
-            } else {
-                dense_to_sparse(data, rows, dim)
-            };
+            // the layout the `.npy` loader would choose, so both train the same
+            let features = Features::from_dense_like_loader(rows, dim, data.to_vec());
             (features, false)
         }
         FeatureArrays::Sparse {
@@ -207,10 +199,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
             indices,
             data,
             dim,
-        } => (
-            layout_like_loader(sparse_features(n, indptr, indices, data, dim)?),
-            false,
-        ),
+        } => (sparse_features(n, indptr, indices, data, dim)?, false),
     };
 
     let labels = match a.y {
@@ -269,7 +258,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
             }
             if !a.allow_split_overlap {
                 for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {
-                    let common = intersection(&out[i], &out[j]);
+                    let common = tma_graph::split::sorted_intersection(&out[i], &out[j]);
                     if !common.is_empty() {
                         let first: Vec<String> =
                             common.iter().take(5).map(|v| v.to_string()).collect();
@@ -304,101 +293,12 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
     })
 }
 
-/// Common elements of two ascending lists.
-fn intersection(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
-}
-
-/// Every arc `u -> v` has its reverse (rows of the in-neighbour CSR are sorted).
 fn check_symmetric(g: &Csr) -> Result<(), String> {
-    for v in 0..g.num_nodes() {
-        for &u in g.neighbors(v) {
-            if g.neighbors(u as usize).binary_search(&(v as u32)).is_err() {
-                return Err(format!(
-                    "edge_index is not symmetric: it has the arc {u} -> {v} but not {v} -> {u}; an undirected graph lists both directions of every edge (torch_geometric.utils.to_undirected), or pass directed=True"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// `[rows, dim]` row-major values as CSR rows (zeros left out, columns ascending).
-fn dense_to_sparse(data: &[f32], rows: usize, dim: usize) -> Features {
-    let mut indptr = Vec::with_capacity(rows + 1);
-    let (mut indices, mut values) = (Vec::new(), Vec::new());
-    indptr.push(0u64);
-    for r in 0..rows {
-        for (c, &v) in data[r * dim..(r + 1) * dim].iter().enumerate() {
-            if v != 0.0 {
-                indices.push(c as u32);
-                values.push(v);
-            }
-        }
-        indptr.push(indices.len() as u64);
-    }
-    Features::Sparse {
-        num_nodes: rows,
-        dim,
-        indptr,
-        indices,
-        data: values,
-    }
-}
-
-/// Whether the `.npy` loader keeps `nnz` non-zeros of `[rows, dim]` features dense: when
-/// `dim <= 64` or more than 20% of the cells are non-zero.
-fn loader_densifies(rows: usize, dim: usize, nnz: usize) -> bool {
-    dim <= tma_graph::DENSIFY_MAX_DIM
-        || nnz as f64 > tma_graph::DENSIFY_DENSITY * (rows as f64 * dim as f64)
-}
-
-/// The layout the `.npy` loader chooses for the same values (dense when `dim <= 64` or more
-/// than 20% non-zeros, else CSR), so a dataset from arrays trains exactly as the same data
-/// loaded from a directory.
-fn layout_like_loader(f: Features) -> Features {
-    let Features::Sparse {
-        num_nodes: n,
-        dim,
-        indptr,
-        indices,
-        data,
-    } = f
-    else {
-        return f;
-    };
-    if loader_densifies(n, dim, data.len()) {
-        let mut out = vec![0f32; n * dim];
-        for v in 0..n {
-            for k in indptr[v] as usize..indptr[v + 1] as usize {
-                out[v * dim + indices[k] as usize] += data[k];
-            }
-        }
-        Features::Dense {
-            num_nodes: n,
-            dim,
-            data: out.into(),
-        }
-    } else {
-        Features::Sparse {
-            num_nodes: n,
-            dim,
-            indptr,
-            indices,
-            data,
-        }
+    match g.missing_reverse() {
+        None => Ok(()),
+        Some((u, v)) => Err(format!(
+            "edge_index is not symmetric: it has the arc {u} -> {v} but not {v} -> {u}; an undirected graph lists both directions of every edge (torch_geometric.utils.to_undirected), or pass directed=True"
+        )),
     }
 }
 
@@ -441,13 +341,14 @@ fn sparse_features(
             "x has a non-finite value (NaN or infinity) at stored entry {k}"
         ));
     }
-    Ok(Features::Sparse {
-        num_nodes: n,
+    // the layout the `.npy` loader would choose (dense when small or not sparse enough)
+    Ok(Features::from_csr_like_loader(
+        n,
         dim,
-        indptr: indptr.iter().map(|&p| p as u64).collect(),
-        indices: indices.iter().map(|&c| c as u32).collect(),
-        data: data.to_vec(),
-    })
+        indptr.iter().map(|&p| p as u64).collect(),
+        indices.iter().map(|&c| c as u32).collect(),
+        data.to_vec(),
+    ))
 }
 
 #[cfg(test)]

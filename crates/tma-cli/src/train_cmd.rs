@@ -1354,6 +1354,9 @@ mod tests {
             "partitions",
             "engine",
             "join_timeout",
+            // how the dataset file is read: in Python, Dataset.load(path, format=, undirected=)
+            "format",
+            "undirected",
         ];
         let mut keys: Vec<String> = v
             .as_object()

@@ -54,6 +54,24 @@ impl Csr {
         &self.indices[self.indptr[v] as usize..self.indptr[v + 1] as usize]
     }
 
+    /// The first arc `u -> v` (in row order of `v`) whose reverse `v -> u` is missing, `None`
+    /// when the graph is symmetric (as an undirected graph must be). Rows must be sorted
+    /// (binary search). Rows are checked in parallel; the answer is the first in row order
+    /// whatever the thread count. O(E log d).
+    pub fn missing_reverse(&self) -> Option<(u32, u32)> {
+        use rayon::prelude::*;
+        (0..self.num_nodes()).into_par_iter().find_map_first(|v| {
+            self.neighbors(v)
+                .iter()
+                .find(|&&u| {
+                    self.neighbors(u as usize)
+                        .binary_search(&(v as u32))
+                        .is_err()
+                })
+                .map(|&u| (u, v as u32))
+        })
+    }
+
     /// In-degree of `v`.
     #[inline]
     pub fn degree(&self, v: usize) -> usize {

@@ -566,7 +566,7 @@ pub(crate) fn check_split_disjoint(
 ) -> Result<()> {
     let lists = [&sp.train, &sp.val, &sp.test];
     for (a, b) in [(0usize, 1usize), (0, 2), (1, 2)] {
-        let common = sorted_intersection(lists[a], lists[b]);
+        let common = crate::split::sorted_intersection(lists[a], lists[b]);
         if !common.is_empty() {
             let first: Vec<String> = common.iter().take(5).map(|v| v.to_string()).collect();
             let row = if files[0].to_string_lossy().ends_with("_masks.npy") {
@@ -599,38 +599,15 @@ pub(crate) fn check_split_disjoint(
     Ok(())
 }
 
-/// Common elements of two ascending lists.
-fn sorted_intersection(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
-}
-
 /// Check that every arc `u -> v` has its reverse (rows must be sorted).
 fn check_symmetric(g: &Csr, path: &Path) -> Result<()> {
-    for v in 0..g.num_nodes() {
-        for &u in g.neighbors(v) {
-            if g.neighbors(u as usize).binary_search(&(v as u32)).is_err() {
-                return Err(invalid(
-                    path,
-                    format!(
-                        "graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"
-                    ),
-                ));
-            }
-        }
+    match g.missing_reverse() {
+        None => Ok(()),
+        Some((u, v)) => Err(invalid(
+            path,
+            format!("graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"),
+        )),
     }
-    Ok(())
 }
 
 fn read_features(files: &[PathBuf; 3], n: usize, dim: u64) -> Result<Features> {

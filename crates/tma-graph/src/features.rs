@@ -240,6 +240,80 @@ impl Features {
     }
 }
 
+impl Features {
+    /// Dense or sparse features from CSR rows, by the `.npy` loader's rule ([`crate::DENSIFY_MAX_DIM`],
+    /// [`crate::DENSIFY_DENSITY`]): dense when `dim <= 64` or more than 20% of the cells are
+    /// non-zero, so data from any source trains as the same data loaded from a `.npy` directory.
+    /// `indptr: [n + 1]`, `indices`/`data: [nnz]`; duplicate entries of a row are summed.
+    pub fn from_csr_like_loader(
+        n: usize,
+        dim: usize,
+        indptr: Vec<u64>,
+        indices: Vec<u32>,
+        data: Vec<f32>,
+    ) -> Features {
+        let nnz = indices.len();
+        let densify = dim <= crate::DENSIFY_MAX_DIM
+            || (nnz as f64) > crate::DENSIFY_DENSITY * (n as f64 * dim as f64);
+        if densify {
+            let mut out = vec![0f32; n * dim];
+            for v in 0..n {
+                for k in indptr[v] as usize..indptr[v + 1] as usize {
+                    out[v * dim + indices[k] as usize] += data[k];
+                }
+            }
+            Features::Dense {
+                num_nodes: n,
+                dim,
+                data: out.into(),
+            }
+        } else {
+            Features::Sparse {
+                num_nodes: n,
+                dim,
+                indptr,
+                indices,
+                data,
+            }
+        }
+    }
+
+    /// Dense row-major features `[n, dim]`, kept dense unless the `.npy` loader's rule would
+    /// store them sparse (`dim > 64` and at most 20% non-zero), so that a converted dataset loads
+    /// back the same.
+    pub fn from_dense_like_loader(n: usize, dim: usize, data: Vec<f32>) -> Features {
+        let nnz = data.iter().filter(|&&x| x != 0.0).count();
+        let dense = dim <= crate::DENSIFY_MAX_DIM
+            || (nnz as f64) > crate::DENSIFY_DENSITY * (n as f64 * dim as f64);
+        if dense {
+            return Features::Dense {
+                num_nodes: n,
+                dim,
+                data: data.into(),
+            };
+        }
+        let mut indptr = Vec::with_capacity(n + 1);
+        let (mut indices, mut vals) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+        indptr.push(0u64);
+        for row in data.chunks_exact(dim.max(1)).take(n) {
+            for (j, &x) in row.iter().enumerate() {
+                if x != 0.0 {
+                    indices.push(j as u32);
+                    vals.push(x);
+                }
+            }
+            indptr.push(indices.len() as u64);
+        }
+        Features::Sparse {
+            num_nodes: n,
+            dim,
+            indptr,
+            indices,
+            data: vals,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

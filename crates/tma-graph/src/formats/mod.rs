@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use crate::csr::Csr;
 use crate::dataset::{
     check_split_disjoint, structural_features, Dataset, Labels, LoadOptions, NodeSplit,
-    RemovedArcs, DENSIFY_DENSITY, DENSIFY_MAX_DIM, MAX_CLASSES,
+    RemovedArcs, MAX_CLASSES,
 };
 use crate::error::{GraphError, Result};
 use crate::features::Features;
@@ -458,75 +458,6 @@ pub(crate) fn invalid(path: &Path, reason: impl Into<String>) -> GraphError {
 /// `Invalid` with `line N: ` before the reason.
 pub(crate) fn at_line(path: &Path, line: usize, reason: impl std::fmt::Display) -> GraphError {
     invalid(path, format!("line {line}: {reason}"))
-}
-
-/// Dense or sparse features from CSR rows, by the `.npy` loader's rule ([`DENSIFY_MAX_DIM`],
-/// [`DENSIFY_DENSITY`]).
-pub(crate) fn features_from_csr(
-    n: usize,
-    dim: usize,
-    indptr: Vec<u64>,
-    indices: Vec<u32>,
-    data: Vec<f32>,
-) -> Features {
-    let nnz = indices.len();
-    let densify =
-        dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * (n as f64 * dim as f64);
-    if densify {
-        let mut out = vec![0f32; n * dim];
-        for v in 0..n {
-            for k in indptr[v] as usize..indptr[v + 1] as usize {
-                out[v * dim + indices[k] as usize] += data[k];
-            }
-        }
-        Features::Dense {
-            num_nodes: n,
-            dim,
-            data: out.into(),
-        }
-    } else {
-        Features::Sparse {
-            num_nodes: n,
-            dim,
-            indptr,
-            indices,
-            data,
-        }
-    }
-}
-
-/// Dense row-major features `[n, dim]`, kept dense unless the `.npy` loader's rule would
-/// store them sparse (`dim > 64` and at most 20% non-zero), so that a converted dataset loads
-/// back the same.
-pub(crate) fn features_from_dense(n: usize, dim: usize, data: Vec<f32>) -> Features {
-    let nnz = data.iter().filter(|&&x| x != 0.0).count();
-    let dense = dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * (n as f64 * dim as f64);
-    if dense {
-        return Features::Dense {
-            num_nodes: n,
-            dim,
-            data: data.into(),
-        };
-    }
-    let mut indptr = Vec::with_capacity(n + 1);
-    let (mut indices, mut vals) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
-    indptr.push(0u64);
-    for row in data.chunks_exact(dim.max(1)).take(n) {
-        for (j, &x) in row.iter().enumerate() {
-            if x != 0.0 {
-                indices.push(j as u32);
-                vals.push(x);
-            }
-        }
-        indptr.push(indices.len() as u64);
-    }
-    Features::Sparse {
-        num_nodes: n,
-        dim,
-        indptr,
-        indices,
-        data: vals,
-    }
 }
 
 /// Single-label classes checked as the `.npy` loader checks `y.npy`: `-1` = unlabelled,

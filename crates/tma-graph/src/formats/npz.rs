@@ -8,10 +8,7 @@
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::{
-    classes, features_from_csr, features_from_dense, invalid, node_count, Direction, Raw,
-    ReadOptions,
-};
+use super::{classes, invalid, node_count, Direction, Raw, ReadOptions};
 use crate::csr::Csr;
 use crate::dataset::Labels;
 use crate::error::{GraphError, Result};
@@ -357,7 +354,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
         if r != n {
             return Err(f.shape_err(&format!("[{n}, D] (N from adj_shape)")));
         }
-        Some(features_from_dense(n, d, float_vec(&f)?))
+        Some(Features::from_dense_like_loader(n, d, float_vec(&f)?))
     } else if z.contains("attr_indptr") || z.contains("attr_shape") {
         used.extend(["attr_shape", "attr_indptr", "attr_indices", "attr_data"]);
         let (r, d, ip, ix, data) = csr_members(&mut z, "attr", false)?;
@@ -367,7 +364,13 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
                 format!("{r} rows, but adj_shape says {n} nodes"),
             ));
         }
-        Some(features_from_csr(n, d, ip, ix, data.unwrap_or_default()))
+        Some(Features::from_csr_like_loader(
+            n,
+            d,
+            ip,
+            ix,
+            data.unwrap_or_default(),
+        ))
     } else {
         None
     };

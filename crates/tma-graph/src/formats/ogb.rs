@@ -8,10 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::text::{block_lines, parse_f32, parse_id, scan, scan_blocks, show, trim};
-use super::{
-    at_line, classes, features_from_dense, invalid, node_count, Direction, Raw, RawSplit,
-    ReadOptions,
-};
+use super::{at_line, classes, invalid, node_count, Direction, Raw, RawSplit, ReadOptions};
 use crate::dataset::{Labels, LoadOptions};
 use crate::error::Result;
 use crate::features::Features;
@@ -388,7 +385,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
             if rows != n {
                 return Err(count_err(&feat_path, rows));
             }
-            Some(features_from_dense(n, dim, data))
+            Some(Features::from_dense_like_loader(n, dim, data))
         }
     };
     let labels = match labels_raw {
