@@ -211,6 +211,17 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                     y[v]
                 ));
             }
+            // class ids index the output layer: as the `.npy` loader, more classes than nodes
+            // (or than MAX_CLASSES) is a mistake, not a task (it would exhaust memory)
+            let cap = (n.max(2) as i64).min(tma_graph::dataset::MAX_CLASSES as i64);
+            if let Some(v) = y.iter().position(|&l| l >= cap) {
+                return Err(format!(
+                    "y[{v}] = {}, which would mean {} classes for {n} nodes (class ids must be < min(num_nodes, {}))",
+                    y[v],
+                    y[v] + 1,
+                    tma_graph::dataset::MAX_CLASSES
+                ));
+            }
             let num_classes = y
                 .iter()
                 .copied()
@@ -429,6 +440,18 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.starts_with("y[1] = -2"), "{e}");
+        // regression: a class id of 10^9 was accepted, then the run aborted allocating a
+        // 10^9-way output layer
+        let y = [0, 1_000_000_000];
+        let e = dataset_from_arrays(ArrayInput {
+            y: LabelArrays::Classes(&y),
+            ..input(&[0, 1], &[1, 0])
+        })
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "y[1] = 1000000000, which would mean 1000000001 classes for 2 nodes (class ids must be < min(num_nodes, 1048576))"
+        );
         let (tr, va, te) = ([0i64], [1i64], [1i64]);
         let e = dataset_from_arrays(ArrayInput {
             split: Some([&tr, &va, &te]),

@@ -530,6 +530,8 @@ fn _train(
         })?;
         plan.insert(t, d);
     }
+    // a dataset built from arrays is not on disk: the CLI cannot resume its run
+    let resumable = !matches!(dataset.map(|d| &d.get().source), Some(Source::Memory(_)));
     let data = match dataset {
         None => DataSource::Generated {
             num_nodes: gen_nodes.unwrap_or(10_000),
@@ -647,11 +649,16 @@ fn _train(
     if let Some(e) = pending {
         if e.is_instance_of::<PyKeyboardInterrupt>(py) {
             let last = rounds.len();
-            return Err(PyKeyboardInterrupt::new_err(format!(
-                "tma: run stopped after round {last}; checkpoint kept in {} (continue with: tma train --resume {})",
-                trained.dir.display(),
-                trained.dir.display()
-            )));
+            let dir = trained.dir.display();
+            return Err(PyKeyboardInterrupt::new_err(if resumable {
+                format!(
+                    "tma: run stopped after round {last}; checkpoint kept in {dir} (continue with: tma train --resume {dir})"
+                )
+            } else {
+                format!(
+                    "tma: run stopped after round {last}; checkpoint kept in {dir} (the dataset was built from arrays, which `tma train --resume` cannot reload; a run on Dataset.load(path) can be resumed)"
+                )
+            }));
         }
         return Err(e);
     }

@@ -89,7 +89,12 @@ pub fn open_partitions(
         normalize_features
     );
     check!("--split-index", split_index, split_index);
-    if let Some(c) = o.super_clustering {
+    // `auto` is the default every run's config.toml records (so `--resume` and `--config
+    // RUN/config.toml` of a --partitions run pass it back): only a chosen clustering clashes
+    if let Some(c) = o
+        .super_clustering
+        .filter(|&c| c != tma_partition::Clustering::Auto)
+    {
         clash.push(format!(
             "--super-clustering {c} (the directory's parts are already made; its partition.json report says which clustering ran)"
         ));

@@ -440,10 +440,12 @@ fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
         "ram",
     );
     let (rb, sb) = run(tma_train::DataSource::Dataset(gdir.clone()), "mmap");
-    let k = ra.len().min(rb.len());
+    // every round but the last is formed at the same step counts in both runs; the last one is
+    // called at the time limit, whatever the step counts reached by then
+    let k = ra.len().min(rb.len()) - 1;
     assert!(
         k >= 2,
-        "both runs made at least 2 rounds ({} and {})",
+        "both runs made at least 3 rounds ({} and {})",
         ra.len(),
         rb.len()
     );

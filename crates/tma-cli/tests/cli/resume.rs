@@ -273,6 +273,26 @@ fn partition_dir_trains_and_corruption_is_refused() {
         cfg.contains(&format!("partitions = \"{}\"", abs.display())),
         "{cfg}"
     );
+    // the run's own config.toml reruns it (regression: its `super_clustering = "auto"` was
+    // taken for a flag that clashes with the directory); a chosen clustering still clashes
+    let o = tma(&[
+        "train",
+        "--config",
+        dir.path().join("run_rel/config.toml").to_str().unwrap(),
+        "--out",
+        dir.path().join("run_again").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = tma(&[
+        "train",
+        "--partitions",
+        p,
+        "--super-clustering",
+        "lpa",
+        "--quiet",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--super-clustering lpa"), "{}", text(&o));
     // flip a byte of part 1's features: refused, naming the file
     let f = parts.join("part-001/feat_indices.npy");
     let f = if f.exists() {

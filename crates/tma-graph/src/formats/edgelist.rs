@@ -34,7 +34,9 @@ fn remap(
     ids.par_sort_unstable();
     ids.dedup();
     let n = node_count(path, ids.len() as u64)?;
-    let identity = ids.last().is_none_or(|&m| m + 1 == n as u64);
+    let identity = ids
+        .last()
+        .is_none_or(|&m| m.checked_add(1) == Some(n as u64));
     let map = |v: &u64| ids.binary_search(v).expect("id collected above") as u32;
     let (src, dst) = if identity {
         (

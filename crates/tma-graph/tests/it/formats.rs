@@ -155,6 +155,18 @@ fn snap_edge_list_remaps_64_bit_ids_and_drops_self_loops() {
     assert!(has_note(&l, "node ids remapped to 0..3"), "{:?}", l.notes);
 }
 
+/// Regression: the largest 64-bit id overflowed `max id + 1` (a panic in debug builds).
+#[test]
+fn snap_edge_list_reads_the_largest_64_bit_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("max.txt");
+    std::fs::write(&f, "1\t2\n18446744073709551615\t4\n").unwrap();
+    let l = read(&f, false);
+    // ids 1, 2, 4, 2^64 - 1 -> 0..3; arcs 0->1 and 3->2 (rows are in-neighbours)
+    assert_eq!(csr(&l.dataset), (vec![0, 0, 1, 2, 2], vec![0, 3]));
+    assert_eq!(l.node_ids.as_deref(), Some(&[1, 2, 4, u64::MAX][..]));
+}
+
 #[test]
 fn snap_gzip_undirected_header_gives_both_directions() {
     let l = read(&fixture("tiny.ungraph.txt.gz"), false);
