@@ -513,8 +513,12 @@ fn default_eval_every() -> u64 {
     1
 }
 
+/// Default of `--eval-max-nodes` (`TrainConfig::eval_max_nodes`): no shared dataset (all below
+/// 1M arcs) has that many validation nodes or positives, so it bounds only big graphs.
+pub const DEFAULT_EVAL_MAX_NODES: usize = 100_000;
+
 fn default_eval_max_nodes() -> usize {
-    crate::data::DEFAULT_EVAL_MAX_NODES
+    DEFAULT_EVAL_MAX_NODES
 }
 
 fn default_eval_memory() -> u64 {

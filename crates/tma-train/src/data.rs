@@ -229,10 +229,6 @@ pub struct Prepared {
     pub val_subset: Option<Vec<u32>>,
 }
 
-/// Default of `--eval-max-nodes`: no shared dataset (all below 1M arcs) has that many
-/// validation nodes or positives, so it bounds only big graphs.
-pub const DEFAULT_EVAL_MAX_NODES: usize = 100_000;
-
 /// The positions, ascending, of a seeded uniform subset of `max` of `0..len` (a partial
 /// Fisher-Yates shuffle from `seed::rng(seed, Purpose::EvalSubset)`, then sorted); `None` when
 /// `len <= max` (everything is kept).

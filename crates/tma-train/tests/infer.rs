@@ -253,7 +253,8 @@ fn evaluation_metrics_equal_the_full_pass() {
 /// below the cap; the test split is always read whole.
 #[test]
 fn validation_subset_bounds_validation_and_leaves_test_whole() {
-    use tma_train::data::{validation_subset, EvalData, DEFAULT_EVAL_MAX_NODES};
+    use tma_train::config::DEFAULT_EVAL_MAX_NODES;
+    use tma_train::data::{validation_subset, EvalData};
     assert_eq!(
         TrainConfig::default().eval_max_nodes,
         DEFAULT_EVAL_MAX_NODES
