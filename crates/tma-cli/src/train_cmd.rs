@@ -129,6 +129,9 @@ pub struct TrainOpts {
     /// Sampled evaluation: per-layer fanouts, hop nearest the evaluated nodes first, comma separated; 0 = all neighbours. An estimate instead of exact inference, for graphs where exact costs too much (docs/decisions). Default: exact.
     #[arg(long, value_delimiter = ',')]
     pub eval_fanouts: Option<Vec<usize>>,
+    /// Validate every round on a fixed, seeded subset of at most N validation nodes (node task) or validation positives with their negatives (link task) when the split is larger; the final test uses the whole test split. Default: 100000 (no effect on graphs below ~1M nodes).
+    #[arg(long, value_name = "N")]
+    pub eval_max_nodes: Option<usize>,
     /// Fraction of edges held out for validation (link). Default: 0.05.
     #[arg(long)]
     pub val_frac: Option<f64>,
@@ -365,6 +368,7 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
             None => d.eval_memory,
         },
         eval_fanouts: o.eval_fanouts.clone().unwrap_or(d.eval_fanouts),
+        eval_max_nodes: o.eval_max_nodes.unwrap_or(d.eval_max_nodes),
         val_frac: o.val_frac.unwrap_or(d.val_frac),
         test_frac: o.test_frac.unwrap_or(d.test_frac),
         normalize_features: o.normalize_features.unwrap_or(d.normalize_features),

@@ -87,6 +87,9 @@ pub enum Purpose {
     /// Neighbour sampling of the sampled evaluation (`tma_train::infer`, `--eval-fanouts`;
     /// chunked): the same sample at every evaluation of a run.
     EvalSampling,
+    /// The fixed subset of the validation nodes (or positives) that bounds every round's
+    /// validation on a big graph (`tma_train`, `--eval-max-nodes`).
+    EvalSubset,
 }
 
 impl Purpose {
@@ -114,6 +117,7 @@ impl Purpose {
             Purpose::RmatNodes => 19,
             Purpose::RmatSplit => 20,
             Purpose::EvalSampling => 21,
+            Purpose::EvalSubset => 22,
         }
     }
 
@@ -164,7 +168,7 @@ mod tests {
     use super::*;
     use rand::Rng;
 
-    const ALL: [Purpose; 21] = [
+    const ALL: [Purpose; 22] = [
         Purpose::NodeSplit,
         Purpose::LinkSplit,
         Purpose::ValNegatives,
@@ -186,6 +190,7 @@ mod tests {
         Purpose::RmatNodes,
         Purpose::RmatSplit,
         Purpose::EvalSampling,
+        Purpose::EvalSubset,
     ];
 
     #[test]

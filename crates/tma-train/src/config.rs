@@ -433,6 +433,12 @@ pub struct TrainConfig {
     /// 0 = all neighbours), an estimate instead of exact inference; empty = exact.
     #[serde(default)]
     pub eval_fanouts: Vec<usize>,
+    /// At most this many validation nodes (node task) or validation positives (link task, each
+    /// with its negatives) are evaluated every round: a fixed, seeded subset
+    /// ([`crate::data::Prepared::cap_validation`]) when the split is larger, as OGB-scale runs
+    /// validate on a subset. The final test evaluation always uses the whole test split.
+    #[serde(default = "default_eval_max_nodes")]
+    pub eval_max_nodes: usize,
     /// Cap on validation / test positive edges (MRR costs `eval_num_neg` decoder calls each).
     pub eval_max_edges: usize,
     /// Fractions of edges held out for validation and test (link task).
@@ -490,6 +496,7 @@ impl Default for TrainConfig {
             eval_inference: EvalInference::Auto,
             eval_memory: default_eval_memory(),
             eval_fanouts: Vec::new(),
+            eval_max_nodes: default_eval_max_nodes(),
             val_frac: 0.05,
             test_frac: 0.05,
             normalize_features: false,
@@ -504,6 +511,14 @@ impl Default for TrainConfig {
 
 fn default_eval_every() -> u64 {
     1
+}
+
+/// Default of `--eval-max-nodes` (`TrainConfig::eval_max_nodes`): no shared dataset (all below
+/// 1M arcs) has that many validation nodes or positives, so it bounds only big graphs.
+pub const DEFAULT_EVAL_MAX_NODES: usize = 100_000;
+
+fn default_eval_max_nodes() -> usize {
+    DEFAULT_EVAL_MAX_NODES
 }
 
 fn default_eval_memory() -> u64 {
@@ -661,6 +676,9 @@ impl TrainConfig {
         }
         if self.eval_every == 0 {
             return Err("eval-every must be >= 1 (1 = validate every round)".into());
+        }
+        if self.eval_max_nodes == 0 {
+            return Err("eval-max-nodes must be >= 1".into());
         }
         if self.eval_memory == 0 {
             return Err("eval-memory must be > 0".into());

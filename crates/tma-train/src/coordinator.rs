@@ -265,9 +265,14 @@ fn finish_run(
     let final_test = ctx
         .eval_pool
         .install(|| evaluate_with(model, &current, prep, Split::Test, &infer));
-    let best_test = ctx
-        .eval_pool
-        .install(|| evaluate_with(model, &best_params, prep, Split::Test, &infer));
+    // the best model is often the last one: its test result is the final model's (exact
+    // evaluation is deterministic), so the whole test split is not evaluated twice
+    let best_test = if best_params.data == current.data {
+        final_test.clone()
+    } else {
+        ctx.eval_pool
+            .install(|| evaluate_with(model, &best_params, prep, Split::Test, &infer))
+    };
     let summary = Summary {
         method: ctx.cfg.method.to_string(),
         task: ctx.cfg.task.to_string(),

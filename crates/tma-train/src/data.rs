@@ -223,9 +223,52 @@ pub struct Prepared {
     /// The validation metric that selects the best model (`TrainConfig::metric`, checked
     /// against the data by [`EvalData::check_metric`]); `evaluate` makes it the primary one.
     pub metric: Metric,
+    /// Positions, ascending, of the validation nodes (node task) or validation positives (link
+    /// task) that validation evaluates, set by [`Prepared::cap_validation`] when the split is
+    /// larger than `--eval-max-nodes`; `None`: the whole validation split.
+    pub val_subset: Option<Vec<u32>>,
+}
+
+/// The positions, ascending, of a seeded uniform subset of `max` of `0..len` (a partial
+/// Fisher-Yates shuffle from `seed::rng(seed, Purpose::EvalSubset)`, then sorted); `None` when
+/// `len <= max` (everything is kept).
+pub fn validation_subset(len: usize, max: usize, seed: u64) -> Option<Vec<u32>> {
+    use rand::Rng;
+    if len <= max {
+        return None;
+    }
+    let mut rng = tma_graph::seed::rng(seed, tma_graph::seed::Purpose::EvalSubset);
+    let mut pos: Vec<u32> = (0..len as u32).collect();
+    for i in 0..max {
+        let j = rng.random_range(i..len);
+        pos.swap(i, j);
+    }
+    pos.truncate(max);
+    pos.shrink_to_fit();
+    pos.sort_unstable();
+    Some(pos)
 }
 
 impl Prepared {
+    /// Bounds every round's validation to at most `max` validation nodes (node task) or
+    /// validation positives with their negatives (link task): a fixed subset drawn with
+    /// [`validation_subset`] from `seed` when the split is larger. Returns the line to say (and
+    /// record) when it applies, `None` when the whole validation split is kept. The test split
+    /// is never touched.
+    pub fn cap_validation(&mut self, max: usize, seed: u64) -> Option<String> {
+        let (len, what) = match &self.eval {
+            EvalData::Node { split, .. } => (split.val.len(), "validation nodes"),
+            EvalData::Link { split } => (split.val_pos.len(), "validation positives"),
+        };
+        self.val_subset = validation_subset(len, max, seed);
+        self.val_subset.as_ref().map(|s| {
+            format!(
+                "validation uses a fixed seeded subset of {} of the {len} {what} every round (--eval-max-nodes {max}); the final test uses the whole test split",
+                s.len()
+            )
+        })
+    }
+
     /// Trainers (indices) without a training example: they join every round with weight 0.
     pub fn idle_trainers(&self) -> Vec<usize> {
         self.trainers
@@ -572,6 +615,7 @@ pub fn prepare_spilled(
         warnings,
         removed: ds.removed,
         metric,
+        val_subset: None,
     })
 }
 

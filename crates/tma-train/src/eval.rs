@@ -378,7 +378,8 @@ pub fn evaluate(model: &Model, params: &ParamSet, prep: &Prepared, split: Split)
 /// [`infer_nodes`] on the evaluation graph (`prep.graph`) as `opts` says, then MRR/Hits@K
 /// against the fixed negatives (link) or accuracy, macro-F1, ROC-AUC (2 classes) / top-k and
 /// thresholded F1 (multi-label) over the split's labelled nodes (node). The primary metric is
-/// `prep.metric` (`auto` resolved for the task).
+/// `prep.metric` (`auto` resolved for the task). Validation reads only `prep.val_subset` of
+/// its nodes / positives when that is set (`--eval-max-nodes`); the test split is read whole.
 pub fn evaluate_with(
     model: &Model,
     params: &ParamSet,
@@ -404,11 +405,24 @@ pub fn evaluate_with(
     let mut all = BTreeMap::new();
     match &prep.eval {
         EvalData::Link { split: ls } => {
-            let (pos, neg) = match split {
-                Split::Val => (&ls.val_pos, &ls.val_neg),
-                Split::Test => (&ls.test_pos, &ls.test_neg),
-            };
             let k = ls.num_neg;
+            // validation: the fixed subset of positives (`Prepared::cap_validation`), each
+            // with its own `k` negatives
+            let subset: (Vec<(u32, u32)>, Vec<u32>);
+            let (pos, neg) = match (split, &prep.val_subset) {
+                (Split::Val, None) => (&ls.val_pos, &ls.val_neg),
+                (Split::Val, Some(at)) => {
+                    subset = (
+                        at.iter().map(|&i| ls.val_pos[i as usize]).collect(),
+                        at.iter()
+                            .flat_map(|&i| &ls.val_neg[i as usize * k..(i as usize + 1) * k])
+                            .copied()
+                            .collect(),
+                    );
+                    (&subset.0, &subset.1)
+                }
+                (Split::Test, _) => (&ls.test_pos, &ls.test_neg),
+            };
             // endpoints: sources, destinations, negatives
             let mut ends: Vec<u32> = pos.iter().map(|p| p.0).collect();
             ends.extend(pos.iter().map(|p| p.1));
@@ -425,9 +439,15 @@ pub fn evaluate_with(
             all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
         }
         EvalData::Node { split: ns, targets } => {
-            let split_nodes = match split {
-                Split::Val => &ns.val,
-                Split::Test => &ns.test,
+            // validation: the fixed subset of its nodes (`Prepared::cap_validation`)
+            let subset: Vec<u32>;
+            let split_nodes = match (split, &prep.val_subset) {
+                (Split::Val, None) => &ns.val,
+                (Split::Val, Some(at)) => {
+                    subset = at.iter().map(|&i| ns.val[i as usize]).collect();
+                    &subset
+                }
+                (Split::Test, _) => &ns.test,
             };
             // logits of the split's distinct nodes; `nodes` and the targets below are local
             let (h, uniq, local) = infer(split_nodes);

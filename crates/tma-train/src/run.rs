@@ -525,6 +525,7 @@ impl Run {
             }
             let mut warnings = self.load_notes.clone();
             warnings.extend(prep.warnings.iter().cloned());
+            warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.seed));
             let idle = prep.idle_trainers();
             if !idle.is_empty() {
                 warnings.push(format!(

@@ -774,6 +774,8 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         removed: Default::default(),
         // set from the run's configuration by `Run::prepare`
         metric: Default::default(),
+        // set from the run's configuration by `Run::prepare`
+        val_subset: None,
     })
 }
 

@@ -247,3 +247,114 @@ fn evaluation_metrics_equal_the_full_pass() {
         }
     }
 }
+
+/// `--eval-max-nodes`: validation reads a fixed seeded subset of its nodes (node) or of its
+/// positives with their own negatives (link) when the split is larger, and nothing changes
+/// below the cap; the test split is always read whole.
+#[test]
+fn validation_subset_bounds_validation_and_leaves_test_whole() {
+    use tma_train::config::DEFAULT_EVAL_MAX_NODES;
+    use tma_train::data::{validation_subset, EvalData};
+    assert_eq!(
+        TrainConfig::default().eval_max_nodes,
+        DEFAULT_EVAL_MAX_NODES
+    );
+    assert_eq!(DEFAULT_EVAL_MAX_NODES, 100_000);
+    // the subset itself: exact size, ascending distinct positions, fixed by the seed
+    assert_eq!(validation_subset(1000, 1000, 3), None);
+    assert_eq!(validation_subset(0, 5, 3), None);
+    let a = validation_subset(1000, 100, 3).unwrap();
+    assert_eq!(a.len(), 100);
+    assert!(a.windows(2).all(|w| w[0] < w[1]) && a[99] < 1000);
+    assert_eq!(validation_subset(1000, 100, 3).unwrap(), a);
+    assert_ne!(validation_subset(1000, 100, 4).unwrap(), a);
+    assert_eq!(validation_subset(1000, 999, 3).unwrap().len(), 999);
+    // roughly uniform: the 100 positions spread over the 1000 (each half holds some)
+    assert!(a.iter().filter(|&&i| i < 500).count() > 25);
+
+    let exact = |m| opts(m, 1 << 30);
+    for task in [Task::Node, Task::Link] {
+        let cfg = TrainConfig {
+            task,
+            method: Method::Centralized,
+            hidden: 16,
+            fanouts: vec![5, 5],
+            eval_num_neg: 10,
+            eval_max_edges: 60,
+            val_frac: 0.02,
+            test_frac: 0.02,
+            seed: 11,
+            ..TrainConfig::default()
+        };
+        let ds = || {
+            generate_sbm(&SbmConfig {
+                num_nodes: 3000,
+                avg_degree: 4.0,
+                feature_dim: 8,
+                num_classes: 4,
+                seed: 6,
+                ..SbmConfig::default()
+            })
+        };
+        let mut prep = prepare(ds(), &cfg).unwrap();
+        let model = build_model(&cfg, prep.model_shape()).unwrap();
+        let p = model.init_params(&mut ChaCha8Rng::seed_from_u64(8));
+        let val_len = match &prep.eval {
+            EvalData::Node { split, .. } => split.val.len(),
+            EvalData::Link { split } => split.val_pos.len(),
+        };
+        let before = [Split::Val, Split::Test]
+            .map(|s| evaluate_with(&model, &p, &prep, s, &exact(InferMode::Full)));
+        // at or above the split's size: no subset, no line, the same results
+        assert_eq!(prep.cap_validation(val_len, 11), None, "{task}");
+        assert_eq!(prep.val_subset, None);
+        for (i, s) in [Split::Val, Split::Test].into_iter().enumerate() {
+            let r = evaluate_with(&model, &p, &prep, s, &exact(InferMode::Full));
+            assert_eq!(r.all, before[i].all, "{task} {s:?}");
+        }
+        // below: a subset of exactly the cap, said in one line
+        let cap = val_len / 3;
+        let line = prep.cap_validation(cap, 11).unwrap();
+        let what = if task == Task::Node {
+            "nodes"
+        } else {
+            "positives"
+        };
+        assert_eq!(
+            line,
+            format!(
+                "validation uses a fixed seeded subset of {cap} of the {val_len} validation {what} every round (--eval-max-nodes {cap}); the final test uses the whole test split"
+            )
+        );
+        let at = prep.val_subset.clone().unwrap();
+        assert_eq!(at, validation_subset(val_len, cap, 11).unwrap());
+        // validation equals a run whose validation split is just that subset
+        let mut sub = prepare(ds(), &cfg).unwrap();
+        match &mut sub.eval {
+            EvalData::Node { split, .. } => {
+                split.val = at.iter().map(|&i| split.val[i as usize]).collect();
+            }
+            EvalData::Link { split } => {
+                let k = split.num_neg;
+                split.val_pos = at.iter().map(|&i| split.val_pos[i as usize]).collect();
+                split.val_neg = at
+                    .iter()
+                    .flat_map(|&i| split.val_neg[i as usize * k..(i as usize + 1) * k].to_vec())
+                    .collect();
+            }
+        }
+        for mode in [InferMode::Full, InferMode::Restricted] {
+            let capped = evaluate_with(&model, &p, &prep, Split::Val, &exact(mode.clone()));
+            let direct = evaluate_with(&model, &p, &sub, Split::Val, &exact(mode.clone()));
+            assert_eq!(capped.all, direct.all, "{task} {mode:?}");
+            // the test split is untouched
+            let t = evaluate_with(&model, &p, &prep, Split::Test, &exact(mode));
+            for (k, v) in &before[1].all {
+                assert!((v - t.all[k]).abs() <= 1e-9, "{task} test {k}");
+            }
+        }
+        // the subset validation differs from the whole split's (it reads other nodes)
+        let capped = evaluate_with(&model, &p, &prep, Split::Val, &exact(InferMode::Full));
+        assert_ne!(capped.all, before[0].all, "{task}");
+    }
+}

@@ -169,6 +169,7 @@ fn bad_flags_are_rejected_with_a_reason() {
             "--eval-memory: \"lots\" is not a size",
         ),
         (&["--eval-memory", "0"], "eval-memory must be > 0"),
+        (&["--eval-max-nodes", "0"], "eval-max-nodes must be >= 1"),
         (
             &["--eval-fanouts", "5"],
             "eval-fanouts has 1 entries but the model has 2 layers",

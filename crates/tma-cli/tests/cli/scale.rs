@@ -326,6 +326,8 @@ fn scale_smoke_generate_then_train_four_trainers_on_the_mapped_graph() {
         "6s",
         "--sync-every",
         "2s",
+        "--eval-max-nodes",
+        "4000",
         "--out",
         run.to_str().unwrap(),
     ]);
@@ -335,9 +337,35 @@ fn scale_smoke_generate_then_train_four_trainers_on_the_mapped_graph() {
         err.contains("graph mapped, parts mapped from disk"),
         "{err}"
     );
+    // validation on a fixed subset of the ~16,000 validation nodes (20% of 80,000), said in one
+    // line and recorded in partition.json and summary.json
+    let line = err
+        .lines()
+        .find(|l| l.contains("validation uses a fixed seeded subset of 4000 of the "))
+        .unwrap_or_else(|| panic!("no --eval-max-nodes line in {err}"));
+    let of: usize = line
+        .split(" of the ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((15_000..17_000).contains(&of), "{line}");
+    assert!(line.ends_with(
+        "validation nodes every round (--eval-max-nodes 4000); the final test uses the whole test split"
+    ), "{line}");
+    let recorded = |v: &serde_json::Value| {
+        v["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|x| line.contains(x.as_str().unwrap())))
+    };
+    let pj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("partition.json")).unwrap())
+            .unwrap();
+    assert!(recorded(&pj), "{pj}");
     assert!(err.contains("memory: in-process: peak RSS "), "{err}");
     assert!(!run.join(".parts").exists(), "spilled parts are unlinked");
     let s = summary(&run);
+    assert!(recorded(&s), "{}", s["warnings"]);
     let mem = s["memory"].as_array().unwrap();
     assert_eq!(mem.len(), 1, "{mem:?}");
     assert_eq!(mem[0]["role"], "in-process");
