@@ -65,6 +65,13 @@ def test_bad_arrays_name_the_argument():
         tma.Dataset.from_numpy(EDGES, train_idx=[0], val_idx=[9], test_idx=[2])
     with pytest.raises(ValueError, match=r"train_idx: mask has 2 entries but the graph has 3 nodes"):
         tma.Dataset.from_numpy(EDGES, num_nodes=3, train_idx=np.array([True, False]), val_idx=[1], test_idx=[2])
+    # regression: without num_nodes a mask of the wrong length was accepted (split 0/0/0)
+    with pytest.raises(ValueError, match=r"train_idx: mask has 5 entries but the graph has 3 nodes"):
+        tma.Dataset.from_numpy(EDGES, y=np.array([0, 1, 0]), train_idx=np.ones(5, bool),
+                               val_idx=np.zeros(3, bool), test_idx=np.zeros(3, bool))
+    with pytest.raises(ValueError, match=r"val_idx: mask has 2 entries but the graph has 3 nodes"):
+        tma.Dataset.from_numpy(EDGES, train_idx=np.ones(3, bool), val_idx=np.zeros(2, bool),
+                               test_idx=np.zeros(3, bool))
     # masks are taken as PyG's
     ds = tma.Dataset.from_numpy(EDGES, y=np.array([0, 1, 0]), train_idx=np.array([True, False, False]),
                                 val_idx=np.array([False, True, False]), test_idx=np.array([False, False, True]))

@@ -178,7 +178,18 @@ class Dataset:
             if not all(given):
                 missing = [n for n, g in zip(("train_idx", "val_idx", "test_idx"), given) if not g]
                 raise ValueError(f"a fixed split needs train_idx, val_idx and test_idx; missing {', '.join(missing)}")
+            # the node count a mask must match: num_nodes, else what x, y or edge_index imply
+            # (the native checks then agree with it or name the mismatch)
             n = num_nodes
+            if n is None:
+                if x_dense is not None:
+                    n = int(x_dense.shape[0])
+                elif y_classes is not None:
+                    n = int(y_classes.shape[0])
+                elif y_multi is not None:
+                    n = int(y_multi.shape[0])
+                elif ei.size:
+                    n = int(ei.max()) + 1
             split = (
                 _ids("train_idx", train_idx, n),
                 _ids("val_idx", val_idx, n),
