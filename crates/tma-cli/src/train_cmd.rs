@@ -1136,8 +1136,6 @@ pub struct PartitionOpts {
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
-    use tma_partition::PartitionConfig;
-    use tma_train::method::DataLayout;
     if let (Some(c), PartitionMethodArg::Random) = (o.super_clustering, o.method) {
         eprintln!(
             "warning: --super-clustering {c} is ignored: --method random clusters nothing (only super and metis do)"
@@ -1219,22 +1217,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             ..TrainConfig::default()
         },
     )?;
-    let tcfg = TrainConfig {
-        method: o.method.method(),
-        super_nodes: o.super_nodes,
-        ..TrainConfig::default()
-    };
-    let DataLayout::Partitioned(method) = tma_train::training_method(tcfg.method).layout(&tcfg)
-    else {
-        unreachable!("every --method of tma partition partitions");
-    };
-    let pcfg = PartitionConfig {
-        method,
-        clustering: o.super_clustering.unwrap_or_default(),
-        num_parts: o.num_parts,
-        drop_parts: o.drop_parts,
-        seed: o.seed,
-    };
+    let pcfg = partition_config(&o);
     let t = std::time::Instant::now();
     let p = tma_partition::partition(&ds.graph, &pcfg)?;
     let secs = t.elapsed().as_secs_f64();
@@ -1258,14 +1241,10 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     Ok(())
 }
 
-/// `tma partition --dataset DIR` (no --out) on a graph in the on-disk format: the CSR is
-/// memory-mapped and partitioned and measured in place (nothing copied into memory but the
-/// partitioner's `O(N)` arrays and the report's), then the peak RSS is printed.
-fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
-    use tma_partition::PartitionConfig;
+/// The partitioner's configuration for `tma partition`'s options (the method's layout as
+/// `tma train` would make it).
+fn partition_config(o: &PartitionOpts) -> tma_partition::PartitionConfig {
     use tma_train::method::DataLayout;
-    let g = tma_graph::MappedGraph::open(dir)?;
-    println!("{}", g.summary());
     let tcfg = TrainConfig {
         method: o.method.method(),
         super_nodes: o.super_nodes,
@@ -1275,13 +1254,22 @@ fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
     else {
         unreachable!("every --method of tma partition partitions");
     };
-    let pcfg = PartitionConfig {
+    tma_partition::PartitionConfig {
         method,
         clustering: o.super_clustering.unwrap_or_default(),
         num_parts: o.num_parts,
         drop_parts: o.drop_parts,
         seed: o.seed,
-    };
+    }
+}
+
+/// `tma partition --dataset DIR` (no --out) on a graph in the on-disk format: the CSR is
+/// memory-mapped and partitioned and measured in place (nothing copied into memory but the
+/// partitioner's `O(N)` arrays and the report's), then the peak RSS is printed.
+fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
+    let g = tma_graph::MappedGraph::open(dir)?;
+    println!("{}", g.summary());
+    let pcfg = partition_config(o);
     let t = std::time::Instant::now();
     let p = tma_partition::partition_ref(g.csr(), &pcfg)?;
     let secs = t.elapsed().as_secs_f64();
