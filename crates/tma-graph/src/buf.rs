@@ -98,6 +98,45 @@ impl SharedMap {
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
     }
+
+    /// Drops this process's resident pages of bytes `offset..offset + len` (widened to whole
+    /// pages, clamped to the file): they leave the process's RSS but stay in the kernel's
+    /// page cache, and the next read of them faults them back in, unchanged. Used after a
+    /// streaming pass over a mapped graph (validation, partitioning) so the pass does not
+    /// leave the whole file counted in the process's resident memory. Best effort: an
+    /// `madvise` failure is ignored (the pages then simply stay resident).
+    pub fn release(&self, offset: usize, len: usize) {
+        let Some(map) = &self.map else { return };
+        let page = page_size();
+        let start = (offset / page) * page;
+        let end = offset.saturating_add(len).min(map.len());
+        if end <= start {
+            return;
+        }
+        // SAFETY: the mapping is a read-only MAP_SHARED view of a file that is not modified
+        // while mapped (see `open`). MADV_DONTNEED on such a mapping only drops page-table
+        // entries: a later access faults the same file contents back in from the page cache,
+        // so every slice borrowed from this map keeps reading the same bytes.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+    }
+
+    /// [`SharedMap::release`] over the whole file.
+    pub fn release_all(&self) {
+        self.release(0, self.len());
+    }
+}
+
+/// The system's page size (4096 where it cannot be read).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
 }
 
 enum Repr<T> {
@@ -168,6 +207,14 @@ impl<T> Buf<T> {
         match &self.0 {
             Repr::Mapped { map, .. } => Some(map.path()),
             Repr::Owned(_) => None,
+        }
+    }
+
+    /// Drops this process's resident pages of a mapped buffer ([`SharedMap::release`]); no-op
+    /// when owned. The data reads the same afterwards (faulted back in from the page cache).
+    pub fn release_pages(&self) {
+        if let Repr::Mapped { map, offset, len } = &self.0 {
+            map.release(*offset, len.saturating_mul(std::mem::size_of::<T>()));
         }
     }
 
@@ -365,6 +412,39 @@ mod tests {
         assert!(e.contains("a.bin") && e.contains("not aligned"), "{e}");
         // an empty view anywhere inside is fine
         assert!(Buf::<u64>::mapped(map, 16, 0).unwrap().is_empty());
+    }
+
+    /// This process's resident file-backed memory (`RssFile`), bytes.
+    fn rss_file() -> u64 {
+        let t = std::fs::read_to_string("/proc/self/status").unwrap();
+        let l = t.lines().find(|l| l.starts_with("RssFile:")).unwrap();
+        l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    }
+
+    #[test]
+    fn released_pages_leave_the_rss_and_read_back_the_same() {
+        // 64 MiB of distinct words; reading them all makes them resident, releasing drops them
+        let words: Vec<u32> = (0..(16u32 << 20))
+            .map(|i| i.wrapping_mul(2654435761))
+            .collect();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let (_d, p) = file_with(&bytes);
+        let map = SharedMap::open(&p).unwrap();
+        let b: Buf<u32> = Buf::mapped(map.clone(), 0, words.len()).unwrap();
+        let sum = |b: &Buf<u32>| b.iter().fold(0u64, |a, &x| a.wrapping_add(x as u64));
+        let want = words.iter().fold(0u64, |a, &x| a.wrapping_add(x as u64));
+        assert_eq!(sum(&b), want);
+        let resident = rss_file();
+        b.release_pages();
+        let after = rss_file();
+        assert!(
+            resident.saturating_sub(after) >= 60 << 20,
+            "RssFile {resident} -> {after}: the 64 MiB mapping was not released"
+        );
+        assert_eq!(sum(&b), want, "the data reads the same after release");
+        assert_eq!(&b[..4], &words[..4]);
+        // an owned buffer: no-op
+        Buf::from(vec![1u32, 2]).release_pages();
     }
 
     #[test]

@@ -25,6 +25,14 @@ pub struct Csr {
 }
 
 impl Csr {
+    /// Drops this process's resident pages of mapped arrays (nothing for owned ones): after a
+    /// streaming pass over a mapped graph, so the pass does not stay counted in the process's
+    /// RSS. Reads afterwards see the same data (see [`crate::buf::SharedMap::release`]).
+    pub fn release_pages(&self) {
+        self.indptr.release_pages();
+        self.indices.release_pages();
+    }
+
     /// A CSR of owned arrays (not checked: callers build valid ones).
     pub fn new(indptr: Vec<u64>, indices: Vec<u32>) -> Csr {
         Csr {

@@ -61,6 +61,14 @@ pub fn gather_rows_into(data: &[f32], dim: usize, rows: &[u32], out: &mut [f32])
 }
 
 impl Features {
+    /// Drops this process's resident pages of mapped dense rows (nothing for owned data); see
+    /// [`crate::Csr::release_pages`].
+    pub fn release_pages(&self) {
+        if let Features::Dense { data, .. } = self {
+            data.release_pages();
+        }
+    }
+
     /// Dense features of owned rows (`data.len() == num_nodes * dim`).
     pub fn dense(num_nodes: usize, dim: usize, data: Vec<f32>) -> Features {
         debug_assert_eq!(data.len(), num_nodes * dim);

@@ -548,3 +548,77 @@ fn mapped_csr_and_features_are_the_files_in_place_and_equal_the_copies() {
     assert_eq!(c, d);
     assert_eq!(f, ds.features, "the mapped rows are unchanged");
 }
+
+/// A featureless, unlabelled undirected graph of `rows` (row `v` = in-neighbours of `v`) in the
+/// on-disk format, not checked on the way (the writer trusts its input).
+fn raw_graph(rows: &[&[u32]]) -> (tempfile::TempDir, PathBuf) {
+    let mut indptr = vec![0u64];
+    let mut indices = vec![];
+    for r in rows {
+        indices.extend_from_slice(r);
+        indptr.push(indices.len() as u64);
+    }
+    let n = rows.len();
+    let ds = Dataset {
+        name: "raw".into(),
+        directed: false,
+        graph: tma_graph::Csr::new(indptr, indices),
+        features: Features::dense(n, 1, vec![0.0; n]),
+        structural_features: false,
+        labels: Labels::None,
+        split: None,
+        removed: Default::default(),
+        num_splits: 0,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g");
+    disk::write_dataset(&ds, &g, &Provenance::new("test")).unwrap();
+    (dir, g)
+}
+
+#[test]
+fn validation_reports_the_first_error_in_row_order_whatever_the_windows() {
+    // symmetric: passes with the default windows and with one-arc windows and blocks
+    let (_d, g) = raw_graph(&[&[1, 2], &[0, 2], &[0, 1, 3], &[2]]);
+    let mg = MappedGraph::open(&g).unwrap();
+    mg.validate().unwrap();
+    for (w, b) in [(1, 1), (2, 1), (3, 2), (100, 1)] {
+        mg.validate_windows(w, b).unwrap();
+    }
+    // the 200-node generated graph too (many windows and blocks)
+    let (_d2, g2) = small_graph();
+    let mg2 = MappedGraph::open(&g2).unwrap();
+    for (w, b) in [(1, 1), (7, 3), (1 << 25, 1 << 20)] {
+        mg2.validate_windows(w, b).unwrap();
+    }
+
+    // arc 2 -> 0 (row 0 holds 2) without 0 -> 2 (row 2 lacks 0): the first such arc in row
+    // order is named (arc 3 -> 1 is missing its reverse too)
+    let (_d, g) = raw_graph(&[&[1, 2], &[0, 3], &[], &[]]);
+    let mg = MappedGraph::open(&g).unwrap();
+    for (w, b) in [(1, 1), (2, 1), (1 << 25, 1 << 20)] {
+        let e = mg.validate_windows(w, b).unwrap_err().to_string();
+        assert!(
+            e.contains("indices.bin") && e.contains("arc 2 -> 0 has no reverse 0 -> 2"),
+            "window {w}: {e}"
+        );
+    }
+
+    // a self-loop at node 3 and an unsorted row 1: row 1 comes first, in every cut
+    let (_d, g) = raw_graph(&[&[1], &[2, 0], &[1], &[3]]);
+    let mg = MappedGraph::open(&g).unwrap();
+    for (w, b) in [(1, 1), (3, 1), (1 << 25, 1 << 20)] {
+        let e = mg.validate_windows(w, b).unwrap_err().to_string();
+        assert!(
+            e.contains("row 1 is not sorted or holds a duplicate (0)"),
+            "window {w}: {e}"
+        );
+    }
+    let (_d, g) = raw_graph(&[&[], &[], &[], &[3]]);
+    let e = MappedGraph::open(&g)
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("self-loop at node 3"), "{e}");
+}

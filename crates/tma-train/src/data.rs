@@ -571,6 +571,10 @@ pub fn prepare_spilled(
                         out.push(build(t, p, part.global_ids, sub, Some(features)));
                     }
                     let _ = std::fs::remove_dir(root);
+                    // the parts were streamed from the whole mapped graph: drop its pages from
+                    // this process's RSS (they stay in the page cache for evaluation)
+                    graph.release_pages();
+                    ds.features.release_pages();
                     out
                 }
             };

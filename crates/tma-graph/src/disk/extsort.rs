@@ -306,7 +306,9 @@ fn stream(path: &Path, mut f: impl FnMut(u64)) -> Result<()> {
 
 /// A strong 64-bit hash of an ordered pair (for the symmetry check).
 #[inline]
-fn pair_hash(u: u32, v: u32) -> u64 {
+/// The hash of arc `u -> v` summed (wrapping) over a graph's arcs in both orientations to test
+/// symmetry in one streaming pass (equal sums: symmetric, up to a 2^-64 chance).
+pub(crate) fn pair_hash(u: u32, v: u32) -> u64 {
     crate::seed::splitmix64(crate::seed::splitmix64((u as u64) << 32 | v as u64))
 }
 

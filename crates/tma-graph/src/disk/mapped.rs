@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
+
+use super::extsort::pair_hash;
 
 use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
 use crate::buf::{Buf, Pod, SharedMap};
@@ -434,47 +437,92 @@ impl MappedGraph {
     /// # Errors
     /// [`GraphError::Invalid`] or [`GraphError::IdOutOfRange`] naming the offending file.
     pub fn validate(&self) -> Result<()> {
+        self.validate_windows(1 << 25, 1 << 20)
+    }
+
+    /// [`MappedGraph::validate`] with the streaming pass cut into windows of about `window`
+    /// arcs, each checked in parallel blocks of about `block` arcs (tests use tiny ones to
+    /// check that the first error in row order is reported whatever the cut).
+    #[doc(hidden)]
+    pub fn validate_windows(&self, window: usize, block: usize) -> Result<()> {
         let n = self.num_nodes();
         let p = |f: &str| self.dir.join(f);
         let g = self.csr();
-        for v in 0..n {
-            if g.indptr[v + 1] < g.indptr[v] {
-                return Err(invalid(
-                    &p("indptr.bin"),
-                    format!("not monotone at row {v}"),
-                ));
-            }
+        // indptr monotone (before any row is sliced), in parallel blocks; the first bad row
+        if let Some(v) = (0..n)
+            .into_par_iter()
+            .with_min_len(1 << 16)
+            .find_first(|&v| g.indptr[v + 1] < g.indptr[v])
+        {
+            return Err(invalid(
+                &p("indptr.bin"),
+                format!("not monotone at row {v}"),
+            ));
         }
-        for v in 0..n {
-            let row = g.neighbors(v);
-            for (i, &u) in row.iter().enumerate() {
-                if u as usize >= n {
-                    return Err(GraphError::IdOutOfRange {
-                        path: p("indices.bin"),
-                        id: u as i64,
-                        num_nodes: n as u64,
-                    });
-                }
-                if i > 0 && row[i - 1] >= u {
-                    return Err(invalid(
-                        &p("indices.bin"),
-                        format!("row {v} is not sorted or holds a duplicate ({u})"),
-                    ));
-                }
-                if u as usize == v {
-                    return Err(invalid(&p("indices.bin"), format!("self-loop at node {v}")));
-                }
+        // One streaming pass over the rows, in windows of about `window` arcs (each checked in
+        // parallel, the first error in row order reported), summing a hash of every arc in both
+        // orientations: an undirected graph is symmetric iff the two sums agree (its arcs are
+        // unique, checked in the same pass; a 2^-64 chance of missing an asymmetric graph).
+        // The window's pages are released after it, so the pass does not leave the whole of
+        // `indices` resident.
+        let indices_map = self.regions["indices.bin"].map.clone();
+        let (mut h_fwd, mut h_rev) = (0u64, 0u64);
+        let mut lo = 0usize;
+        while lo < n {
+            let hi = row_after(g.indptr, lo, window.max(1)).max(lo + 1);
+            let blocks = row_blocks(g.indptr, lo, hi, block.max(1));
+            let results: Vec<std::result::Result<(u64, u64), GraphError>> = blocks
+                .par_iter()
+                .map(|&(a, b)| {
+                    let (mut hf, mut hr) = (0u64, 0u64);
+                    for v in a..b {
+                        let row = g.neighbors(v);
+                        for (i, &u) in row.iter().enumerate() {
+                            if u as usize >= n {
+                                return Err(GraphError::IdOutOfRange {
+                                    path: p("indices.bin"),
+                                    id: u as i64,
+                                    num_nodes: n as u64,
+                                });
+                            }
+                            if i > 0 && row[i - 1] >= u {
+                                return Err(invalid(
+                                    &p("indices.bin"),
+                                    format!("row {v} is not sorted or holds a duplicate ({u})"),
+                                ));
+                            }
+                            if u as usize == v {
+                                return Err(invalid(
+                                    &p("indices.bin"),
+                                    format!("self-loop at node {v}"),
+                                ));
+                            }
+                            hf = hf.wrapping_add(pair_hash(u, v as u32));
+                            hr = hr.wrapping_add(pair_hash(v as u32, u));
+                        }
+                    }
+                    Ok((hf, hr))
+                })
+                .collect();
+            for r in results {
+                let (hf, hr) = r?;
+                h_fwd = h_fwd.wrapping_add(hf);
+                h_rev = h_rev.wrapping_add(hr);
             }
+            let (a, b) = (g.indptr[lo] as usize, g.indptr[hi] as usize);
+            indices_map.release(a * 4, (b - a) * 4);
+            lo = hi;
         }
-        if !self.manifest.directed {
-            if let Some((u, v)) = find_asymmetric(g) {
-                return Err(invalid(
-                    &p("indices.bin"),
-                    format!(
-                        "graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"
-                    ),
-                ));
-            }
+        self.regions["indptr.bin"].map.release_all();
+        if !self.manifest.directed && h_fwd != h_rev {
+            // certainly asymmetric (equal arc sets give equal sums): name one arc
+            let (u, v) =
+                find_asymmetric(g).expect("the hash sums differ, so some reverse is missing");
+            self.regions["indices.bin"].map.release_all();
+            return Err(invalid(
+                &p("indices.bin"),
+                format!("graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"),
+            ));
         }
         if let FeaturesRef::Sparse {
             dim,
@@ -555,7 +603,9 @@ impl MappedGraph {
     pub fn verify_checksums(&self) -> Result<()> {
         for (name, entry) in &self.manifest.files {
             let mut h = Sha256::new();
-            h.update(self.regions[name].map.bytes());
+            let map = &self.regions[name].map;
+            h.update(map.bytes());
+            map.release_all();
             let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
             if hex != entry.sha256 {
                 return Err(invalid(
@@ -708,16 +758,37 @@ impl MappedGraph {
     }
 }
 
-/// An arc `u -> v` whose reverse is missing, if any (rows must be sorted).
+/// An arc `u -> v` whose reverse is missing, if any (rows must be sorted); the first in row
+/// order.
 fn find_asymmetric(g: CsrRef<'_>) -> Option<(u32, u32)> {
-    for v in 0..g.num_nodes() {
-        for &u in g.neighbors(v) {
-            if g.neighbors(u as usize).binary_search(&(v as u32)).is_err() {
-                return Some((u, v as u32));
-            }
-        }
+    (0..g.num_nodes())
+        .into_par_iter()
+        .with_min_len(1 << 12)
+        .find_map_first(|v| {
+            g.neighbors(v)
+                .iter()
+                .find(|&&u| g.neighbors(u as usize).binary_search(&(v as u32)).is_err())
+                .map(|&u| (u, v as u32))
+        })
+}
+
+/// The first row `r > lo` with `indptr[r] - indptr[lo] >= arcs` (or `N`).
+fn row_after(indptr: &[u64], lo: usize, arcs: usize) -> usize {
+    let target = indptr[lo] + arcs as u64;
+    let n = indptr.len() - 1;
+    lo + indptr[lo..=n].partition_point(|&x| x < target).min(n - lo)
+}
+
+/// Rows `lo..hi` cut into consecutive ranges of about `arcs` arcs each (at least one row).
+fn row_blocks(indptr: &[u64], lo: usize, hi: usize, arcs: usize) -> Vec<(usize, usize)> {
+    let mut out = vec![];
+    let mut a = lo;
+    while a < hi {
+        let b = row_after(indptr, a, arcs).clamp(a + 1, hi);
+        out.push((a, b));
+        a = b;
     }
-    None
+    out
 }
 
 fn map_file(
