@@ -11,7 +11,9 @@
 #               unless KEEP=1
 #
 # Environment: TMA (binary, default target/release/tma, built if missing), AVG_DEGREE (20),
-# FEAT_DIM (32), BUDGET (generator --memory-budget, 512MiB), TRAINERS (4), SYNC_EVERY (20s),
+# FEAT_DIM (32), SPLIT (generator --split TRAIN,VAL,TEST, 0.6,0.2,0.2; e.g. 0.01,0.001,0.002 as
+# ogbn-papers100M labels few nodes: the whole test split is evaluated at the end of the run),
+# BUDGET (generator --memory-budget, 512MiB), TRAINERS (4), SYNC_EVERY (20s),
 # TIME_LIMIT (60s), HIDDEN (64), EXTRA (more `tma train` flags), KEEP (1: keep WORKDIR).
 #
 # Disk: the graph takes 4 bytes per arc + (8 + 4 * FEAT_DIM) per node, the generator's
@@ -24,6 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TMA=${TMA:-$ROOT/target/release/tma}
 AVG_DEGREE=${AVG_DEGREE:-20}
 FEAT_DIM=${FEAT_DIM:-32}
+SPLIT=${SPLIT:-0.6,0.2,0.2}
 BUDGET=${BUDGET:-512MiB}
 TRAINERS=${TRAINERS:-4}
 SYNC_EVERY=${SYNC_EVERY:-20s}
@@ -62,11 +65,15 @@ time_rss() { awk '/Maximum resident set size/ {printf "%.0f", $6 / 1024}' "$1"; 
 echo "scale bench: $ARCS_ARG arcs target -> $NODES nodes x avg degree $AVG_DEGREE, $FEAT_DIM-d features, $TRAINERS trainers"
 echo "binary: $TMA"
 T0=$(now)
+# the machine's lowest MemAvailable over the whole bench, sampled every 2 s
+( while true; do awk '/MemAvailable/ {print $2}' /proc/meminfo >>"$WORK/memavail.kib"; sleep 2; done ) &
+SAMPLER=$!
+trap 'kill $SAMPLER 2>/dev/null; cleanup' EXIT
 
 # 1. generate
 "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/gen.time" \
     "$TMA" generate --nodes "$NODES" --avg-degree "$AVG_DEGREE" --feat-dim "$FEAT_DIM" \
-    --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
+    --split "$SPLIT" --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
     { cat "$WORK/gen.log"; exit 1; }
 T1=$(now)
 STORED=$(python3 -c "import json; m = json.load(open('$WORK/graph/tma-graph.json')); print(m['num_arcs'])")
@@ -110,6 +117,7 @@ if [ -n "$FIRST" ]; then
 else
     echo "first evaluated round: none (no round in rounds.jsonl)"
 fi
+echo "whole bench: $(secs "$T0" "$T2") s; lowest MemAvailable $(sort -n "$WORK/memavail.kib" | head -1 | awk '{printf "%.1f GiB", $1 / 1048576}') of $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); swap used $(awk '/SwapTotal/ {t=$2} /SwapFree/ {f=$2} END {print (t - f) / 1024 " MiB of " t / 1024 " MiB"}' /proc/meminfo)"
 python3 - "$RUN/summary.json" "$RUN/rounds.jsonl" "$STORED" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -335,6 +335,12 @@ pub struct GenerateOpts {
     /// pairs are not in the stored graph.
     #[arg(long, value_name = "VAL,TEST", default_value = "0,0")]
     pub link_split: String,
+    /// Fractions of nodes in the training, validation and test splits (TRAIN,VAL,TEST; the
+    /// remaining nodes are in no split). Large graphs of the field label few nodes
+    /// (ogbn-papers100M: about 1.1% train, 0.1% validation, 0.2% test); the whole test split
+    /// is evaluated at the end of a run.
+    #[arg(long, value_name = "TRAIN,VAL,TEST", default_value = "0.6,0.2,0.2")]
+    pub split: String,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -365,6 +371,13 @@ pub fn generate(o: GenerateOpts) -> Result<()> {
     no_huge_pages();
     let abc = floats("--rmat", &o.rmat, 3)?;
     let ls = floats("--link-split", &o.link_split, 2)?;
+    let sp = floats("--split", &o.split, 3)?;
+    if !sp.iter().all(|f| (0.0..=1.0).contains(f)) || sp.iter().sum::<f64>() > 1.0 + 1e-9 {
+        bail!(
+            "--split {:?}: TRAIN, VAL and TEST must lie in [0, 1] with TRAIN + VAL + TEST <= 1",
+            o.split
+        );
+    }
     let cfg = RmatConfig {
         num_nodes: o.nodes,
         avg_degree: o.avg_degree,
@@ -379,6 +392,9 @@ pub fn generate(o: GenerateOpts) -> Result<()> {
         },
         link_val: ls[0],
         link_test: ls[1],
+        train_frac: sp[0],
+        val_frac: sp[1],
+        test_frac: sp[2],
         seed: o.seed,
         memory_budget: budget,
         ..RmatConfig::default()

@@ -21,7 +21,7 @@
 //! * **Features**: `x_v = mu_class(v) + feature_noise * eps`, `mu_c ~ N(0, I)`,
 //!   `eps ~ N(0, I)`, stored f32 or f16.
 //! * **Node split**: a keyed hash of `v` puts it in train / val / test with probabilities
-//!   `train_frac`, `val_frac`, rest (no shuffle, so no O(N) state).
+//!   `train_frac`, `val_frac`, `test_frac` (no shuffle, so no O(N) state).
 //! * **Link split**: an undirected pair `{u, v}` is held out for validation (test) when a keyed
 //!   hash of the pair falls below `link_val` (`link_val + link_test`); held-out pairs are
 //!   stored in `link_val.bin` / `link_test.bin` (each pair once, `u < v`, sorted) and are absent
@@ -73,8 +73,11 @@ pub struct RmatConfig {
     pub feature_dtype: Dtype,
     /// Fraction of nodes in the training split (default 0.6).
     pub train_frac: f64,
-    /// Fraction in the validation split (default 0.2; the rest is test).
+    /// Fraction in the validation split (default 0.2).
     pub val_frac: f64,
+    /// Fraction in the test split (default 0.2); nodes past `train + val + test` are in no
+    /// split (labelled, never trained on or evaluated, as most of ogbn-papers100M).
+    pub test_frac: f64,
     /// Fraction of undirected pairs held out for link validation (default 0).
     pub link_val: f64,
     /// Fraction held out for link test (default 0).
@@ -98,6 +101,7 @@ impl Default for RmatConfig {
             feature_dtype: Dtype::F32,
             train_frac: 0.6,
             val_frac: 0.2,
+            test_frac: 0.2,
             link_val: 0.0,
             link_test: 0.0,
             seed: 0,
@@ -317,6 +321,7 @@ pub fn generate_rmat(
         cfg.homophily,
         cfg.train_frac,
         cfg.val_frac,
+        cfg.test_frac,
         cfg.link_val,
         cfg.link_test,
     ]
@@ -330,10 +335,10 @@ pub fn generate_rmat(
     }
     if !probs_ok
         || a + b + c > 1.0
-        || cfg.train_frac + cfg.val_frac > 1.0
+        || cfg.train_frac + cfg.val_frac + cfg.test_frac > 1.0 + 1e-9
         || cfg.link_val + cfg.link_test >= 1.0
     {
-        return Err(invalid(out, "probabilities must lie in [0, 1]; a + b + c <= 1, train + val <= 1, link val + test < 1"));
+        return Err(invalid(out, "probabilities must lie in [0, 1]; a + b + c <= 1, train + val + test <= 1, link val + test < 1"));
     }
     if cfg.num_classes == 0 || !(cfg.avg_degree >= 0.0 && cfg.avg_degree.is_finite()) {
         return Err(invalid(
@@ -562,8 +567,10 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
             0
         } else if x < cfg.train_frac + cfg.val_frac {
             1
-        } else {
+        } else if x < cfg.train_frac + cfg.val_frac + cfg.test_frac {
             2
+        } else {
+            continue;
         };
         ws[k].push(v as u32)?;
     }

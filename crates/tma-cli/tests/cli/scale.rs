@@ -131,6 +131,45 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
         "{text}"
     );
     assert!(text.contains("contents valid"), "{text}");
+    // --split: few labelled nodes, as large graphs of the field hold out
+    let o2 = dir.path().join("g2");
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "20000",
+        "--split",
+        "0.01,0.002,0.003",
+        "--memory-budget",
+        "32MiB",
+        "--out",
+        o2.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let r = tma(&["info", "--dataset", o2.to_str().unwrap()]);
+    let text = stdout(&r);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("split: train"))
+        .unwrap();
+    let n: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert!(
+        (140..=260).contains(&n[0]) && (15..=70).contains(&n[1]) && (30..=95).contains(&n[2]),
+        "{line}"
+    );
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "100",
+        "--split",
+        "0.9,0.2,0",
+        "--out",
+        "/tmp/x",
+    ]);
+    assert_fails_with(&r, 1, &["--split \"0.9,0.2,0\"", "TRAIN + VAL + TEST <= 1"]);
     // the output exists now: a second run refuses to overwrite it
     let r = tma(&["generate", "--nodes", "100", "--out", o]);
     assert_fails_with(&r, 1, &["not empty", o]);
