@@ -14,7 +14,8 @@
 # FEAT_DIM (32), SPLIT (generator --split TRAIN,VAL,TEST, 0.6,0.2,0.2; e.g. 0.01,0.001,0.002 as
 # ogbn-papers100M labels few nodes: the whole test split is evaluated at the end of the run),
 # BUDGET (generator --memory-budget, 512MiB), TRAINERS (4), SYNC_EVERY (20s),
-# TIME_LIMIT (60s), HIDDEN (64), EXTRA (more `tma train` flags), KEEP (1: keep WORKDIR).
+# TIME_LIMIT (60s), HIDDEN (64), EXTRA (more `tma train` flags), KEEP (1: keep WORKDIR),
+# GRAPH (an existing graph directory to train on instead of generating one; never removed).
 #
 # Disk: the graph takes 4 bytes per arc + (8 + 4 * FEAT_DIM) per node, the generator's
 # temporary buckets 8 bytes per arc, the spilled parts about 1/M of the arcs and all features.
@@ -70,14 +71,20 @@ T0=$(now)
 SAMPLER=$!
 trap 'kill $SAMPLER 2>/dev/null; cleanup' EXIT
 
-# 1. generate
-"$(command -v time || echo /usr/bin/time)" -v -o "$WORK/gen.time" \
-    "$TMA" generate --nodes "$NODES" --avg-degree "$AVG_DEGREE" --feat-dim "$FEAT_DIM" \
-    --split "$SPLIT" --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
-    { cat "$WORK/gen.log"; exit 1; }
-T1=$(now)
+# 1. generate (or reuse GRAPH)
+if [ -n "${GRAPH:-}" ]; then
+    ln -s "$(cd "$GRAPH" && pwd)" "$WORK/graph"
+    : >"$WORK/gen.time"
+    T1=$(now)
+else
+    "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/gen.time" \
+        "$TMA" generate --nodes "$NODES" --avg-degree "$AVG_DEGREE" --feat-dim "$FEAT_DIM" \
+        --split "$SPLIT" --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
+        { cat "$WORK/gen.log"; exit 1; }
+    T1=$(now)
+fi
 STORED=$(python3 -c "import json; m = json.load(open('$WORK/graph/tma-graph.json')); print(m['num_arcs'])")
-GRAPH_MIB=$(du -sm "$WORK/graph" | cut -f1)
+GRAPH_MIB=$(du -smL "$WORK/graph" | cut -f1)
 
 # 2 + 3. partition (random, streamed to the run directory) and train; the first evaluated round
 # is the first line of rounds.jsonl, polled every 0.5 s

@@ -463,11 +463,20 @@ impl Model {
     /// product), or every row when the layer transforms before aggregating (`out < in`) or the
     /// destinations are at least half the sources. Empty for [`Input::Rows`].
     fn gather_first_rows(&self, x: &Input, b: &BlockView) -> Vec<f32> {
+        self.gather_layer_rows(0, x, b)
+    }
+
+    /// [`Model::gather_first_rows`] for the input of layer `l`.
+    fn gather_layer_rows(&self, l: usize, x: &Input, b: &BlockView) -> Vec<f32> {
         let Input::Indexed { all, dim, rows } = *x else {
             return Vec::new();
         };
-        let conv = &self.layers[0].conv;
-        assert_eq!(dim, conv.in_dim(), "indexed input: dim != model in_dim");
+        let conv = &self.layers[l].conv;
+        assert_eq!(
+            dim,
+            conv.in_dim(),
+            "indexed input: dim != layer {l}'s in_dim"
+        );
         assert_eq!(
             rows.len(),
             b.num_src,
@@ -518,6 +527,51 @@ impl Model {
         let out = self.forward_impl(p, blocks, x0, false, None, false).0;
         self.pool.give(x_rows);
         out
+    }
+
+    /// One layer of inference (eval mode): layer `l` (its conv, then the bias, norm and
+    /// activation of a hidden layer) on `block`, whose source rows are `x` (`[num_src,
+    /// layer l's in_dim]`; for `l > 0` the previous layer's outputs, e.g. as
+    /// [`Input::Indexed`] rows of a stored matrix). Returns `[num_dst, layer l's out_dim]`: the
+    /// values [`Model::infer_blocks`] computes at that layer for the same block and inputs.
+    /// Layer-wise inference over a node set runs each layer once over every node it needs.
+    ///
+    /// # Panics
+    /// If `l` is not a layer, or the shapes disagree (as [`Model::forward`]).
+    pub fn infer_layer<'a>(
+        &self,
+        p: &ParamSet,
+        l: usize,
+        block: &BlockView<'a>,
+        x: impl Into<Input<'a>>,
+    ) -> Mat {
+        self.check_params(p, "infer_layer");
+        assert!(l < self.layers.len(), "layer {l} of {}", self.layers.len());
+        let x = x.into();
+        let x_rows = self.gather_layer_rows(l, &x, block);
+        let input = first_input(&x, &x_rows);
+        let lay = &self.layers[l];
+        let (mut out, _) = self.conv_forward(l, &p.data, block, input, false, lay.act.is_none());
+        self.pool.give(x_rows);
+        let Some(act) = lay.act else {
+            return out;
+        };
+        let cols = lay.conv.out_dim();
+        let ln = match (lay.norm_w, lay.norm_b) {
+            (Some(nw), Some(nb)) => Some((&p.data[nw..nw + cols], &p.data[nb..nb + cols])),
+            _ => None,
+        };
+        let mut a = self.pool.take(out.data.len());
+        post_forward(
+            &mut out.data,
+            &p.data[lay.conv.bias()..lay.conv.bias() + cols],
+            ln,
+            p.data[act],
+            &mut a,
+        );
+        let rows = out.rows;
+        self.pool.give(out.data);
+        Mat::from_vec(rows, cols, a)
     }
 
     fn forward_impl(

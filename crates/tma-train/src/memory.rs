@@ -129,8 +129,10 @@ pub struct MemoryEstimate {
     /// normalized value and both gradients) per destination node of every sampled block, and
     /// the input rows of the outermost block.
     pub activations: u64,
-    /// Full-neighbour inference over the evaluation graph (a layer's input and output, two
-    /// `[N, width]` matrices).
+    /// Evaluation's activations: the full layer-wise pass (a layer's input and output, two
+    /// `[N, width]` matrices) with `--eval-inference full`; otherwise at most that and at most
+    /// `--eval-memory` (the restricted or sampled chunks stay within it, and `auto` takes the
+    /// full pass only when it fits; docs/decisions/0012).
     pub evaluation: u64,
 }
 
@@ -183,7 +185,13 @@ pub fn estimate(cfg: &TrainConfig, prep: &Prepared) -> Result<MemoryEstimate, Tr
         trainer_params: p.saturating_mul(6 * f).saturating_mul(m),
         coordinator_params: p.saturating_mul(8 * f),
         activations: act.saturating_mul(m),
-        evaluation: n.saturating_mul(width).saturating_mul(2 * f),
+        evaluation: {
+            let full = n.saturating_mul(width).saturating_mul(2 * f);
+            match cfg.infer_options().mode {
+                crate::infer::InferMode::Full => full,
+                _ => full.min(cfg.eval_memory),
+            }
+        },
     })
 }
 
@@ -200,7 +208,7 @@ pub fn check(
     let e = estimate(cfg, prep)?;
     if e.total() > available {
         return Err(TrainError::Config(format!(
-            "this run needs at least {:.1} GiB of memory but {:.1} GiB are available: the model has {} parameters (--hidden {}, --layers {}, {} input features), {:.1} GiB for {} trainer(s) (parameters, gradients, Adam moments), {:.1} GiB for the coordinator, {:.1} GiB of activations (--batch-size {}, --fanouts {:?}), {:.1} GiB for evaluation; reduce --hidden, --trainers or --batch-size",
+            "this run needs at least {:.1} GiB of memory but {:.1} GiB are available: the model has {} parameters (--hidden {}, --layers {}, {} input features), {:.1} GiB for {} trainer(s) (parameters, gradients, Adam moments), {:.1} GiB for the coordinator, {:.1} GiB of activations (--batch-size {}, --fanouts {:?}), {:.1} GiB for evaluation (--eval-memory {:.1} GiB); reduce --hidden, --trainers, --batch-size or --eval-memory",
             gib(e.total()),
             gib(available),
             e.num_params,
@@ -214,6 +222,7 @@ pub fn check(
             cfg.batch_size,
             cfg.fanouts,
             gib(e.evaluation),
+            gib(cfg.eval_memory),
         )));
     }
     Ok(e)

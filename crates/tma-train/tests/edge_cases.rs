@@ -231,7 +231,7 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     assert!(
         err.contains("GiB of memory but 1.0 GiB are available")
             && err.contains("--hidden 1000000")
-            && err.contains("reduce --hidden, --trainers or --batch-size"),
+            && err.contains("reduce --hidden, --trainers, --batch-size or --eval-memory"),
         "{err}"
     );
     drop(run);
@@ -245,7 +245,21 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     assert_eq!(e.num_params, p);
     assert_eq!(e.trainer_params, p * 24 * 2);
     assert_eq!(e.coordinator_params, p * 32);
-    assert_eq!(e.evaluation, 300 * 1_000_000 * 8);
+    // evaluation: restricted chunks within --eval-memory (default 1 GiB) unless the full
+    // pass (two [N, width] f32 matrices) is forced
+    assert_eq!(e.evaluation, 1 << 30);
+    let full = TrainConfig {
+        eval_inference: tma_train::config::EvalInference::Full,
+        ..cfg.clone()
+    };
+    let e_full = tma_train::memory::estimate(&full, &prep).unwrap();
+    assert_eq!(e_full.evaluation, 300 * 1_000_000 * 8);
+    let small = TrainConfig {
+        eval_memory: 1 << 20,
+        ..cfg.clone()
+    };
+    let e_small = tma_train::memory::estimate(&small, &prep).unwrap();
+    assert_eq!(e_small.evaluation, 1 << 20);
     assert!(e.total() > 1 << 30);
 }
 

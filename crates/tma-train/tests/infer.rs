@@ -143,7 +143,8 @@ fn chunks_stay_within_the_budget_and_auto_follows_the_cost() {
     };
     // a few nodes: their 2-hop neighbourhoods are a small part of the graph
     let (a, ra) = run(&few, InferMode::Auto, 1 << 30);
-    assert_eq!((ra.path, ra.chunks), (InferPath::Restricted, 1));
+    // layer-wise: one chunk per layer
+    assert_eq!((ra.path, ra.chunks), (InferPath::Restricted, 2));
     assert!(ra.cost < 0.2 * ra.full_cost, "{ra:?}");
     let (b, _) = run(&few, InferMode::Full, 1 << 30);
     assert!(max_rel_diff(&a, &b) <= 1e-5);
@@ -154,8 +155,18 @@ fn chunks_stay_within_the_budget_and_auto_follows_the_cost() {
     let budget = 400_000;
     let (c, rc) = run(&all, InferMode::Auto, budget);
     assert_eq!(rc.path, InferPath::Restricted);
-    assert!(rc.chunks > 1 && rc.peak_bytes <= budget, "{rc:?}");
+    assert!(rc.chunks > 2 && rc.peak_bytes <= budget, "{rc:?}");
+    // layer-wise: each needed row once per group (the groups the budget forces repeat only
+    // their shared neighbourhoods)
     assert!(rc.cost > rc.full_cost, "{rc:?}");
+    // with a budget that holds every stored row: exactly the full pass's work
+    let (e, re) = run(&all, InferMode::Restricted, 1 << 30);
+    assert_eq!(re.path, InferPath::Restricted);
+    assert!(
+        (re.cost - re.full_cost).abs() <= 1e-9 * re.full_cost,
+        "{re:?}"
+    );
+    assert!(max_rel_diff(&e, &run(&all, InferMode::Full, 1 << 30).0) <= 1e-5);
     let (d, _) = run(&all, InferMode::Full, 1 << 30);
     assert!(max_rel_diff(&c, &d) <= 1e-5);
 }
