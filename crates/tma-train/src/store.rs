@@ -234,36 +234,55 @@ pub struct Manifest {
     pub hash: String,
 }
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::spill::hex;
 
 /// Writes files into a staging directory, recording their hashes.
 struct Writer {
     root: PathBuf,
     files: BTreeMap<String, String>,
     sizes: BTreeMap<String, u64>,
+    /// Files already in the staging directory, written by the spill of the parts
+    /// ([`crate::spill::Spill::kept`]): recorded, not written again.
+    spilled: BTreeMap<String, crate::spill::Written>,
 }
 
 impl Writer {
+    fn record(&mut self, rel: &str, w: &crate::spill::Written) {
+        self.files.insert(rel.to_string(), w.sha256.clone());
+        self.sizes.insert(rel.to_string(), w.bytes);
+    }
+    /// A small file written whole (the manifest).
     fn file(&mut self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.root.join(rel);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io(parent))?;
-        }
         npy::write_atomic(&path, bytes)?;
-        self.files
-            .insert(rel.to_string(), hex(&Sha256::digest(bytes)));
-        self.sizes.insert(rel.to_string(), bytes.len() as u64);
+        self.record(
+            rel,
+            &crate::spill::Written {
+                sha256: hex(&Sha256::digest(bytes)),
+                bytes: bytes.len() as u64,
+            },
+        );
         Ok(())
     }
+    /// An array, streamed to its `.npy` file ([`crate::spill::write_npy`]: the bytes of
+    /// [`npy::encode`], never encoded whole in memory), unless the spill already wrote it.
     fn npy<T: Element>(
         &mut self,
         rel: &str,
         data: &[T],
         shape: &[usize],
     ) -> Result<(), StoreError> {
-        self.file(rel, &npy::encode(data, shape))
+        if let Some(w) = self.spilled.get(rel).cloned() {
+            self.record(rel, &w);
+            return Ok(());
+        }
+        let path = self.root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let w = crate::spill::write_array(&path, data, shape)?;
+        self.record(rel, &w);
+        Ok(())
     }
     fn csr(&mut self, dir: &str, g: &Csr) -> Result<(), StoreError> {
         self.npy(&format!("{dir}/indptr.npy"), &g.indptr, &[g.indptr.len()])?;
@@ -296,9 +315,21 @@ impl Writer {
             }
         }
     }
+    /// Pairs as a `u32 [P, 2]` array, streamed.
     fn pairs(&mut self, rel: &str, p: &[(u32, u32)]) -> Result<(), StoreError> {
-        let flat: Vec<u32> = p.iter().flat_map(|&(a, b)| [a, b]).collect();
-        self.npy(rel, &flat, &[p.len(), 2])
+        let path = self.root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let w = crate::spill::write_npy(&path, u32::DESCR, &[p.len(), 2], |w| {
+            for c in p.chunks(1 << 15) {
+                let flat: Vec<u32> = c.iter().flat_map(|&(a, b)| [a, b]).collect();
+                crate::spill::write_le(w, &flat)?;
+            }
+            Ok(())
+        })?;
+        self.record(rel, &w);
+        Ok(())
     }
     fn targets(&mut self, rel: &str, t: &NodeTargets) -> Result<(), StoreError> {
         match t {
@@ -310,7 +341,8 @@ impl Writer {
     }
 }
 
-/// Writes `prep` (from [`crate::prepare`] with `cfg`) as a partition directory at `dir`.
+/// Writes `prep` (from [`crate::prepare`] with `cfg`) as a partition directory at `dir`
+/// ([`PartitionWriter::create`] then [`PartitionWriter::finish`]).
 ///
 /// # Errors
 /// [`StoreError::Exists`] if `dir` holds files; [`StoreError::Io`] naming the file that could
@@ -322,26 +354,134 @@ pub fn write_partition_dir(
     dataset: &str,
     directed: bool,
 ) -> Result<Manifest, StoreError> {
-    if dir.exists() {
-        let non_empty = fs::read_dir(dir).map_err(io(dir))?.next().is_some();
-        if non_empty {
-            return Err(StoreError::Exists(dir.to_path_buf()));
+    PartitionWriter::create(dir)?.finish(prep, cfg, dataset, directed, None)
+}
+
+/// A partition directory being written: created (and `--out` checked) before the data is
+/// prepared, so that the parts can be streamed into its staging folder while they are built
+/// ([`PartitionWriter::spill`], for a mapped graph) and a bad `--out` is refused before any
+/// work. [`PartitionWriter::finish`] writes the rest and renames the staging folder to the
+/// directory; dropped unfinished (an error on the way), it removes the staging folder.
+#[derive(Debug)]
+pub struct PartitionWriter {
+    dir: PathBuf,
+    staging: PathBuf,
+    done: bool,
+}
+
+impl PartitionWriter {
+    /// Checks `dir` (absent, or an empty directory; a name with a parent folder) and creates
+    /// its staging folder `.NAME.tmp` beside it (a stale one from a killed run is removed).
+    ///
+    /// # Errors
+    /// [`StoreError::Exists`] if `dir` holds files, [`StoreError::Format`] if `dir` is not a
+    /// directory or has no file name, [`StoreError::Io`] naming the folder that could not be
+    /// created.
+    pub fn create(dir: &Path) -> Result<PartitionWriter, StoreError> {
+        let name = dir
+            .file_name()
+            .filter(|n| *n != "." && *n != "..")
+            .ok_or_else(|| {
+                fmt_err(
+                    dir,
+                    "not a directory name (give the partition directory's own name, e.g. parts/)",
+                )
+            })?
+            .to_string_lossy()
+            .to_string();
+        if dir.exists() {
+            if !dir.is_dir() {
+                return Err(fmt_err(dir, "exists and is not a directory"));
+            }
+            let non_empty = fs::read_dir(dir).map_err(io(dir))?.next().is_some();
+            if non_empty {
+                return Err(StoreError::Exists(dir.to_path_buf()));
+            }
+        }
+        let staging = dir.with_file_name(format!(".{name}.tmp"));
+        if staging.exists() {
+            fs::remove_dir_all(&staging).map_err(io(&staging))?;
+        }
+        fs::create_dir_all(&staging).map_err(io(&staging))?;
+        Ok(PartitionWriter {
+            dir: dir.to_path_buf(),
+            staging,
+            done: false,
+        })
+    }
+
+    /// The staging folder the files go to until [`PartitionWriter::finish`].
+    pub fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// A [`Spill`](crate::spill::Spill) that streams the parts into the staging folder and
+    /// keeps them there, for [`crate::data::prepare_spilled`]; pass it back to
+    /// [`PartitionWriter::finish`].
+    pub fn spill(&self) -> crate::spill::Spill {
+        crate::spill::Spill::kept(&self.staging)
+    }
+
+    /// Writes `prep` (prepared with `cfg`; its parts spilled by `spilled` if given) into the
+    /// staging folder (what `spilled` wrote is recorded, not written again), the manifest
+    /// last, and renames the staging folder to the directory.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] naming the file that could not be written, [`StoreError::Exists`] if
+    /// the directory was filled meanwhile.
+    pub fn finish(
+        mut self,
+        prep: &Prepared,
+        cfg: &TrainConfig,
+        dataset: &str,
+        directed: bool,
+        spilled: Option<&crate::spill::Spill>,
+    ) -> Result<Manifest, StoreError> {
+        let m = write_into(
+            &self.staging,
+            prep,
+            cfg,
+            dataset,
+            directed,
+            spilled.map(|s| s.written()).unwrap_or_default(),
+        )?;
+        let dir = &self.dir;
+        if dir.exists() {
+            fs::remove_dir(dir).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::DirectoryNotEmpty {
+                    StoreError::Exists(dir.clone())
+                } else {
+                    io(dir)(e)
+                }
+            })?;
+        }
+        fs::rename(&self.staging, dir).map_err(io(dir))?;
+        self.done = true;
+        Ok(m)
+    }
+}
+
+impl Drop for PartitionWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_dir_all(&self.staging);
         }
     }
-    let name = dir
-        .file_name()
-        .ok_or_else(|| fmt_err(dir, "not a directory name"))?
-        .to_string_lossy()
-        .to_string();
-    let staging = dir.with_file_name(format!(".{name}.tmp"));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).map_err(io(&staging))?;
-    }
-    fs::create_dir_all(&staging).map_err(io(&staging))?;
+}
+
+fn write_into(
+    staging: &Path,
+    prep: &Prepared,
+    cfg: &TrainConfig,
+    dataset: &str,
+    directed: bool,
+    spilled: BTreeMap<String, crate::spill::Written>,
+) -> Result<Manifest, StoreError> {
     let mut w = Writer {
-        root: staging.clone(),
+        root: staging.to_path_buf(),
         files: BTreeMap::new(),
         sizes: BTreeMap::new(),
+        spilled,
     };
     w.csr("coordinator", &prep.graph)?;
     w.features("coordinator", &prep.features)?;
@@ -440,10 +580,6 @@ pub fn write_partition_dir(
     let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
     w.file("manifest.json", &json)?;
     m.hash = hex(&Sha256::digest(&json));
-    if dir.exists() {
-        fs::remove_dir(dir).map_err(io(dir))?;
-    }
-    fs::rename(&staging, dir).map_err(io(dir))?;
     Ok(m)
 }
 
