@@ -757,10 +757,18 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     let prep = prepared?;
     if !quiet {
-        let mapped = if prep.graph.indices.is_mapped() {
-            "; graph mapped, parts mapped from disk"
-        } else {
-            ""
+        // what is read in place: the coordinator's graph, and every trainer part this
+        // process holds (none on MPI rank 0)
+        let parts_mapped = !prep.trainers.is_empty()
+            && prep
+                .trainers
+                .iter()
+                .all(|t| t.graph.indices.is_mapped() && t.graph.indptr.is_mapped());
+        let mapped = match (prep.graph.indices.is_mapped(), parts_mapped) {
+            (true, true) => "; graph mapped, parts mapped from disk",
+            (true, false) => "; graph mapped",
+            (false, true) => "; parts mapped from disk",
+            (false, false) => "",
         };
         eprintln!(
             "prepared  split and partition in {:.1}s{mapped}",

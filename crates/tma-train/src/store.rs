@@ -1033,6 +1033,118 @@ mod tests {
         }
     }
 
+    /// Every file under `dir`, by relative path, with its bytes.
+    fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+                    out.insert(rel, fs::read(&p).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn parts_streamed_from_a_mapped_graph_are_the_in_memory_bytes() {
+        let ds = generate_sbm(&SbmConfig {
+            num_nodes: 600,
+            feature_dim: 8,
+            seed: 3,
+            ..SbmConfig::default()
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let gdir = tmp.path().join("graph");
+        tma_graph::disk::write_dataset(&ds, &gdir, &tma_graph::disk::Provenance::new("test"))
+            .unwrap();
+        for (task, method) in [
+            (Task::Node, Method::SuperTma),
+            (Task::Link, Method::RandomTma),
+        ] {
+            let cfg = TrainConfig {
+                task,
+                method,
+                num_trainers: 3,
+                super_nodes: 40,
+                eval_num_neg: 20,
+                eval_max_edges: 50,
+                seed: 9,
+                ..TrainConfig::default()
+            };
+            // the in-memory path, from the dataset in RAM
+            let ram_dir = tmp.path().join(format!("ram-{task}"));
+            let p = crate::prepare(ds.clone(), &cfg).unwrap();
+            let m_ram = write_partition_dir(&ram_dir, &p, &cfg, "sbm", false).unwrap();
+            // the streamed path, from the mapped graph
+            let mapped =
+                tma_graph::load_dataset(&gdir, &tma_graph::LoadOptions::default()).unwrap();
+            assert!(mapped.graph.indices.is_mapped() && mapped.features.is_mapped());
+            let dir = tmp.path().join(format!("streamed-{task}"));
+            let w = PartitionWriter::create(&dir).unwrap();
+            let spill = w.spill();
+            let prep = crate::methods::prepare_spilled(mapped, &cfg, Some(&spill)).unwrap();
+            // the parts' CSR and dense features went to the staging folder as they were built
+            let written = spill.written();
+            assert_eq!(written.len(), 3 * 3, "{:?}", written.keys());
+            for (rel, f) in &written {
+                let b = fs::read(w.staging().join(rel)).unwrap();
+                assert_eq!(
+                    (f.bytes, &f.sha256),
+                    (b.len() as u64, &hex(&Sha256::digest(&b)))
+                );
+            }
+            for t in &prep.trainers {
+                assert!(t.graph.indices.is_mapped() && t.features.is_mapped());
+            }
+            let m = w.finish(&prep, &cfg, "sbm", false, Some(&spill)).unwrap();
+            assert_eq!(m.hash, m_ram.hash, "{task}: manifests differ");
+            assert_eq!(files_of(&dir), files_of(&ram_dir), "{task}: files differ");
+            assert!(!tmp.path().join(format!(".streamed-{task}.tmp")).exists());
+            let back = read_part(&dir, &read_manifest(&dir).unwrap(), 2).unwrap();
+            same_part(&back, &p.trainers[2]);
+        }
+    }
+
+    #[test]
+    fn a_bad_out_is_refused_and_an_unfinished_writer_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        let e = PartitionWriter::create(&file).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: exists and is not a directory", file.display())
+        );
+        let full = tmp.path().join("full");
+        fs::create_dir(&full).unwrap();
+        fs::write(full.join("a"), b"").unwrap();
+        assert!(matches!(
+            PartitionWriter::create(&full),
+            Err(StoreError::Exists(_))
+        ));
+        assert!(matches!(
+            PartitionWriter::create(&file.join("sub")),
+            Err(StoreError::Io { .. })
+        ));
+        let e = PartitionWriter::create(Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("not a directory name"), "{e}");
+        // an empty directory is fine; dropped unfinished (an error on the way), no staging left
+        let empty = tmp.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let w = PartitionWriter::create(&empty).unwrap();
+        let staging = w.staging().to_path_buf();
+        assert!(staging.is_dir() && staging.ends_with(".empty.tmp"));
+        fs::write(staging.join("part"), b"half").unwrap();
+        drop(w);
+        assert!(!staging.exists() && empty.is_dir());
+    }
+
     #[test]
     fn corrupted_file_and_unknown_version_are_refused() {
         let (cfg, p) = prep(Task::Node);
