@@ -1235,6 +1235,17 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
                 p.size_bytes as f64 / (1 << 20) as f64
             );
         }
+        if let Some(rep) = &m.report {
+            if let Some(line) = rep.get("clustering_line").and_then(|l| l.as_str()) {
+                println!("{line}");
+            }
+            if let Some(kept) = rep.get("total_edge_fraction_kept").and_then(|k| k.as_f64()) {
+                println!(
+                    "arcs kept by the parts: {:.4} of {} (the rest cross parts)",
+                    kept, m.num_edges
+                );
+            }
+        }
         for w in &warnings {
             eprintln!("warning: {w}");
         }

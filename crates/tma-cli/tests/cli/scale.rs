@@ -474,6 +474,12 @@ fn partition_out_streams_parts_of_a_mapped_graph_and_train_maps_them() {
         "{mem}"
     );
     assert!(!dir.path().join(".streamed.tmp").exists());
+    let out = stdout(&r);
+    assert!(
+        out.contains("\nclustering: lpa (size-constrained label propagation")
+            && out.contains("\narcs kept by the parts: 0."),
+        "{out}"
+    );
 
     // the in-memory path: the same graph as a .npy dataset of the same name
     let npy = dir.path().join("npy").join("g");
@@ -498,8 +504,8 @@ fn partition_out_streams_parts_of_a_mapped_graph_and_train_maps_them() {
     );
     assert_eq!(
         a.len(),
-        1 + 8 + 3 * 6,
-        "manifest, coordinator/ 8, 3 parts of 6"
+        1 + 7 + 3 * 6,
+        "manifest, coordinator/ 7 (CSR, features, y, train/val/test), 3 parts of 6"
     );
     for (k, v) in &a {
         assert!(
