@@ -140,12 +140,15 @@ pub struct SpilledPart {
     pub secs: f64,
 }
 
+/// The callback of [`Spill::on_part`].
+type OnPart = Box<dyn Fn(&SpilledPart) + Send + Sync>;
+
 /// Where and how [`crate::data::prepare_spilled`] writes the parts it builds.
 pub struct Spill {
     root: PathBuf,
     keep: bool,
     written: Mutex<BTreeMap<String, Written>>,
-    on_part: Option<Box<dyn Fn(&SpilledPart) + Send + Sync>>,
+    on_part: Option<OnPart>,
     budget: Option<u64>,
 }
 
