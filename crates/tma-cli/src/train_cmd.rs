@@ -1184,8 +1184,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         cfg.allow_split_overlap = o.allow_split_overlap;
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
         // --out is checked (and its staging folder made) before the data is loaded
-        let writer = tma_train::store::PartitionWriter::create(out)
-            .with_context(|| format!("--out {}", out.display()))?;
+        let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
         tma_train::memory::start_sampler();
         let ds = load(
             &o.dataset,
