@@ -32,8 +32,12 @@
 //! is. Reading maps them: a part's CSR and dense features ([`read_part`]) and the coordinator's
 //! graph and dense features ([`read_coordinator`]) are read in place ([`tma_graph::Buf`] over
 //! the mapped file, after the file's sha256 is checked by streaming it), so a trainer holds only
-//! the pages of its part it touches, as reclaimable page cache. Writing goes to a staging folder `.DIR.tmp` (each file fsync'd, manifest last) that is
-//! renamed to `DIR` at the end, so `DIR` either holds a complete partition or does not exist.
+//! the pages of its part it touches, as reclaimable page cache. Writing ([`PartitionWriter`])
+//! goes to a staging folder `.DIR.tmp` (each file streamed by [`crate::spill::write_npy`], its
+//! sha256 computed while writing, fsync'd; manifest last) that is renamed to `DIR` at the end,
+//! so `DIR` either holds a complete partition or does not exist. From a mapped graph (the
+//! on-disk format) the parts are built one at a time and streamed into the staging folder as
+//! they are built ([`PartitionWriter::spill`]): the same bytes as from memory.
 //! Reading checks the format version and the sha256 of every file it opens against the
 //! manifest; the manifest's own sha256 ([`Manifest`] `hash`) identifies the partition in
 //! checkpoints.
