@@ -4,7 +4,7 @@
 
 use crate::train_cmd::TrainOpts;
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tma_train::store::{self, Manifest};
 use tma_train::{Engine, Method, Task, TrainConfig};
 
@@ -140,19 +140,37 @@ pub fn partition_config(
 }
 
 /// `tma partition --out DIR`: split + partition exactly as `tma train` would, then write the
-/// partition directory.
+/// partition directory that `out` (created before the dataset was loaded) stages. On a graph in
+/// the on-disk format (mapped), each part is built in turn and streamed into the directory as
+/// it is built (the spill of `tma train`, files kept), within `budget` if given, with `on_part`
+/// called once per part; the coordinator's graph and features are streamed from the mapping.
+/// Otherwise the parts are built in memory and written (the in-RAM path). Same seed, same
+/// bytes either way.
 /// Also returns what preparation changed or dropped in the data (warnings, one line each;
 /// the load's own and the partition report's are among them).
 pub fn write_partitions(
     ds: tma_graph::Dataset,
     cfg: &TrainConfig,
-    out: &Path,
+    out: store::PartitionWriter,
+    budget: Option<u64>,
+    on_part: impl Fn(&tma_train::spill::SpilledPart) + Send + Sync + 'static,
 ) -> Result<(Manifest, Vec<String>)> {
     let name = ds.name.clone();
     let directed = ds.directed;
-    let prep = tma_train::prepare(ds, cfg)?;
-    let m = store::write_partition_dir(out, &prep, cfg, &name, directed)
-        .with_context(|| format!("writing partition directory {}", out.display()))?;
+    let dir = out.staging().to_path_buf();
+    let (prep, spill) = if ds.graph.indices.is_mapped() {
+        let mut spill = out.spill().on_part(on_part);
+        if let Some(b) = budget {
+            spill = spill.memory_budget(b);
+        }
+        let prep = tma_train::methods::prepare_spilled(ds, cfg, Some(&spill))?;
+        (prep, Some(spill))
+    } else {
+        (tma_train::prepare(ds, cfg)?, None)
+    };
+    let m = out
+        .finish(&prep, cfg, &name, directed, spill.as_ref())
+        .with_context(|| format!("writing partition directory (staged in {})", dir.display()))?;
     // the load's warning is printed by the caller before preparing
     let warnings = prep
         .warnings

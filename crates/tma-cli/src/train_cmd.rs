@@ -757,10 +757,18 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     let prep = prepared?;
     if !quiet {
-        let mapped = if prep.graph.indices.is_mapped() {
-            "; graph mapped, parts mapped from disk"
-        } else {
-            ""
+        // what is read in place: the coordinator's graph, and every trainer part this
+        // process holds (none on MPI rank 0)
+        let parts_mapped = !prep.trainers.is_empty()
+            && prep
+                .trainers
+                .iter()
+                .all(|t| t.graph.indices.is_mapped() && t.graph.indptr.is_mapped());
+        let mapped = match (prep.graph.indices.is_mapped(), parts_mapped) {
+            (true, true) => "; graph mapped, parts mapped from disk",
+            (true, false) => "; graph mapped",
+            (false, true) => "; parts mapped from disk",
+            (false, false) => "",
         };
         eprintln!(
             "prepared  split and partition in {:.1}s{mapped}",
@@ -1133,9 +1141,31 @@ pub struct PartitionOpts {
     /// Accept a fixed split whose train/val/test lists share nodes.
     #[arg(long)]
     pub allow_split_overlap: bool,
+    /// With --out on a graph in the on-disk format: refuse to build the parts (before any is
+    /// written) when the process's anonymous memory after the split and partition plus the
+    /// estimated build of the parts, one at a time, exceeds SIZE (e.g. 512MiB, 2GiB). The
+    /// peak is printed against it at the end.
+    #[arg(long, value_name = "SIZE", value_parser = crate::scale_cmd::parse_bytes)]
+    pub memory_budget: Option<u64>,
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
+    let on_disk = o.dataset.as_deref().is_some_and(|d| {
+        tma_graph::is_disk_graph(d) && matches!(o.format, None | Some(Format::Tma))
+    });
+    if let Some(b) = o.memory_budget {
+        if o.out.is_none() || !on_disk {
+            anyhow::bail!(
+                "--memory-budget {:.0} MiB applies to `tma partition --out` on a graph in the on-disk format (`tma convert --to disk`, `tma generate`), whose parts are streamed to disk; {}",
+                b as f64 / (1u64 << 20) as f64,
+                if o.out.is_none() {
+                    "without --out nothing is built (the partition of an on-disk graph is computed in place)"
+                } else {
+                    "this dataset is read into memory whole"
+                }
+            );
+        }
+    }
     if let (Some(c), PartitionMethodArg::Random) = (o.super_clustering, o.method) {
         eprintln!(
             "warning: --super-clustering {c} is ignored: --method random clusters nothing (only super and metis do)"
@@ -1153,6 +1183,9 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         )?;
         cfg.allow_split_overlap = o.allow_split_overlap;
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
+        // --out is checked (and its staging folder made) before the data is loaded
+        let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
+        tma_train::memory::start_sampler();
         let ds = load(
             &o.dataset,
             read_options(o.format, Some(o.undirected)),
@@ -1164,7 +1197,25 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         if let Some(w) = ds.removed.warning() {
             eprintln!("warning: {w}");
         }
-        let (m, warnings) = crate::dist::write_partitions(ds, &cfg, out)?;
+        if ds.graph.indices.is_mapped() {
+            eprintln!(
+                "graph mapped from disk: each part is built in turn and streamed to {}",
+                out.display()
+            );
+        }
+        let (m, warnings) =
+            crate::dist::write_partitions(ds, &cfg, writer, o.memory_budget, |p| {
+                eprintln!(
+                    "  part-{:03} ({}/{}): {} nodes, {} arcs, {:.1} MiB streamed in {:.2}s",
+                    p.trainer,
+                    p.trainer + 1,
+                    p.num_parts,
+                    p.num_nodes,
+                    p.num_edges,
+                    p.bytes as f64 / (1u64 << 20) as f64,
+                    p.secs
+                );
+            })?;
         println!(
             "wrote {} ({} parts, task {}) in {:.2}s; manifest sha256 {}",
             out.display(),
@@ -1183,6 +1234,17 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
                 p.size_bytes as f64 / (1 << 20) as f64
             );
         }
+        if let Some(rep) = &m.report {
+            if let Some(line) = rep.get("clustering_line").and_then(|l| l.as_str()) {
+                println!("{line}");
+            }
+            if let Some(kept) = rep.get("total_edge_fraction_kept").and_then(|k| k.as_f64()) {
+                println!(
+                    "arcs kept by the parts: {:.4} of {} (the rest cross parts)",
+                    kept, m.num_edges
+                );
+            }
+        }
         for w in &warnings {
             eprintln!("warning: {w}");
         }
@@ -1199,6 +1261,15 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
                 if idle.len() == 1 { "has" } else { "have" },
                 if cfg.task == Task::Link { "edges" } else { "nodes" }
             );
+        }
+        let mem = tma_train::memory::ProcessMemory::this_process("partition", None, None);
+        match o.memory_budget {
+            Some(b) => eprintln!(
+                "{} (--memory-budget {:.0} MiB)",
+                mem.line(),
+                b as f64 / (1u64 << 20) as f64
+            ),
+            None => eprintln!("{}", mem.line()),
         }
         if let Some(path) = o.json {
             write_json(&path, &m)?;

@@ -311,21 +311,23 @@ pub fn prepare_with(
     prepare_spilled(ds, cfg, layout, None)
 }
 
-/// [`prepare_with`]; with `spill = Some(dir)`, the parts of a partitioned layout are built one
-/// at a time and written under `dir` ([`crate::spill::spill_part`]: graph and dense features
-/// streamed to `.npy` files, mapped back, the files unlinked), so each trainer holds only mapped
-/// pages of its part and preparation holds one part's subgraph at a time. The data is the same
-/// as without `spill`, bit for bit. A run on a mapped graph (the on-disk format) spills under
-/// its run directory.
+/// [`prepare_with`]; with `spill = Some(s)`, the parts of a partitioned layout are built one
+/// at a time and written under `s.root()` ([`crate::spill::Spill::spill_part`]: graph and dense
+/// features streamed to `.npy` files and mapped back; the files unlinked, or kept for a
+/// partition directory), so each trainer holds only mapped pages of its part and preparation
+/// holds one part's subgraph at a time. The data is the same as without `spill`, bit for bit.
+/// A run on a mapped graph (the on-disk format) spills under its run directory; `tma
+/// partition --out` on one spills into the partition directory ([`crate::store::PartitionWriter`]).
 ///
 /// # Errors
 /// As [`prepare_with`]; [`TrainError::Dataset`] naming the file when a part cannot be written
-/// or mapped.
+/// or mapped; [`TrainError::Data`] when the spill's memory budget
+/// ([`crate::spill::Spill::memory_budget`]) cannot hold the build of the parts.
 pub fn prepare_spilled(
     mut ds: Dataset,
     cfg: &TrainConfig,
     layout: DataLayout,
-    spill: Option<&std::path::Path>,
+    spill: Option<&crate::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
     if cfg.normalize_features && !ds.structural_features {
         ds.features.row_normalize();
@@ -552,25 +554,39 @@ pub fn prepare_spilled(
                         build(t, p, part.global_ids, part.graph, None)
                     })
                     .collect(),
-                Some(root) => {
+                Some(spill) => {
+                    let sizes: Vec<(usize, usize)> = kept
+                        .iter()
+                        .filter_map(|&p| report.parts.iter().find(|s| s.part == p))
+                        .map(|s| (s.num_nodes, s.num_edges))
+                        .collect();
+                    spill
+                        .check_budget(graph.num_nodes(), &sizes)
+                        .map_err(TrainError::Data)?;
+                    let root = spill.root();
                     let mut out = Vec::with_capacity(kept.len());
                     for (t, &p) in kept.iter().enumerate() {
+                        let started = std::time::Instant::now();
                         let part = tma_partition::build_part(&graph, &partition, p);
-                        let (sub, features) = crate::spill::spill_part(
-                            root,
-                            t,
-                            &part.graph,
-                            &ds.features,
-                            &part.global_ids,
-                        )
-                        .map_err(|source| TrainError::Dataset {
-                            path: root.to_path_buf(),
-                            source,
-                        })?;
+                        let (sub, features) = spill
+                            .spill_part(
+                                t,
+                                kept.len(),
+                                &part.graph,
+                                &ds.features,
+                                &part.global_ids,
+                                started,
+                            )
+                            .map_err(|source| TrainError::Dataset {
+                                path: root.to_path_buf(),
+                                source,
+                            })?;
                         drop(part.graph);
                         out.push(build(t, p, part.global_ids, sub, Some(features)));
                     }
-                    let _ = std::fs::remove_dir(root);
+                    if !spill.keeps_files() {
+                        let _ = std::fs::remove_dir(root);
+                    }
                     // the parts were streamed from the whole mapped graph: drop its pages from
                     // this process's RSS (they stay in the page cache for evaluation)
                     graph.release_pages();

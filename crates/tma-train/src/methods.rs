@@ -55,7 +55,7 @@ pub fn prepare(ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainError> {
 pub fn prepare_spilled(
     ds: Dataset,
     cfg: &TrainConfig,
-    spill: Option<&std::path::Path>,
+    spill: Option<&crate::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
     crate::data::prepare_spilled(ds, cfg, training_method(cfg.method).layout(cfg), spill)
 }

@@ -483,8 +483,8 @@ impl Run {
                         .graph
                         .indices
                         .is_mapped()
-                        .then(|| self.dir.join(".parts"));
-                    let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_deref())?;
+                        .then(|| crate::spill::Spill::unlinked(self.dir.join(".parts")));
+                    let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_ref())?;
                     let pj = prep.report.as_ref().map(|rep| {
                         serde_json::json!({
                             "method": cfg.method.to_string(),

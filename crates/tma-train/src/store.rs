@@ -32,8 +32,12 @@
 //! is. Reading maps them: a part's CSR and dense features ([`read_part`]) and the coordinator's
 //! graph and dense features ([`read_coordinator`]) are read in place ([`tma_graph::Buf`] over
 //! the mapped file, after the file's sha256 is checked by streaming it), so a trainer holds only
-//! the pages of its part it touches, as reclaimable page cache. Writing goes to a staging folder `.DIR.tmp` (each file fsync'd, manifest last) that is
-//! renamed to `DIR` at the end, so `DIR` either holds a complete partition or does not exist.
+//! the pages of its part it touches, as reclaimable page cache. Writing ([`PartitionWriter`])
+//! goes to a staging folder `.DIR.tmp` (each file streamed by [`crate::spill::write_npy`], its
+//! sha256 computed while writing, fsync'd; manifest last) that is renamed to `DIR` at the end,
+//! so `DIR` either holds a complete partition or does not exist. From a mapped graph (the
+//! on-disk format) the parts are built one at a time and streamed into the staging folder as
+//! they are built ([`PartitionWriter::spill`]): the same bytes as from memory.
 //! Reading checks the format version and the sha256 of every file it opens against the
 //! manifest; the manifest's own sha256 ([`Manifest`] `hash`) identifies the partition in
 //! checkpoints.
@@ -234,36 +238,55 @@ pub struct Manifest {
     pub hash: String,
 }
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
+use crate::spill::hex;
 
 /// Writes files into a staging directory, recording their hashes.
 struct Writer {
     root: PathBuf,
     files: BTreeMap<String, String>,
     sizes: BTreeMap<String, u64>,
+    /// Files already in the staging directory, written by the spill of the parts
+    /// ([`crate::spill::Spill::kept`]): recorded, not written again.
+    spilled: BTreeMap<String, crate::spill::Written>,
 }
 
 impl Writer {
+    fn record(&mut self, rel: &str, w: &crate::spill::Written) {
+        self.files.insert(rel.to_string(), w.sha256.clone());
+        self.sizes.insert(rel.to_string(), w.bytes);
+    }
+    /// A small file written whole (the manifest).
     fn file(&mut self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.root.join(rel);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io(parent))?;
-        }
         npy::write_atomic(&path, bytes)?;
-        self.files
-            .insert(rel.to_string(), hex(&Sha256::digest(bytes)));
-        self.sizes.insert(rel.to_string(), bytes.len() as u64);
+        self.record(
+            rel,
+            &crate::spill::Written {
+                sha256: hex(&Sha256::digest(bytes)),
+                bytes: bytes.len() as u64,
+            },
+        );
         Ok(())
     }
+    /// An array, streamed to its `.npy` file ([`crate::spill::write_npy`]: the bytes of
+    /// [`npy::encode`], never encoded whole in memory), unless the spill already wrote it.
     fn npy<T: Element>(
         &mut self,
         rel: &str,
         data: &[T],
         shape: &[usize],
     ) -> Result<(), StoreError> {
-        self.file(rel, &npy::encode(data, shape))
+        if let Some(w) = self.spilled.get(rel).cloned() {
+            self.record(rel, &w);
+            return Ok(());
+        }
+        let path = self.root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let w = crate::spill::write_array(&path, data, shape)?;
+        self.record(rel, &w);
+        Ok(())
     }
     fn csr(&mut self, dir: &str, g: &Csr) -> Result<(), StoreError> {
         self.npy(&format!("{dir}/indptr.npy"), &g.indptr, &[g.indptr.len()])?;
@@ -296,9 +319,21 @@ impl Writer {
             }
         }
     }
+    /// Pairs as a `u32 [P, 2]` array, streamed.
     fn pairs(&mut self, rel: &str, p: &[(u32, u32)]) -> Result<(), StoreError> {
-        let flat: Vec<u32> = p.iter().flat_map(|&(a, b)| [a, b]).collect();
-        self.npy(rel, &flat, &[p.len(), 2])
+        let path = self.root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let w = crate::spill::write_npy(&path, u32::DESCR, &[p.len(), 2], |w| {
+            for c in p.chunks(1 << 15) {
+                let flat: Vec<u32> = c.iter().flat_map(|&(a, b)| [a, b]).collect();
+                crate::spill::write_le(w, &flat)?;
+            }
+            Ok(())
+        })?;
+        self.record(rel, &w);
+        Ok(())
     }
     fn targets(&mut self, rel: &str, t: &NodeTargets) -> Result<(), StoreError> {
         match t {
@@ -310,7 +345,8 @@ impl Writer {
     }
 }
 
-/// Writes `prep` (from [`crate::prepare`] with `cfg`) as a partition directory at `dir`.
+/// Writes `prep` (from [`crate::prepare`] with `cfg`) as a partition directory at `dir`
+/// ([`PartitionWriter::create`] then [`PartitionWriter::finish`]).
 ///
 /// # Errors
 /// [`StoreError::Exists`] if `dir` holds files; [`StoreError::Io`] naming the file that could
@@ -322,26 +358,134 @@ pub fn write_partition_dir(
     dataset: &str,
     directed: bool,
 ) -> Result<Manifest, StoreError> {
-    if dir.exists() {
-        let non_empty = fs::read_dir(dir).map_err(io(dir))?.next().is_some();
-        if non_empty {
-            return Err(StoreError::Exists(dir.to_path_buf()));
+    PartitionWriter::create(dir)?.finish(prep, cfg, dataset, directed, None)
+}
+
+/// A partition directory being written: created (and `--out` checked) before the data is
+/// prepared, so that the parts can be streamed into its staging folder while they are built
+/// ([`PartitionWriter::spill`], for a mapped graph) and a bad `--out` is refused before any
+/// work. [`PartitionWriter::finish`] writes the rest and renames the staging folder to the
+/// directory; dropped unfinished (an error on the way), it removes the staging folder.
+#[derive(Debug)]
+pub struct PartitionWriter {
+    dir: PathBuf,
+    staging: PathBuf,
+    done: bool,
+}
+
+impl PartitionWriter {
+    /// Checks `dir` (absent, or an empty directory; a name with a parent folder) and creates
+    /// its staging folder `.NAME.tmp` beside it (a stale one from a killed run is removed).
+    ///
+    /// # Errors
+    /// [`StoreError::Exists`] if `dir` holds files, [`StoreError::Format`] if `dir` is not a
+    /// directory or has no file name, [`StoreError::Io`] naming the folder that could not be
+    /// created.
+    pub fn create(dir: &Path) -> Result<PartitionWriter, StoreError> {
+        let name = dir
+            .file_name()
+            .filter(|n| *n != "." && *n != "..")
+            .ok_or_else(|| {
+                fmt_err(
+                    dir,
+                    "not a directory name (give the partition directory's own name, e.g. parts/)",
+                )
+            })?
+            .to_string_lossy()
+            .to_string();
+        if dir.exists() {
+            if !dir.is_dir() {
+                return Err(fmt_err(dir, "exists and is not a directory"));
+            }
+            let non_empty = fs::read_dir(dir).map_err(io(dir))?.next().is_some();
+            if non_empty {
+                return Err(StoreError::Exists(dir.to_path_buf()));
+            }
+        }
+        let staging = dir.with_file_name(format!(".{name}.tmp"));
+        if staging.exists() {
+            fs::remove_dir_all(&staging).map_err(io(&staging))?;
+        }
+        fs::create_dir_all(&staging).map_err(io(&staging))?;
+        Ok(PartitionWriter {
+            dir: dir.to_path_buf(),
+            staging,
+            done: false,
+        })
+    }
+
+    /// The staging folder the files go to until [`PartitionWriter::finish`].
+    pub fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// A [`Spill`](crate::spill::Spill) that streams the parts into the staging folder and
+    /// keeps them there, for [`crate::data::prepare_spilled`]; pass it back to
+    /// [`PartitionWriter::finish`].
+    pub fn spill(&self) -> crate::spill::Spill {
+        crate::spill::Spill::kept(&self.staging)
+    }
+
+    /// Writes `prep` (prepared with `cfg`; its parts spilled by `spilled` if given) into the
+    /// staging folder (what `spilled` wrote is recorded, not written again), the manifest
+    /// last, and renames the staging folder to the directory.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] naming the file that could not be written, [`StoreError::Exists`] if
+    /// the directory was filled meanwhile.
+    pub fn finish(
+        mut self,
+        prep: &Prepared,
+        cfg: &TrainConfig,
+        dataset: &str,
+        directed: bool,
+        spilled: Option<&crate::spill::Spill>,
+    ) -> Result<Manifest, StoreError> {
+        let m = write_into(
+            &self.staging,
+            prep,
+            cfg,
+            dataset,
+            directed,
+            spilled.map(|s| s.written()).unwrap_or_default(),
+        )?;
+        let dir = &self.dir;
+        if dir.exists() {
+            fs::remove_dir(dir).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::DirectoryNotEmpty {
+                    StoreError::Exists(dir.clone())
+                } else {
+                    io(dir)(e)
+                }
+            })?;
+        }
+        fs::rename(&self.staging, dir).map_err(io(dir))?;
+        self.done = true;
+        Ok(m)
+    }
+}
+
+impl Drop for PartitionWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_dir_all(&self.staging);
         }
     }
-    let name = dir
-        .file_name()
-        .ok_or_else(|| fmt_err(dir, "not a directory name"))?
-        .to_string_lossy()
-        .to_string();
-    let staging = dir.with_file_name(format!(".{name}.tmp"));
-    if staging.exists() {
-        fs::remove_dir_all(&staging).map_err(io(&staging))?;
-    }
-    fs::create_dir_all(&staging).map_err(io(&staging))?;
+}
+
+fn write_into(
+    staging: &Path,
+    prep: &Prepared,
+    cfg: &TrainConfig,
+    dataset: &str,
+    directed: bool,
+    spilled: BTreeMap<String, crate::spill::Written>,
+) -> Result<Manifest, StoreError> {
     let mut w = Writer {
-        root: staging.clone(),
+        root: staging.to_path_buf(),
         files: BTreeMap::new(),
         sizes: BTreeMap::new(),
+        spilled,
     };
     w.csr("coordinator", &prep.graph)?;
     w.features("coordinator", &prep.features)?;
@@ -440,10 +584,6 @@ pub fn write_partition_dir(
     let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
     w.file("manifest.json", &json)?;
     m.hash = hex(&Sha256::digest(&json));
-    if dir.exists() {
-        fs::remove_dir(dir).map_err(io(dir))?;
-    }
-    fs::rename(&staging, dir).map_err(io(dir))?;
     Ok(m)
 }
 
@@ -895,6 +1035,118 @@ mod tests {
                 Err(StoreError::Exists(_))
             ));
         }
+    }
+
+    /// Every file under `dir`, by relative path, with its bytes.
+    fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+                    out.insert(rel, fs::read(&p).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn parts_streamed_from_a_mapped_graph_are_the_in_memory_bytes() {
+        let ds = generate_sbm(&SbmConfig {
+            num_nodes: 600,
+            feature_dim: 8,
+            seed: 3,
+            ..SbmConfig::default()
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let gdir = tmp.path().join("graph");
+        tma_graph::disk::write_dataset(&ds, &gdir, &tma_graph::disk::Provenance::new("test"))
+            .unwrap();
+        for (task, method) in [
+            (Task::Node, Method::SuperTma),
+            (Task::Link, Method::RandomTma),
+        ] {
+            let cfg = TrainConfig {
+                task,
+                method,
+                num_trainers: 3,
+                super_nodes: 40,
+                eval_num_neg: 20,
+                eval_max_edges: 50,
+                seed: 9,
+                ..TrainConfig::default()
+            };
+            // the in-memory path, from the dataset in RAM
+            let ram_dir = tmp.path().join(format!("ram-{task}"));
+            let p = crate::prepare(ds.clone(), &cfg).unwrap();
+            let m_ram = write_partition_dir(&ram_dir, &p, &cfg, "sbm", false).unwrap();
+            // the streamed path, from the mapped graph
+            let mapped =
+                tma_graph::load_dataset(&gdir, &tma_graph::LoadOptions::default()).unwrap();
+            assert!(mapped.graph.indices.is_mapped() && mapped.features.is_mapped());
+            let dir = tmp.path().join(format!("streamed-{task}"));
+            let w = PartitionWriter::create(&dir).unwrap();
+            let spill = w.spill();
+            let prep = crate::methods::prepare_spilled(mapped, &cfg, Some(&spill)).unwrap();
+            // the parts' CSR and dense features went to the staging folder as they were built
+            let written = spill.written();
+            assert_eq!(written.len(), 3 * 3, "{:?}", written.keys());
+            for (rel, f) in &written {
+                let b = fs::read(w.staging().join(rel)).unwrap();
+                assert_eq!(
+                    (f.bytes, &f.sha256),
+                    (b.len() as u64, &hex(&Sha256::digest(&b)))
+                );
+            }
+            for t in &prep.trainers {
+                assert!(t.graph.indices.is_mapped() && t.features.is_mapped());
+            }
+            let m = w.finish(&prep, &cfg, "sbm", false, Some(&spill)).unwrap();
+            assert_eq!(m.hash, m_ram.hash, "{task}: manifests differ");
+            assert_eq!(files_of(&dir), files_of(&ram_dir), "{task}: files differ");
+            assert!(!tmp.path().join(format!(".streamed-{task}.tmp")).exists());
+            let back = read_part(&dir, &read_manifest(&dir).unwrap(), 2).unwrap();
+            same_part(&back, &p.trainers[2]);
+        }
+    }
+
+    #[test]
+    fn a_bad_out_is_refused_and_an_unfinished_writer_leaves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        let e = PartitionWriter::create(&file).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: exists and is not a directory", file.display())
+        );
+        let full = tmp.path().join("full");
+        fs::create_dir(&full).unwrap();
+        fs::write(full.join("a"), b"").unwrap();
+        assert!(matches!(
+            PartitionWriter::create(&full),
+            Err(StoreError::Exists(_))
+        ));
+        assert!(matches!(
+            PartitionWriter::create(&file.join("sub")),
+            Err(StoreError::Io { .. })
+        ));
+        let e = PartitionWriter::create(Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("not a directory name"), "{e}");
+        // an empty directory is fine; dropped unfinished (an error on the way), no staging left
+        let empty = tmp.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let w = PartitionWriter::create(&empty).unwrap();
+        let staging = w.staging().to_path_buf();
+        assert!(staging.is_dir() && staging.ends_with(".empty.tmp"));
+        fs::write(staging.join("part"), b"half").unwrap();
+        drop(w);
+        assert!(!staging.exists() && empty.is_dir());
     }
 
     #[test]

@@ -373,7 +373,13 @@ fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
     let layout = DataLayout::Partitioned(tma_partition::PartitionMethod::Random);
     let ram = prepare(sbm(1200, 11), &cfg).unwrap();
     let spill = tmp.path().join("spill");
-    let mm = prepare_spilled(mapped, &cfg, layout, Some(&spill)).unwrap();
+    let mm = prepare_spilled(
+        mapped,
+        &cfg,
+        layout,
+        Some(&tma_train::spill::Spill::unlinked(&spill)),
+    )
+    .unwrap();
     assert!(
         !spill.exists(),
         "spilled part files are unlinked once mapped"

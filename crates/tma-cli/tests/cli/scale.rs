@@ -422,3 +422,220 @@ fn scale_smoke_generate_then_train_four_trainers_on_the_mapped_graph() {
         "val accuracy {acc} over 16 planted classes (chance 0.06)"
     );
 }
+
+/// Every file under `dir`, by relative path, with its bytes.
+fn files_of(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// `tma partition --out` on a graph in the on-disk format streams each part into the partition
+/// directory (one line per part, peak memory printed against --memory-budget); the directory
+/// has the same bytes as the in-memory path writes from the same graph as a `.npy` dataset,
+/// and `tma train --partitions` maps its parts; a budget too small for the parts' build is
+/// refused before anything is written.
+#[test]
+fn partition_out_streams_parts_of_a_mapped_graph_and_train_maps_them() {
+    let dir = tempdir();
+    let g = dir.path().join("disk").join("g");
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "30000",
+        "--avg-degree",
+        "10",
+        "--feat-dim",
+        "8",
+        "--seed",
+        "3",
+        "--memory-budget",
+        "32MiB",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let flags = [
+        "--method",
+        "super",
+        "--super-clustering",
+        "lpa",
+        "--super-nodes",
+        "300",
+        "--parts",
+        "3",
+        "--seed",
+        "7",
+    ];
+    let partition = |dataset: &std::path::Path, out: &std::path::Path, extra: &[&str]| {
+        let mut a = vec![
+            "partition",
+            "--dataset",
+            dataset.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend(flags);
+        a.extend(extra);
+        tma(&a)
+    };
+    let streamed = dir.path().join("streamed");
+    let r = partition(&g, &streamed, &["--memory-budget", "128MiB"]);
+    assert_success(&r);
+    let err = stderr(&r);
+    assert!(
+        err.contains("graph mapped from disk: each part is built in turn and streamed to"),
+        "{err}"
+    );
+    for t in 0..3 {
+        assert!(
+            err.contains(&format!("  part-{t:03} ({}/3): ", t + 1)),
+            "no line for part {t}: {err}"
+        );
+    }
+    let mem = err
+        .lines()
+        .find(|l| l.starts_with("partition: peak RSS "))
+        .unwrap_or_else(|| panic!("no memory line in {err}"));
+    assert!(
+        mem.contains(", peak anonymous ") && mem.ends_with(" MiB (--memory-budget 128 MiB)"),
+        "{mem}"
+    );
+    assert!(!dir.path().join(".streamed.tmp").exists());
+    let out = stdout(&r);
+    assert!(
+        out.contains("\nclustering: lpa (size-constrained label propagation")
+            && out.contains("\narcs kept by the parts: 0."),
+        "{out}"
+    );
+
+    // the in-memory path: the same graph as a .npy dataset of the same name
+    let npy = dir.path().join("npy").join("g");
+    assert_success(&tma(&[
+        "convert",
+        "--dataset",
+        g.to_str().unwrap(),
+        "--to",
+        "npy",
+        "--out",
+        npy.to_str().unwrap(),
+    ]));
+    let in_ram = dir.path().join("in-ram");
+    let r = partition(&npy, &in_ram, &[]);
+    assert_success(&r);
+    assert!(!stderr(&r).contains("streamed"), "{}", stderr(&r));
+    let (a, b) = (files_of(&streamed), files_of(&in_ram));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "same files"
+    );
+    assert_eq!(
+        a.len(),
+        1 + 7 + 3 * 6,
+        "manifest, coordinator/ 7 (CSR, features, y, train/val/test), 3 parts of 6"
+    );
+    for (k, v) in &a {
+        assert!(
+            v == &b[k],
+            "{k} differs between the streamed and the in-memory path"
+        );
+    }
+
+    // training reads the directory, parts mapped
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--partitions",
+        streamed.to_str().unwrap(),
+        "--time-limit",
+        "3s",
+        "--sync-every",
+        "1s",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let err = stderr(&r);
+    assert!(
+        err.contains("graph mapped, parts mapped from disk"),
+        "{err}"
+    );
+    let s = summary(&run);
+    assert_eq!(s["method"], "super-tma", "{s}");
+    let acc = s["best_val"]["value"].as_f64().unwrap();
+    assert!(
+        acc > 0.3,
+        "val accuracy {acc} over 16 planted classes (chance 0.06)"
+    );
+
+    // a budget that cannot hold the parts' build: refused, nothing left behind
+    let small = dir.path().join("small");
+    let r = partition(&g, &small, &["--memory-budget", "1MiB"]);
+    assert_fails_with(
+        &r,
+        1,
+        &[
+            "--memory-budget 1 MiB is too small to build the parts",
+            "raise --memory-budget",
+        ],
+    );
+    assert!(!small.exists() && !dir.path().join(".small.tmp").exists());
+}
+
+#[test]
+fn partition_out_that_cannot_be_a_partition_directory_is_refused_before_loading() {
+    let dir = tempdir();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let full = dir.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("keep.txt"), b"mine").unwrap();
+    // a dataset that does not exist: the --out check comes first
+    let missing = dir.path().join("no-such-dataset");
+    let run = |out: &std::path::Path| {
+        tma(&[
+            "partition",
+            "--dataset",
+            missing.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let f = file.to_str().unwrap();
+    assert_fails_with(&run(&file), 1, &[f, "exists and is not a directory"]);
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    assert_fails_with(
+        &run(&full),
+        1,
+        &[full.to_str().unwrap(), "exists and is not empty"],
+    );
+    assert_eq!(std::fs::read(full.join("keep.txt")).unwrap(), b"mine");
+    // its parent is a file
+    let under = file.join("parts");
+    assert_fails_with(&run(&under), 1, &["--out", f, "Not a directory"]);
+    // --memory-budget where nothing is streamed
+    let r = tma(&[
+        "partition",
+        "--gen-nodes",
+        "500",
+        "--memory-budget",
+        "64MiB",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["--memory-budget 64 MiB applies to `tma partition --out` on a graph in the on-disk format"],
+    );
+}
