@@ -165,6 +165,12 @@ pub(crate) fn with_evaluator<R>(
                     job.record.val =
                         eval_pool.install(|| evaluate_with(model, &params, prep, Split::Val, opts));
                     job.record.eval_s = t0.elapsed().as_secs_f64();
+                    // a mapped evaluation graph: the pages this validation read leave the
+                    // process's RSS (they stay in the page cache for the next one), so the
+                    // coordinator's resident set does not grow towards the whole graph over
+                    // the rounds (no-op for owned arrays)
+                    prep.graph.release_pages();
+                    prep.features.release_pages();
                     job.record.eval_cpu_s = match (cpu0, pool_cpu_s(eval_pool)) {
                         (Some(a), Some(b)) => (b - a).max(0.0),
                         _ => job.record.eval_s * eval_pool.current_num_threads() as f64,

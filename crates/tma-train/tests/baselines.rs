@@ -823,7 +823,7 @@ fn resumed_run_counts_steps_from_the_start_of_the_run() {
     // from round 5, round 5 + k comes after 3k more steps, recorded on top of the saved counts
     let c = TrainConfig {
         sync_every_steps: 3,
-        time_limit: Duration::from_millis(800),
+        time_limit: Duration::from_millis(2500),
         ..cfg(Method::RandomTma, Task::Node)
     };
     let p = prep(&c);
