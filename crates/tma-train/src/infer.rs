@@ -266,6 +266,9 @@ pub fn infer_nodes(
                 let h = lw.run(&nodes[r.clone()], g.sets);
                 out.data[r.start * out_dim..r.end * out_dim].copy_from_slice(&h.data);
             }
+            // the chunks' buffers (up to half the budget each) would otherwise stay pooled
+            // in the model between evaluations
+            model.release_buffers();
             (
                 out,
                 InferReport {
@@ -500,9 +503,9 @@ impl Layerwise<'_> {
                 );
                 self.chunks += 1;
             }
-            if let Some(prev) = h.replace(out) {
-                self.model.recycle(prev);
-            }
+            // the stored rows of the previous layer are freed, not recycled: the model's
+            // buffer pool would keep them (they are the size of a whole set, not of a chunk)
+            drop(h.replace(out));
         }
         h.expect("at least one layer")
     }
