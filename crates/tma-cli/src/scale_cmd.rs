@@ -397,7 +397,6 @@ pub fn generate(o: GenerateOpts) -> Result<()> {
         test_frac: sp[2],
         seed: o.seed,
         memory_budget: budget,
-        ..RmatConfig::default()
     };
     let t = Instant::now();
     let rep = generate_rmat(&cfg, &o.out, &Bars(Mutex::new(None))).context("tma generate")?;

@@ -582,15 +582,16 @@ pub fn prepare_spilled(
                                 source,
                             })?;
                         drop(part.graph);
+                        // the part was streamed from the whole mapped graph: drop the pages it
+                        // read from this process's RSS (they stay in the page cache), so the
+                        // spill holds one part's pass, not the whole graph (no-op when owned)
+                        graph.release_pages();
+                        ds.features.release_pages();
                         out.push(build(t, p, part.global_ids, sub, Some(features)));
                     }
                     if !spill.keeps_files() {
                         let _ = std::fs::remove_dir(root);
                     }
-                    // the parts were streamed from the whole mapped graph: drop its pages from
-                    // this process's RSS (they stay in the page cache for evaluation)
-                    graph.release_pages();
-                    ds.features.release_pages();
                     out
                 }
             };

@@ -486,6 +486,11 @@ impl Layerwise<'_> {
                 };
                 out.data[r.start * dout..r.end * dout].copy_from_slice(&y.data);
                 self.model.recycle(y);
+                // a mapped graph: the pages this chunk read leave the process's RSS (they stay
+                // in the page cache), so evaluation holds one chunk's pages, not every page the
+                // whole pass reads (no-op for owned arrays)
+                self.graph.release_pages();
+                self.features.release_pages();
                 let counts = HopCounts {
                     src: vec![b.num_src as u64],
                     dst: vec![b.num_dst as u64],
