@@ -108,7 +108,7 @@ pub struct TrainOpts {
     #[arg(long)]
     pub clip_from_epoch: Option<usize>,
     /// Linear learning-rate warm-up over the first N optimizer steps of each trainer
-    /// (lr * step / N; 0 = constant lr, the reference release). Default: 10 for link
+    /// (lr * step / N; 0 = constant lr, the reference release). Default: 3 for link
     /// prediction (Adam's first full step overshoots there), 0 for node classification.
     #[arg(long, value_name = "N")]
     pub warmup_steps: Option<u64>,

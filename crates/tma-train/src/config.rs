@@ -414,7 +414,7 @@ pub struct TrainConfig {
     pub clip_from_epoch: usize,
     /// Linear learning-rate warm-up: optimizer step `t` (1-based) uses
     /// `lr * min(1, t / warmup_steps)`; 0 = constant `lr` from the first step (the reference
-    /// release; [`TrainConfig::defaults_for`] sets 10 for link prediction). Counted per trainer
+    /// release; [`TrainConfig::defaults_for`] sets 3 for link prediction). Counted per trainer
     /// (GGS: per coordinator step). See [`warmup_lr`].
     #[serde(default)]
     pub warmup_steps: u64,
@@ -565,7 +565,7 @@ pub const OPTION_ALIASES: [(&str, &str); 2] =
 impl TrainConfig {
     /// The defaults for `task`: [`TrainConfig::default`] with the task set and, for link
     /// prediction, mini-batches of 8192 edges (the release's 65536 is a GPU batch; on CPU cores
-    /// a step of that size takes seconds, delaying rounds) and a learning-rate warm-up of 10
+    /// a step of that size takes seconds, delaying rounds) and a learning-rate warm-up of 3
     /// steps. The CLI's and the Python package's defaults.
     pub fn defaults_for(task: Task) -> TrainConfig {
         TrainConfig {
@@ -574,10 +574,10 @@ impl TrainConfig {
                 Task::Link => 8192,
                 Task::Node => TrainConfig::default().batch_size,
             },
-            // link prediction: 10 warm-up steps (docs/decisions/0006-learning-per-step.md:
-            // chance-level loss in round 1 and more learned per step); node: not measured
+            // link prediction: 3 warm-up steps (docs/decisions/0006-learning-per-step.md: no
+            // loss jump after the first step, more learned per step); node: not measured
             warmup_steps: match task {
-                Task::Link => 10,
+                Task::Link => 3,
                 Task::Node => 0,
             },
             ..TrainConfig::default()
@@ -877,6 +877,10 @@ mod tests {
         assert_eq!(warmup_lr(1.0, 4, 9), 1.0);
         assert_eq!(warmup_lr(1.0, 4, 0), 0.25, "step 0 is treated as the first");
         assert_eq!(warmup_lr(2e-3, 10, 5), 1e-3);
+        // defaults: 3 steps for link prediction (measured), none for node classification
+        assert_eq!(TrainConfig::defaults_for(Task::Link).warmup_steps, 3);
+        assert_eq!(TrainConfig::defaults_for(Task::Node).warmup_steps, 0);
+        assert_eq!(TrainConfig::default().warmup_steps, 0);
     }
 
     #[test]

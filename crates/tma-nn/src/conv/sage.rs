@@ -14,9 +14,9 @@ use crate::kernels::AggCoefs;
 /// Parameters (`{l}` = layer index): `encoder.{l}.lin_l.weight` `[out, in]`,
 /// `encoder.{l}.lin_l.bias` `[out]`, `encoder.{l}.lin_r.weight` `[out, in]` (no bias), in this
 /// order; weights Xavier-uniform with gain `sqrt(2)` (`U(±sqrt(2)·sqrt(6/(in+out)))`, DGL's
-/// `SAGEConv` initialisation), bias `U(±1/sqrt(in))` (DGL keeps its bias in `fc_self`, an
-/// `nn.Linear` whose bias `reset_parameters` leaves at PyTorch's default; measured in
-/// docs/decisions/0006-learning-per-step.md: a zero bias learned less per step).
+/// `SAGEConv` initialisation), bias 0. (DGL's bias starts at PyTorch's `nn.Linear` default
+/// `U(±1/sqrt(in))`; measured in docs/decisions/0006-learning-per-step.md, it helped on one
+/// graph only without a learning-rate warm-up and hurt on another, so tma keeps 0.)
 ///
 /// **Shapes:** input `[num_src, in]` (dense, sparse or rows of a larger dense matrix), block
 /// with `num_dst <= num_src` destinations (the first `num_dst` sources), output
@@ -39,7 +39,7 @@ impl SageConv {
             vec![a.out_dim, a.in_dim],
             Init::XavierGain(std::f32::consts::SQRT_2),
         );
-        let bias = alloc.add(a.name("lin_l.bias"), vec![a.out_dim], Init::FanIn(a.in_dim));
+        let bias = alloc.add(a.name("lin_l.bias"), vec![a.out_dim], Init::Const(0.0));
         let w_r = alloc.add(
             a.name("lin_r.weight"),
             vec![a.out_dim, a.in_dim],
