@@ -890,11 +890,6 @@ fn init_params_layout_and_values() {
         .unwrap()
         .iter()
         .all(|&v| v == 1.0));
-    assert!(p
-        .get("encoder.0.lin_l.bias")
-        .unwrap()
-        .iter()
-        .all(|&v| v == 0.0));
     // SAGE weights: Xavier-uniform with gain sqrt(2), as DGL's SAGEConv
     let uniform = |name: &str, a: f32| {
         let w = p.get(name).unwrap();
@@ -915,6 +910,10 @@ fn init_params_layout_and_values() {
         "encoder.1.lin_l.weight",
         2f32.sqrt() * (6.0f32 / 512.0).sqrt(),
     );
+    // SAGE bias 0 (DGL's U(±1/sqrt(in)) measured and not kept: docs/decisions/0006)
+    for name in ["encoder.0.lin_l.bias", "encoder.1.lin_l.bias"] {
+        assert!(p.get(name).unwrap().iter().all(|&v| v == 0.0), "{name}");
+    }
     // decoder: PyTorch's nn.Linear default U(±1/sqrt(fan_in)), weights and biases (fan_in 256)
     for name in [
         "decoder.lin1.weight",

@@ -412,6 +412,12 @@ pub struct TrainConfig {
     pub clip_norm: f32,
     /// First epoch (1-based) with gradient clipping.
     pub clip_from_epoch: usize,
+    /// Linear learning-rate warm-up: optimizer step `t` (1-based) uses
+    /// `lr * min(1, t / warmup_steps)`; 0 = constant `lr` from the first step (the reference
+    /// release; [`TrainConfig::defaults_for`] sets 3 for link prediction). Counted per trainer
+    /// (GGS: per coordinator step). See [`warmup_lr`].
+    #[serde(default)]
+    pub warmup_steps: u64,
     /// Uniform negatives per positive edge in training.
     pub num_neg: usize,
     /// Fixed negatives per positive edge for MRR evaluation (OGB: 1000).
@@ -489,6 +495,7 @@ impl Default for TrainConfig {
             weight_decay: 0.0,
             clip_norm: 1.0,
             clip_from_epoch: 2,
+            warmup_steps: 0,
             num_neg: 1,
             eval_num_neg: 1000,
             eval_max_edges: 500,
@@ -511,6 +518,20 @@ impl Default for TrainConfig {
 
 fn default_eval_every() -> u64 {
     1
+}
+
+/// The learning rate of optimizer step `step` (1-based) under a linear warm-up of
+/// `warmup_steps` steps: `lr * min(1, step / warmup_steps)`; `lr` when `warmup_steps` is 0.
+///
+/// Adam's first update moves every parameter by `lr` in the sign of its gradient, all at once;
+/// on link prediction that first step overshoots (the training loss jumps from chance level to
+/// ~2 at step 2), which a short warm-up avoids (docs/decisions/0006-learning-per-step.md).
+pub fn warmup_lr(lr: f32, warmup_steps: u64, step: u64) -> f32 {
+    if warmup_steps == 0 || step >= warmup_steps {
+        lr
+    } else {
+        lr * step.max(1) as f32 / warmup_steps as f32
+    }
 }
 
 /// Default of `--eval-max-nodes` (`TrainConfig::eval_max_nodes`): no shared dataset (all below
@@ -544,14 +565,20 @@ pub const OPTION_ALIASES: [(&str, &str); 2] =
 impl TrainConfig {
     /// The defaults for `task`: [`TrainConfig::default`] with the task set and, for link
     /// prediction, mini-batches of 8192 edges (the release's 65536 is a GPU batch; on CPU cores
-    /// a step of that size takes seconds, delaying rounds). The CLI's and the Python package's
-    /// defaults.
+    /// a step of that size takes seconds, delaying rounds) and a learning-rate warm-up of 3
+    /// steps. The CLI's and the Python package's defaults.
     pub fn defaults_for(task: Task) -> TrainConfig {
         TrainConfig {
             task,
             batch_size: match task {
                 Task::Link => 8192,
                 Task::Node => TrainConfig::default().batch_size,
+            },
+            // link prediction: 3 warm-up steps (docs/decisions/0006-learning-per-step.md: no
+            // loss jump after the first step, more learned per step); node: not measured
+            warmup_steps: match task {
+                Task::Link => 3,
+                Task::Node => 0,
             },
             ..TrainConfig::default()
         }
@@ -837,6 +864,23 @@ mod tests {
         let old: TrainConfig = serde_json::from_value(v).unwrap();
         assert_eq!(old.round_timeout, Duration::from_secs(10));
         assert_eq!(old.peer_timeout(), Duration::from_secs(44));
+    }
+
+    #[test]
+    fn warmup_lr_is_linear_then_constant() {
+        assert_eq!(warmup_lr(1e-3, 0, 1), 1e-3);
+        assert_eq!(warmup_lr(1e-3, 0, 500), 1e-3);
+        assert_eq!(warmup_lr(1.0, 4, 1), 0.25);
+        assert_eq!(warmup_lr(1.0, 4, 2), 0.5);
+        assert_eq!(warmup_lr(1.0, 4, 3), 0.75);
+        assert_eq!(warmup_lr(1.0, 4, 4), 1.0);
+        assert_eq!(warmup_lr(1.0, 4, 9), 1.0);
+        assert_eq!(warmup_lr(1.0, 4, 0), 0.25, "step 0 is treated as the first");
+        assert_eq!(warmup_lr(2e-3, 10, 5), 1e-3);
+        // defaults: 3 steps for link prediction (measured), none for node classification
+        assert_eq!(TrainConfig::defaults_for(Task::Link).warmup_steps, 3);
+        assert_eq!(TrainConfig::defaults_for(Task::Node).warmup_steps, 0);
+        assert_eq!(TrainConfig::default().warmup_steps, 0);
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub struct GradientSync {
     weight_decay: f32,
     clip_norm: f32,
     clip_from_epoch: u64,
+    lr: f32,
+    warmup_steps: u64,
     latest: Arc<Vec<f32>>,
 }
 
@@ -102,6 +104,8 @@ impl GradientSync {
             weight_decay: cfg.weight_decay,
             clip_norm: cfg.clip_norm,
             clip_from_epoch: cfg.clip_from_epoch as u64,
+            lr: cfg.lr,
+            warmup_steps: cfg.warmup_steps,
             latest: Arc::new(init.data.clone()),
         }
     }
@@ -129,6 +133,7 @@ impl Exchange for GradientSync {
         if epochs + 1 >= self.clip_from_epoch {
             tma_nn::clip_grad_norm(&mut self.grads, self.clip_norm);
         }
+        self.adam.lr = crate::config::warmup_lr(self.lr, self.warmup_steps, self.adam.steps() + 1);
         self.adam.step(model, &self.grads);
         self.latest = Arc::new(model.data.clone());
         self.latest.clone()

@@ -228,19 +228,7 @@ impl Trainer {
             TrainTarget::Link { edges } => {
                 let n = self.data.num_nodes();
                 let k = self.cfg.num_neg;
-                let mut src = Vec::with_capacity(batch.len() * (1 + k));
-                let mut dst = Vec::with_capacity(batch.len() * (1 + k));
-                for &e in &batch {
-                    let (u, v) = edges[e as usize];
-                    src.push(u);
-                    dst.push(v);
-                }
-                for _ in 0..k {
-                    for &e in &batch {
-                        src.push(edges[e as usize].0);
-                        dst.push(self.rng.random_range(0..n as u32));
-                    }
-                }
+                let (src, dst) = link_pairs(edges, &batch, k, n, &mut self.rng);
                 let mut all = Vec::with_capacity(src.len() * 2);
                 all.extend_from_slice(&src);
                 all.extend_from_slice(&dst);
@@ -312,6 +300,7 @@ impl Trainer {
         if self.epochs + 1 >= self.cfg.clip_from_epoch as u64 {
             tma_nn::clip_grad_norm(&mut self.grads, self.cfg.clip_norm);
         }
+        self.adam.lr = crate::config::warmup_lr(self.cfg.lr, self.cfg.warmup_steps, self.steps + 1);
         self.adam.step(&mut self.params, &self.grads);
         self.steps += 1;
     }
@@ -385,6 +374,42 @@ impl Trainer {
     }
 }
 
+/// The scored pairs of one link-prediction step: the positives `edges[batch[i]]` first, then
+/// `k` rounds of one negative per positive (round `j`'s negative of positive `i` at
+/// `(1 + j) * batch.len() + i`). A negative keeps a random end of its positive (`u` or `v`,
+/// a fair coin) and pairs it with a node drawn uniformly from `0..num_nodes` (with
+/// replacement, as the reference's uniform sampler; it may be a true edge or the end itself).
+/// The reference trains both directions `u -> v` and `v -> u`, each with a negative from its
+/// source: so the negatives' sources are both ends alike, never chosen by the stored
+/// orientation of an undirected edge (the smaller id first); the decoder is symmetric, so
+/// `(v, w)` is as much a negative for a directed arc as `(u, w)`.
+///
+/// # Panics
+/// If `num_nodes == 0` while there is a negative to draw.
+pub fn link_pairs(
+    edges: &[(u32, u32)],
+    batch: &[u32],
+    k: usize,
+    num_nodes: usize,
+    rng: &mut ChaCha8Rng,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut src = Vec::with_capacity(batch.len() * (1 + k));
+    let mut dst = Vec::with_capacity(batch.len() * (1 + k));
+    for &e in batch {
+        let (u, v) = edges[e as usize];
+        src.push(u);
+        dst.push(v);
+    }
+    for _ in 0..k {
+        for &e in batch {
+            let (u, v) = edges[e as usize];
+            src.push(if rng.random::<bool>() { u } else { v });
+            dst.push(rng.random_range(0..num_nodes as u32));
+        }
+    }
+    (src, dst)
+}
+
 /// Loss of the node task on the seeds' outputs; returns (mean loss, d loss / d out).
 /// Unlabelled seeds (class -1) never reach here: training nodes are labelled.
 pub fn node_loss(out: &Mat, seeds: &[u32], targets: &NodeTargets) -> (f32, Mat) {
@@ -401,5 +426,60 @@ pub fn node_loss(out: &Mat, seeds: &[u32], targets: &NodeTargets) -> (f32, Mat) 
             }
             tma_nn::multilabel_bce(out, &t)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn link_pairs_negatives_keep_either_end_uniformly() {
+        // 3 positives, 2 negatives each, on 10 nodes
+        let edges = [(0u32, 5u32), (1, 6), (2, 7), (3, 8)];
+        let batch = [2u32, 0, 3];
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let (src, dst) = link_pairs(&edges, &batch, 2, 10, &mut rng);
+        assert_eq!(src.len(), 9);
+        assert_eq!(&src[..3], &[2, 0, 3]);
+        assert_eq!(&dst[..3], &[7, 5, 8]);
+        for j in 0..2 {
+            for (i, &e) in batch.iter().enumerate() {
+                let (u, v) = edges[e as usize];
+                let s = src[3 * (1 + j) + i];
+                assert!(s == u || s == v, "negative source {s} of ({u}, {v})");
+                assert!(dst[3 * (1 + j) + i] < 10);
+            }
+        }
+        // many draws: each end is the source half the time (the smaller-id end was always the
+        // source before), and the other end is uniform over the nodes
+        let edges = [(0u32, 1u32)];
+        let batch = vec![0u32; 20_000];
+        let (src, dst) = link_pairs(&edges, &batch, 1, 4, &mut rng);
+        let from_v = src[20_000..].iter().filter(|&&s| s == 1).count();
+        assert!(
+            (9_600..10_400).contains(&from_v),
+            "{from_v} of 20000 from v"
+        );
+        let mut c = [0usize; 4];
+        dst[20_000..].iter().for_each(|&w| c[w as usize] += 1);
+        assert!(c.iter().all(|&x| (4_700..5_300).contains(&x)), "{c:?}");
+        // deterministic in the stream
+        let a = link_pairs(
+            &edges,
+            &batch[..50],
+            3,
+            4,
+            &mut ChaCha8Rng::seed_from_u64(7),
+        );
+        let b = link_pairs(
+            &edges,
+            &batch[..50],
+            3,
+            4,
+            &mut ChaCha8Rng::seed_from_u64(7),
+        );
+        assert_eq!(a, b);
     }
 }

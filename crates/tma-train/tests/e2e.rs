@@ -192,6 +192,56 @@ fn link_prediction_learns_on_generated_graph() {
     }
 }
 
+/// `warmup_steps` scales the first optimizer steps: Adam's first update moves each parameter
+/// by `lr * g / (|g| + eps)`, so the largest move of step 1 is `lr / warmup_steps` with a
+/// warm-up and `lr` without (to within eps / |g|).
+#[test]
+fn warmup_scales_the_first_adam_steps() {
+    let lr = 0.01f32;
+    let mut moved = Vec::new();
+    for warmup_steps in [0u64, 4] {
+        let cfg = TrainConfig {
+            task: Task::Link,
+            method: Method::Centralized,
+            hidden: 16,
+            batch_size: 256,
+            lr,
+            warmup_steps,
+            ..TrainConfig::default()
+        };
+        let prep = prepare(sbm(400, 3), &cfg).unwrap();
+        let model = tma_train::build_model(&cfg, prep.model_shape()).unwrap();
+        let init = tma_train::engine::initial_params(&cfg, &model);
+        let mut t =
+            tma_train::trainer::Trainer::new(prep.trainers[0].clone(), model, init.clone(), &cfg);
+        t.step();
+        let max_move = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max)
+        };
+        let m1 = max_move(&t.params().data, &init.data);
+        let before = t.params().data.clone();
+        t.step();
+        moved.push((m1, max_move(&t.params().data, &before)));
+    }
+    let (plain, warm) = (moved[0], moved[1]);
+    assert!(
+        (plain.0 - lr).abs() < 1e-3 * lr,
+        "no warm-up, step 1: {plain:?}"
+    );
+    assert!(
+        (warm.0 - lr / 4.0).abs() < 1e-3 * lr,
+        "warm-up 4, step 1: {warm:?}"
+    );
+    // step 2 runs at lr / 2; Adam's bias-corrected step stays within ~lr/2 per parameter
+    assert!(
+        warm.1 <= 0.5 * lr * 1.01 && warm.1 > 0.1 * lr,
+        "warm-up 4, step 2: {warm:?}"
+    );
+}
+
 /// Same seed -> identical partition and split; another seed -> a different partition.
 #[test]
 fn same_seed_same_partition_bytes() {

@@ -14,7 +14,9 @@ use crate::kernels::AggCoefs;
 /// Parameters (`{l}` = layer index): `encoder.{l}.lin_l.weight` `[out, in]`,
 /// `encoder.{l}.lin_l.bias` `[out]`, `encoder.{l}.lin_r.weight` `[out, in]` (no bias), in this
 /// order; weights Xavier-uniform with gain `sqrt(2)` (`U(±sqrt(2)·sqrt(6/(in+out)))`, DGL's
-/// `SAGEConv` initialisation), bias 0.
+/// `SAGEConv` initialisation), bias 0. (DGL's bias starts at PyTorch's `nn.Linear` default
+/// `U(±1/sqrt(in))`; measured in docs/decisions/0006-learning-per-step.md, it helped on one
+/// graph only without a learning-rate warm-up and hurt on another, so tma keeps 0.)
 ///
 /// **Shapes:** input `[num_src, in]` (dense, sparse or rows of a larger dense matrix), block
 /// with `num_dst <= num_src` destinations (the first `num_dst` sources), output
