@@ -153,7 +153,7 @@ pub struct ConvertOpts {
     /// footprint, the rest for the CSR build. Features, labels and the split are converted in
     /// memory, outside this budget. Applies to a .npy source written --to disk; other
     /// conversions read the whole dataset into memory.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes, allow_hyphen_values = true)]
     pub memory_budget: u64,
     /// Which of the source's fixed splits to convert (*_masks.npy rows, OGB split/ directories
     /// sorted by name). Default: 0.
@@ -329,24 +329,39 @@ pub struct GenerateOpts {
     #[arg(long, value_name = "P", default_value_t = 0.7)]
     pub homophily: f64,
     /// R-MAT quadrant probabilities a,b,c (d = 1 - a - b - c).
-    #[arg(long, value_name = "A,B,C", default_value = "0.57,0.19,0.19")]
+    #[arg(
+        long,
+        value_name = "A,B,C",
+        default_value = "0.57,0.19,0.19",
+        allow_hyphen_values = true
+    )]
     pub rmat: String,
     /// Fractions of undirected pairs held out for link validation and test (VAL,TEST); held-out
     /// pairs are not in the stored graph.
-    #[arg(long, value_name = "VAL,TEST", default_value = "0,0")]
+    #[arg(
+        long,
+        value_name = "VAL,TEST",
+        default_value = "0,0",
+        allow_hyphen_values = true
+    )]
     pub link_split: String,
     /// Fractions of nodes in the training, validation and test splits (TRAIN,VAL,TEST; the
     /// remaining nodes are in no split). Large graphs of the field label few nodes
     /// (ogbn-papers100M: about 1.1% train, 0.1% validation, 0.2% test); the whole test split
     /// is evaluated at the end of a run.
-    #[arg(long, value_name = "TRAIN,VAL,TEST", default_value = "0.6,0.2,0.2")]
+    #[arg(
+        long,
+        value_name = "TRAIN,VAL,TEST",
+        default_value = "0.6,0.2,0.2",
+        allow_hyphen_values = true
+    )]
     pub split: String,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Memory for the whole process (e.g. 512MiB, 2GiB; at least 32MiB): 16 MiB for its fixed
     /// footprint, the rest for the generator's buffers and the CSR build.
-    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = parse_bytes, allow_hyphen_values = true)]
     pub memory_budget: u64,
     /// Output directory (must not exist or be empty).
     #[arg(long, value_name = "DIR")]

@@ -124,11 +124,11 @@ pub struct TrainOpts {
     /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation takes 1/K of the CPU time the trainers share. Default: 1 (every round).
     #[arg(long, value_name = "K")]
     pub eval_every: Option<u64>,
-    /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, in chunks within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
+    /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, layer by layer within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
     #[arg(long, value_name = "auto|full|restricted")]
     pub eval_inference: Option<String>,
-    /// Memory one chunk of restricted (or sampled) evaluation may take: its blocks and largest layer's activations (e.g. 256MiB, 2GiB). Default: 1GiB.
-    #[arg(long, value_name = "SIZE")]
+    /// Memory restricted (or sampled) evaluation may take: its stored rows and one chunk's blocks and activations (e.g. 256MiB, 2GiB; at least 16MiB). Default: 1GiB.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     #[serde(deserialize_with = "size_or_bytes")]
     pub eval_memory: Option<String>,
     /// Sampled evaluation: per-layer fanouts, hop nearest the evaluated nodes first, comma separated; 0 = all neighbours. An estimate instead of exact inference, for graphs where exact costs too much (docs/decisions). Default: exact.
@@ -1151,7 +1151,7 @@ pub struct PartitionOpts {
     /// written) when the process's anonymous memory after the split and partition plus the
     /// estimated build of the parts, one at a time, exceeds SIZE (e.g. 512MiB, 2GiB). The
     /// peak is printed against it at the end.
-    #[arg(long, value_name = "SIZE", value_parser = crate::scale_cmd::parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::scale_cmd::parse_bytes, allow_hyphen_values = true)]
     pub memory_budget: Option<u64>,
 }
 

@@ -349,14 +349,7 @@ pub fn generate_rmat(
     if !matches!(cfg.feature_dtype, Dtype::F32 | Dtype::F16) {
         return Err(invalid(out, "features are f32 or f16"));
     }
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map_err(|e| io_err(out, e))?
-            .next()
-            .is_some()
-    {
-        return Err(invalid(out, "output directory exists and is not empty"));
-    }
+    crate::disk::claim_out_dir(out, ".generate-staging")?;
     std::fs::create_dir_all(out).map_err(|e| io_err(out, e))?;
     let result = generate_inner(cfg, out, progress);
     let _ = std::fs::remove_dir_all(out.join(".generate-staging"));

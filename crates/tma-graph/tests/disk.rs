@@ -622,3 +622,66 @@ fn validation_reports_the_first_error_in_row_order_whatever_the_windows() {
         .to_string();
     assert!(e.contains("self-loop at node 3"), "{e}");
 }
+
+#[test]
+fn an_overlapping_fixed_split_is_refused_as_the_npy_loader_does() {
+    // regression: the mapped path trained on a split whose lists overlap (issue 10, fresh user)
+    let mut ds = generate_sbm(&SbmConfig {
+        num_nodes: 200,
+        feature_dim: 4,
+        ..SbmConfig::default()
+    });
+    let sp = ds.split.as_mut().unwrap();
+    let t = sp.train[0];
+    sp.val.push(t);
+    sp.val.sort_unstable();
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g");
+    disk::write_dataset(&ds, &g, &Provenance::new("test")).unwrap();
+    let mg = MappedGraph::open(&g).unwrap();
+    let e = mg
+        .to_dataset(&LoadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("train_idx.bin")
+            && e.contains("val_idx.bin")
+            && e.contains(&format!("first: {t}")),
+        "{e}"
+    );
+    let ok = mg
+        .to_dataset(&LoadOptions {
+            allow_split_overlap: true,
+            ..LoadOptions::default()
+        })
+        .unwrap();
+    assert!(ok.split.unwrap().val.contains(&t));
+}
+
+#[test]
+fn the_leftover_of_an_interrupted_generate_is_replaced_anything_else_refused() {
+    // regression: after Ctrl-C during `tma generate`, the same command was refused ("exists
+    // and is not empty") because of the staging directory it had left
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    std::fs::create_dir_all(out.join(".generate-staging")).unwrap();
+    std::fs::write(out.join(".generate-staging/bucket-00000.arcs"), [0u8; 64]).unwrap();
+    std::fs::write(out.join("indices.bin"), [0u8; 16]).unwrap();
+    generate_rmat(&rmat_cfg(3), &out, &()).unwrap();
+    MappedGraph::open(&out).unwrap().validate().unwrap();
+    assert!(!out.join(".generate-staging").exists());
+    // a directory holding something tma did not write is never touched
+    let other = dir.path().join("o");
+    std::fs::create_dir_all(other.join(".generate-staging")).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    let e = generate_rmat(&rmat_cfg(3), &other, &())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("exists and is not empty"), "{e}");
+    assert!(other.join("notes.txt").exists());
+    // nor is a finished graph (it has a manifest)
+    let e = generate_rmat(&rmat_cfg(3), &out, &())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("exists and is not empty"), "{e}");
+}

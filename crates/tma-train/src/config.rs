@@ -707,8 +707,12 @@ impl TrainConfig {
         if self.eval_max_nodes == 0 {
             return Err("eval-max-nodes must be >= 1".into());
         }
-        if self.eval_memory == 0 {
-            return Err("eval-memory must be > 0".into());
+        if self.eval_memory < 16 << 20 {
+            // below this, evaluation runs in so many tiny chunks that a round never ends
+            return Err(format!(
+                "eval-memory must be at least 16MiB (got {} bytes): smaller budgets cut evaluation into so many chunks that validation takes far longer than training",
+                self.eval_memory
+            ));
         }
         if !self.eval_fanouts.is_empty() && self.eval_fanouts.len() != self.num_layers {
             return Err(format!(

@@ -168,7 +168,10 @@ fn bad_flags_are_rejected_with_a_reason() {
             &["--eval-memory", "lots"],
             "--eval-memory: \"lots\" is not a size",
         ),
-        (&["--eval-memory", "0"], "eval-memory must be > 0"),
+        (
+            &["--eval-memory", "0"],
+            "eval-memory must be at least 16MiB",
+        ),
         (&["--eval-max-nodes", "0"], "eval-max-nodes must be >= 1"),
         (
             &["--eval-fanouts", "5"],

@@ -170,6 +170,27 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
         "/tmp/x",
     ]);
     assert_fails_with(&r, 1, &["--split \"0.9,0.2,0\"", "TRAIN + VAL + TEST <= 1"]);
+    // regression: a negative value reached clap as an unknown flag ("unexpected argument '-0'")
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "100",
+        "--split",
+        "-0.1,0.5,0.1",
+        "--out",
+        "/tmp/x",
+    ]);
+    assert_fails_with(&r, 1, &["--split \"-0.1,0.5,0.1\"", "must lie in [0, 1]"]);
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "100",
+        "--memory-budget",
+        "-5MiB",
+        "--out",
+        "/tmp/x",
+    ]);
+    assert_fails_with(&r, 2, &["--memory-budget", "not a size"]);
     // the output exists now: a second run refuses to overwrite it
     let r = tma(&["generate", "--nodes", "100", "--out", o]);
     assert_fails_with(&r, 1, &["not empty", o]);

@@ -198,14 +198,7 @@ pub fn convert_npy_dir(
 ) -> Result<ConvertReport> {
     let mut stages = vec![];
     let t0 = Instant::now();
-    if out.exists()
-        && std::fs::read_dir(out)
-            .map_err(|e| io_err(out, e))?
-            .next()
-            .is_some()
-    {
-        return Err(invalid(out, "output directory exists and is not empty"));
-    }
+    crate::disk::claim_out_dir(out, ".convert-staging")?;
     std::fs::create_dir_all(out).map_err(|e| io_err(out, e))?;
     let staging = out.join(".convert-staging");
     let result = convert_inner(src, out, &staging, opts, progress, &mut stages, t0);

@@ -701,6 +701,11 @@ impl MappedGraph {
             val: b.to_vec(),
             test: c.to_vec(),
         });
+        if let (Some(sp), false) = (&split, opts.allow_split_overlap) {
+            // the loader's rule: lists of a fixed split must be disjoint unless allowed
+            let files = ["train_idx.bin", "val_idx.bin", "test_idx.bin"].map(|f| self.dir.join(f));
+            crate::dataset::check_split_disjoint(sp, &files, opts.split_index)?;
+        }
         Ok(Dataset {
             name: self.manifest.name.clone(),
             directed: self.manifest.directed,

@@ -286,3 +286,54 @@ impl Progress for () {
     fn inc(&self, _: u64) {}
     fn finish(&self) {}
 }
+
+/// Checks that `out` can receive a new graph: missing or empty, or the leftover of a writer of
+/// this kind that was interrupted (Ctrl-C, a kill) before it finished: no manifest, its
+/// staging directory `staging` present, and nothing else but the `.bin` arrays it writes.
+/// Such a leftover is removed (said in one line on stderr), so running the same command again
+/// works.
+///
+/// # Errors
+/// [`GraphError::Invalid`] naming `out` when it holds anything else.
+pub(crate) fn claim_out_dir(out: &Path, staging: &str) -> Result<()> {
+    let io = |e| GraphError::Io {
+        path: out.to_path_buf(),
+        source: e,
+    };
+    if !out.exists() {
+        return Ok(());
+    }
+    let entries: Vec<std::fs::DirEntry> = std::fs::read_dir(out)
+        .map_err(io)?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(io)?;
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = entries
+        .iter()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let leftover = names.iter().any(|n| n == staging)
+        && names.iter().all(|n| n == staging || n.ends_with(".bin"));
+    if !leftover {
+        return Err(GraphError::Invalid {
+            path: out.to_path_buf(),
+            reason: "output directory exists and is not empty".into(),
+        });
+    }
+    eprintln!(
+        "note: {} holds the leftover of an interrupted run ({staging} and {} partial array(s), no manifest): removed",
+        out.display(),
+        names.len() - 1
+    );
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            std::fs::remove_dir_all(&p).map_err(io)?;
+        } else {
+            std::fs::remove_file(&p).map_err(io)?;
+        }
+    }
+    Ok(())
+}
