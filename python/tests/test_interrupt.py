@@ -30,6 +30,10 @@ def test_sigint_stops_the_run_keeps_the_checkpoint_and_raises(tmp_path, cora_dir
     p = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, str(cora_dir), str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a shell without job control starts background jobs with SIGINT ignored, and Python
+        # keeps an ignored SIGINT ignored: give the child the default disposition, so the test
+        # does not depend on how it was launched
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         line = p.stdout.readline()
