@@ -283,6 +283,12 @@ pub fn infer_nodes(
     }
 }
 
+/// Most arcs one chunk of the layer-wise pass aggregates: on a mapped graph the pages a chunk
+/// reads (up to one feature row and one index per arc) stay in the process's RSS until the
+/// chunk ends, so this bounds them (2^24 arcs: at most ~2 GiB of 32-d f32 rows) whatever the
+/// budget allows for activations.
+const CHUNK_ARCS: u64 = 1 << 24;
+
 /// A group of consecutive nodes computed layer-wise together: `sets[l]` (sorted, `1 <= l <
 /// layers`) are the nodes whose layer-`l` input rows the group needs.
 struct Group {
@@ -418,7 +424,8 @@ impl Layerwise<'_> {
     }
 
     /// Layer `l`'s destinations `dst` cut into consecutive chunks whose one-layer exact block
-    /// fits half the budget ([`chunk_bytes`], sources bounded by destinations + arcs).
+    /// fits half the budget ([`chunk_bytes`], sources bounded by destinations + arcs) and
+    /// holds at most [`CHUNK_ARCS`] arcs.
     fn layer_chunks(&self, l: usize, dst: &[u32]) -> Vec<std::ops::Range<usize>> {
         let dims = &self.dims[l..=l];
         let bytes = |d: u64, a: u64| {
@@ -436,7 +443,7 @@ impl Layerwise<'_> {
         let (mut start, mut d, mut a) = (0usize, 0u64, 0u64);
         for (i, &v) in dst.iter().enumerate() {
             let deg = self.graph.degree(v as usize) as u64;
-            if i > start && bytes(d + 1, a + deg) > self.budget / 2 {
+            if i > start && (bytes(d + 1, a + deg) > self.budget / 2 || a + deg > CHUNK_ARCS) {
                 out.push(start..i);
                 (start, d, a) = (i, 0, 0);
             }
