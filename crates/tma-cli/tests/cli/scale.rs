@@ -160,65 +160,52 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
         (140..=260).contains(&n[0]) && (15..=70).contains(&n[1]) && (30..=95).contains(&n[2]),
         "{line}"
     );
-    let r = tma(&[
-        "generate",
-        "--nodes",
-        "100",
-        "--split",
-        "0.9,0.2,0",
-        "--out",
-        "/tmp/x",
-    ]);
-    assert_fails_with(&r, 1, &["--split \"0.9,0.2,0\"", "TRAIN + VAL + TEST <= 1"]);
-    // regression: a negative value reached clap as an unknown flag ("unexpected argument '-0'")
-    let r = tma(&[
-        "generate",
-        "--nodes",
-        "100",
-        "--split",
-        "-0.1,0.5,0.1",
-        "--out",
-        "/tmp/x",
-    ]);
-    assert_fails_with(&r, 1, &["--split \"-0.1,0.5,0.1\"", "must lie in [0, 1]"]);
-    let r = tma(&[
-        "generate",
-        "--nodes",
-        "100",
-        "--memory-budget",
-        "-5MiB",
-        "--out",
-        "/tmp/x",
-    ]);
-    assert_fails_with(&r, 2, &["--memory-budget", "not a size"]);
-    // the output exists now: a second run refuses to overwrite it
+    // bad values name the flag (a negative value once reached clap as an unknown flag:
+    // "unexpected argument '-0'"); the output exists now, so a second run refuses it
+    let cases: [(&str, &str, i32, &[&str]); 6] = [
+        (
+            "--split",
+            "0.9,0.2,0",
+            1,
+            &["--split \"0.9,0.2,0\"", "TRAIN + VAL + TEST <= 1"],
+        ),
+        (
+            "--split",
+            "-0.1,0.5,0.1",
+            1,
+            &["--split \"-0.1,0.5,0.1\"", "must lie in [0, 1]"],
+        ),
+        (
+            "--memory-budget",
+            "-5MiB",
+            2,
+            &["--memory-budget", "not a size"],
+        ),
+        (
+            "--memory-budget",
+            "1MiB",
+            1,
+            &["--memory-budget", "minimum of 32 MiB"],
+        ),
+        (
+            "--memory-budget",
+            "lots",
+            2,
+            &["--memory-budget", "not a size"],
+        ),
+        (
+            "--rmat",
+            "0.5,0.5",
+            1,
+            &["--rmat", "3 comma-separated numbers"],
+        ),
+    ];
+    for (flag, value, code, needles) in cases {
+        let r = tma(&["generate", "--nodes", "100", flag, value, "--out", "/tmp/x"]);
+        assert_fails_with(&r, code, needles);
+    }
     let r = tma(&["generate", "--nodes", "100", "--out", o]);
     assert_fails_with(&r, 1, &["not empty", o]);
-    // bad sizes and flags name the flag
-    let r = tma(&[
-        "generate",
-        "--nodes",
-        "100",
-        "--memory-budget",
-        "1MiB",
-        "--out",
-        "/tmp/x",
-    ]);
-    assert_fails_with(&r, 1, &["--memory-budget", "minimum of 32 MiB"]);
-    let r = tma(&[
-        "generate",
-        "--nodes",
-        "100",
-        "--memory-budget",
-        "lots",
-        "--out",
-        "/tmp/x",
-    ]);
-    assert_fails_with(&r, 2, &["--memory-budget", "not a size"]);
-    let r = tma(&[
-        "generate", "--nodes", "100", "--rmat", "0.5,0.5", "--out", "/tmp/x",
-    ]);
-    assert_fails_with(&r, 1, &["--rmat", "3 comma-separated numbers"]);
     let r = tma(&[
         "generate",
         "--nodes",
