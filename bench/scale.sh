@@ -96,8 +96,17 @@ RUN="$WORK/run"
     >"$WORK/train.out" 2>"$WORK/train.err" &
 PID=$!
 FIRST=""
+# the train process's resident memory over time (s since train started, VmRSS, RssFile,
+# RssAnon in kB, the last line it printed): where the peak RSS is reached
+: >"$WORK/rss.tsv"
 while kill -0 "$PID" 2>/dev/null; do
     if [ -z "$FIRST" ] && [ -s "$RUN/rounds.jsonl" ]; then FIRST=$(now); fi
+    CHILD=$(pgrep -P "$PID" | head -1 || true)
+    if [ -n "$CHILD" ] && [ -r "/proc/$CHILD/status" ]; then
+        awk -v t="$(secs "$T1" "$(now)")" -v last="$(tr '\r' '\n' <"$WORK/train.err" | grep -v '^\s*$' | tail -1 | cut -c1-60)" \
+            '/^VmRSS/ {r=$2} /^RssFile/ {f=$2} /^RssAnon/ {a=$2} END {if (r) print t "\t" r "\t" f "\t" a "\t" last}' \
+            "/proc/$CHILD/status" >>"$WORK/rss.tsv" 2>/dev/null || true
+    fi
     sleep 0.5
 done
 wait "$PID" || { cat "$WORK/train.err"; exit 1; }
@@ -123,6 +132,10 @@ if [ -n "$FIRST" ]; then
     echo "first evaluated round: $(secs "$T0" "$FIRST") s after the first command ($(secs "$T1" "$FIRST") s after train started)"
 else
     echo "first evaluated round: none (no round in rounds.jsonl)"
+fi
+if [ -s "$WORK/rss.tsv" ]; then
+    sort -t$'\t' -k2,2n "$WORK/rss.tsv" | tail -1 |
+        awk -F'\t' '{printf "largest sampled RSS of tma train: %.0f MiB (file pages %.0f MiB, anonymous %.0f MiB) at %s s, after: %s\n", $2/1024, $3/1024, $4/1024, $1, $5}'
 fi
 echo "whole bench: $(secs "$T0" "$T2") s; lowest MemAvailable $(sort -n "$WORK/memavail.kib" | head -1 | awk '{printf "%.1f GiB", $1 / 1048576}') of $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo); swap used $(awk '/SwapTotal/ {t=$2} /SwapFree/ {f=$2} END {print (t - f) / 1024 " MiB of " t / 1024 " MiB"}' /proc/meminfo)"
 python3 - "$RUN/summary.json" "$RUN/rounds.jsonl" "$STORED" <<'PY'
