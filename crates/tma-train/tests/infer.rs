@@ -48,6 +48,41 @@ fn to_sparse(f: &Features) -> Features {
     }
 }
 
+/// A generated SBM (`n` nodes, average degree `deg`, `dim`-d features, `classes` classes,
+/// graph seed `seed`) and a 2-layer SAGE node model of width `hidden` initialised from
+/// `init_seed`.
+fn sbm_and_sage(
+    n: usize,
+    deg: f64,
+    dim: usize,
+    classes: usize,
+    seed: u64,
+    hidden: usize,
+    init_seed: u64,
+) -> (tma_graph::Dataset, Model, tma_nn::ParamSet) {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: n,
+        avg_degree: deg,
+        feature_dim: dim,
+        num_classes: classes,
+        seed,
+        ..SbmConfig::default()
+    });
+    let m = Model::new(ModelConfig {
+        hidden,
+        num_layers: 2,
+        ..ModelConfig::new(
+            EncoderKind::Sage,
+            dim,
+            Head::Node {
+                num_classes: classes,
+            },
+        )
+    });
+    let p = m.init_params(&mut ChaCha8Rng::seed_from_u64(init_seed));
+    (ds, m, p)
+}
+
 #[test]
 fn restricted_inference_equals_the_full_pass() {
     let ds = generate_sbm(&SbmConfig {
@@ -120,22 +155,9 @@ fn restricted_inference_equals_the_full_pass() {
 
 #[test]
 fn chunks_stay_within_the_budget_and_auto_follows_the_cost() {
-    let ds = generate_sbm(&SbmConfig {
-        num_nodes: 2000,
-        avg_degree: 6.0,
-        feature_dim: 16,
-        num_classes: 4,
-        seed: 9,
-        ..SbmConfig::default()
-    });
+    let (ds, m, p) = sbm_and_sage(2000, 6.0, 16, 4, 9, 32, 2);
     let g = &ds.graph;
     let deg = g.degrees();
-    let m = Model::new(ModelConfig {
-        hidden: 32,
-        num_layers: 2,
-        ..ModelConfig::new(EncoderKind::Sage, 16, Head::Node { num_classes: 4 })
-    });
-    let p = m.init_params(&mut ChaCha8Rng::seed_from_u64(2));
     let few: Vec<u32> = (0..20).map(|i| i * 97).collect();
     let all: Vec<u32> = (0..2000).collect();
     let run = |nodes: &[u32], mode: InferMode, budget: u64| {
@@ -173,22 +195,9 @@ fn chunks_stay_within_the_budget_and_auto_follows_the_cost() {
 
 #[test]
 fn sampled_inference_is_fixed_and_exact_with_all_neighbours() {
-    let ds = generate_sbm(&SbmConfig {
-        num_nodes: 800,
-        avg_degree: 12.0,
-        feature_dim: 8,
-        num_classes: 3,
-        seed: 4,
-        ..SbmConfig::default()
-    });
+    let (ds, m, p) = sbm_and_sage(800, 12.0, 8, 3, 4, 16, 3);
     let g = &ds.graph;
     let deg = g.degrees();
-    let m = Model::new(ModelConfig {
-        hidden: 16,
-        num_layers: 2,
-        ..ModelConfig::new(EncoderKind::Sage, 8, Head::Node { num_classes: 3 })
-    });
-    let p = m.init_params(&mut ChaCha8Rng::seed_from_u64(3));
     let nodes: Vec<u32> = (0..800).step_by(7).collect();
     let run = |mode: InferMode, budget: u64| {
         infer_nodes(&m, &p, g, &deg, &ds.features, &nodes, &opts(mode, budget)).0
