@@ -218,6 +218,20 @@ impl<T> Buf<T> {
         }
     }
 
+    /// [`Buf::release_pages`] of elements `range` only (clamped to the buffer; the pages
+    /// holding them, widened to whole pages, so a neighbouring element may be faulted back in
+    /// on its next read): for a pass that reads a mapped array in ascending order and drops
+    /// what lies behind it. No-op when owned.
+    pub fn release_elems(&self, range: std::ops::Range<usize>) {
+        if let Repr::Mapped { map, offset, len } = &self.0 {
+            let size = std::mem::size_of::<T>();
+            let end = range.end.min(*len);
+            if range.start < end {
+                map.release(offset + range.start * size, (end - range.start) * size);
+            }
+        }
+    }
+
     /// Bytes of anonymous (heap) memory this buffer holds: its capacity when owned, 0 when
     /// mapped (the pages of a mapping are page cache, reclaimable).
     pub fn heap_bytes(&self) -> usize {
@@ -445,6 +459,22 @@ mod tests {
         assert_eq!(&b[..4], &words[..4]);
         // an owned buffer: no-op
         Buf::from(vec![1u32, 2]).release_pages();
+        Buf::from(vec![1u32, 2]).release_elems(0..2);
+        // a range: only its pages leave (64 MiB read back, then its second half released)
+        assert_eq!(sum(&b), want);
+        let resident = rss_file();
+        b.release_elems(words.len() / 2..words.len() + 7);
+        let after = rss_file();
+        let dropped = resident.saturating_sub(after);
+        assert!(
+            (28 << 20..=36 << 20).contains(&dropped),
+            "RssFile {resident} -> {after}: releasing half of 64 MiB dropped {dropped} bytes"
+        );
+        assert_eq!(
+            sum(&b),
+            want,
+            "the data reads the same after a partial release"
+        );
     }
 
     #[test]

@@ -33,6 +33,20 @@ impl Csr {
         self.indices.release_pages();
     }
 
+    /// [`Csr::release_pages`] of rows `rows` only (their `indptr` entries and their
+    /// neighbour lists, widened to whole pages): for a pass over rows in ascending order that
+    /// drops what lies behind it. Reads the two bounding `indptr` entries.
+    pub fn release_rows(&self, rows: std::ops::Range<usize>) {
+        let n = self.num_nodes();
+        let (a, b) = (rows.start.min(n), rows.end.min(n));
+        if a >= b || !(self.indptr.is_mapped() || self.indices.is_mapped()) {
+            return;
+        }
+        let (lo, hi) = (self.indptr[a] as usize, self.indptr[b] as usize);
+        self.indptr.release_elems(a..b + 1);
+        self.indices.release_elems(lo..hi);
+    }
+
     /// A CSR of owned arrays (not checked: callers build valid ones).
     pub fn new(indptr: Vec<u64>, indices: Vec<u32>) -> Csr {
         Csr {

@@ -2,6 +2,10 @@
 
 use crate::buf::Buf;
 
+/// Rows per segment of [`Features::gather_releasing`]: the most pages one segment can hold
+/// resident is one per row (2^14 pages = 64 MiB).
+pub const RELEASE_SEGMENT: usize = 1 << 14;
+
 /// Node features, `[num_nodes, dim]`, f32.
 ///
 /// `Sparse` keeps bag-of-words style features (e.g. coauthor_physics, 34,493 x 8,415 with
@@ -67,6 +71,63 @@ impl Features {
         if let Features::Dense { data, .. } = self {
             data.release_pages();
         }
+    }
+
+    /// Rows `rows` (any order, repeats allowed) gathered like [`Features::gather_into`], for
+    /// a pass over features mapped from disk that must not leave them resident: scattered
+    /// rows touch a whole page each (a 4 KiB page holds 32 rows of 32 f32), so gathering a few
+    /// million random rows of a mapped file makes most of the file count in the process's RSS.
+    /// Here the rows are copied in ascending row order, in segments of [`RELEASE_SEGMENT`]
+    /// rows (in parallel), and each segment's pages are released ([`Buf::release_elems`])
+    /// once copied: at most one segment's pages per thread stay resident (<= 64 MiB per
+    /// thread), whatever `rows` spans. Same values as [`Features::gather_into`]; for owned
+    /// or sparse features it is that.
+    ///
+    /// # Panics
+    /// If a row id is out of range.
+    pub fn gather_releasing(&self, rows: &[u32], out: &mut Features) {
+        use rayon::prelude::*;
+        let Features::Dense { dim, data, .. } = self else {
+            return self.gather_into(rows, out);
+        };
+        if !data.is_mapped() || *dim == 0 {
+            return self.gather_into(rows, out);
+        }
+        let d = *dim;
+        let n = self.num_nodes();
+        let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+        order.par_sort_unstable_by_key(|&i| rows[i as usize]);
+        if let Some(&last) = order.last() {
+            let r = rows[last as usize] as usize;
+            assert!(r < n, "gather_releasing: row {r} of {n}");
+        }
+        let mut buf = vec![0f32; rows.len() * d];
+        /// The output's base pointer, shared by the segments (each writes distinct rows).
+        struct Out(*mut f32);
+        // SAFETY: only used to write disjoint rows (see below).
+        unsafe impl Sync for Out {}
+        let base = Out(buf.as_mut_ptr());
+        let base = &base;
+        order.par_chunks(RELEASE_SEGMENT).for_each(|seg| {
+            for &i in seg {
+                let r = rows[i as usize] as usize;
+                let src = &data[r * d..(r + 1) * d];
+                // SAFETY: `order` is a permutation of 0..rows.len(), so every `i` is written
+                // by exactly one segment, and `i * d + d <= buf.len()`; `buf` outlives the
+                // parallel loop and is not otherwise accessed during it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), base.0.add(i as usize * d), d);
+                }
+            }
+            let first = rows[seg[0] as usize] as usize;
+            let last = rows[seg[seg.len() - 1] as usize] as usize;
+            data.release_elems(first * d..(last + 1) * d);
+        });
+        *out = Features::Dense {
+            num_nodes: rows.len(),
+            dim: d,
+            data: buf.into(),
+        };
     }
 
     /// Dense features of owned rows (`data.len() == num_nodes * dim`).
@@ -325,6 +386,65 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Resident bytes of this process's mapping of `path` (its `Rss:` in /proc/self/smaps;
+    /// per mapping, so other tests' mappings do not count).
+    fn mapped_rss(path: &std::path::Path) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let name = path.to_str().unwrap();
+        let mut inside = false;
+        let mut total = 0;
+        for l in smaps.lines() {
+            let first = l.split_whitespace().next().unwrap_or("");
+            if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                inside = l.ends_with(name);
+            } else if inside && l.starts_with("Rss:") {
+                total += l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+            }
+        }
+        total
+    }
+
+    #[test]
+    fn gather_releasing_reads_the_same_rows_and_leaves_no_pages_resident() {
+        // 64 MiB of 32-wide rows mapped from a file; 200,000 scattered rows (repeats, any
+        // order) touch every page of it
+        let (n, d) = (1usize << 19, 32usize);
+        let vals: Vec<f32> = (0..n * d).map(|i| (i as f32).sin()).collect();
+        let bytes: Vec<u8> = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.bin");
+        std::fs::write(&path, &bytes).unwrap();
+        let map = crate::buf::SharedMap::open(&path).unwrap();
+        let mapped = Features::Dense {
+            num_nodes: n,
+            dim: d,
+            data: Buf::mapped(map, 0, n * d).unwrap(),
+        };
+        let owned = Features::dense(n, d, vals);
+        let rows: Vec<u32> = (0..200_000u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 45) as u32)
+            .collect();
+        assert!(rows.iter().all(|&r| (r as usize) < n));
+        let want = owned.gather(&rows);
+        let mut out = Features::dense(0, 0, Vec::new());
+        mapped.release_pages();
+        mapped.gather_releasing(&rows, &mut out);
+        assert_eq!(out, want, "same rows, in the order asked");
+        let after = mapped_rss(&path);
+        assert!(
+            after <= 8 << 20,
+            "{after} bytes of the mapping left resident"
+        );
+        // the plain gather leaves the whole file resident: what the release is for
+        mapped.gather_into(&rows, &mut out);
+        assert_eq!(out, want);
+        let plain = mapped_rss(&path);
+        assert!(plain >= 60 << 20, "plain gather: {plain} bytes resident");
+        // owned and sparse features: the plain gather
+        owned.gather_releasing(&rows[..10], &mut out);
+        assert_eq!(out, owned.gather(&rows[..10]));
+    }
 
     #[test]
     fn row_normalize_exact() {

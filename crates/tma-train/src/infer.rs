@@ -283,11 +283,22 @@ pub fn infer_nodes(
     }
 }
 
-/// Most arcs one chunk of the layer-wise pass aggregates: on a mapped graph the pages a chunk
-/// reads (up to one feature row and one index per arc) stay in the process's RSS until the
-/// chunk ends, so this bounds them (2^24 arcs: at most ~2 GiB of 32-d f32 rows) whatever the
-/// budget allows for activations.
+/// Most arcs one chunk of the layer-wise pass aggregates (its neighbour lists, read in place
+/// from a mapped graph, stay resident until the chunk ends: 2^24 arcs = 64 MiB of indices).
 const CHUNK_ARCS: u64 = 1 << 24;
+
+/// Most destinations of one chunk of the layer-wise pass: on a mapped graph each destination's
+/// `indptr` entry and neighbour list can sit on pages of their own, resident until the chunk
+/// ends (2^15 destinations: at most ~256 MiB of such pages with [`CHUNK_ARCS`]). The input
+/// rows of a mapped feature file are gathered in row order and released as they are copied
+/// ([`Features::gather_releasing`]), so they do not count here. Without these bounds one
+/// validation of 100,000 nodes of a 1.3-billion-arc graph made most of the 13.6 GB graph
+/// resident in the evaluating process (scattered rows fault in a page each).
+const CHUNK_DST: usize = 1 << 15;
+
+/// Rows of the graph read between two page releases while the neighbourhood sets are built
+/// (ascending rows: at most this many pages of `indptr` and of `indices`, plus long lists).
+const SETS_RELEASE_ROWS: usize = 1 << 15;
 
 /// A group of consecutive nodes computed layer-wise together: `sets[l]` (sorted, `1 <= l <
 /// layers`) are the nodes whose layer-`l` input rows the group needs.
@@ -325,8 +336,19 @@ impl Layerwise<'_> {
     fn sets(&mut self, nodes: &[u32]) -> Vec<Vec<u32>> {
         let layers = self.dims.len();
         let mut sets = vec![Vec::new(); layers];
+        let graph = self.graph;
         for l in (1..layers).rev() {
-            let prev: &[u32] = if l + 1 == layers { nodes } else { &sets[l + 1] };
+            // the rows are read in ascending order and released behind (a mapped graph would
+            // otherwise keep every page read resident); the set does not depend on the order
+            let sorted_nodes;
+            let prev: &[u32] = if l + 1 == layers {
+                let mut v = nodes.to_vec();
+                v.sort_unstable();
+                sorted_nodes = v;
+                &sorted_nodes
+            } else {
+                &sets[l + 1]
+            };
             let mut next: Vec<u32> = Vec::with_capacity(prev.len() * 2);
             let mark = &mut self.mark;
             let mut add = |v: u32| {
@@ -336,11 +358,14 @@ impl Layerwise<'_> {
                     next.push(v);
                 }
             };
-            for &v in prev {
-                add(v);
-                for &u in self.graph.neighbors(v as usize) {
-                    add(u);
+            for seg in prev.chunks(SETS_RELEASE_ROWS) {
+                for &v in seg {
+                    add(v);
+                    for &u in graph.neighbors(v as usize) {
+                        add(u);
+                    }
                 }
+                graph.release_rows(seg[0] as usize..seg[seg.len() - 1] as usize + 1);
             }
             for &v in &next {
                 self.mark[v as usize / 64] = 0;
@@ -376,10 +401,7 @@ impl Layerwise<'_> {
             .map(|l| {
                 let (din, dout, _) = self.dims[l];
                 let dst: &[u32] = if l + 1 == layers { nodes } else { &sets[l + 1] };
-                let arcs: u64 = dst
-                    .iter()
-                    .map(|&v| self.graph.degree(v as usize) as u64)
-                    .sum();
+                let arcs: u64 = dst.iter().map(|&v| self.degrees[v as usize] as u64).sum();
                 let src = if l == 0 {
                     dst.len() as u64 + arcs
                 } else {
@@ -423,27 +445,37 @@ impl Layerwise<'_> {
         out
     }
 
-    /// Layer `l`'s destinations `dst` cut into consecutive chunks whose one-layer exact block
-    /// fits half the budget ([`chunk_bytes`], sources bounded by destinations + arcs) and
-    /// holds at most [`CHUNK_ARCS`] arcs.
-    fn layer_chunks(&self, l: usize, dst: &[u32]) -> Vec<std::ops::Range<usize>> {
-        let dims = &self.dims[l..=l];
-        let bytes = |d: u64, a: u64| {
-            chunk_bytes(
-                &HopCounts {
-                    src: vec![d + a],
-                    dst: vec![d],
-                    arcs: vec![a],
-                },
-                dims,
-                true,
-            )
+    /// Estimated bytes of one chunk of layer `l` with `src` sources, `dst` destinations and
+    /// `arcs` arcs: [`chunk_bytes`], plus the gathered copy of every source row when the input
+    /// layer reads features mapped from disk ([`Features::gather_releasing`]).
+    fn chunk_estimate(&self, l: usize, src: u64, dst: u64, arcs: u64) -> u64 {
+        let counts = HopCounts {
+            src: vec![src],
+            dst: vec![dst],
+            arcs: vec![arcs],
         };
+        let gathered = if l == 0 && self.features.is_mapped() {
+            4 * src * self.dims[0].0 as u64
+        } else {
+            0
+        };
+        chunk_bytes(&counts, &self.dims[l..=l], true) + gathered
+    }
+
+    /// Layer `l`'s destinations `dst` cut into consecutive chunks whose one-layer exact block
+    /// fits half the budget ([`Layerwise::chunk_estimate`], sources bounded by destinations +
+    /// arcs) and holds at most [`CHUNK_ARCS`] arcs and [`CHUNK_DST`] destinations.
+    fn layer_chunks(&self, l: usize, dst: &[u32]) -> Vec<std::ops::Range<usize>> {
+        let bytes = |d: u64, a: u64| self.chunk_estimate(l, d + a, d, a);
         let mut out = Vec::new();
         let (mut start, mut d, mut a) = (0usize, 0u64, 0u64);
         for (i, &v) in dst.iter().enumerate() {
-            let deg = self.graph.degree(v as usize) as u64;
-            if i > start && (bytes(d + 1, a + deg) > self.budget / 2 || a + deg > CHUNK_ARCS) {
+            let deg = self.degrees[v as usize] as u64;
+            if i > start
+                && (bytes(d + 1, a + deg) > self.budget / 2
+                    || a + deg > CHUNK_ARCS
+                    || i - start >= CHUNK_DST)
+            {
                 out.push(start..i);
                 (start, d, a) = (i, 0, 0);
             }
@@ -471,6 +503,12 @@ impl Layerwise<'_> {
                 let b = &mb.blocks[0];
                 let view = b.view();
                 let y = match &h {
+                    None if self.features.is_mapped() => {
+                        // scattered rows of a mapped file: gathered in row order, released
+                        // as copied (a page per row would otherwise stay resident)
+                        self.features.gather_releasing(&mb.input_nodes, &mut buf);
+                        self.model.infer_layer(self.p, l, &view, Input::Rows(&buf))
+                    }
                     None => {
                         let x = Input::select(self.features, &mb.input_nodes, &mut buf);
                         self.model.infer_layer(self.p, l, &view, x)
@@ -495,17 +533,22 @@ impl Layerwise<'_> {
                 self.model.recycle(y);
                 // a mapped graph: the pages this chunk read leave the process's RSS (they stay
                 // in the page cache), so evaluation holds one chunk's pages, not every page the
-                // whole pass reads (no-op for owned arrays)
-                self.graph.release_pages();
-                self.features.release_pages();
-                let counts = HopCounts {
-                    src: vec![b.num_src as u64],
-                    dst: vec![b.num_dst as u64],
-                    arcs: vec![b.indices.len() as u64],
-                };
-                self.peak = self
-                    .peak
-                    .max(stored + chunk_bytes(&counts, &self.dims[l..=l], true));
+                // whole pass reads (no-op for owned arrays); below the last layer the
+                // destinations are sorted, so their rows span dst[first]..=dst[last]
+                let chunk = &dst[r.clone()];
+                if l + 1 < layers {
+                    self.graph
+                        .release_rows(chunk[0] as usize..chunk[chunk.len() - 1] as usize + 1);
+                } else {
+                    self.graph.release_pages();
+                }
+                let est = self.chunk_estimate(
+                    l,
+                    b.num_src as u64,
+                    b.num_dst as u64,
+                    b.indices.len() as u64,
+                );
+                self.peak = self.peak.max(stored + est);
                 self.cost += layer_cost(
                     b.num_src as u64,
                     b.num_dst as u64,

@@ -378,3 +378,59 @@ fn validation_subset_bounds_validation_and_leaves_test_whole() {
         assert_ne!(capped.all, before[0].all, "{task}");
     }
 }
+
+/// Resident bytes of this process's mappings of files under `dir` (their `Rss:` in
+/// /proc/self/smaps; per mapping, so other tests' memory does not count).
+fn mapped_rss_under(dir: &std::path::Path) -> u64 {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let dir = dir.to_str().unwrap();
+    let (mut inside, mut total) = (false, 0);
+    for l in smaps.lines() {
+        let first = l.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            inside = l
+                .split_whitespace()
+                .last()
+                .is_some_and(|p| p.starts_with(dir));
+        } else if inside && l.starts_with("Rss:") {
+            total += l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+        }
+    }
+    total
+}
+
+/// On a graph mapped from disk, the restricted pass gathers the input rows in row order and
+/// releases every page it reads as it goes (a validation of a 1.3-billion-arc graph otherwise
+/// left most of the graph resident in the evaluating process): same outputs as on the same
+/// graph in memory, and none of the graph's files resident afterwards.
+#[test]
+fn restricted_inference_on_a_mapped_graph_matches_and_leaves_no_pages_resident() {
+    let (ds, m, p) = sbm_and_sage(3000, 8.0, 32, 4, 3, 16, 7);
+    let tmp = tempfile::tempdir().unwrap();
+    let gdir = tmp.path().join("g");
+    tma_graph::disk::write_dataset(&ds, &gdir, &tma_graph::disk::Provenance::new("test")).unwrap();
+    let mapped = tma_graph::load_dataset(&gdir, &tma_graph::LoadOptions::default()).unwrap();
+    assert!(mapped.graph.indices.is_mapped() && mapped.features.is_mapped());
+    let deg = ds.graph.degrees();
+    let nodes: Vec<u32> = (0..3000).step_by(7).rev().collect();
+    for budget in [1 << 30, 200_000] {
+        let o = opts(InferMode::Restricted, budget);
+        let (a, ra) = infer_nodes(&m, &p, &ds.graph, &deg, &ds.features, &nodes, &o);
+        mapped.graph.indices.iter().for_each(|_| ());
+        let _ = mapped.features.gather(&(0..3000).collect::<Vec<u32>>());
+        assert!(mapped_rss_under(&gdir) > 0, "the graph's pages were read");
+        let (b, rb) = infer_nodes(&m, &p, &mapped.graph, &deg, &mapped.features, &nodes, &o);
+        assert_eq!(rb.path, InferPath::Restricted);
+        assert!(rb.chunks >= ra.chunks, "{ra:?} {rb:?}");
+        if budget < 1 << 30 {
+            assert!(rb.chunks > 2 && rb.peak_bytes <= budget, "{rb:?}");
+        }
+        let d = max_rel_diff(&a, &b);
+        assert!(d <= 1e-6, "budget {budget}: {d}");
+        assert_eq!(
+            mapped_rss_under(&gdir),
+            0,
+            "budget {budget}: pages left resident"
+        );
+    }
+}
