@@ -128,6 +128,30 @@ impl SharedMap {
     }
 }
 
+/// Resident bytes of this process's mappings of files whose path starts with `prefix` (a file
+/// or a directory), from the `Rss:` lines of `/proc/self/smaps`: how much of a mapped graph
+/// or part a pass left counted in the process's RSS. Per mapping, so other mappings and the
+/// heap do not count. `None` where `/proc/self/smaps` cannot be read (not Linux).
+pub fn mapped_resident_bytes(prefix: &Path) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let prefix = prefix.to_str()?;
+    let (mut inside, mut total) = (false, 0u64);
+    for l in smaps.lines() {
+        let first = l.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            // a mapping's header: address range, perms, offset, device, inode, path
+            inside = l
+                .split_whitespace()
+                .nth(5)
+                .is_some_and(|p| p.starts_with(prefix));
+        } else if inside && l.starts_with("Rss:") {
+            let kib: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
+            total += kib * 1024;
+        }
+    }
+    Some(total)
+}
+
 /// The system's page size (4096 where it cannot be read).
 fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

@@ -387,22 +387,8 @@ impl Features {
 mod tests {
     use super::*;
 
-    /// Resident bytes of this process's mapping of `path` (its `Rss:` in /proc/self/smaps;
-    /// per mapping, so other tests' mappings do not count).
     fn mapped_rss(path: &std::path::Path) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let name = path.to_str().unwrap();
-        let mut inside = false;
-        let mut total = 0;
-        for l in smaps.lines() {
-            let first = l.split_whitespace().next().unwrap_or("");
-            if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-                inside = l.ends_with(name);
-            } else if inside && l.starts_with("Rss:") {
-                total += l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
-            }
-        }
-        total
+        crate::buf::mapped_resident_bytes(path).expect("/proc/self/smaps")
     }
 
     #[test]

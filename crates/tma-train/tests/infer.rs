@@ -379,24 +379,8 @@ fn validation_subset_bounds_validation_and_leaves_test_whole() {
     }
 }
 
-/// Resident bytes of this process's mappings of files under `dir` (their `Rss:` in
-/// /proc/self/smaps; per mapping, so other tests' memory does not count).
 fn mapped_rss_under(dir: &std::path::Path) -> u64 {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let dir = dir.to_str().unwrap();
-    let (mut inside, mut total) = (false, 0);
-    for l in smaps.lines() {
-        let first = l.split_whitespace().next().unwrap_or("");
-        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-            inside = l
-                .split_whitespace()
-                .last()
-                .is_some_and(|p| p.starts_with(dir));
-        } else if inside && l.starts_with("Rss:") {
-            total += l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
-        }
-    }
-    total
+    tma_graph::buf::mapped_resident_bytes(dir).expect("/proc/self/smaps")
 }
 
 /// On a graph mapped from disk, the restricted pass gathers the input rows in row order and
