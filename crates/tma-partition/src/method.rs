@@ -234,14 +234,16 @@ pub fn lpa_peak_bytes(num_nodes: usize) -> u64 {
     LPA_BYTES_PER_NODE * num_nodes as u64
 }
 
-/// `1.7 GiB` at or above 1 GiB, else `123 MiB` (messages about memory).
+/// `1.7 GiB` at or above 1 GiB, `123 MiB` at or above 1 MiB, else `313 KiB` (messages about
+/// memory).
 fn bytes_text(b: u64) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
-    const MIB: f64 = (1u64 << 20) as f64;
-    if b as f64 >= GIB {
-        format!("{:.1} GiB", b as f64 / GIB)
+    let x = b as f64;
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", x / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.0} MiB", x / (1u64 << 20) as f64)
     } else {
-        format!("{:.0} MiB", b as f64 / MIB)
+        format!("{:.0} KiB", x / 1024.0)
     }
 }
 
@@ -1425,7 +1427,9 @@ pub(crate) mod tests {
     fn partition_within_a_budget_records_the_choice() {
         let g = test_graph(400);
         let e = g.num_edges();
+        assert_eq!(e, 1592);
         let metis = metis_peak_bytes(400, e);
+        assert_eq!(metis, 80 * 1592 + 64 * 400);
         let sup = PartitionMethod::SuperNode {
             num_super_nodes: 20,
         };
@@ -1441,7 +1445,7 @@ pub(crate) mod tests {
                 .notes
                 .clustering_choice_line(Clustering::Auto)
                 .unwrap(),
-            "super-clustering auto -> metis: METIS needs ~0 MiB, within --memory-budget 0 MiB"
+            "super-clustering auto -> metis: METIS needs ~149 KiB, within --memory-budget 149 KiB"
         );
         // one byte less: label propagation, as an explicit lpa gives it
         let tight = partition_ref_within(g.view(), &c, Some(metis - 1)).unwrap();
@@ -1459,11 +1463,9 @@ pub(crate) mod tests {
             .notes
             .clustering_choice_line(Clustering::Auto)
             .unwrap();
-        assert!(
-            line.starts_with(
-                "super-clustering auto -> lpa: METIS needs ~0 MiB, over --memory-budget 0 MiB"
-            ),
-            "{line}"
+        assert_eq!(
+            line,
+            "super-clustering auto -> lpa: METIS needs ~149 KiB, over --memory-budget 149 KiB (label propagation ~6 KiB)"
         );
         assert!(tight
             .notes
