@@ -49,7 +49,7 @@ pub struct TrainOpts {
     /// K, the number of super-nodes for super-tma (K >> M). Default: 1000.
     #[arg(long, value_name = "K")]
     pub super_nodes: Option<usize>,
-    /// Clustering behind super-tma's super-nodes and the psgd-pa / llcg parts: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). Default: auto.
+    /// Clustering behind super-tma's super-nodes and the psgd-pa / llcg parts: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above; `tma partition --out --memory-budget` also takes lpa where METIS' estimated peak, 80 bytes per arc + 64 per node, exceeds the budget). Default: auto.
     #[arg(long, value_name = "CLUSTERING")]
     pub super_clustering: Option<tma_partition::Clustering>,
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
@@ -1125,7 +1125,7 @@ pub struct PartitionOpts {
     /// Super-nodes K (method super).
     #[arg(long, default_value_t = 1000)]
     pub super_nodes: usize,
-    /// Clustering of methods super and metis: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). Default: auto.
+    /// Clustering of methods super and metis: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above). With --memory-budget, auto takes lpa where METIS' estimated peak (80 bytes per arc + 64 per node) exceeds the budget, and metis over it is refused; the choice is printed and recorded in the manifest's report. Default: auto.
     #[arg(long, value_name = "CLUSTERING")]
     pub super_clustering: Option<tma_partition::Clustering>,
     #[arg(long, default_value_t = 0)]
@@ -1149,7 +1149,8 @@ pub struct PartitionOpts {
     pub allow_split_overlap: bool,
     /// With --out on a graph in the on-disk format: refuse to build the parts (before any is
     /// written) when the process's anonymous memory after the split and partition plus the
-    /// estimated build of the parts, one at a time, exceeds SIZE (e.g. 512MiB, 2GiB). The
+    /// estimated build of the parts, one at a time, exceeds SIZE (e.g. 512MiB, 2GiB); choose
+    /// the clustering within it (--super-clustering auto: lpa where METIS would not fit). The
     /// peak is printed against it at the end.
     #[arg(long, value_name = "SIZE", value_parser = crate::scale_cmd::parse_bytes, allow_hyphen_values = true)]
     pub memory_budget: Option<u64>,
@@ -1222,6 +1223,15 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
                     p.secs
                 );
             })?;
+        // under --memory-budget: which clustering ran and why (also in the manifest's report)
+        if let Some(line) = m
+            .report
+            .as_ref()
+            .and_then(|r| r.get("clustering_choice"))
+            .and_then(|l| l.as_str())
+        {
+            eprintln!("{line}");
+        }
         println!(
             "wrote {} ({} parts, task {}) in {:.2}s; manifest sha256 {}",
             out.display(),

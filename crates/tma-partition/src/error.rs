@@ -34,6 +34,19 @@ pub enum PartitionError {
         /// Arcs of the symmetrized graph (or an estimate, `2 * num_edges`).
         num_arcs: usize,
     },
+    /// `--super-clustering metis` under a memory budget that METIS' estimated peak exceeds
+    /// ([`crate::Clustering::resolve_within`]).
+    #[error(
+        "--super-clustering metis: {text}; use --super-clustering lpa (label propagation over the graph in place) or auto, or raise --memory-budget"
+    )]
+    MetisOverBudget {
+        /// METIS' estimated peak, bytes ([`crate::metis_peak_bytes`]).
+        need: u64,
+        /// The budget, bytes.
+        budget: u64,
+        /// Both, for the user (sizes, node and arc counts).
+        text: String,
+    },
     /// METIS itself reported an error.
     #[error("METIS failed: {0}")]
     Metis(String),

@@ -10,7 +10,8 @@
 //! * The clustering ([`Clustering`]) is METIS k-way, or, for graphs past METIS' reach (2^31
 //!   symmetric arcs, several times the graph's memory), size-constrained label propagation
 //!   ([`label_propagation`]) over a CSR read in place ([`partition_ref`] takes a memory-mapped
-//!   one); `auto` picks by the arc count ([`AUTO_METIS_MAX_ARCS`]).
+//!   one); `auto` picks by the arc count ([`AUTO_METIS_MAX_ARCS`]) and, under a memory budget,
+//!   by METIS' estimated peak ([`Clustering::resolve_within`], [`partition_ref_within`]).
 //! * Parts `0..num_parts` go to the trainers ([`Partition::kept_parts`]); parts
 //!   `num_parts..num_parts + drop_parts` are the "failed trainers" of the robustness experiment and
 //!   are given to no one.
@@ -41,8 +42,10 @@ mod report;
 pub use error::PartitionError;
 pub use lpa::{label_propagation, LpaStats, LPA_MAX_PASSES};
 pub use method::{
-    partition, partition_ref, Clustering, Partition, PartitionConfig, PartitionMethod,
-    PartitionNotes, AUTO_METIS_MAX_ARCS, DEFAULT_NUM_SUPER_NODES, METIS_LPA_CLUSTERS_PER_PART,
+    lpa_peak_bytes, metis_peak_bytes, partition, partition_ref, partition_ref_within, Clustering,
+    ClusteringChoice, Partition, PartitionConfig, PartitionMethod, PartitionNotes,
+    AUTO_METIS_MAX_ARCS, DEFAULT_NUM_SUPER_NODES, LPA_BYTES_PER_NODE, METIS_BYTES_PER_ARC,
+    METIS_BYTES_PER_NODE, METIS_LPA_CLUSTERS_PER_PART,
 };
 pub use part::{build_part, build_parts, Part};
 pub use report::{

@@ -113,7 +113,8 @@ pub enum Clustering {
 }
 
 impl Clustering {
-    /// What `self` runs on a graph of `num_edges` stored arcs: `Metis` or `Lpa` (never `Auto`).
+    /// What `self` runs on a graph of `num_edges` stored arcs without a memory budget: `Metis`
+    /// or `Lpa` (never `Auto`). [`Clustering::resolve_within`] with `None`.
     pub fn resolve(self, num_edges: usize) -> Clustering {
         match self {
             Clustering::Auto if num_edges <= AUTO_METIS_MAX_ARCS => Clustering::Metis,
@@ -121,6 +122,140 @@ impl Clustering {
             c => c,
         }
     }
+
+    /// What `self` runs on a graph of `num_nodes` nodes and `num_edges` stored arcs when the
+    /// process's anonymous memory must stay within `memory_budget` bytes (`tma partition --out
+    /// --memory-budget`), and why. The one rule for every caller:
+    ///
+    /// * no budget: [`Clustering::resolve`] (a fixed arc count, the same partition on every
+    ///   machine), and no reason line;
+    /// * `Auto` with a budget: METIS only when [`Clustering::resolve`] picks it **and** its
+    ///   estimated peak [`metis_peak_bytes`] is at most the budget; otherwise `Lpa`. A budget
+    ///   can only move `auto` from METIS to label propagation, never the other way;
+    /// * `Metis` with a budget its estimate exceeds: [`PartitionError::MetisOverBudget`]
+    ///   (the user asked for both; neither is silently dropped);
+    /// * `Lpa`: always `Lpa`, and no reason line (the budget decides nothing).
+    ///
+    /// # Errors
+    /// [`PartitionError::MetisOverBudget`] as above.
+    pub fn resolve_within(
+        self,
+        num_nodes: usize,
+        num_edges: usize,
+        memory_budget: Option<u64>,
+    ) -> Result<ClusteringChoice, PartitionError> {
+        let Some(budget) = memory_budget else {
+            return Ok(ClusteringChoice {
+                used: self.resolve(num_edges),
+                reason: None,
+            });
+        };
+        let metis = metis_peak_bytes(num_nodes, num_edges);
+        let lpa = lpa_peak_bytes(num_nodes);
+        let (used, reason) = match self {
+            Clustering::Auto if num_edges > AUTO_METIS_MAX_ARCS => (
+                Clustering::Lpa,
+                format!("{num_edges} arcs > {AUTO_METIS_MAX_ARCS} for METIS"),
+            ),
+            Clustering::Auto if metis > budget => (
+                Clustering::Lpa,
+                format!(
+                    "METIS needs ~{}, over --memory-budget {} (label propagation ~{})",
+                    bytes_text(metis),
+                    bytes_text(budget),
+                    bytes_text(lpa)
+                ),
+            ),
+            Clustering::Metis if metis > budget => {
+                return Err(PartitionError::MetisOverBudget {
+                    need: metis,
+                    budget,
+                    text: format!(
+                        "METIS needs ~{} for {num_nodes} nodes and {num_edges} arcs, over --memory-budget {}",
+                        bytes_text(metis),
+                        bytes_text(budget)
+                    ),
+                })
+            }
+            Clustering::Auto | Clustering::Metis => (
+                Clustering::Metis,
+                format!(
+                    "METIS needs ~{}, within --memory-budget {}",
+                    bytes_text(metis),
+                    bytes_text(budget)
+                ),
+            ),
+            // asked for and within any budget METIS' is: nothing to say
+            Clustering::Lpa => {
+                return Ok(ClusteringChoice {
+                    used: Clustering::Lpa,
+                    reason: None,
+                })
+            }
+        };
+        Ok(ClusteringChoice {
+            used,
+            reason: Some(reason),
+        })
+    }
+}
+
+/// Anonymous memory of METIS clustering per stored arc, bytes: the symmetrized copy in
+/// `idx_t` (8 bytes per stored arc before deduplication, 4 after), METIS' edge weights and its
+/// coarsened graphs (a power-law graph coarsens slowly, so several levels are alive at the
+/// coarsest point). Set at or above the measured peak of a whole `tma partition --out`
+/// process under METIS (docs/decisions/0010-scalable-super-nodes.md, "Memory budget": 60, 65
+/// and 75 bytes per arc at 3.8M, 11.7M and 29.4M arcs; it grows slowly with the graph).
+pub const METIS_BYTES_PER_ARC: u64 = 80;
+
+/// Anonymous memory of METIS clustering per node, bytes: the symmetrization's row counts,
+/// fill pointers, row slices and lengths (40 bytes), `xadj`, vertex weights, the result, and
+/// what the rest of the process holds per node (split, labels, the parts' arrays).
+pub const METIS_BYTES_PER_NODE: u64 = 64;
+
+/// Anonymous memory of label propagation per node at its peak, bytes: a `u32` label and a
+/// `u32` cluster size, then the compaction map and the assignment
+/// ([`crate::label_propagation`]).
+pub const LPA_BYTES_PER_NODE: u64 = 16;
+
+/// The estimated peak anonymous memory of clustering `num_nodes` nodes and `num_edges` stored
+/// arcs with METIS, bytes: `METIS_BYTES_PER_ARC * num_edges + METIS_BYTES_PER_NODE *
+/// num_nodes` (29.4M arcs and 1.5M nodes: 2.3 GiB, measured 2.05 GiB). The graph's own
+/// pages are not counted (mapped, or held before). A graph stored with one direction of its
+/// edges only gets up to twice the arcs once symmetrized, so METIS can need up to twice the
+/// per-arc part on it.
+pub fn metis_peak_bytes(num_nodes: usize, num_edges: usize) -> u64 {
+    METIS_BYTES_PER_ARC * num_edges as u64 + METIS_BYTES_PER_NODE * num_nodes as u64
+}
+
+/// The estimated peak anonymous memory of label propagation over `num_nodes` nodes, bytes:
+/// `LPA_BYTES_PER_NODE * num_nodes` (nothing per arc: the CSR is read in place).
+pub fn lpa_peak_bytes(num_nodes: usize) -> u64 {
+    LPA_BYTES_PER_NODE * num_nodes as u64
+}
+
+/// `1.7 GiB` at or above 1 GiB, `123 MiB` at or above 1 MiB, else `313 KiB` (messages about
+/// memory).
+fn bytes_text(b: u64) -> String {
+    let x = b as f64;
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", x / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.0} MiB", x / (1u64 << 20) as f64)
+    } else {
+        format!("{:.0} KiB", x / 1024.0)
+    }
+}
+
+/// What [`Clustering::resolve_within`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusteringChoice {
+    /// `Metis` or `Lpa` (never `Auto`).
+    pub used: Clustering,
+    /// Why, when a memory budget was given and `auto` or `metis` was asked for (e.g. `METIS
+    /// needs ~2.3 GiB, over --memory-budget 1.0 GiB (label propagation ~23 MiB)`); `None`
+    /// without one.
+    pub reason: Option<String>,
 }
 
 impl fmt::Display for Clustering {
@@ -208,6 +343,10 @@ pub struct PartitionNotes {
     /// What label propagation did, when it ran.
     #[serde(default)]
     pub lpa: Option<LpaStats>,
+    /// Why [`PartitionNotes::clustering`] was chosen under a memory budget
+    /// ([`ClusteringChoice::reason`]); `None` without a budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clustering_reason: Option<String>,
 }
 
 impl PartitionNotes {
@@ -246,16 +385,31 @@ impl PartitionNotes {
         }
     }
 
+    /// Under a memory budget, the one line saying which clustering was chosen and why, e.g.
+    /// `super-clustering auto -> lpa: METIS needs ~1.7 GiB, over --memory-budget 1.0 GiB
+    /// (label propagation ~23 MiB)`; `None` without a budget or when no clustering ran.
+    pub fn clustering_choice_line(&self, requested: Clustering) -> Option<String> {
+        let used = self.clustering?;
+        let reason = self.clustering_reason.as_deref()?;
+        Some(if requested == used {
+            format!("super-clustering {used}: {reason}")
+        } else {
+            format!("super-clustering {requested} -> {used}: {reason}")
+        })
+    }
+
     /// One line saying which clustering ran and what it gave (None when none ran), e.g.
     /// `clustering: lpa (size-constrained label propagation, auto: 100000000 arcs > 33554432
     /// for METIS): 812345 clusters of at most 6 nodes (largest 6), 7 passes`.
     pub fn clustering_line(&self, requested: Clustering, num_edges: usize) -> Option<String> {
         let used = self.clustering?;
-        let why = match requested {
-            Clustering::Auto => format!(
+        let why = match (requested, &self.clustering_reason) {
+            (Clustering::Auto, Some(reason)) => format!(", auto: {reason}"),
+            (Clustering::Auto, None) => format!(
                 ", auto: {num_edges} arcs {} {AUTO_METIS_MAX_ARCS} for METIS",
                 if used == Clustering::Metis { "<=" } else { ">" }
             ),
+            (_, Some(reason)) => format!(", {reason}"),
             _ => String::new(),
         };
         Some(match (&self.lpa, used) {
@@ -417,6 +571,21 @@ pub fn partition_ref(
     graph: CsrRef<'_>,
     cfg: &PartitionConfig,
 ) -> Result<Partition, PartitionError> {
+    partition_ref_within(graph, cfg, None)
+}
+
+/// [`partition_ref`] with the clustering chosen within `memory_budget` bytes of anonymous
+/// memory ([`Clustering::resolve_within`]: `auto` runs label propagation where METIS'
+/// estimated peak exceeds the budget; an explicit `metis` over it is refused). The choice and
+/// its reason are in [`PartitionNotes::clustering_reason`]. `None`: [`partition_ref`].
+///
+/// # Errors
+/// As [`partition`]; [`PartitionError::MetisOverBudget`] for `metis` over the budget.
+pub fn partition_ref_within(
+    graph: CsrRef<'_>,
+    cfg: &PartitionConfig,
+    memory_budget: Option<u64>,
+) -> Result<Partition, PartitionError> {
     let n = graph.num_nodes();
     let parts = cfg.num_assigned_parts();
     if cfg.num_parts == 0 {
@@ -429,10 +598,24 @@ pub fn partition_ref(
         });
     }
     let mut notes = PartitionNotes::default();
+    // the clustering, decided (and refused) only where one runs
+    let clusters = match cfg.method {
+        PartitionMethod::Random => false,
+        PartitionMethod::SuperNode { num_super_nodes } => num_super_nodes < n,
+        PartitionMethod::Metis => true,
+    };
+    let used = if clusters {
+        let choice = cfg
+            .clustering
+            .resolve_within(n, graph.num_edges(), memory_budget)?;
+        notes.clustering_reason = choice.reason;
+        choice.used
+    } else {
+        cfg.clustering.resolve(graph.num_edges())
+    };
     let assignment = match cfg.method {
         PartitionMethod::Random => random_assignment(n, parts, cfg.seed),
         PartitionMethod::SuperNode { num_super_nodes } => {
-            let used = cfg.clustering.resolve(graph.num_edges());
             let mut super_of = if num_super_nodes >= n {
                 (0..n as u32).collect()
             } else if used == Clustering::Lpa {
@@ -458,7 +641,7 @@ pub fn partition_ref(
             }
             group_super_nodes(&super_of, parts, cfg.seed)?
         }
-        PartitionMethod::Metis if cfg.clustering.resolve(graph.num_edges()) == Clustering::Lpa => {
+        PartitionMethod::Metis if used == Clustering::Lpa => {
             notes.clustering = Some(Clustering::Lpa);
             let cap = n.div_ceil(METIS_LPA_CLUSTERS_PER_PART * parts);
             let (cluster, st) = label_propagation(
@@ -1157,5 +1340,165 @@ pub(crate) mod tests {
             serde_json::to_string(&PartitionMethod::Random).unwrap(),
             r#""random""#
         );
+    }
+
+    #[test]
+    fn resolve_within_takes_metis_only_where_its_estimate_fits_the_budget() {
+        // 2^20 nodes, 2^24 arcs: 80 * 2^24 + 64 * 2^20 = 1344 MiB for METIS, 16 MiB for LPA
+        let (n, e) = (1usize << 20, 1usize << 24);
+        let metis = 1344u64 << 20;
+        assert_eq!(metis_peak_bytes(n, e), metis);
+        assert_eq!(lpa_peak_bytes(n), 16 << 20);
+        let within = |c: Clustering, b: Option<u64>| c.resolve_within(n, e, b);
+        // without a budget: the arc threshold alone, no reason line
+        assert_eq!(
+            within(Clustering::Auto, None).unwrap(),
+            ClusteringChoice {
+                used: Clustering::Metis,
+                reason: None
+            }
+        );
+        // exactly METIS' estimate: METIS; one byte less: label propagation
+        assert_eq!(
+            within(Clustering::Auto, Some(metis)).unwrap(),
+            ClusteringChoice {
+                used: Clustering::Metis,
+                reason: Some("METIS needs ~1.3 GiB, within --memory-budget 1.3 GiB".into())
+            }
+        );
+        assert_eq!(
+            within(Clustering::Auto, Some(metis - 1)).unwrap(),
+            ClusteringChoice {
+                used: Clustering::Lpa,
+                reason: Some(
+                    "METIS needs ~1.3 GiB, over --memory-budget 1.3 GiB (label propagation ~16 MiB)"
+                        .into()
+                )
+            }
+        );
+        assert_eq!(
+            within(Clustering::Auto, Some(1 << 30))
+                .unwrap()
+                .reason
+                .unwrap(),
+            "METIS needs ~1.3 GiB, over --memory-budget 1.0 GiB (label propagation ~16 MiB)"
+        );
+        // a budget never moves auto to METIS past the arc threshold
+        let big = Clustering::Auto
+            .resolve_within(n, AUTO_METIS_MAX_ARCS + 1, Some(u64::MAX))
+            .unwrap();
+        assert_eq!(big.used, Clustering::Lpa);
+        assert_eq!(
+            big.reason.as_deref(),
+            Some("33554433 arcs > 33554432 for METIS")
+        );
+        assert_eq!(
+            Clustering::Auto
+                .resolve_within(n, AUTO_METIS_MAX_ARCS, None)
+                .unwrap()
+                .used,
+            Clustering::Metis
+        );
+        // an explicit metis over the budget is refused, naming both flags and the estimate
+        assert_eq!(
+            within(Clustering::Metis, Some(metis)).unwrap().used,
+            Clustering::Metis
+        );
+        let err = within(Clustering::Metis, Some(metis - 1)).unwrap_err();
+        assert!(
+            matches!(err, PartitionError::MetisOverBudget { need, budget, .. } if need == metis && budget == metis - 1),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "--super-clustering metis: METIS needs ~1.3 GiB for 1048576 nodes and 16777216 arcs, over --memory-budget 1.3 GiB; use --super-clustering lpa (label propagation over the graph in place) or auto, or raise --memory-budget"
+        );
+        // lpa: whatever the budget, nothing to say
+        assert_eq!(
+            within(Clustering::Lpa, Some(1)).unwrap(),
+            ClusteringChoice {
+                used: Clustering::Lpa,
+                reason: None
+            }
+        );
+    }
+
+    #[test]
+    fn partition_within_a_budget_records_the_choice() {
+        let g = test_graph(400);
+        let e = g.num_edges();
+        assert_eq!(e, 1592);
+        let metis = metis_peak_bytes(400, e);
+        assert_eq!(metis, 80 * 1592 + 64 * 400);
+        let sup = PartitionMethod::SuperNode {
+            num_super_nodes: 20,
+        };
+        let c = cfg(sup, 4, 0, 3);
+        // a budget METIS fits in: the partition without a budget, bytes and all
+        let plain = partition(&g, &c).unwrap();
+        let roomy = partition_ref_within(g.view(), &c, Some(metis)).unwrap();
+        assert_eq!(roomy.assignment, plain.assignment);
+        assert_eq!(plain.notes.clustering_reason, None);
+        assert_eq!(plain.notes.clustering_choice_line(Clustering::Auto), None);
+        assert_eq!(
+            roomy
+                .notes
+                .clustering_choice_line(Clustering::Auto)
+                .unwrap(),
+            "super-clustering auto -> metis: METIS needs ~149 KiB, within --memory-budget 149 KiB"
+        );
+        // one byte less: label propagation, as an explicit lpa gives it
+        let tight = partition_ref_within(g.view(), &c, Some(metis - 1)).unwrap();
+        assert_eq!(tight.notes.clustering, Some(Clustering::Lpa));
+        let lpa = partition(
+            &g,
+            &PartitionConfig {
+                clustering: Clustering::Lpa,
+                ..c
+            },
+        )
+        .unwrap();
+        assert_eq!(tight.assignment, lpa.assignment);
+        let line = tight
+            .notes
+            .clustering_choice_line(Clustering::Auto)
+            .unwrap();
+        assert_eq!(
+            line,
+            "super-clustering auto -> lpa: METIS needs ~149 KiB, over --memory-budget 149 KiB (label propagation ~6 KiB)"
+        );
+        assert!(tight
+            .notes
+            .clustering_line(Clustering::Auto, e)
+            .unwrap()
+            .starts_with(
+                "clustering: lpa (size-constrained label propagation, auto: METIS needs ~"
+            ));
+        // PSGD-PA parts too; an explicit metis is refused
+        let m = cfg(PartitionMethod::Metis, 4, 0, 3);
+        let p = partition_ref_within(g.view(), &m, Some(metis - 1)).unwrap();
+        assert_eq!(p.notes.clustering, Some(Clustering::Lpa));
+        let explicit = PartitionConfig {
+            clustering: Clustering::Metis,
+            ..m
+        };
+        assert!(matches!(
+            partition_ref_within(g.view(), &explicit, Some(metis - 1)),
+            Err(PartitionError::MetisOverBudget { .. })
+        ));
+        // no clustering runs (K >= N, random): no budget check
+        let all = cfg(
+            PartitionMethod::SuperNode {
+                num_super_nodes: 400,
+            },
+            4,
+            0,
+            3,
+        );
+        let explicit_all = PartitionConfig {
+            clustering: Clustering::Metis,
+            ..all
+        };
+        assert!(partition_ref_within(g.view(), &explicit_all, Some(1)).is_ok());
     }
 }

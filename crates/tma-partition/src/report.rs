@@ -145,6 +145,11 @@ pub struct PartitionReport {
     pub lpa: Option<crate::LpaStats>,
     /// One line saying which clustering ran and what it gave ([`crate::PartitionNotes::clustering_line`]).
     pub clustering_line: Option<String>,
+    /// Under a memory budget, which clustering was chosen and why
+    /// ([`crate::PartitionNotes::clustering_choice_line`]), e.g. `super-clustering auto -> lpa:
+    /// METIS needs ~1.7 GiB, over --memory-budget 1.0 GiB (label propagation ~23 MiB)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clustering_choice: Option<String>,
     /// Parts without a node (possible with `random` on few nodes; never with `metis`/`super`,
     /// whose empty clusters are filled).
     pub empty_parts: Vec<usize>,
@@ -344,6 +349,9 @@ pub fn partition_report_ref(
         clustering_line: partition
             .notes
             .clustering_line(partition.config.clustering, total_edges),
+        clustering_choice: partition
+            .notes
+            .clustering_choice_line(partition.config.clustering),
         warnings: {
             let mut w = partition.notes.warnings(partition.config.method, n);
             if !empty.is_empty() {

@@ -537,7 +537,10 @@ pub fn prepare_spilled(
                 drop_parts: cfg.drop_parts,
                 seed: cfg.seed,
             };
-            let partition = tma_partition::partition(&graph, &pcfg)?;
+            // under the spill's memory budget (`tma partition --out --memory-budget`), `auto`
+            // runs label propagation where METIS would not fit, and `metis` is refused there
+            let budget = spill.and_then(|s| s.budget());
+            let partition = tma_partition::partition_ref_within(graph.view(), &pcfg, budget)?;
             let labels = match &node_targets {
                 Some(NodeTargets::Classes { y, num_classes }) => Some((y.as_slice(), *num_classes)),
                 _ => None,

@@ -206,6 +206,12 @@ impl Spill {
         self
     }
 
+    /// The memory budget set by [`Spill::memory_budget`], bytes. Preparation also chooses the
+    /// clustering within it ([`tma_partition::Clustering::resolve_within`]).
+    pub fn budget(&self) -> Option<u64> {
+        self.budget
+    }
+
     /// The folder the parts go to.
     pub fn root(&self) -> &Path {
         &self.root

@@ -602,6 +602,115 @@ fn partition_out_streams_parts_of_a_mapped_graph_and_train_maps_them() {
     assert!(!small.exists() && !dir.path().join(".small.tmp").exists());
 }
 
+/// Regression (issue 10): `--super-clustering auto` under `tma partition --out --memory-budget`
+/// ran METIS by the arc count alone, over the budget (2.1 GiB anonymous at 29M arcs under
+/// 1 GiB). Now METIS runs only where its estimated peak (80 bytes per arc + 64 per node: 54
+/// MiB for this graph's 693300 arcs and 20000 nodes) fits; the choice is one stderr line and
+/// is recorded in the manifest's report; an explicit metis over the budget is refused.
+#[test]
+fn partition_out_auto_clustering_respects_the_memory_budget() {
+    let dir = tempdir();
+    let g = dir.path().join("g");
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "20000",
+        "--avg-degree",
+        "40",
+        "--feat-dim",
+        "8",
+        "--classes",
+        "4",
+        "--seed",
+        "5",
+        "--memory-budget",
+        "32MiB",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    assert!(
+        stdout(&r).contains("20000 nodes") || stderr(&r).contains("20000 nodes"),
+        "{}",
+        crate::harness::text(&r)
+    );
+    let partition = |out: &std::path::Path, extra: &[&str]| {
+        let mut a = vec![
+            "partition",
+            "--dataset",
+            g.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--method",
+            "super",
+            "--super-nodes",
+            "100",
+            "--parts",
+            "2",
+        ];
+        a.extend(extra);
+        tma(&a)
+    };
+    let report = |out: &std::path::Path| {
+        crate::harness::json_file(&out.join("manifest.json"))["report"].clone()
+    };
+    let choice_lines = |r: &std::process::Output| -> Vec<String> {
+        stderr(r)
+            .lines()
+            .filter(|l| l.starts_with("super-clustering "))
+            .map(String::from)
+            .collect()
+    };
+    // too small for METIS (54 MiB), enough for label propagation and the parts' build
+    let tight = dir.path().join("tight");
+    let r = partition(&tight, &["--memory-budget", "40MiB"]);
+    assert_success(&r);
+    let line = "super-clustering auto -> lpa: METIS needs ~54 MiB, over --memory-budget 40 MiB (label propagation ~312 KiB)";
+    assert_eq!(choice_lines(&r), [line], "{}", stderr(&r));
+    let rep = report(&tight);
+    assert_eq!(rep["num_edges"], 693300, "{rep}");
+    assert_eq!(rep["clustering"], "lpa", "{rep}");
+    assert_eq!(rep["clustering_choice"], line, "{rep}");
+    assert!(
+        stdout(&r).contains("\nclustering: lpa (size-constrained label propagation, auto: METIS needs ~54 MiB, over --memory-budget 40 MiB"),
+        "{}",
+        stdout(&r)
+    );
+    // a generous budget keeps METIS, and says why
+    let roomy = dir.path().join("roomy");
+    let r = partition(&roomy, &["--memory-budget", "256MiB"]);
+    assert_success(&r);
+    let line =
+        "super-clustering auto -> metis: METIS needs ~54 MiB, within --memory-budget 256 MiB";
+    assert_eq!(choice_lines(&r), [line], "{}", stderr(&r));
+    let rep = report(&roomy);
+    assert_eq!(rep["clustering"], "metis", "{rep}");
+    assert_eq!(rep["clustering_choice"], line, "{rep}");
+    // without a budget: unchanged (METIS by the arc count, no choice line or field), and the
+    // same parts as under the generous budget
+    let plain = dir.path().join("plain");
+    let r = partition(&plain, &[]);
+    assert_success(&r);
+    assert!(choice_lines(&r).is_empty(), "{}", stderr(&r));
+    let rep_plain = report(&plain);
+    assert_eq!(rep_plain["clustering"], "metis", "{rep_plain}");
+    assert!(rep_plain.get("clustering_choice").is_none(), "{rep_plain}");
+    assert_eq!(rep_plain["assignment_sha256"], rep["assignment_sha256"]);
+    // an explicit metis over the budget: refused, naming both flags and the estimate, nothing
+    // left behind
+    let refused = dir.path().join("refused");
+    let r = partition(
+        &refused,
+        &["--memory-budget", "40MiB", "--super-clustering", "metis"],
+    );
+    assert_fails_with(
+        &r,
+        1,
+        &["--super-clustering metis: METIS needs ~54 MiB for 20000 nodes and 693300 arcs, over --memory-budget 40 MiB; use --super-clustering lpa (label propagation over the graph in place) or auto, or raise --memory-budget"],
+    );
+    assert!(!refused.exists() && !dir.path().join(".refused.tmp").exists());
+}
+
 #[test]
 fn partition_out_that_cannot_be_a_partition_directory_is_refused_before_loading() {
     let dir = tempdir();
