@@ -51,6 +51,27 @@ print(f"{1000.25 / len(np.unique(u[keep] * n + v[keep])):.9f}")
 EOF
 }
 
+# node workloads: both sides train and validate on one split, a seeded 60/20/20 permutation of
+# the labelled nodes (numpy seed 0, as the DGL pipeline draws its own) written as train/val/test_idx.npy next
+# to links to the dataset's arrays; left to themselves the two sides draw different splits, and
+# on facebook one split's validation accuracy differs from another's by up to ~0.01
+shared_split() { # dataset_dir out_dir
+  rm -rf "$2"; mkdir -p "$2"
+  local f
+  for f in "$1"/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$2/"; done
+  "$DGL_PYTHON" - "$1" "$2" <<'EOF2'
+import numpy as np, sys, os
+if any(os.path.exists(os.path.join(sys.argv[1], f)) for f in ("train_idx.npy", "train_masks.npy")):
+    raise SystemExit(f"tta.sh: {sys.argv[1]} has its own split; use it directly")
+y = np.load(os.path.join(sys.argv[1], "y.npy"))
+lab = np.nonzero(y.sum(1) > 0 if y.ndim == 2 else y >= 0)[0]
+perm = np.random.default_rng(0).permutation(lab)
+a, b = int(0.6 * len(lab)), int(0.8 * len(lab))
+for k, v in (("train", perm[:a]), ("val", perm[a:b]), ("test", perm[b:])):
+    np.save(os.path.join(sys.argv[2], f"{k}_idx.npy"), np.sort(v).astype(np.int64))
+EOF2
+}
+
 load() { echo "$(date -u +%H:%M:%S) $1: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"; }
 
 run_tma() { # dir dataset task method frac
@@ -80,6 +101,8 @@ for w in $WORKLOADS; do
     *) echo "tta.sh: unknown workload $w (facebook-link, photo-link, facebook-node)" >&2; exit 2 ;;
   esac
   f=0; [[ "$task" == link ]] && f=$(frac "$DATA/$ds")
+  src="$DATA/$ds"
+  if [[ "$task" == node ]]; then src="$OUT/data/$w"; shared_split "$DATA/$ds" "$src"; fi
   for m in $METHODS; do
     for ((i = 0; i < ${#ORDER}; i++)); do
       side=${ORDER:$i:1}
@@ -89,9 +112,9 @@ for w in $WORKLOADS; do
       rm -rf "$d" "$d.log"
       # a failed run is reported (its log kept) and the sequence goes on
       if [[ $side == A ]]; then
-        run_tma "$d" "$DATA/$ds" "$task" "$m" "$f" || echo "tta.sh: tma run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
+        run_tma "$d" "$src" "$task" "$m" "$f" || echo "tta.sh: tma run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
       else
-        run_dgl "$d" "$DATA/$ds" "$task" "$m" "$f" || echo "tta.sh: DGL run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
+        run_dgl "$d" "$src" "$task" "$m" "$f" || echo "tta.sh: DGL run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
       fi
     done
   done
