@@ -87,3 +87,38 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
         .expect("spawn the Ctrl-C watcher");
     (stop, cleanup)
 }
+
+/// Ctrl-C during `tma partition --out DIR`: the staging folder (`.DIR.tmp`, where the parts
+/// are streamed until the directory is complete) is removed, one line says so, and the
+/// process exits 130; `DIR` itself is left as it was (absent, or empty). Without this a killed
+/// run left the staging folder behind (gigabytes at scale) until the same `--out` was used
+/// again. A Ctrl-C after the staging folder was renamed into place finds it gone and only
+/// stops.
+pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf) {
+    // SAFETY: the handler only touches an atomic (and calls _exit).
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    std::thread::Builder::new()
+        .name("tma-ctrl-c".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(50));
+            if COUNT.load(Ordering::SeqCst) >= 1 {
+                if staging.exists() {
+                    let _ = std::fs::remove_dir_all(&staging);
+                    eprintln!(
+                        "\ninterrupt: stopped; the unfinished partition directory {} was removed ({} was not written)",
+                        staging.display(),
+                        out.display()
+                    );
+                } else {
+                    eprintln!("\ninterrupt: stopped");
+                }
+                std::process::exit(130);
+            }
+        })
+        .expect("spawn the Ctrl-C watcher");
+}

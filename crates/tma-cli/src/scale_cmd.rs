@@ -33,7 +33,7 @@ pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
         "t" | "tb" | "tib" => 1 << 40,
         u => {
             return Err(format!(
-                "unknown size unit {u:?} in {s:?} (use B, KiB, MiB, GiB)"
+                "unknown size unit {u:?} in {s:?} (use B, K/KiB, M/MiB, G/GiB, T/TiB, all powers of 1024; KB, MB, GB read the same; a bare number is bytes)"
             ))
         }
     };

@@ -55,7 +55,7 @@ pub struct TrainOpts {
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
-    /// Wall-clock training budget, e.g. 30s, 10min, 4h. Default: 30s (the reference release: 4h).
+    /// Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it. Default: 30s (the reference release: 4h).
     #[arg(long, value_name = "DURATION")]
     pub time_limit: Option<String>,
     /// Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock). Default: 0.
@@ -127,7 +127,7 @@ pub struct TrainOpts {
     /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, layer by layer within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
     #[arg(long, value_name = "auto|full|restricted")]
     pub eval_inference: Option<String>,
-    /// Memory restricted (or sampled) evaluation may take: its stored rows and one chunk's blocks and activations (e.g. 256MiB, 2GiB; at least 16MiB). Default: 1GiB.
+    /// Memory restricted (or sampled) evaluation may take: its stored rows and one chunk's blocks and activations (e.g. 256MiB, 2GiB; at least 16MiB). A smaller budget cuts the nodes into more groups whose shared neighbourhoods are computed again: validation gets slower (measured on a 25M-arc graph: 64MiB took ~8x the core-seconds of 1GiB), and the run lasts past --time-limit while the rounds it formed are validated. Default: 1GiB.
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     #[serde(deserialize_with = "size_or_bytes")]
     pub eval_memory: Option<String>,
@@ -567,6 +567,9 @@ impl Observer for Printer {
         if !r.missing.is_empty() {
             line.push_str(&format!("  missing={:?}", r.missing));
         }
+        if r.skipped_slots > 0 {
+            line.push_str(&format!("  ({})", skipped_text(r.skipped_slots)));
+        }
         match &self.bar {
             Some(b) if !b.is_hidden() => b.println(line),
             Some(_) => eprintln!("{line}"),
@@ -574,6 +577,15 @@ impl Observer for Printer {
         }
         Ok(())
     }
+}
+
+/// The round line's note on skipped averaging slots, e.g. `3 --sync-every slots skipped: the
+/// round formed late (validation or trainers behind)`.
+pub(crate) fn skipped_text(n: u64) -> String {
+    format!(
+        "{n} --sync-every slot{} skipped: the round formed late (validation or trainers behind)",
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// A round's mean training loss for the round line: `-` when no trainer took a step (NaN).
@@ -1116,8 +1128,9 @@ pub struct PartitionOpts {
     /// Partitioner: random (= random-tma), super (= super-tma) or metis (= psgd-pa); the `tma train --method` names are accepted too.
     #[arg(long, value_enum, default_value = "random")]
     pub method: PartitionMethodArg,
-    /// Number of parts M (also --num-parts).
-    #[arg(long = "parts", visible_alias = "num-parts", default_value_t = 4)]
+    /// Number of parts M (also --num-parts), at least 1.
+    #[arg(long = "parts", visible_alias = "num-parts", default_value_t = 4,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub num_parts: usize,
     /// Extra parts given to no one.
     #[arg(long, default_value_t = 0)]
@@ -1192,6 +1205,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
         // --out is checked (and its staging folder made) before the data is loaded
         let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
+        crate::interrupt::remove_on_interrupt(writer.staging().to_path_buf(), out.clone());
         tma_train::memory::start_sampler();
         let ds = load(
             &o.dataset,
@@ -1410,6 +1424,15 @@ mod tests {
         assert_eq!(loss_text(f64::NAN), "-");
         assert_eq!(loss_text(f64::INFINITY), "-");
         assert_eq!(loss_text(0.012345), "0.0123");
+        // regression: rounds skipped behind a slow validation were not said
+        assert_eq!(
+            skipped_text(3),
+            "3 --sync-every slots skipped: the round formed late (validation or trainers behind)"
+        );
+        assert_eq!(
+            skipped_text(1),
+            "1 --sync-every slot skipped: the round formed late (validation or trainers behind)"
+        );
         assert_eq!(
             failed_list(&[(1, 4.018577031), (3, f64::NAN)]),
             "trainer 1 at 4.0s, trainer 3 at ?"

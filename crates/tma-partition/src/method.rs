@@ -360,6 +360,14 @@ impl PartitionNotes {
                         "--super-nodes {num_super_nodes} exceeds the graph's {num_nodes} nodes: clamped to {num_nodes} (every node is its own super-node)"
                     ));
                 }
+                if let (Some(Clustering::Lpa), Some(l)) = (self.clustering, &self.lpa) {
+                    if l.num_clusters > self.clusters_requested {
+                        w.push(format!(
+                            "label propagation formed {} super-nodes where --super-nodes asked for {} (each at most {} nodes = ceil(N / K); it leaves many smaller ones, which are dealt to the parts like the others)",
+                            l.num_clusters, self.clusters_requested, l.max_cluster_size
+                        ));
+                    }
+                }
                 if self.clusters_filled > 0 {
                     w.push(format!(
                         "{} returned {} non-empty super-nodes of {} requested, fewer than the parts need; split the largest into {} more",
@@ -1278,6 +1286,30 @@ pub(crate) mod tests {
             p.notes.warnings(PartitionMethod::SuperNode { num_super_nodes: 100 }, 30),
             vec!["--super-nodes 100 exceeds the graph's 30 nodes: clamped to 30 (every node is its own super-node)".to_string()]
         );
+        // regression: label propagation formed 232x the super-nodes asked for, silently
+        let lpa_notes = |num_clusters| PartitionNotes {
+            clusters_requested: 1000,
+            clusters_obtained: num_clusters,
+            clustering: Some(Clustering::Lpa),
+            lpa: Some(crate::LpaStats {
+                max_cluster_size: 1300,
+                num_clusters,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let k = PartitionMethod::SuperNode {
+            num_super_nodes: 1000,
+        };
+        assert_eq!(
+            lpa_notes(232_292).warnings(k, 1_300_000),
+            vec!["label propagation formed 232292 super-nodes where --super-nodes asked for 1000 (each at most 1300 nodes = ceil(N / K); it leaves many smaller ones, which are dealt to the parts like the others)".to_string()]
+        );
+        assert!(lpa_notes(1000).warnings(k, 1_300_000).is_empty());
+        // PSGD-PA packs its clusters into the parts: no K was asked for
+        assert!(lpa_notes(232_292)
+            .warnings(PartitionMethod::Metis, 1_300_000)
+            .is_empty());
     }
 
     #[test]

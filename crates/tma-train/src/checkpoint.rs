@@ -404,6 +404,7 @@ mod tests {
             eval_s: 0.0,
             eval_cpu_s: 0.0,
             is_best,
+            skipped_slots: 0,
         }
     }
 

@@ -82,6 +82,16 @@ pub fn next_round_due(after: Duration, sync_every: Duration, time_limit: Duratio
     Duration::from_nanos(due.min(time_limit.as_nanos()) as u64)
 }
 
+/// Slots of a time-based schedule skipped by a round due at `due` that formed at `formed`:
+/// the slots `k * sync_every` in `(due, formed]`, which [`next_round_due`] passes over.
+pub fn skipped_slots(due: Duration, formed: Duration, sync_every: Duration) -> u64 {
+    if sync_every.is_zero() || formed <= due {
+        return 0;
+    }
+    let s = sync_every.as_nanos();
+    (formed.as_nanos() / s).saturating_sub(due.as_nanos() / s) as u64
+}
+
 /// Number of rounds a time-based schedule makes within `time_limit` (the last one at the limit).
 pub fn num_rounds(sync_every: Duration, time_limit: Duration) -> u64 {
     let n = time_limit.as_nanos().div_ceil(sync_every.as_nanos());
@@ -91,6 +101,20 @@ pub fn num_rounds(sync_every: Duration, time_limit: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipped_slots_are_the_slots_passed_while_a_round_was_late() {
+        let s = Duration::from_secs(5);
+        let secs = Duration::from_secs_f64;
+        // the round due at 15 s formed at 30.5 s (a validation backlog): 20, 25 and 30 skipped
+        assert_eq!(skipped_slots(secs(15.0), secs(30.5), s), 3);
+        assert_eq!(next_round_due(secs(30.5), s, secs(60.0)), secs(35.0));
+        // late by less than one period: nothing skipped
+        assert_eq!(skipped_slots(secs(15.0), secs(19.9), s), 0);
+        assert_eq!(skipped_slots(secs(15.0), secs(20.0), s), 1);
+        assert_eq!(skipped_slots(secs(15.0), secs(14.0), s), 0);
+        assert_eq!(skipped_slots(secs(15.0), secs(40.0), Duration::ZERO), 0);
+    }
 
     #[test]
     fn schedule_values() {

@@ -6,7 +6,7 @@
 //! The loop is written against [`Exchange`] and [`CoordinatorEndpoint`] only: it does not know
 //! which method or transport it runs.
 
-use crate::clock::{next_round_due, Clock};
+use crate::clock::{next_round_due, skipped_slots, Clock};
 use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
@@ -194,6 +194,13 @@ pub fn coordinate(
                     last_formed = elapsed;
                     let missing: Vec<usize> =
                         (0..n).filter(|t| !participants.contains(t)).collect();
+                    // time-based slots that passed while this round waited: skipped, and
+                    // said in the round's record (clock::next_round_due)
+                    let skipped_slots = if paced && !step_mode && !stop {
+                        skipped_slots(round_due, elapsed, cfg.sync_every)
+                    } else {
+                        0
+                    };
                     let record = RoundRecord {
                         round,
                         elapsed_s: elapsed.as_secs_f64(),
@@ -210,6 +217,7 @@ pub fn coordinate(
                         eval_s: 0.0,
                         eval_cpu_s: 0.0,
                         is_best: false,
+                        skipped_slots,
                     };
                     (loss_sum, loss_count) = (0.0, 0);
                     ev.submit(PendingRound {

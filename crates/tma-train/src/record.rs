@@ -38,6 +38,16 @@ pub struct RoundRecord {
     pub eval_cpu_s: f64,
     /// Whether this round's model is the best so far on validation.
     pub is_best: bool,
+    /// Averaging slots of `--sync-every` that passed while this round waited (a validation
+    /// backlog, trainers past the deadline) and were skipped, not made up by rounds back to
+    /// back ([`crate::clock::next_round_due`]); 0 (absent from `rounds.jsonl`) when the round
+    /// formed within one period of its due time, and always for step-count schedules.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped_slots: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a finished run reports (`summary.json`).

@@ -518,3 +518,38 @@ fn ctrl_c_before_the_first_round_leaves_no_run_dir() {
     args.extend_from_slice(QUICK);
     assert_success(&tma(&args));
 }
+
+#[test]
+fn ctrl_c_during_partition_out_removes_the_staging_folder() {
+    // regression: an interrupted `tma partition --out D` left `.D.tmp` (the parts streamed so
+    // far; gigabytes at scale) behind, without a word
+    let dir = tempdir();
+    let out = dir.path().join("parts");
+    let staging = dir.path().join(".parts.tmp");
+    let child = tma_cmd(&[
+        "partition",
+        "--gen-nodes",
+        "300000",
+        "--parts",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // the staging folder is made before the graph is generated
+    wait_for("the staging folder", Duration::from_secs(60), || {
+        staging.exists()
+    });
+    sigint(child.id());
+    let r = child.wait_with_output().unwrap();
+    assert_fails_with(
+        &r,
+        130,
+        &["interrupt: stopped", ".parts.tmp", "was removed"],
+    );
+    assert!(!staging.exists(), "the staging folder is gone");
+    assert!(!out.exists(), "no partition directory was written");
+}

@@ -128,6 +128,9 @@ fn broken_files_and_bad_format_flags_are_errors_naming_the_problem() {
         "1",
     ]);
     assert_success(&r);
+    // regression: `--parts 0` was reported as "trainers must be >= 1", a flag partition lacks
+    let r = tma(&["partition", "--gen-nodes", "300", "--parts", "0"]);
+    assert_fails_with(&r, 2, &["--parts", "0 is not in 1.."]);
 }
 
 #[test]
