@@ -553,3 +553,45 @@ fn ctrl_c_during_partition_out_removes_the_staging_folder() {
     assert!(!staging.exists(), "the staging folder is gone");
     assert!(!out.exists(), "no partition directory was written");
 }
+
+#[test]
+fn rounds_that_skip_sync_slots_behind_a_slow_round_say_so() {
+    // regression: a validation backlog made rounds skip --sync-every slots without a word
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "3s",
+        "--debug-slow-round",
+        "1500ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
+    let skipped: Vec<u64> = rounds
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.get("skipped_slots").map_or(0, |s| s.as_u64().unwrap())
+        })
+        .collect();
+    // round 1's record stalls the coordinator 1.5 s: round 2 (due at 0.6 s) forms at ~1.8 s,
+    // and the slots between are skipped
+    assert!(
+        skipped[1] >= 2,
+        "skipped slots per round {skipped:?}\n{rounds}"
+    );
+    assert!(
+        stderr(&r).contains("--sync-every slots skipped: the round formed late"),
+        "{}",
+        stderr(&r)
+    );
+}
