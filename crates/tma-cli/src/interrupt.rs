@@ -88,13 +88,31 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
     (stop, cleanup)
 }
 
-/// Ctrl-C during `tma partition --out DIR`: the staging folder (`.DIR.tmp`, where the parts
-/// are streamed until the directory is complete) is removed, one line says so, and the
-/// process exits 130; `DIR` itself is left as it was (absent, or empty). Without this a killed
-/// run left the staging folder behind (gigabytes at scale) until the same `--out` was used
-/// again. A Ctrl-C after the staging folder was renamed into place finds it gone and only
-/// stops.
-pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf) {
+/// Set once a Ctrl-C of `tma partition --out` is being acted on: the main thread's own exit
+/// waits ([`wait_if_interrupted`]) so that the watcher's exit 130 and its message win over an
+/// error the cleanup itself caused (files vanishing under the writer).
+static CLEANING: AtomicBool = AtomicBool::new(false);
+
+/// Set when the main thread has stopped in [`wait_if_interrupted`]: it writes nothing more.
+static PARKED: AtomicBool = AtomicBool::new(false);
+
+/// Blocks for good while a Ctrl-C cleanup is under way (the watcher ends the process).
+pub fn wait_if_interrupted() {
+    if CLEANING.load(Ordering::SeqCst) {
+        PARKED.store(true, Ordering::SeqCst);
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Ctrl-C during `tma partition --out DIR`: the writer's `abort` flag is set (it checks it
+/// last before renaming the staging folder `.DIR.tmp` into place), the staging folder is
+/// renamed aside (atomic: either it is still staging, and the writer's rename fails, or the
+/// writer renamed it first and `DIR` is complete) and removed; one line says which, and the
+/// process exits 130. Without this a killed run left the staging folder behind (gigabytes at scale)
+/// until the same `--out` was used again.
+pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf, abort: Arc<AtomicBool>) {
     // SAFETY: the handler only touches an atomic (and calls _exit).
     unsafe {
         libc::signal(
@@ -105,20 +123,45 @@ pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf) {
     std::thread::Builder::new()
         .name("tma-ctrl-c".into())
         .spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(50));
-            if COUNT.load(Ordering::SeqCst) >= 1 {
-                if staging.exists() {
-                    let _ = std::fs::remove_dir_all(&staging);
-                    eprintln!(
-                        "\ninterrupt: stopped; the unfinished partition directory {} was removed ({} was not written)",
-                        staging.display(),
-                        out.display()
-                    );
-                } else {
-                    eprintln!("\ninterrupt: stopped");
-                }
-                std::process::exit(130);
+            std::thread::sleep(Duration::from_millis(20));
+            if COUNT.load(Ordering::SeqCst) == 0 {
+                continue;
             }
+            CLEANING.store(true, Ordering::SeqCst);
+            // from here the writer no longer renames the staging folder into place
+            abort.store(true, Ordering::SeqCst);
+            let name = staging.file_name().map(|n| n.to_string_lossy().into_owned());
+            let aside = staging.with_file_name(format!(
+                "{}.interrupted-{}",
+                name.unwrap_or_default(),
+                std::process::id()
+            ));
+            if std::fs::rename(&staging, &aside).is_ok() {
+                // the writer may still create files (and the staging folder again) until it
+                // meets the vanished folder or the abort flag and stops: wait for that (at most
+                // 2 s: a long computation that writes nothing is simply ended)
+                for _ in 0..100 {
+                    if PARKED.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = std::fs::remove_dir_all(&aside);
+                let _ = std::fs::remove_dir_all(&staging);
+                eprintln!(
+                    "\ninterrupt: stopped; the unfinished partition directory {} was removed ({} was not written)",
+                    staging.display(),
+                    out.display()
+                );
+            } else if out.join("manifest.json").exists() {
+                eprintln!(
+                    "\ninterrupt: stopped; the partition directory {} was already complete",
+                    out.display()
+                );
+            } else {
+                eprintln!("\ninterrupt: stopped");
+            }
+            std::process::exit(130);
         })
         .expect("spawn the Ctrl-C watcher");
 }

@@ -94,6 +94,8 @@ fn main() -> ExitCode {
         Command::Compare(o) => compare::compare(*o),
         Command::Bench(o) => bench::bench(*o),
     };
+    // a Ctrl-C being acted on ends the process itself, with its own message and exit code
+    interrupt::wait_if_interrupted();
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1205,7 +1205,11 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
         // --out is checked (and its staging folder made) before the data is loaded
         let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
-        crate::interrupt::remove_on_interrupt(writer.staging().to_path_buf(), out.clone());
+        crate::interrupt::remove_on_interrupt(
+            writer.staging().to_path_buf(),
+            out.clone(),
+            writer.abort_flag(),
+        );
         tma_train::memory::start_sampler();
         let ds = load(
             &o.dataset,

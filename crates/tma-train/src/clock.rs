@@ -83,8 +83,16 @@ pub fn next_round_due(after: Duration, sync_every: Duration, time_limit: Duratio
 }
 
 /// Slots of a time-based schedule skipped by a round due at `due` that formed at `formed`:
-/// the slots `k * sync_every` in `(due, formed]`, which [`next_round_due`] passes over.
-pub fn skipped_slots(due: Duration, formed: Duration, sync_every: Duration) -> u64 {
+/// the slots `k * sync_every` in `(due, formed]` before `time_limit`, which
+/// [`next_round_due`] passes over (the time limit is the last round's own slot, never
+/// skipped: a round that waited until then is the last one).
+pub fn skipped_slots(
+    due: Duration,
+    formed: Duration,
+    sync_every: Duration,
+    time_limit: Duration,
+) -> u64 {
+    let formed = formed.min(time_limit.saturating_sub(Duration::from_nanos(1)));
     if sync_every.is_zero() || formed <= due {
         return 0;
     }
@@ -106,14 +114,25 @@ mod tests {
     fn skipped_slots_are_the_slots_passed_while_a_round_was_late() {
         let s = Duration::from_secs(5);
         let secs = Duration::from_secs_f64;
+        let limit = secs(60.0);
         // the round due at 15 s formed at 30.5 s (a validation backlog): 20, 25 and 30 skipped
-        assert_eq!(skipped_slots(secs(15.0), secs(30.5), s), 3);
-        assert_eq!(next_round_due(secs(30.5), s, secs(60.0)), secs(35.0));
+        assert_eq!(skipped_slots(secs(15.0), secs(30.5), s, limit), 3);
+        assert_eq!(next_round_due(secs(30.5), s, limit), secs(35.0));
         // late by less than one period: nothing skipped
-        assert_eq!(skipped_slots(secs(15.0), secs(19.9), s), 0);
-        assert_eq!(skipped_slots(secs(15.0), secs(20.0), s), 1);
-        assert_eq!(skipped_slots(secs(15.0), secs(14.0), s), 0);
-        assert_eq!(skipped_slots(secs(15.0), secs(40.0), Duration::ZERO), 0);
+        assert_eq!(skipped_slots(secs(15.0), secs(19.9), s, limit), 0);
+        assert_eq!(skipped_slots(secs(15.0), secs(20.0), s, limit), 1);
+        assert_eq!(skipped_slots(secs(15.0), secs(14.0), s, limit), 0);
+        assert_eq!(
+            skipped_slots(secs(15.0), secs(40.0), Duration::ZERO, limit),
+            0
+        );
+        // regression: a round due at 3 s that waited until the 8 s limit (validation backlog)
+        // is the last round: 4, 5, 6 and 7 were skipped, the limit is its own slot
+        let (one, eight) = (secs(1.0), secs(8.0));
+        assert_eq!(skipped_slots(secs(3.0), secs(8.05), one, eight), 4);
+        // the last round on time (due at the limit, formed just after it): nothing skipped
+        assert_eq!(skipped_slots(eight, secs(8.02), one, eight), 0);
+        assert_eq!(skipped_slots(secs(6.0), secs(8.02), secs(3.0), eight), 0);
     }
 
     #[test]

@@ -196,8 +196,8 @@ pub fn coordinate(
                         (0..n).filter(|t| !participants.contains(t)).collect();
                     // time-based slots that passed while this round waited: skipped, and
                     // said in the round's record (clock::next_round_due)
-                    let skipped_slots = if paced && !step_mode && !stop {
-                        skipped_slots(round_due, elapsed, cfg.sync_every)
+                    let skipped_slots = if paced && !step_mode {
+                        skipped_slots(round_due, elapsed, cfg.sync_every, cfg.time_limit)
                     } else {
                         0
                     };

@@ -371,6 +371,9 @@ pub struct PartitionWriter {
     dir: PathBuf,
     staging: PathBuf,
     done: bool,
+    /// Set from outside (a Ctrl-C handler): [`PartitionWriter::finish`] then refuses to rename
+    /// the staging folder into place.
+    abort: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PartitionWriter {
@@ -411,7 +414,15 @@ impl PartitionWriter {
             dir: dir.to_path_buf(),
             staging,
             done: false,
+            abort: Default::default(),
         })
+    }
+
+    /// A flag that, once set, makes [`PartitionWriter::finish`] fail (an `Interrupted` I/O
+    /// error naming the directory) instead of renaming the staging folder into place: the last
+    /// check before the rename, so that an interrupted run never leaves a partial directory.
+    pub fn abort_flag(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.abort.clone()
     }
 
     /// The staging folder the files go to until [`PartitionWriter::finish`].
@@ -458,6 +469,9 @@ impl PartitionWriter {
                     io(dir)(e)
                 }
             })?;
+        }
+        if self.abort.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(io(dir)(std::io::ErrorKind::Interrupted.into()));
         }
         fs::rename(&self.staging, dir).map_err(io(dir))?;
         self.done = true;
@@ -1147,6 +1161,28 @@ mod tests {
         fs::write(staging.join("part"), b"half").unwrap();
         drop(w);
         assert!(!staging.exists() && empty.is_dir());
+    }
+
+    #[test]
+    fn an_aborted_writer_never_renames_its_staging_folder_into_place() {
+        // regression: a Ctrl-C racing the last rename left a partial partition directory
+        let (cfg, p) = prep(Task::Node);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("parts");
+        let w = PartitionWriter::create(&dir).unwrap();
+        let staging = w.staging().to_path_buf();
+        w.abort_flag()
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let e = w.finish(&p, &cfg, "sbm", false, None).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::Interrupted),
+            "{e}"
+        );
+        assert!(!dir.exists() && !staging.exists());
+        // not aborted: written and renamed
+        let w = PartitionWriter::create(&dir).unwrap();
+        w.finish(&p, &cfg, "sbm", false, None).unwrap();
+        assert!(dir.join("manifest.json").is_file());
     }
 
     #[test]
