@@ -21,6 +21,17 @@ extern "C" fn on_sigint(_: libc::c_int) {
     }
 }
 
+/// Routes SIGINT to [`on_sigint`] (which only counts; a watcher thread acts).
+fn catch_sigint() {
+    // SAFETY: the handler only touches an atomic (and calls _exit).
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
 /// The run directory to clean up on a second Ctrl-C: its path and whether it existed before
 /// the run (`Run::dir_existed`); None while no directory is made or for a resumed run.
 pub type Cleanup = Arc<Mutex<Option<(PathBuf, bool)>>>;
@@ -43,13 +54,7 @@ pub fn install() -> (tma_train::StopFlag, Cleanup) {
 fn install_once() -> (tma_train::StopFlag, Cleanup) {
     let stop: tma_train::StopFlag = Arc::new(AtomicBool::new(false));
     let cleanup: Cleanup = Arc::new(Mutex::new(None));
-    // SAFETY: the handler only touches an atomic (and calls _exit); installed once.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    catch_sigint();
     let (s, c) = (stop.clone(), cleanup.clone());
     std::thread::Builder::new()
         .name("tma-ctrl-c".into())
@@ -113,13 +118,7 @@ pub fn wait_if_interrupted() {
 /// process exits 130. Without this a killed run left the staging folder behind (gigabytes at scale)
 /// until the same `--out` was used again.
 pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf, abort: Arc<AtomicBool>) {
-    // SAFETY: the handler only touches an atomic (and calls _exit).
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    catch_sigint();
     std::thread::Builder::new()
         .name("tma-ctrl-c".into())
         .spawn(move || loop {
