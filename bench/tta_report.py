@@ -7,7 +7,9 @@ Run directories are named WORKLOAD-METHOD-{tma,dgl}-N; run N of tma is paired wi
 For each pair: the DGL run's final validation metric is the target; the report gives the time
 each side first reached it (tma's speed-up = DGL's time / tma's), both metrics at equal
 training time (20 s, 40 s, DGL's last round) and at equal optimizer steps per trainer (tma's
-metric at its last round with no more steps than DGL's round), and both curves.
+metric at its last round with no more steps than DGL's round), and both curves. tma runs with
+`--val-check-interval` also validate between averaging rounds (rows with "check": true): the
+report gives tma's time to the target both from its rounds only and with those checks.
 """
 import json
 import os
@@ -15,13 +17,16 @@ import sys
 
 
 def load_tma(d):
-    """[(elapsed_s, mean steps per trainer, val, train_loss, eval_s, eval_cpu_s)] of a tma run."""
+    """[(elapsed_s, mean steps per trainer, val, train_loss, eval_s, eval_cpu_s, check)] of a
+    tma run (check: a validation between rounds, --val-check-interval)."""
     out = []
     for line in open(os.path.join(d, "rounds.jsonl")):
         r = json.loads(line)
         st = r["steps"]
+        if r["val"]["value"] is None:
+            continue
         out.append((r["elapsed_s"], sum(st) / max(1, len(st)), r["val"]["value"], r.get("train_loss"),
-                    r.get("eval_s"), r.get("eval_cpu_s")))
+                    r.get("eval_s"), r.get("eval_cpu_s"), bool(r.get("check"))))
     return out
 
 
@@ -75,8 +80,8 @@ def main():
         runs.setdefault(stem, {}).setdefault(int(n), {})[side] = d
     print(f"# Time to accuracy: tma vs the DGL pipeline (budget {opts.get('budget', '?')}, "
           f"{opts.get('cores', '?')} cores, order {opts.get('order', '?')})\n")
-    print("| workload | pair | DGL final val (target) | DGL: time to target | tma: time to target | "
-          "tma sooner by | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
+    print("| workload | pair | DGL final val (target) | DGL: time to target | tma: time to target, rounds / with checks | "
+          "tma sooner by, rounds / with checks | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
           "steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     curves = []
@@ -89,20 +94,25 @@ def main():
             if not a or not b:
                 continue
             target = b[-1][2]
-            ta, tb = first_reach(a, target), first_reach(b, target)
-            ratio = f"{tb / ta:.2f}x" if ta and tb else ("not reached" if ta is None else "-")
+            rounds = [x for x in a if not x[6]]
+            ta, tr, tb = first_reach(a, target), first_reach(rounds, target), first_reach(b, target)
+
+            def ratio(t):
+                return f"{tb / t:.2f}x" if t and tb else ("not reached" if t is None else "-")
             t_end = b[-1][0]
             sb = b[-1][1]
             sa = at_steps(a, sb)
-            print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {fmt(ta, 1)} s | {ratio} | "
+            print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {fmt(tr, 1)} / {fmt(ta, 1)} s | "
+                  f"{ratio(tr)} / {ratio(ta)} | "
                   f"{fmt(at_time(a, 20))} / {fmt(at_time(b, 20))} | {fmt(at_time(a, 40))} / {fmt(at_time(b, 40))} | "
                   f"{fmt(at_time(a, t_end))} / {target:.3f} | {a[-1][1]:.0f} / {sb:.0f} | "
                   f"{fmt(sa[1] if sa else None)} (at {fmt(sa[0] if sa else None, 0)}) / {target:.3f} |")
             curves.append((stem, n, a, b))
-    print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s):\n")
+    print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "
+          "a `c` after the time marks a check between rounds):\n")
     for stem, n, a, b in curves:
         print(f"- {stem} #{n} tma: " + " ".join(
-            f"{t:.0f}:{s:.0f}:{v:.3f}({fmt(e, 1)}/{fmt(c, 1)})" for t, s, v, _, e, c in a))
+            f"{t:.0f}{'c' if k else ''}:{s:.0f}:{v:.3f}({fmt(e, 1)}/{fmt(c, 1)})" for t, s, v, _, e, c, k in a))
         print(f"- {stem} #{n} DGL: " + " ".join(f"{t:.0f}:{s:.0f}:{v:.3f}" for t, s, v, *_ in b))
 
 

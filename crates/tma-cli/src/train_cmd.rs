@@ -55,6 +55,9 @@ pub struct TrainOpts {
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
+    /// Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `"check": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Model-averaging methods (not ggs, llcg), in-process trainers. Default: off (validation at rounds).
+    #[arg(long, value_name = "DURATION")]
+    pub val_check_interval: Option<String>,
     /// Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it. Default: 30s (the reference release: 4h).
     #[arg(long, value_name = "DURATION")]
     pub time_limit: Option<String>,
@@ -330,6 +333,10 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
             Some(s) => parse_duration("time-limit", s)?,
             None => d.time_limit,
         },
+        val_check_interval: match &o.val_check_interval {
+            Some(s) => parse_duration("val-check-interval", s)?,
+            None => d.val_check_interval,
+        },
         sync_every_steps: o.sync_every_steps.unwrap_or(d.sync_every_steps),
         round_timeout: match &o.round_timeout {
             Some(s) => parse_duration("round-timeout", s)?,
@@ -555,9 +562,14 @@ impl Observer for Printer {
         } else {
             "val -".to_string()
         };
+        let head = if r.check {
+            // a check between rounds: after round r.round, no loss of its own
+            format!("check {:>3}+", r.round)
+        } else {
+            format!("round {:>3} ", r.round)
+        };
         let mut line = format!(
-            "round {:>3}  t={:>7.1}s  steps={:?}  loss={loss}  {val}  eval {:.2}s/{:.2} core-s{}",
-            r.round,
+            "{head} t={:>7.1}s  steps={:?}  loss={loss}  {val}  eval {:.2}s/{:.2} core-s{}",
             r.elapsed_s,
             r.steps,
             r.eval_s,
@@ -804,8 +816,16 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     let prep = run.prepared().expect("prepared");
     if !quiet {
         let m = prep.trainers.len().max(cfg.effective_trainers());
+        let checks = if cfg.val_check_interval.is_zero() {
+            String::new()
+        } else {
+            format!(
+                " (validation checks every {})",
+                humantime::format_duration(cfg.val_check_interval)
+            )
+        };
         eprintln!(
-            "training  {m} trainer{}, {} model, sync every {}, time limit {} -> {}",
+            "training  {m} trainer{}, {} model, sync every {}{checks}, time limit {} -> {}",
             if m == 1 { "" } else { "s" },
             cfg.model,
             humantime::format_duration(cfg.sync_every),
@@ -867,13 +887,17 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     let result = result?;
     let s = &result.summary;
     println!(
-        "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best (round {}) val={:.4} test={:.4}",
+        "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best ({}) val={:.4} test={:.4}",
         s.rounds,
         s.train_time_s,
         s.final_val.metric,
         s.final_val.value,
         s.final_test.value,
-        s.best_round,
+        if s.best_check {
+            format!("check after round {}", s.best_round)
+        } else {
+            format!("round {}", s.best_round)
+        },
         s.best_val.value,
         s.best_test.value
     );

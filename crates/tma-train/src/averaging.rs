@@ -71,6 +71,21 @@ impl Exchange for ModelAveraging<'_> {
     fn idle_reply(&self) -> Arc<Vec<f32>> {
         self.latest.clone()
     }
+
+    /// The weighted mean a round formed now would give (no correction: a method with a
+    /// corrector, LLCG, has no check model).
+    fn check_model(&self, models: &[(usize, &[f32])], out: &mut ParamSet) -> bool {
+        if self.corrector.is_some() {
+            return false;
+        }
+        let w: Vec<f64> = models.iter().map(|&(t, _)| self.weights[t]).collect();
+        if !w.iter().any(|&x| x > 0.0) {
+            return false;
+        }
+        let m: Vec<&[f32]> = models.iter().map(|&(_, p)| p).collect();
+        average_models(&m, &w, &mut out.data);
+        true
+    }
 }
 
 /// A model-averaging method over a given data layout: RandomTMA (random partition), SuperTMA

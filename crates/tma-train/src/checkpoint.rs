@@ -175,6 +175,9 @@ pub struct Checkpointer {
     /// Steps since the start of the run of each trainer, by index (see [`CheckpointState::steps`]).
     steps: Vec<u64>,
     config: Option<serde_json::Value>,
+    /// The last round's checkpoint (model file, round, time), which a best check between
+    /// rounds keeps when it rewrites `state.json`.
+    last: Option<(String, u64, f64)>,
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> TrainError {
@@ -211,6 +214,7 @@ impl Checkpointer {
             best: resumed.and_then(|s| s.best.clone()),
             steps: resumed.map(|s| s.steps.clone()).unwrap_or_default(),
             config: None,
+            last: resumed.map(|s| (s.model.clone(), s.round, s.elapsed_s)),
         })
     }
 
@@ -230,6 +234,9 @@ impl Checkpointer {
 
 impl Observer for Checkpointer {
     fn on_round_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
+        if r.check {
+            return self.on_check_model(r, params);
+        }
         for (&t, &s) in r.participants.iter().zip(&r.steps) {
             if self.steps.len() <= t {
                 self.steps.resize(t + 1, 0);
@@ -238,6 +245,7 @@ impl Observer for Checkpointer {
         }
         let model = format!("round-{:06}.safetensors", r.round);
         self.save_model(&model, params)?;
+        self.last = Some((model.clone(), r.round, r.elapsed_s));
         if r.is_best {
             let name = format!("best-{:06}.safetensors", r.round);
             self.save_model(&name, params)?;
@@ -247,10 +255,41 @@ impl Observer for Checkpointer {
                 model: name,
             });
         }
+        self.write_state()
+    }
+}
+
+impl Checkpointer {
+    /// A validation check between rounds: the run resumes from rounds only, so a check
+    /// changes the checkpoint only when it is the best model (saved as
+    /// `best-{round:06}-check.safetensors`, named in `state.json` as the best).
+    fn on_check_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
+        if !r.is_best {
+            return Ok(());
+        }
+        let name = format!("best-{:06}-check.safetensors", r.round);
+        self.save_model(&name, params)?;
+        self.best = Some(SavedBest {
+            round: r.round,
+            val: (&r.val).into(),
+            model: name,
+        });
+        if self.last.is_some() {
+            self.write_state()?;
+        }
+        Ok(())
+    }
+
+    /// Writes `state.json` for the last round (and the best model so far), then removes the
+    /// model files it no longer names.
+    fn write_state(&mut self) -> Result<(), TrainError> {
+        let Some((model, round, elapsed_s)) = self.last.clone() else {
+            return Ok(());
+        };
         let state = CheckpointState {
             format_version: CHECKPOINT_VERSION,
-            round: r.round,
-            elapsed_s: r.elapsed_s,
+            round,
+            elapsed_s,
             seed: self.seed,
             segment: self.segment,
             partition_hash: self.partition_hash.clone(),
@@ -405,6 +444,7 @@ mod tests {
             eval_cpu_s: 0.0,
             is_best,
             skipped_slots: 0,
+            check: false,
         }
     }
 
@@ -441,6 +481,52 @@ mod tests {
             vec!["--metric mrr -> hits@50".to_string()]
         );
         assert!(resume_differences(&serde_json::json!({}), &now).is_empty());
+    }
+
+    #[test]
+    fn a_check_between_rounds_is_kept_only_as_the_best_model() {
+        let tmp = tempfile::tempdir().unwrap();
+        let template = ParamSet::from_shapes(&[("w".into(), vec![2, 2])]);
+        let mut c =
+            Checkpointer::new(tmp.path(), template.clone(), 7, 0, None, None, None).unwrap();
+        let check = |round: u64, val: f64, is_best: bool| RoundRecord {
+            check: true,
+            steps: vec![round * 10 + 5],
+            ..record(round, val, is_best)
+        };
+        // a best check before the first round: its model is saved, no state to resume from
+        c.on_check_model(&check(0, 0.4, true), &[0.5; 4]).unwrap();
+        assert!(!tmp.path().join("checkpoint/state.json").exists());
+        c.on_round_model(&record(1, 0.3, false), &[1.0; 4]).unwrap();
+        // a check that is not the best changes nothing; a best one becomes the best model while
+        // the run still resumes from round 1 (and its step counts)
+        c.on_round_model(&check(1, 0.2, false), &[1.5; 4]).unwrap();
+        let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!(
+            state.best.as_ref().unwrap().model,
+            "best-000000-check.safetensors"
+        );
+        c.on_round_model(&check(1, 0.9, true), &[1.7; 4]).unwrap();
+        let (state2, resume2) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!((state.round, state2.round), (1, 1));
+        assert_eq!(resume.params, vec![1.0; 4]);
+        assert_eq!(resume2.params, vec![1.0; 4]);
+        assert_eq!(state2.steps, vec![1]);
+        let (br, bv, bp) = resume2.best.unwrap();
+        assert_eq!((br, bv.value, bp), (1, 0.9, vec![1.7; 4]));
+        let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("checkpoint"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            vec![
+                "best-000001-check.safetensors",
+                "round-000001.safetensors",
+                "state.json"
+            ]
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a trainer tells the coordinator when it joins a round.
@@ -22,6 +22,21 @@ pub struct TrainerReport {
     pub loss_sum: f64,
     /// Number of losses summed in `loss_sum`.
     pub loss_count: u64,
+}
+
+/// A trainer's copy of its current parameters for a validation check between averaging
+/// rounds (`--val-check-interval`): taken after the step in progress, never answered, so the
+/// trainer goes on at once with its own parameters (the check does not change training).
+#[derive(Clone, Debug)]
+pub struct CheckDeposit {
+    /// The check it answers (1-based, as called by [`CoordinatorEndpoint::call_check`]).
+    pub id: u64,
+    /// The trainer's parameters, flat in `ParamSet` order.
+    pub params: Vec<f32>,
+    /// Its optimizer steps since it started (as [`TrainerReport::steps`]).
+    pub steps: u64,
+    /// Its completed passes over its training data.
+    pub epochs: u64,
 }
 
 /// One trainer's contribution to a round.
@@ -59,6 +74,13 @@ pub trait TrainerEndpoint: Send {
     /// Joins round `round`: sends the local parameters and report, blocks for the reply.
     /// `None` if the coordinator is gone.
     fn join_round(&mut self, round: u64, params: &[f32], report: TrainerReport) -> Option<Reply>;
+    /// The latest validation check the coordinator has called (0 = none, or a transport
+    /// without checks). Cheap: checked after every step.
+    fn due_check(&self) -> u64 {
+        0
+    }
+    /// Leaves a copy of the parameters for check `id` and returns at once (no reply).
+    fn deposit_check(&mut self, _id: u64, _params: &[f32], _steps: u64, _epochs: u64) {}
 }
 
 /// The coordinator's side of the transport.
@@ -97,6 +119,19 @@ pub trait CoordinatorEndpoint {
     /// current averaged model) at once, so a trainer that wakes up after missing rounds rejoins
     /// at the next one. Cheap; the coordinator calls it while it waits for a round's due time.
     fn answer_late(&mut self, _latest: &Arc<Vec<f32>>) {}
+    /// Whether this transport carries validation checks between rounds
+    /// (`--val-check-interval`; the in-process one does, MPI does not).
+    fn supports_checks(&self) -> bool {
+        false
+    }
+    /// Asks every trainer for a copy of its parameters after its current step (check `id`,
+    /// increasing from 1); nothing is sent back.
+    fn call_check(&mut self, _id: u64) {}
+    /// Takes the deposits for check `id` that have arrived since the last call (non-blocking;
+    /// each trainer's at most once), as `(trainer, deposit)`.
+    fn collect_check(&mut self, _id: u64) -> Vec<(usize, CheckDeposit)> {
+        Vec::new()
+    }
 }
 
 /// The rule both transports follow for who takes part in a round (ARCHITECTURE.md: trainers
@@ -258,6 +293,13 @@ pub struct InProcess {
     to_trainer: Vec<Sender<Reply>>,
     from_trainers: Receiver<Msg>,
     initial: Vec<Sender<Arc<Vec<f32>>>>,
+    checks: Arc<CheckBoard>,
+}
+
+/// Validation checks of [`InProcess`]: the check called, and one deposit slot per trainer.
+struct CheckBoard {
+    due: AtomicU64,
+    slots: Mutex<Vec<Option<CheckDeposit>>>,
 }
 
 /// Trainer end of [`InProcess`]. Dropping it (the trainer exits or fails) marks it dead.
@@ -269,6 +311,7 @@ pub struct InProcessTrainer {
     to_coord: Sender<Msg>,
     replies: Receiver<Reply>,
     initial: Receiver<Arc<Vec<f32>>>,
+    checks: Arc<CheckBoard>,
 }
 
 impl InProcess {
@@ -277,6 +320,10 @@ impl InProcess {
         let due = Arc::new(AtomicU64::new(0));
         let now = Arc::new(AtomicBool::new(false));
         let (tx, rx) = channel();
+        let checks = Arc::new(CheckBoard {
+            due: AtomicU64::new(0),
+            slots: Mutex::new(vec![None; n]),
+        });
         let mut trainers = Vec::with_capacity(n);
         let mut alive = Vec::with_capacity(n);
         let mut to_trainer = Vec::with_capacity(n);
@@ -296,6 +343,7 @@ impl InProcess {
                 to_coord: tx.clone(),
                 replies: rrx,
                 initial: irx,
+                checks: checks.clone(),
             });
         }
         (
@@ -308,6 +356,7 @@ impl InProcess {
                 to_trainer,
                 from_trainers: rx,
                 initial,
+                checks,
             },
             trainers,
         )
@@ -340,6 +389,20 @@ impl TrainerEndpoint for InProcessTrainer {
             })
             .ok()?;
         self.replies.recv().ok()
+    }
+    fn due_check(&self) -> u64 {
+        self.checks.due.load(Ordering::Acquire)
+    }
+    fn deposit_check(&mut self, id: u64, params: &[f32], steps: u64, epochs: u64) {
+        let d = CheckDeposit {
+            id,
+            params: params.to_vec(),
+            steps,
+            epochs,
+        };
+        if let Ok(mut slots) = self.checks.slots.lock() {
+            slots[self.id] = Some(d);
+        }
     }
 }
 
@@ -432,11 +495,62 @@ impl CoordinatorEndpoint for InProcess {
     fn is_alive(&self, t: usize) -> bool {
         self.alive[t].load(Ordering::SeqCst)
     }
+    fn supports_checks(&self) -> bool {
+        true
+    }
+    fn call_check(&mut self, id: u64) {
+        self.checks.due.store(id, Ordering::Release);
+    }
+    fn collect_check(&mut self, id: u64) -> Vec<(usize, CheckDeposit)> {
+        let Ok(mut slots) = self.checks.slots.lock() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (t, slot) in slots.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|d| d.id == id) {
+                out.extend(slot.take().map(|d| (t, d)));
+            } else if slot.as_ref().is_some_and(|d| d.id < id) {
+                // a deposit for an earlier check that was given up
+                *slot = None;
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_deposits_are_taken_once_and_stale_ones_dropped() {
+        let (mut coord, mut trainers) = InProcess::new(3);
+        assert!(coord.supports_checks());
+        assert_eq!(trainers[0].due_check(), 0);
+        coord.call_check(1);
+        assert!(trainers.iter().all(|t| t.due_check() == 1));
+        trainers[0].deposit_check(1, &[1.0, 2.0], 5, 1);
+        trainers[2].deposit_check(1, &[3.0, 4.0], 7, 2);
+        let got = coord.collect_check(1);
+        let summary: Vec<(usize, u64, u64, Vec<f32>)> = got
+            .into_iter()
+            .map(|(t, d)| (t, d.id, d.steps, d.params))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![(0, 1, 5, vec![1.0, 2.0]), (2, 1, 7, vec![3.0, 4.0])]
+        );
+        // taken: not returned again
+        assert!(coord.collect_check(1).is_empty());
+        // a copy for check 1 arriving after check 2 was called is dropped, not mixed in
+        trainers[1].deposit_check(1, &[9.0, 9.0], 6, 1);
+        coord.call_check(2);
+        assert!(coord.collect_check(2).is_empty());
+        trainers[1].deposit_check(2, &[5.0, 6.0], 8, 1);
+        let got = coord.collect_check(2);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].0, got[0].1.params.clone()), (1, vec![5.0, 6.0]));
+    }
 
     #[test]
     fn dead_trainer_is_absent_and_does_not_hang() {

@@ -360,6 +360,15 @@ pub struct TrainConfig {
     /// Wall-clock span between model averaging rounds.
     #[serde(with = "humantime_serde_compat")]
     pub sync_every: Duration,
+    /// Validation checks between averaging rounds: every `val_check_interval` of wall-clock
+    /// time that is not a round, the coordinator takes a copy of each trainer's parameters
+    /// after its current step, validates their mean (the model a round formed then would
+    /// give) and records it in `rounds.jsonl` as a check (`"check": true`); nothing is sent
+    /// back, so training is unchanged. A check may be the best model. Zero (the default) = no
+    /// checks: validation at rounds only. Must be shorter than `sync_every`; model-averaging
+    /// methods (not `ggs`, `llcg`), the wall-clock schedule and the in-process engine only.
+    #[serde(default, with = "humantime_serde_compat")]
+    pub val_check_interval: Duration,
     /// Wall-clock training budget.
     #[serde(with = "humantime_serde_compat")]
     pub time_limit: Duration,
@@ -481,6 +490,7 @@ impl Default for TrainConfig {
             time_limit: Duration::from_secs(30),
             average_weight: AverageWeight::Uniform,
             sync_every_steps: 0,
+            val_check_interval: Duration::ZERO,
             round_timeout: default_round_timeout(),
             llcg_steps: default_llcg_steps(),
             model: EncoderKind::Sage,
@@ -785,6 +795,28 @@ impl TrainConfig {
         }
         if let (Task::Link, Metric::HitsAt(_)) = (self.task, self.metric) {
             self.metric.fits(TargetKind::Link, self.eval_num_neg)?;
+        }
+        if !self.val_check_interval.is_zero() {
+            if self.val_check_interval >= self.sync_every {
+                return Err(format!(
+                    "val-check-interval ({:?}) must be shorter than sync-every ({:?}): checks validate the trainers' mean between averaging rounds",
+                    self.val_check_interval, self.sync_every
+                ));
+            }
+            if self.sync_every_steps > 0 {
+                return Err("val-check-interval needs the wall-clock schedule; it does not combine with sync-every-steps".into());
+            }
+            if matches!(self.method, Method::Ggs | Method::Llcg) {
+                return Err(format!(
+                    "val-check-interval does not apply to {} (no model between its exchanges: {}); use it with random-tma, super-tma, psgd-pa or centralized",
+                    self.method,
+                    if self.method == Method::Ggs {
+                        "it averages gradients every step"
+                    } else {
+                        "its rounds end with a correction on the coordinator"
+                    }
+                ));
+            }
         }
         if self.method == Method::Ggs && self.sync_every_steps > 0 {
             return Err(

@@ -97,6 +97,19 @@ pub fn coordinate(
 
     let template = model.clone();
     let infer = cfg.infer_options();
+    // validation checks between rounds: averaging methods on the wall-clock schedule
+    let mut checks = (!cfg.val_check_interval.is_zero() && paced && !step_mode).then(|| Checks {
+        interval: cfg.val_check_interval,
+        next_due: next_round_due(last_formed, cfg.val_check_interval, cfg.time_limit),
+        id: 0,
+        pending: None,
+        timeout,
+        model: model.clone(),
+    });
+    // (a transport without checks: Run::start refuses the option for it; here they are off)
+    if !coord.supports_checks() {
+        checks = None;
+    }
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
@@ -137,9 +150,24 @@ pub fn coordinate(
                     if now >= due || ctx.stop_requested() {
                         break;
                     }
+                    // a validation check between rounds (`--val-check-interval`)
+                    if let Some(c) = checks.as_mut() {
+                        if let Some(p) = c.step(coord, &*exchange, now, due, round, ev.in_flight())
+                        {
+                            let mut p = p;
+                            for (s, &t) in p.record.steps.iter_mut().zip(&p.record.participants) {
+                                *s += step_offsets[t];
+                            }
+                            ev.submit(p);
+                        }
+                    }
                     // a trainer waking up after missed rounds gets the current model now
                     coord.answer_late(&exchange.idle_reply());
                     clock.sleep((due - now).min(Duration::from_millis(20)));
+                }
+                // a check still waiting for copies is superseded by the round
+                if let Some(c) = checks.as_mut() {
+                    c.pending = None;
                 }
                 // the last round is the first one formed at or after the time limit, whether it
                 // was scheduled there or the rounds before it ran late
@@ -218,6 +246,7 @@ pub fn coordinate(
                         eval_cpu_s: 0.0,
                         is_best: false,
                         skipped_slots,
+                        check: false,
                     };
                     (loss_sum, loss_count) = (0.0, 0);
                     ev.submit(PendingRound {
@@ -239,6 +268,102 @@ pub fn coordinate(
     // every trainer lost before the time limit: the run is incomplete (it can be resumed)
     let lost_early = all_lost && clock.elapsed() < cfg.time_limit;
     finish_run(ctx, n, book, model, last_steps, lost_early)
+}
+
+/// Validation checks between averaging rounds (`--val-check-interval`): the coordinator's
+/// side. A check is called at each slot `k * interval` that comes before the next round while
+/// the evaluator is idle (a check never queues behind a validation: it is skipped instead);
+/// it forms when every live trainer has left a copy of its parameters (or at the round
+/// timeout, from those that have), and is dropped when the round comes first.
+struct Checks {
+    interval: Duration,
+    next_due: Duration,
+    id: u64,
+    pending: Option<PendingCheck>,
+    timeout: Duration,
+    /// The check's model (a buffer reused from check to check).
+    model: ParamSet,
+}
+
+/// A check called and waiting for the trainers' copies.
+struct PendingCheck {
+    id: u64,
+    called: Duration,
+    got: Vec<(usize, crate::cluster::CheckDeposit)>,
+}
+
+impl Checks {
+    /// Advances the checks at training time `now` (`round_due`: the next round; `round`: rounds
+    /// formed so far; `in_flight`: validations queued). Returns a formed check to validate,
+    /// its `steps` counted since this process started.
+    fn step(
+        &mut self,
+        coord: &mut dyn CoordinatorEndpoint,
+        exchange: &dyn Exchange,
+        now: Duration,
+        round_due: Duration,
+        round: u64,
+        in_flight: usize,
+    ) -> Option<PendingRound> {
+        if let Some(p) = self.pending.as_mut() {
+            p.got.extend(coord.collect_check(p.id));
+            let n = coord.num_trainers();
+            let waiting = (0..n).any(|t| coord.is_alive(t) && !p.got.iter().any(|(g, _)| *g == t));
+            if waiting && now < p.called + self.timeout {
+                return None;
+            }
+            let p = self.pending.take()?;
+            if p.got.is_empty() {
+                return None;
+            }
+            let mut got = p.got;
+            got.sort_by_key(|(t, _)| *t);
+            let models: Vec<(usize, &[f32])> =
+                got.iter().map(|(t, d)| (*t, d.params.as_slice())).collect();
+            if !exchange.check_model(&models, &mut self.model) {
+                return None;
+            }
+            let participants: Vec<usize> = got.iter().map(|(t, _)| *t).collect();
+            let record = RoundRecord {
+                round,
+                elapsed_s: now.as_secs_f64(),
+                missing: (0..n).filter(|t| !participants.contains(t)).collect(),
+                steps: got.iter().map(|(_, d)| d.steps).collect(),
+                epochs: got.iter().map(|(_, d)| d.epochs).collect(),
+                participants,
+                train_loss: f64::NAN,
+                val: EvalResult::default(),
+                eval_s: 0.0,
+                eval_cpu_s: 0.0,
+                is_best: false,
+                skipped_slots: 0,
+                check: true,
+            };
+            return Some(PendingRound {
+                record,
+                params: Arc::new(self.model.data.clone()),
+                validate: true,
+            });
+        }
+        if now < self.next_due {
+            return None;
+        }
+        // the next slot after now (slots missed while a validation ran are skipped)
+        self.next_due = next_round_due(now, self.interval, Duration::MAX);
+        // a check slot at or past the round's due time is the round's; none while the
+        // evaluator is busy
+        if now + Duration::from_millis(1) >= round_due || in_flight > 0 {
+            return None;
+        }
+        self.id += 1;
+        coord.call_check(self.id);
+        self.pending = Some(PendingCheck {
+            id: self.id,
+            called: now,
+            got: Vec::new(),
+        });
+        None
+    }
 }
 
 /// Ends a run: tests the final and the best model and assembles the [`RunResult`].
@@ -267,7 +392,19 @@ fn finish_run(
     };
     let mut best_params = current.clone();
     best_params.data.copy_from_slice(&best_data);
-    let final_val = records.last().map(|r| r.val.clone()).unwrap_or_default();
+    // the best model was a check between rounds (checks of this process lifetime only: a
+    // resumed run's earlier best is a round's or was a check, recorded then)
+    let best_check = records
+        .iter()
+        .rev()
+        .find(|r| r.is_best)
+        .is_some_and(|r| r.check);
+    let final_val = records
+        .iter()
+        .rev()
+        .find(|r| !r.check)
+        .map(|r| r.val.clone())
+        .unwrap_or_default();
     let (model, prep) = (ctx.model, ctx.prep);
     let infer = ctx.cfg.infer_options();
     let final_test = ctx
@@ -288,12 +425,13 @@ fn finish_run(
         rounds: records
             .last()
             .map_or(0, |r| r.round)
-            .max(records.len() as u64),
+            .max(records.iter().filter(|r| !r.check).count() as u64),
         metric: prep.metric.resolve(prep.eval.target_kind()).to_string(),
         train_time_s: records.last().map(|r| r.elapsed_s).unwrap_or(0.0),
         final_val,
         final_test,
         best_round,
+        best_check,
         best_val,
         best_test,
         steps_per_trainer: last_steps,

@@ -46,6 +46,14 @@ pub trait Exchange: Send {
     /// The payload for a trainer that answers an earlier exchange late, and for every trainer
     /// at the end of the run.
     fn idle_reply(&self) -> Arc<Vec<f32>>;
+    /// For a validation check between rounds (`--val-check-interval`): the model this
+    /// exchange would form from `models` (`(trainer, parameters)`, never empty) if a round
+    /// were formed now, written into `out` without changing any state; `false` when the method
+    /// has no such model between its exchanges (gradient averaging, LLCG's correction on the
+    /// coordinator), the default.
+    fn check_model(&self, _models: &[(usize, &[f32])], _out: &mut ParamSet) -> bool {
+        false
+    }
 }
 
 /// What a method's [`Exchange`] may need from the run.

@@ -44,6 +44,13 @@ pub struct RoundRecord {
     /// formed within one period of its due time, and always for step-count schedules.
     #[serde(skip_serializing_if = "is_zero")]
     pub skipped_slots: u64,
+    /// A validation check between averaging rounds (`--val-check-interval`), not a round:
+    /// the mean of the trainers' parameters at `elapsed_s`, which they did not receive.
+    /// `round` is then the number of rounds formed before it, `train_loss` NaN (the losses go
+    /// to the next round) and `steps` the trainers' counts when they left their copies. Absent
+    /// from `rounds.jsonl` (false) for rounds.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -70,8 +77,12 @@ pub struct Summary {
     pub final_val: EvalResult,
     /// Test result of the last round's model.
     pub final_test: EvalResult,
-    /// Round of the best validation result.
+    /// Round of the best validation result (for a check, the rounds formed before it).
     pub best_round: u64,
+    /// Whether the best model was a validation check between rounds (`--val-check-interval`)
+    /// after round `best_round`, not a round's average. Absent from `summary.json` when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub best_check: bool,
     /// The best validation result.
     pub best_val: EvalResult,
     /// Test result of the best-validation model.

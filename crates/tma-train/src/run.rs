@@ -259,6 +259,11 @@ impl Run {
             out,
             resume,
         } = spec;
+        if engine == Engine::Mpi && !config.val_check_interval.is_zero() {
+            return Err(TrainError::Config(
+                "--val-check-interval: validation checks between rounds need in-process trainers; the MPI engine validates at rounds only (drop --val-check-interval or use a shorter --sync-every)".into(),
+            ));
+        }
         let mut load_notes = Vec::new();
         let mut format_read: Option<ReadOptions> = None;
         let (opened, name, dataset_path, gen_nodes, partitions) = match data {

@@ -324,11 +324,20 @@ impl Trainer {
         let every = self.cfg.sync_every_steps;
         let mut steps_at_join = self.steps;
         let (mut loss_sum, mut loss_count) = (0f64, 0u64);
+        // the last validation check answered (`--val-check-interval`)
+        let mut checked = 0u64;
         loop {
             if let Some(t) = fail_at {
                 if clock.elapsed() >= t {
                     return TrainerExit::Failed(t);
                 }
+            }
+            // a validation check between rounds: leave a copy of the parameters and go on
+            // (nothing comes back, so training is the same with or without checks)
+            let check = endpoint.due_check();
+            if check > checked {
+                checked = check;
+                endpoint.deposit_check(check, &self.params.data, self.steps, self.epochs);
             }
             let due = endpoint.due_round();
             // (a trainer without examples takes no step: it joins every round called; the last

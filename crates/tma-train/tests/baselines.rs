@@ -905,3 +905,170 @@ fn resumed_ggs_run_counts_steps_from_the_start_of_the_run() {
     }
     assert_eq!(r.summary.steps_per_trainer, rec.0.last().unwrap().steps);
 }
+
+/// Check copies a trainer left: (check id, steps, parameters).
+type Deposits = Arc<std::sync::Mutex<Vec<(u64, u64, Vec<f32>)>>>;
+
+/// A trainer transport that stops the trainer after `steps` optimizer steps (one
+/// `due_round` call per loop turn, i.e. per step) and, with `checks`, calls a validation
+/// check before every step; keeps the deposits and the parameters the trainer ended with.
+struct CheckScript {
+    init: Option<Arc<Vec<f32>>>,
+    steps: u64,
+    turns: std::cell::Cell<u64>,
+    checks: bool,
+    deposits: Deposits,
+    last: Arc<std::sync::Mutex<Vec<f32>>>,
+}
+
+impl tma_train::cluster::TrainerEndpoint for CheckScript {
+    fn initial_params(&mut self) -> Option<Arc<Vec<f32>>> {
+        self.init.take()
+    }
+    fn due_round(&self) -> u64 {
+        let t = self.turns.get() + 1;
+        self.turns.set(t);
+        if t > self.steps {
+            u64::MAX
+        } else {
+            0
+        }
+    }
+    fn join_round(&mut self, _round: u64, params: &[f32], _r: TrainerReport) -> Option<Reply> {
+        *self.last.lock().unwrap() = params.to_vec();
+        Some(Reply::Stop(Arc::new(Vec::new())))
+    }
+    fn due_check(&self) -> u64 {
+        if self.checks {
+            self.turns.get() + 1
+        } else {
+            0
+        }
+    }
+    fn deposit_check(&mut self, id: u64, params: &[f32], steps: u64, _epochs: u64) {
+        self.deposits
+            .lock()
+            .unwrap()
+            .push((id, steps, params.to_vec()));
+    }
+}
+
+#[test]
+fn a_validation_check_copies_the_parameters_and_leaves_training_unchanged() {
+    let c = cfg(Method::RandomTma, Task::Node);
+    let p = prep(&c);
+    let model = build_model(&c, p.model_shape()).unwrap();
+    let init = initial_params(&c, &model);
+    let run = |checks: bool| {
+        let deposits: Deposits = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let last = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut ep = CheckScript {
+            init: Some(Arc::new(init.data.clone())),
+            steps: 6,
+            turns: std::cell::Cell::new(0),
+            checks,
+            deposits: deposits.clone(),
+            last: last.clone(),
+        };
+        let trainer = Trainer::new(p.trainers[0].clone(), model.clone(), init.clone(), &c);
+        let exit = trainer.run(&mut ep, Arc::new(RealClock::start()), None);
+        assert!(matches!(exit, tma_train::trainer::TrainerExit::Stopped));
+        let d = deposits.lock().unwrap().clone();
+        let l = last.lock().unwrap().clone();
+        (d, l)
+    };
+    let (none, plain) = run(false);
+    let (deposits, checked) = run(true);
+    assert!(none.is_empty());
+    // training moved the parameters, and the same way with checks: bit for bit
+    assert_ne!(plain, init.data);
+    assert_eq!(checked, plain);
+    // one copy per check called, each after the steps taken so far: the first is the initial
+    // model, the last the parameters the trainer ended with
+    let ids: Vec<u64> = deposits.iter().map(|d| d.0).collect();
+    assert_eq!(ids, (1..=7).collect::<Vec<u64>>());
+    let steps: Vec<u64> = deposits.iter().map(|d| d.1).collect();
+    assert_eq!(steps, (0..=6).collect::<Vec<u64>>());
+    assert_eq!(deposits[0].2, init.data);
+    assert_eq!(deposits[6].2, plain);
+}
+
+#[test]
+fn validation_checks_between_rounds_are_recorded_and_may_be_the_best() {
+    let mut c = cfg(Method::RandomTma, Task::Node);
+    c.sync_every = Duration::from_millis(1000);
+    c.val_check_interval = Duration::from_millis(250);
+    c.time_limit = Duration::from_millis(2000);
+    c.validate().unwrap();
+    let p = prep(&c);
+    let mut rec = Record(Vec::new(), Vec::new());
+    let r = run_in_process(
+        &p,
+        &c,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut rec,
+        Extras::default(),
+    )
+    .unwrap();
+    let rounds: Vec<&RoundRecord> = rec.0.iter().filter(|r| !r.check).collect();
+    let checks: Vec<&RoundRecord> = rec.0.iter().filter(|r| r.check).collect();
+    assert_eq!(rounds.len(), 2, "{:?}", rec.0);
+    assert_eq!(r.summary.rounds, 2);
+    // up to 3 checks before each round (at 0.25, 0.5, 0.75 s after it); skipped only while a
+    // validation runs, which on this graph takes milliseconds
+    assert!(checks.len() >= 2, "{} checks: {:?}", checks.len(), rec.0);
+    let mut formed = 0u64;
+    let mut last_t = 0.0;
+    for (i, x) in rec.0.iter().enumerate() {
+        assert!(x.elapsed_s >= last_t, "records in time order");
+        last_t = x.elapsed_s;
+        if x.check {
+            // numbered by the rounds before it, validated, no loss of its own, all three
+            // trainers' copies, steps at most the next round's
+            assert_eq!(x.round, formed);
+            assert!(x.val.value.is_finite());
+            assert!(x.train_loss.is_nan());
+            assert_eq!(x.participants, vec![0, 1, 2]);
+            let next = rec.0[i..].iter().find(|r| !r.check).unwrap();
+            for (a, b) in x.steps.iter().zip(&next.steps) {
+                assert!(
+                    a <= b,
+                    "check steps {:?} after round {:?}",
+                    x.steps,
+                    next.steps
+                );
+            }
+        } else {
+            formed += 1;
+            assert_eq!(x.round, formed);
+        }
+    }
+    // the summary's final model is the last round's, and the best is where is_best says
+    assert_eq!(r.summary.final_val.value, rounds[1].val.value);
+    let best = rec.0.iter().rev().find(|r| r.is_best).unwrap();
+    assert_eq!(r.summary.best_check, best.check);
+    assert_eq!(r.summary.best_round, best.round);
+}
+
+#[test]
+fn validation_checks_need_a_model_between_exchanges_and_a_shorter_interval() {
+    let mut c = cfg(Method::RandomTma, Task::Node);
+    c.sync_every = Duration::from_secs(2);
+    c.val_check_interval = Duration::from_secs(2);
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .contains("shorter than sync-every"));
+    c.val_check_interval = Duration::from_secs(1);
+    c.validate().unwrap();
+    for m in [Method::Ggs, Method::Llcg] {
+        c.method = m;
+        let e = c.validate().unwrap_err();
+        assert!(e.starts_with("val-check-interval does not apply to"), "{e}");
+    }
+    c.method = Method::Centralized;
+    c.validate().unwrap();
+    c.sync_every_steps = 10;
+    assert!(c.validate().unwrap_err().contains("sync-every-steps"));
+}

@@ -595,3 +595,74 @@ fn rounds_that_skip_sync_slots_behind_a_slow_round_say_so() {
         stderr(&r)
     );
 }
+
+#[test]
+fn val_check_interval_validates_between_rounds_and_says_so() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "16",
+        "--method",
+        "random-tma",
+        "--trainers",
+        "2",
+        "--sync-every",
+        "1s",
+        "--val-check-interval",
+        "250ms",
+        "--time-limit",
+        "2s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(out.join("rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let checks: Vec<&serde_json::Value> =
+        rows.iter().filter(|v| v.get("check").is_some()).collect();
+    let rounds = rows.len() - checks.len();
+    assert_eq!(rounds, 2, "{rows:?}");
+    assert!(checks.len() >= 2, "{rows:?}");
+    for c in &checks {
+        assert_eq!(c["check"], true);
+        assert!(c["val"]["value"].as_f64().unwrap().is_finite());
+        assert!(c["train_loss"].is_null());
+    }
+    let err = stderr(&r);
+    assert!(err.contains("(validation checks every 250ms)"), "{err}");
+    assert!(err.contains("check   0+ t="), "{err}");
+    assert_eq!(summary(&out)["rounds"], 2);
+
+    // not shorter than the averaging period, or a method without a model between exchanges
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--sync-every",
+        "1s",
+        "--val-check-interval",
+        "1s",
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["val-check-interval (1s) must be shorter than sync-every (1s)"],
+    );
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--method",
+        "ggs",
+        "--val-check-interval",
+        "1s",
+    ]);
+    assert_fails_with(&r, 1, &["val-check-interval does not apply to ggs"]);
+}
