@@ -5,17 +5,20 @@
 #   bench/tta.sh                          # every workload below, 60 s each, A-B-B-A
 #   BUDGET=120s ORDER=ABBA bench/tta.sh   # longer runs
 #   ORDER=AB WORKLOADS="facebook-link" METHODS=random-tma bench/tta.sh
-#   VAL_CHECK= bench/tta.sh               # tma validates at its rounds only, like the DGL side
+#   VAL_CHECK_NODE= bench/tta.sh          # tma validates at its rounds only, like the DGL side
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
 # next to the seeds then 10, Adam lr 1e-3, batch 65536 edges (link) / 1024 nodes (node),
 # gradient clipping 1.0 from epoch 2, 4 trainers (centralized: 1), 10 s rounds, CORES cores.
 # DGL evaluates concurrently like tma (--eval-mode concurrent, the release's behaviour).
-# tma also validates between its rounds every VAL_CHECK (default 2s; --val-check-interval: the
-# mean of the trainers' current models, which they do not receive); the report gives tma's
-# time to the target from its rounds alone and with those checks. The DGL pipeline has no such
-# option: it validates at its rounds.
+# On node workloads tma also validates between its rounds every VAL_CHECK_NODE (default 2s;
+# --val-check-interval: the mean of the trainers' current models, which they do not receive);
+# the report gives tma's time to the target from its rounds alone and with those checks. The
+# DGL pipeline has no such option: it validates at its rounds. Link workloads validate at
+# rounds only unless VAL_CHECK_LINK is set: one link validation (1000 positives x 1001
+# candidates through the MLP decoder, ~131 GFLOP) takes ~1.4 core-s, so a check every 2 s took
+# ~30% of 2 cores and cut tma's steps by 22-30% (bench/tta-results.md, "Validation checks").
 #
 # Needs: the DGL pipeline (PEER, default ../shared/peers/dgl_tma.py) and a Python with torch
 # 2.1.2 + dgl 2.1.0 (DGL_PYTHON, default .venv-dgl/bin/python; bench/README.md has the pip
@@ -34,7 +37,8 @@ METHODS=${METHODS:-"random-tma centralized"}
 OUT=${OUT:-bench/out/tta}
 REPORT=${REPORT:-$OUT/report.md}
 TMA=${TMA:-}
-VAL_CHECK=${VAL_CHECK-2s}
+VAL_CHECK_NODE=${VAL_CHECK_NODE-2s}
+VAL_CHECK_LINK=${VAL_CHECK_LINK-}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -85,7 +89,9 @@ run_tma() { # dir dataset task method frac
   load "tma $1"
   local extra=(--batch-size 1024)
   [[ "$3" == link ]] && extra=(--batch-size 65536 --eval-max-edges 1000 --eval-num-neg 1000 --val-frac "$5" --test-frac "$5")
-  [[ -n "$VAL_CHECK" ]] && extra+=(--val-check-interval "$VAL_CHECK")
+  local check=$VAL_CHECK_NODE
+  [[ "$3" == link ]] && check=$VAL_CHECK_LINK
+  if [[ -n "$check" ]]; then extra+=(--val-check-interval "$check"); fi
   "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every 10s \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
     --clip-norm 1.0 --threads "$CORES" "${extra[@]}" --out "$1" --quiet > "$1.log" 2>&1

@@ -133,6 +133,17 @@ def test_generated_graph_and_duration_forms(tmp_path):
     assert run.summary["num_trainers"] == 2
 
 
+def test_validation_checks_between_rounds(tmp_path):
+    run = tma.train(None, gen_nodes=600, out=tmp_path / "c", trainers=2, sync_every=1,
+                    val_check_interval=0.25, time_limit="2s", hidden=8, threads=2)
+    assert run.config["val_check_interval"] == "250ms"
+    checks = [r for r in run.rounds if r.get("check")]
+    # rounds and checks, in time order, in run.rounds as in rounds.jsonl
+    assert len(run.rounds) - len(checks) == run.summary["rounds"] == 2
+    assert len(checks) >= 2 and all(r["train_loss"] is None for r in checks)
+    assert run.rounds == rounds_of(pathlib.Path(run.dir))
+
+
 def test_injected_failure_is_recorded(tmp_path):
     run = tma.train(None, gen_nodes=600, out=tmp_path / "f", trainers=3, sync_every="300ms",
                     time_limit="1500ms", hidden=8, threads=2, fail={1: 0.6})

@@ -279,7 +279,7 @@ def _duration(name: str, v: Any) -> Any:
     return v
 
 
-_DURATIONS = ("sync_every", "time_limit", "round_timeout")
+_DURATIONS = ("sync_every", "time_limit", "round_timeout", "val_check_interval")
 
 
 def train(

@@ -591,6 +591,40 @@ impl Observer for Printer {
     }
 }
 
+/// Validation shares the trainers' cores: when the rounds' and checks' validations took more
+/// than 15% of the run's core time (`threads` x training time), a note with the share and what
+/// gives the trainers more (e.g. a link validation ranking 1000 positives against 1000
+/// negatives through the MLP decoder takes ~1.4 core-s: checks every 2 s on 2 cores take ~35%).
+pub(crate) fn validation_share_note(
+    rounds: &[RoundRecord],
+    train_time_s: f64,
+    cfg: &tma_train::TrainConfig,
+) -> Option<String> {
+    let core_s: f64 = rounds.iter().map(|r| r.eval_cpu_s).sum();
+    let cores = tma_train::engine::total_threads(cfg) as f64;
+    let share = core_s / (cores * train_time_s);
+    if !(train_time_s > 0.0 && share > 0.15) {
+        return None;
+    }
+    let checks = rounds.iter().filter(|r| r.check).count();
+    Some(format!(
+        "note: validation took {:.0}% of the {} cores' time ({core_s:.1} core-s over {} validations{}), time the trainers did not train; {} leaves more to training",
+        100.0 * share,
+        cores,
+        rounds.iter().filter(|r| r.val.value.is_finite()).count(),
+        if checks > 0 {
+            format!(", {checks} of them checks between rounds")
+        } else {
+            String::new()
+        },
+        if checks > 0 {
+            "a longer --val-check-interval"
+        } else {
+            "--eval-every K or a smaller --eval-max-edges / --eval-max-nodes"
+        }
+    ))
+}
+
 /// The round line's note on skipped averaging slots, e.g. `3 --sync-every slots skipped: the
 /// round formed late (validation or trainers behind)`.
 pub(crate) fn skipped_text(n: u64) -> String {
@@ -924,6 +958,9 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
                 if s.best_val.all.contains_key("roc_auc") { " or roc_auc" } else { "" }
             );
         }
+    }
+    if let Some(note) = validation_share_note(&result.rounds, s.train_time_s, &cfg) {
+        eprintln!("{note}");
     }
     if !s.failed_trainers.is_empty() {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
@@ -1445,6 +1482,48 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn validation_share_note_names_the_share_and_the_remedy() {
+        let rec = |cpu: f64, check: bool| RoundRecord {
+            round: 1,
+            elapsed_s: 1.0,
+            participants: vec![0],
+            missing: vec![],
+            steps: vec![1],
+            epochs: vec![0],
+            train_loss: 0.5,
+            val: tma_train::EvalResult {
+                metric: "mrr".into(),
+                value: 0.5,
+                all: Default::default(),
+            },
+            eval_s: cpu,
+            eval_cpu_s: cpu,
+            is_best: false,
+            skipped_slots: 0,
+            check,
+        };
+        let cfg = tma_train::TrainConfig {
+            threads: 2,
+            ..tma_train::TrainConfig::default()
+        };
+        // 1.4 core-s per 10 s round on 2 cores: 7%, no note
+        let rounds: Vec<RoundRecord> = (0..6).map(|_| rec(1.4, false)).collect();
+        assert_eq!(validation_share_note(&rounds, 60.0, &cfg), None);
+        // checks every 2 s: 30 validations of 1.4 core-s in 60 s on 2 cores = 35%
+        let rounds: Vec<RoundRecord> = (0..30).map(|i| rec(1.4, i % 5 != 4)).collect();
+        let n = validation_share_note(&rounds, 60.0, &cfg).unwrap();
+        assert_eq!(
+            n,
+            "note: validation took 35% of the 2 cores' time (42.0 core-s over 30 validations, 24 of them checks between rounds), time the trainers did not train; a longer --val-check-interval leaves more to training"
+        );
+        // rounds only, validated every round: the remedy is fewer or smaller validations
+        let rounds: Vec<RoundRecord> = (0..6).map(|_| rec(4.0, false)).collect();
+        assert!(validation_share_note(&rounds, 60.0, &cfg)
+            .unwrap()
+            .ends_with("--eval-every K or a smaller --eval-max-edges / --eval-max-nodes leaves more to training"));
+    }
 
     #[test]
     fn round_line_loss_and_failed_trainers_are_readable() {
