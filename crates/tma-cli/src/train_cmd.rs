@@ -55,7 +55,7 @@ pub struct TrainOpts {
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
-    /// Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `"check": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Model-averaging methods (not ggs, llcg), in-process trainers. Default: off (validation at rounds).
+    /// Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `"check": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Each check is one more validation on the trainers' cores, never skipped by --eval-every. Model-averaging methods (not ggs, llcg), in-process trainers. Default: 0 = off (validation at rounds).
     #[arg(long, value_name = "DURATION")]
     pub val_check_interval: Option<String>,
     /// Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it. Default: 30s (the reference release: 4h).
@@ -124,7 +124,7 @@ pub struct TrainOpts {
     /// At most this many validation and test positives (link; each is ranked against eval-num-neg negatives; every round validates them, so they cost CPU time the trainers share). Default: 500.
     #[arg(long)]
     pub eval_max_edges: Option<usize>,
-    /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation takes 1/K of the CPU time the trainers share. Default: 1 (every round).
+    /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation at rounds takes 1/K of the CPU time the trainers share; checks between rounds (--val-check-interval) are always validated. Default: 1 (every round).
     #[arg(long, value_name = "K")]
     pub eval_every: Option<u64>,
     /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, layer by layer within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
@@ -618,7 +618,7 @@ pub(crate) fn validation_share_note(
             String::new()
         },
         if checks > 0 {
-            "a longer --val-check-interval"
+            "a longer --val-check-interval (or none), --eval-every K or a smaller --eval-max-edges / --eval-max-nodes"
         } else {
             "--eval-every K or a smaller --eval-max-edges / --eval-max-nodes"
         }
@@ -1516,7 +1516,7 @@ mod tests {
         let n = validation_share_note(&rounds, 60.0, &cfg).unwrap();
         assert_eq!(
             n,
-            "note: validation took 35% of the 2 cores' time (42.0 core-s over 30 validations, 24 of them checks between rounds), time the trainers did not train; a longer --val-check-interval leaves more to training"
+            "note: validation took 35% of the 2 cores' time (42.0 core-s over 30 validations, 24 of them checks between rounds), time the trainers did not train; a longer --val-check-interval (or none), --eval-every K or a smaller --eval-max-edges / --eval-max-nodes leaves more to training"
         );
         // rounds only, validated every round: the remedy is fewer or smaller validations
         let rounds: Vec<RoundRecord> = (0..6).map(|_| rec(4.0, false)).collect();

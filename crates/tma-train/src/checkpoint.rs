@@ -84,6 +84,10 @@ pub struct SavedBest {
     pub val: SavedEval,
     /// File name in `checkpoint/`.
     pub model: String,
+    /// A validation check between rounds after `round` (`--val-check-interval`), not a
+    /// round's average; absent (false) for rounds and in checkpoints written before checks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check: bool,
 }
 
 /// `checkpoint/state.json`.
@@ -253,6 +257,7 @@ impl Observer for Checkpointer {
                 round: r.round,
                 val: (&r.val).into(),
                 model: name,
+                check: false,
             });
         }
         self.write_state()
@@ -273,6 +278,7 @@ impl Checkpointer {
             round: r.round,
             val: (&r.val).into(),
             model: name,
+            check: true,
         });
         if self.last.is_some() {
             self.write_state()?;
@@ -379,6 +385,7 @@ pub fn resume_from(
         round: state.round,
         params,
         best,
+        best_check: state.best.as_ref().is_some_and(|b| b.check),
         steps: state.steps.clone(),
     })
 }
@@ -514,6 +521,8 @@ mod tests {
         assert_eq!(state2.steps, vec![1]);
         let (br, bv, bp) = resume2.best.unwrap();
         assert_eq!((br, bv.value, bp), (1, 0.9, vec![1.7; 4]));
+        // regression: a resumed run said its best (a check) was round 1's average
+        assert!(resume2.best_check && state2.best.as_ref().unwrap().check);
         let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("checkpoint"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
@@ -527,6 +536,10 @@ mod tests {
                 "state.json"
             ]
         );
+        // a round that beats it is the best again
+        c.on_round_model(&record(2, 0.95, true), &[2.0; 4]).unwrap();
+        let (_, resume3) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert!(!resume3.best_check);
     }
 
     #[test]

@@ -433,7 +433,8 @@ pub struct TrainConfig {
     pub eval_num_neg: usize,
     /// Validate every `eval_every`-th round's model (and always the last round's); the rounds
     /// in between are recorded without a validation (`val.value` null in `rounds.jsonl`), so
-    /// validation takes 1/`eval_every` of the CPU time it takes at 1 (every round).
+    /// validation at rounds takes 1/`eval_every` of the CPU time it takes at 1 (every round).
+    /// Checks between rounds (`val_check_interval`) are always validated.
     #[serde(default = "default_eval_every")]
     pub eval_every: u64,
     /// How evaluation computes the outputs it needs (exact: auto, full or restricted).

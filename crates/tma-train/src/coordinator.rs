@@ -79,6 +79,8 @@ pub fn coordinate(
     let step_offsets = Resume::step_offsets(resume.as_ref(), n);
     let mut round = 0u64;
     let mut best: Option<Best> = None;
+    // whether a resumed run's best model so far was a check (until a better one comes)
+    let resumed_best_check = resume.as_ref().is_some_and(|r| r.best_check);
     if let Some(r) = resume {
         model.data.copy_from_slice(&r.params);
         round = r.round;
@@ -267,7 +269,15 @@ pub fn coordinate(
     );
     // every trainer lost before the time limit: the run is incomplete (it can be resumed)
     let lost_early = all_lost && clock.elapsed() < cfg.time_limit;
-    finish_run(ctx, n, book, model, last_steps, lost_early)
+    finish_run(
+        ctx,
+        n,
+        book,
+        model,
+        last_steps,
+        lost_early,
+        resumed_best_check,
+    )
 }
 
 /// Validation checks between averaging rounds (`--val-check-interval`): the coordinator's
@@ -378,6 +388,7 @@ fn finish_run(
     current: ParamSet,
     last_steps: Vec<u64>,
     lost_early: bool,
+    resumed_best_check: bool,
 ) -> Result<RunResult, TrainError> {
     let Book {
         records,
@@ -392,13 +403,13 @@ fn finish_run(
     };
     let mut best_params = current.clone();
     best_params.data.copy_from_slice(&best_data);
-    // the best model was a check between rounds (checks of this process lifetime only: a
-    // resumed run's earlier best is a round's or was a check, recorded then)
+    // the best model was a check between rounds: the last record marked best in this process
+    // lifetime, or else the resumed checkpoint's best
     let best_check = records
         .iter()
         .rev()
         .find(|r| r.is_best)
-        .is_some_and(|r| r.check);
+        .map_or(resumed_best_check, |r| r.check);
     let final_val = records
         .iter()
         .rev()

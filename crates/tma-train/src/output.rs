@@ -75,8 +75,10 @@ impl RunDir {
     }
 
     /// Reopens the run directory of an interrupted run to resume it after round `last_round`:
-    /// `rounds.jsonl` keeps only rounds `<= last_round` (a round logged after the last
-    /// checkpoint is dropped and will be run again) and is then appended to.
+    /// `rounds.jsonl` keeps only rounds `<= last_round` and the validation checks before
+    /// round `last_round` formed (rounds and checks logged after the last checkpoint are
+    /// dropped: training continues from that round, and they will be run again) and is then
+    /// appended to.
     ///
     /// # Errors
     /// [`TrainError::Config`] if the run already finished (`summary.json` exists and is not
@@ -104,10 +106,22 @@ impl RunDir {
         let text = fs::read_to_string(&rp).unwrap_or_default();
         let mut kept = String::new();
         for line in text.lines() {
-            let round = serde_json::from_str::<serde_json::Value>(line)
-                .ok()
+            let row = serde_json::from_str::<serde_json::Value>(line).ok();
+            let round = row
+                .as_ref()
                 .and_then(|v| v.get("round").and_then(|r| r.as_u64()));
-            if matches!(round, Some(r) if r <= last_round) {
+            // a check's `round` counts the rounds before it: one numbered `last_round` came
+            // after the checkpoint
+            let check = row
+                .as_ref()
+                .and_then(|v| v.get("check").and_then(|c| c.as_bool()))
+                .unwrap_or(false);
+            let limit = if check {
+                last_round.checked_sub(1)
+            } else {
+                Some(last_round)
+            };
+            if matches!((round, limit), (Some(r), Some(l)) if r <= l) {
                 kept.push_str(line);
                 kept.push('\n');
             }
@@ -149,5 +163,35 @@ impl RunDir {
         save("model_best.safetensors", &result.best_params)?;
         let s = serde_json::to_vec_pretty(&result.summary).expect("summary serializes");
         self.write("summary.json", &s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reopen_drops_rounds_and_checks_made_after_the_checkpointed_round() {
+        // regression: checks after the checkpointed round (`round` = rounds before them) were
+        // kept on resume, so rounds.jsonl held two timelines after a hard kill
+        let tmp = tempfile::tempdir().unwrap();
+        let rows = [
+            r#"{"round":0,"elapsed_s":0.4,"check":true}"#,
+            r#"{"round":1,"elapsed_s":2.0}"#,
+            r#"{"round":1,"elapsed_s":2.4,"check":true}"#,
+            r#"{"round":2,"elapsed_s":4.0}"#,
+            r#"{"round":2,"elapsed_s":4.4,"check":true}"#,
+            r#"{"round":3,"elapsed_s":6.0}"#,
+        ];
+        std::fs::write(tmp.path().join("rounds.jsonl"), rows.join("\n") + "\n").unwrap();
+        drop(RunDir::reopen(tmp.path(), 2).unwrap());
+        let kept = std::fs::read_to_string(tmp.path().join("rounds.jsonl")).unwrap();
+        assert_eq!(kept, rows[..4].join("\n") + "\n");
+        // resuming after round 0 (nothing checkpointed yet cannot resume; 0 keeps no check)
+        drop(RunDir::reopen(tmp.path(), 0).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("rounds.jsonl")).unwrap(),
+            ""
+        );
     }
 }

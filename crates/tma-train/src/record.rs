@@ -174,6 +174,9 @@ pub struct Resume {
     pub params: Vec<f32>,
     /// Best round so far, its validation result and parameters.
     pub best: Option<(u64, EvalResult, Vec<f32>)>,
+    /// Whether that best model was a validation check after its round
+    /// (`--val-check-interval`), not the round's average.
+    pub best_check: bool,
     /// Optimizer steps of each trainer since the start of the run as of `round`, by trainer
     /// index (missing entries count as 0). The resumed trainers count from 0 again; the
     /// coordinator adds these offsets to the steps it records and reports.

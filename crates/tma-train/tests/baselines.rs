@@ -813,6 +813,7 @@ fn resume_after_round_5(c: &TrainConfig, p: &Prepared) -> tma_train::Resume {
         round: 5,
         params: init.data,
         best: None,
+        best_check: false,
         steps: vec![100, 200, 300],
     }
 }
@@ -1071,4 +1072,40 @@ fn validation_checks_need_a_model_between_exchanges_and_a_shorter_interval() {
     c.validate().unwrap();
     c.sync_every_steps = 10;
     assert!(c.validate().unwrap_err().contains("sync-every-steps"));
+}
+
+#[test]
+fn a_resumed_run_whose_best_was_a_check_still_says_so() {
+    // regression: after a resume, a best model kept from a check before the interruption was
+    // reported as the round's (`best (round 5)`, no `best_check`)
+    let c = TrainConfig {
+        sync_every: Duration::from_millis(400),
+        time_limit: Duration::from_millis(1200),
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let mut resume = resume_after_round_5(&c, &p);
+    // a best no model of this short run can beat (accuracy is at most 1)
+    let unbeatable = tma_train::EvalResult {
+        metric: "accuracy".into(),
+        value: 2.0,
+        all: Default::default(),
+    };
+    resume.best = Some((5, unbeatable, resume.params.clone()));
+    resume.best_check = true;
+    let r = run_in_process(
+        &p,
+        &c,
+        &FailPlan::new(),
+        Arc::new(RealClock::start()),
+        &mut Record(Vec::new(), Vec::new()),
+        Extras {
+            resume: Some(resume),
+            stop: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(r.summary.best_round, 5);
+    assert_eq!(r.summary.best_val.value, 2.0);
+    assert!(r.summary.best_check);
 }
