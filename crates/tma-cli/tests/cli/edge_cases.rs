@@ -640,6 +640,29 @@ fn val_check_interval_validates_between_rounds_and_says_so() {
     assert!(err.contains("check   0+ t="), "{err}");
     assert_eq!(summary(&out)["rounds"], 2);
 
+    // an interval the run never reaches is said
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "16",
+        "--sync-every",
+        "60s",
+        "--val-check-interval",
+        "30s",
+        "--time-limit",
+        "1s",
+        "--out",
+        dir.path().join("long").to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains("warning: val-check-interval (30s) is not shorter than time-limit (1s): no validation check will run"),
+        "{}",
+        stderr(&r)
+    );
+
     // not shorter than the averaging period, or a method without a model between exchanges
     let r = tma(&[
         "train",
