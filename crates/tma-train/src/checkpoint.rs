@@ -455,6 +455,16 @@ mod tests {
         }
     }
 
+    /// The file names in `run_dir/checkpoint/`, sorted.
+    fn checkpoint_files(run_dir: &Path) -> Vec<String> {
+        let mut files: Vec<String> = std::fs::read_dir(run_dir.join("checkpoint"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        files.sort();
+        files
+    }
+
     /// A round that trainers `participants` joined with `steps` steps.
     fn joined(round: u64, participants: Vec<usize>, steps: Vec<u64>) -> RoundRecord {
         RoundRecord {
@@ -523,13 +533,8 @@ mod tests {
         assert_eq!((br, bv.value, bp), (1, 0.9, vec![1.7; 4]));
         // regression: a resumed run said its best (a check) was round 1's average
         assert!(resume2.best_check && state2.best.as_ref().unwrap().check);
-        let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("checkpoint"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-            .collect();
-        files.sort();
         assert_eq!(
-            files,
+            checkpoint_files(tmp.path()),
             vec![
                 "best-000001-check.safetensors",
                 "round-000001.safetensors",
@@ -569,13 +574,8 @@ mod tests {
         assert_eq!(resume.steps, vec![3]);
         let (br, bv, bp) = resume.best.unwrap();
         assert_eq!((br, bv.value, bp), (2, 0.7, vec![2.0; 4]));
-        let mut files: Vec<String> = std::fs::read_dir(tmp.path().join("checkpoint"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-            .collect();
-        files.sort();
         assert_eq!(
-            files,
+            checkpoint_files(tmp.path()),
             vec![
                 "best-000002.safetensors",
                 "round-000003.safetensors",
