@@ -40,7 +40,10 @@ def rounds_of(run_dir: pathlib.Path) -> list:
 
 
 def same_rounds(a: list, b: list, what: str):
-    n = min(len(a), len(b))
+    # every round but a run's last is formed at exactly 3k steps; the last one is called at the
+    # time limit, whatever step counts the trainers reached by then (a CI run once had
+    # [1668, 1665] in the shorter run's last round 556), so the shorter run's last is left out
+    n = min(len(a), len(b)) - 1
     assert n >= 2, f"{what}: only {len(a)} / {len(b)} rounds in the time limit"
     for ra, rb in zip(a[:n], b[:n]):
         assert ra["round"] == rb["round"]
