@@ -211,3 +211,12 @@ def test_compare_runs_every_method_and_seed(tmp_path, cora_dir):
     assert {(s["method"], s["seed"]) for s in seen} == {(r["method"], r["seed"]) for r in rows}
     with pytest.raises(ValueError, match="give methods= and seeds="):
         tma.compare(cora_dir, out=tmp_path / "x", method="ggs")
+
+
+def test_matmul_precision_is_an_option(tmp_path, cora_dir):
+    # bf16 products (AMX) where the machine has them; elsewhere f32 with a warning saying so
+    r = tma.train(cora_dir, out=tmp_path / "m", **{**SMALL, "matmul_precision": "medium"})
+    assert 'matmul_precision = "medium"' in (pathlib.Path(r.dir) / "config.toml").read_text()
+    assert len(r.rounds) >= 2 and all(0.0 < x["val"]["value"] <= 1.0 for x in r.rounds)
+    with pytest.raises(ValueError, match="matmul.precision"):
+        tma.train(cora_dir, out=tmp_path / "x", **{**SMALL, "matmul_precision": "low"})

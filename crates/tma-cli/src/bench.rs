@@ -35,7 +35,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 use tma_graph::{Csr, Features};
-use tma_nn::{softmax_cross_entropy, Adam, EncoderKind, Head, Mat, Model, ModelConfig};
+use tma_nn::{
+    softmax_cross_entropy, Adam, EncoderKind, Head, Mat, MatmulPrecision, Model, ModelConfig,
+};
 use tma_partition::{build_parts, partition, PartitionConfig, PartitionMethod};
 use tma_sample::{BlockView, NeighborSampler};
 use tma_train::data::{NodeTargets, TrainTarget, TrainerData};
@@ -73,6 +75,10 @@ pub struct BenchOpts {
     /// Full-graph workload in-degree of every node (default 20).
     #[arg(long)]
     pub full_degree: Option<usize>,
+    /// Precision of the link decoder's products in the `mrr` and link `minibatch` figures:
+    /// highest (f32) or medium (bf16 on AMX; their keys get a `.bf16` suffix). Default: highest.
+    #[arg(long, value_name = "PRECISION")]
+    pub matmul_precision: Option<String>,
     /// Timed iterations per figure after one warm-up (default 5; quick 2).
     #[arg(long)]
     pub iters: Option<usize>,
@@ -134,6 +140,8 @@ struct Sizes {
     super_large_edges: usize,
     super_nodes: usize,
     copy_bytes: usize,
+    /// The link decoder's precision (`--matmul-precision`).
+    precision: MatmulPrecision,
     /// Seconds a throughput loop keeps going (after warm-up) once `iters` steps are done.
     min_secs: f64,
 }
@@ -167,8 +175,17 @@ impl Sizes {
             super_nodes: pick("super-nodes", o.super_nodes, 1000, 50)?,
             // large enough to miss the last-level cache even in a smoke run
             copy_bytes: if q { 256 << 20 } else { 1 << 30 },
+            precision: match &o.matmul_precision {
+                Some(s) => s
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("--matmul-precision: {e}"))?,
+                None => MatmulPrecision::Highest,
+            },
             min_secs: if q { 0.0 } else { 2.0 },
         };
+        if sz.precision == MatmulPrecision::Medium && !tma_nn::amx_available() {
+            bail!("--matmul-precision medium: this machine lacks AMX-BF16 (the decoder would run in f32)");
+        }
         if sz.node_batch > sz.mb_nodes {
             bail!(
                 "--node-batch {} is larger than the mini-batch graph (--mb-nodes {})",
@@ -1181,13 +1198,26 @@ fn inference(sz: &Sizes, c: &mut Ceilings) -> Figure {
     }
 }
 
+/// Set the link decoder's precision (medium is checked available by `Sizes::from`); `".bf16"`
+/// (the figure key's suffix) for medium.
+fn set_precision(model: &mut Model, p: MatmulPrecision) -> &'static str {
+    let got = model.set_matmul_precision(p);
+    assert_eq!(got, p, "Sizes::from checked AMX");
+    if p == MatmulPrecision::Medium {
+        ".bf16"
+    } else {
+        ""
+    }
+}
+
 /// MRR evaluation: scores of (positive + negatives) pairs through `Model::score`, then ranks.
 fn mrr(sz: &Sizes, c: &mut Ceilings) -> Figure {
     reset_peak_rss();
     let n = sz.full_nodes;
     let d = 256;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let model = Model::new(ModelConfig::new(EncoderKind::Sage, 128, Head::Link));
+    let mut model = Model::new(ModelConfig::new(EncoderKind::Sage, 128, Head::Link));
+    let bf16 = set_precision(&mut model, sz.precision);
     let params = model.init_params(&mut rng);
     let h = match random_features(n, d, 6) {
         Features::Dense { data, .. } => Mat::from_vec(n, d, data.into_vec()),
@@ -1223,9 +1253,10 @@ fn mrr(sz: &Sizes, c: &mut Ceilings) -> Figure {
     let pairs = p * (k + 1);
     let t_min = c.gemm_secs(GemmKind::AxBt, d, d, pairs);
     Figure {
-        key: "mrr.eval".into(),
+        key: format!("mrr.eval{bf16}"),
         what: format!(
-            "MRR: Model::score on {p} positives x (1 + {k} negatives), hidden {d}, plus ranking"
+            "MRR: Model::score on {p} positives x (1 + {k} negatives), hidden {d}, plus ranking; decoder products {}",
+            sz.precision
         ),
         value: p as f64 / t,
         unit: "pos/s".into(),
@@ -1304,7 +1335,12 @@ fn minibatch(
     } else {
         Head::Node { num_classes: 40 }
     };
-    let model = Model::new(ModelConfig::new(enc, 128, head));
+    let mut model = Model::new(ModelConfig::new(enc, 128, head));
+    let bf16 = if link {
+        set_precision(&mut model, sz.precision)
+    } else {
+        ""
+    };
     let params = model.init_params(&mut rng);
     let batch_size = if link { sz.link_batch } else { sz.node_batch };
     let iters = if link { sz.link_iters } else { sz.iters };
@@ -1398,7 +1434,7 @@ fn minibatch(
         "minibatch.node"
     };
     let fig = Figure {
-        key: if gat { format!("{key}.gat") } else { key.into() },
+        key: if gat { format!("{key}.gat") } else { format!("{key}{bf16}") },
         what: format!(
             "{} training through Trainer::step, fanouts [10,25], batch {batch_size}{}, {} 128->256->{} + LayerNorm/PReLU, Adam; N={n}, E={e}; median of {steps} steps",
             if link { "link-prediction" } else { "node-classification" },
@@ -1507,6 +1543,7 @@ mod tests {
             report: None,
             full_nodes: Some(600),
             full_degree: Some(4),
+            matmul_precision: None,
             iters: Some(1),
             mb_nodes: Some(1000),
             mb_degree: Some(4),

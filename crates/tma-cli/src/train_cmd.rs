@@ -92,6 +92,9 @@ pub struct TrainOpts {
     /// LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN). Default: true.
     #[arg(long, value_name = "BOOL")]
     pub layer_norm: Option<bool>,
+    /// Precision of the model's dense matrix products (PyTorch's names): highest (f32) or medium (bf16 operands, f32 sums, on Intel AMX: the link decoder and SAGE/GCN/MLP linear layers, for faster steps and validation; f32 where the CPU lacks AMX-BF16, with a warning). Default: highest.
+    #[arg(long, value_name = "PRECISION")]
+    pub matmul_precision: Option<String>,
     /// Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours. Default: 10,25.
     #[arg(long, value_delimiter = ',')]
     pub fanouts: Option<Vec<usize>>,
@@ -358,6 +361,12 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         num_layers: o.num_layers.unwrap_or(d.num_layers),
         dropout: o.dropout.unwrap_or(d.dropout),
         layer_norm: o.layer_norm.unwrap_or(d.layer_norm),
+        matmul_precision: match &o.matmul_precision {
+            Some(s) => s
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--matmul-precision: {e}"))?,
+            None => d.matmul_precision,
+        },
         fanouts: o.fanouts.clone().unwrap_or(d.fanouts),
         batch_size: o.batch_size.unwrap_or(d.batch_size),
         lr: o.lr.unwrap_or(d.lr),

@@ -53,6 +53,7 @@
 
 #[macro_use]
 mod kernels;
+mod bf16;
 pub mod conv;
 mod error;
 mod loss;
@@ -61,6 +62,7 @@ mod model;
 mod optim;
 mod params;
 
+pub use bf16::{amx_available, MatmulPrecision};
 pub use conv::{EncoderKind, GatConv, GcnConv, LayerOptions, MlpConv, SageConv};
 pub use error::NnError;
 pub use loss::{bce_with_logits, multilabel_bce, softmax_cross_entropy};

@@ -129,7 +129,9 @@ pub(crate) fn gemm_strided(
     }
 }
 
-/// `c[m,n] (+)= a[m,k] · b[n,k]ᵀ` (a linear layer's forward `X Wᵀ`, `W: [out, in]`).
+/// `c[m,n] (+)= a[m,k] · b[n,k]ᵀ` (a linear layer's forward `X Wᵀ`, `W: [out, in]`). This and
+/// [`matmul_a_b`], [`matmul_at_b`] run as bf16 tile products inside a
+/// `bf16::PrecisionScope` (`--matmul-precision medium`).
 pub(crate) fn matmul_a_bt(
     m: usize,
     n: usize,
@@ -139,6 +141,9 @@ pub(crate) fn matmul_a_bt(
     c: &mut [f32],
     acc: bool,
 ) {
+    if let Some(backend) = crate::bf16::scoped() {
+        return crate::bf16::gemm_a_bt(backend, m, n, k, a, b, c, acc);
+    }
     gemm_strided(m, n, k, c, n, a, k, 1, b, 1, k, acc, true);
 }
 
@@ -165,6 +170,9 @@ pub(crate) fn matmul_a_b(
     c: &mut [f32],
     acc: bool,
 ) {
+    if let Some(backend) = crate::bf16::scoped() {
+        return crate::bf16::gemm_a_b(backend, m, n, k, a, b, c, acc);
+    }
     gemm_strided(m, n, k, c, n, a, k, 1, b, n, 1, acc, true);
 }
 
@@ -192,6 +200,9 @@ pub(crate) fn matmul_at_b(
     acc: bool,
 ) {
     use rayon::prelude::*;
+    if let Some(backend) = crate::bf16::scoped() {
+        return crate::bf16::gemm_at_b(backend, m, n, k, a, b, c, acc);
+    }
     let chunk = AT_B_CHUNK.max(k.div_ceil(AT_B_MAX_PARTS));
     if k < 2 * chunk || m == 0 || n == 0 {
         gemm_strided(m, n, k, c, n, a, 1, m, b, n, 1, acc, true);

@@ -1,6 +1,7 @@
 //! The GNN models: encoder (a stack of one registered layer type from [`crate::conv`], with
 //! LayerNorm → PReLU → dropout between layers), the link decoder, forward and backward.
 
+use crate::bf16::{self, Backend, MatmulPrecision};
 use crate::conv::{ConvArgs, ConvCache, EncoderKind, Init, LayerOptions, ParamAlloc};
 use crate::kernels::{
     add_bias, add_col_sums, add_into, dropout_apply, dropout_mask, lane_sum, min_rows,
@@ -107,6 +108,9 @@ pub struct Model {
     num_params: usize,
     /// Recycled activation / gradient buffers (see `BufferPool`).
     pool: BufferPool,
+    /// How the link decoder's products run: `None` f32 (`gemm`), `Some` bf16 tiles
+    /// ([`MatmulPrecision::Medium`]).
+    bf16: Option<Backend>,
 }
 
 /// Per-layer state kept by [`Model::forward`] for [`Model::backward`].
@@ -213,6 +217,23 @@ pub struct DecodeCache<'a> {
     dst: Vec<u32>,
     /// Decoder pre-activation `u = (h_u ⊙ h_v) W1ᵀ + b1`, `[B, d]`.
     u: Mat,
+}
+
+/// `row = Σ dz_i ⊙ h_other` over one node's `(pair i, other end)` items (row kernel of
+/// `Model::scatter_pair_grads`).
+#[inline(always)]
+fn gather_pair_row(row: &mut [f32], items: &[(u32, u32)], dz: &[f32], h: &Mat) {
+    let d = h.cols;
+    row.fill(0.0);
+    for &(i, other) in items {
+        let (dzi, ho) = (
+            &dz[i as usize * d..(i as usize + 1) * d],
+            h.row(other as usize),
+        );
+        for ((r, a), b) in row.iter_mut().zip(dzi).zip(ho) {
+            *r += a * b;
+        }
+    }
 }
 
 /// Pairs per chunk in [`Model::score`].
@@ -333,7 +354,48 @@ impl Model {
             specs: template.specs,
             inits,
             pool: BufferPool::default(),
+            bf16: None,
         })
+    }
+
+    /// Set the precision of the model's dense matrix products and return the precision in
+    /// effect: [`MatmulPrecision::Medium`] (bf16 operands, f32 sums, see `src/bf16.rs`) only
+    /// where [`amx_available`](crate::amx_available); otherwise [`MatmulPrecision::Highest`],
+    /// which the caller should say. Medium covers the link decoder's three products (training
+    /// and [`Model::score`]) and the encoder's dense linear layers (SAGE, GCN, MLP: forward,
+    /// backward, inference; GAT's per-head products and sparse-input layers stay f32).
+    pub fn set_matmul_precision(&mut self, p: MatmulPrecision) -> MatmulPrecision {
+        self.bf16 = match p {
+            MatmulPrecision::Medium if crate::amx_available() => Some(Backend::Amx),
+            _ => None,
+        };
+        self.matmul_precision()
+    }
+
+    /// The precision in effect for the link decoder's products.
+    pub fn matmul_precision(&self) -> MatmulPrecision {
+        match self.bf16 {
+            Some(_) => MatmulPrecision::Medium,
+            None => MatmulPrecision::Highest,
+        }
+    }
+
+    /// Run the bf16 path on the scalar emulation of the tile product (tests on any CPU).
+    #[cfg(test)]
+    pub(crate) fn use_emulated_bf16(&mut self) {
+        self.bf16 = Some(Backend::Emulated);
+    }
+
+    fn decoder_params<'p>(&self, p: &'p ParamSet) -> bf16::DecoderParams<'p> {
+        let dl = self.decoder();
+        let d = dl.dim;
+        bf16::DecoderParams {
+            w1: &p.data[dl.w1..dl.w1 + d * d],
+            b1: &p.data[dl.b1..dl.b1 + d],
+            slope: p.data[dl.act],
+            w2: &p.data[dl.w2..dl.w2 + d],
+            b2: p.data[dl.b2],
+        }
     }
 
     /// Free the activation buffers this model keeps for reuse between iterations (up to 32
@@ -442,6 +504,7 @@ impl Model {
         training: bool,
         rng: &mut ChaCha8Rng,
     ) -> (Mat, ForwardCache<'a>) {
+        let _precision = bf16::PrecisionScope::enter(self.bf16);
         let x = x.into();
         assert!(!blocks.is_empty(), "need one block per layer");
         let x_rows = self.gather_first_rows(&x, &blocks[0]);
@@ -501,6 +564,7 @@ impl Model {
     /// every layer over all `N` nodes before the next; only one layer's activations are alive
     /// at a time. `degrees = graph.degrees()`, `x: [N, in_dim]`. Returns `[N, out_dim]`.
     pub fn infer_full(&self, p: &ParamSet, graph: &Csr, degrees: &[u32], x: &Features) -> Mat {
+        let _precision = bf16::PrecisionScope::enter(self.bf16);
         let full = BlockView::full(graph, degrees);
         let blocks = vec![full; self.layers.len()];
         self.forward_impl(p, &blocks, InputRef::from_features(x), false, None, false)
@@ -520,6 +584,7 @@ impl Model {
         blocks: &[BlockView<'a>],
         x: impl Into<Input<'a>>,
     ) -> Mat {
+        let _precision = bf16::PrecisionScope::enter(self.bf16);
         let x = x.into();
         assert!(!blocks.is_empty(), "need one block per layer");
         let x_rows = self.gather_first_rows(&x, &blocks[0]);
@@ -545,6 +610,7 @@ impl Model {
         block: &BlockView<'a>,
         x: impl Into<Input<'a>>,
     ) -> Mat {
+        let _precision = bf16::PrecisionScope::enter(self.bf16);
         self.check_params(p, "infer_layer");
         assert!(l < self.layers.len(), "layer {l} of {}", self.layers.len());
         let x = x.into();
@@ -681,6 +747,7 @@ impl Model {
     /// # Panics
     /// If `d_out`'s shape differs from the forward output or the parameter counts differ.
     pub fn backward(&self, p: &ParamSet, cache: ForwardCache, d_out: &Mat, grads: &mut ParamSet) {
+        let _precision = bf16::PrecisionScope::enter(self.bf16);
         self.check_params(p, "backward");
         self.check_params(grads, "backward grads");
         let ForwardCache {
@@ -830,6 +897,16 @@ impl Model {
         let bsz = src.len();
         // every element of u is written by the product (not accumulated)
         let mut u = Mat::from_vec(bsz, d, self.pool.take(bsz * d));
+        if let Some(backend) = self.bf16 {
+            let logits = bf16::forward(backend, h, src, dst, &self.decoder_params(p), &mut u.data);
+            let cache = DecodeCache {
+                h,
+                src: src.to_vec(),
+                dst: dst.to_vec(),
+                u,
+            };
+            return (logits, cache);
+        }
         {
             let mut z = self.pool.take(bsz * d);
             Self::hadamard(h, src, dst, &mut z);
@@ -883,6 +960,28 @@ impl Model {
         let (slope, w2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d]);
         // d_a = d_logit * w2; dw2 += Σ d_logit a; db2 += Σ d_logit.
         grads.data[dl.b2] += d_logits.iter().map(|&v| v as f64).sum::<f64>() as f32;
+        if let Some(backend) = self.bf16 {
+            let mut dz = self.pool.take(bsz * d);
+            let mut partials = self.pool.take(bf16::partials_len(bsz, d));
+            let g = bf16::backward(
+                backend,
+                h,
+                &src,
+                &dst,
+                &u.data,
+                d_logits,
+                &self.decoder_params(p),
+                &mut dz,
+                &mut partials,
+            );
+            self.pool.give(partials);
+            self.pool.give(u.data);
+            add_into(&mut grads.data[dl.w1..dl.w1 + d * d], &g.w1);
+            add_into(&mut grads.data[dl.b1..dl.b1 + d], &g.b1);
+            add_into(&mut grads.data[dl.w2..dl.w2 + d], &g.w2);
+            grads.data[dl.act] += g.slope;
+            return self.scatter_pair_grads(h, &src, &dst, dz);
+        }
         // One pass over the rows of u (fixed row chunks, summed in chunk order):
         // du = d_logit · w2 ⊙ prelu'(u); dw2 += Σ d_logit · prelu(u);
         // dslope += Σ d_logit · w2 ⊙ min(u, 0); db1 += Σ du.
@@ -940,6 +1039,13 @@ impl Model {
         matmul_a_b(bsz, d, d, &du, &p.data[dl.w1..dl.w1 + d * d], &mut z, false);
         let dz = z;
         self.pool.give(du);
+        self.scatter_pair_grads(h, &src, &dst, dz)
+    }
+
+    /// `dL/dh` from `dz = dL/d(h_u ⊙ h_v)` `[B, d]`: row `v` sums `dz_i ⊙ h_other` over the
+    /// pairs `i` that have `v` as an end (a gather per node row, parallel, no atomics).
+    fn scatter_pair_grads(&self, h: &Mat, src: &[u32], dst: &[u32], dz: Vec<f32>) -> Mat {
+        let (d, bsz) = (h.cols, src.len());
         // Scatter dz to the endpoints as a gather: list the (pair, other end) of every node.
         let n = h.rows;
         let mut ptr = vec![0usize; n + 1];
@@ -965,16 +1071,7 @@ impl Model {
             .with_min_len(min_rows(d * 4))
             .enumerate()
             .for_each(|(v, row)| {
-                row.fill(0.0);
-                for &(i, other) in &items[ptr[v]..ptr[v + 1]] {
-                    let (dzi, ho) = (
-                        &dz[i as usize * d..(i as usize + 1) * d],
-                        h.row(other as usize),
-                    );
-                    for ((r, a), b) in row.iter_mut().zip(dzi).zip(ho) {
-                        *r += a * b;
-                    }
-                }
+                simd_dispatch!(gather_pair_row(row, &items[ptr[v]..ptr[v + 1]], &dz, h))
             });
         self.pool.give(dz);
         dh
@@ -989,6 +1086,9 @@ impl Model {
         let d = dl.dim;
         assert_eq!(h.cols, d, "score: h width");
         assert_eq!(src.len(), dst.len(), "score: pair lengths");
+        if let Some(backend) = self.bf16 {
+            return bf16::score(backend, h, src, dst, &self.decoder_params(p));
+        }
         let (w1, b1) = (&p.data[dl.w1..dl.w1 + d * d], &p.data[dl.b1..dl.b1 + d]);
         let (slope, w2, b2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d], p.data[dl.b2]);
         let mut out = vec![0.0f32; src.len()];

@@ -745,6 +745,249 @@ fn decoder_gradients_and_score_agree() {
     }
 }
 
+/// `|a - b| / |b|` (Euclidean norms).
+fn rel_err(a: &[f32], b: &[f32]) -> f64 {
+    let num: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+        .sum();
+    let den: f64 = b.iter().map(|&b| (b as f64).powi(2)).sum();
+    (num / den).sqrt()
+}
+
+/// The bf16 decoder's math in f64 from the rounded operands (`z`, `W1`, `du` rounded to bf16,
+/// everything else exact): logits, `dL/dh` and the decoder's gradients `[W1 | b1 | slope | w2]`.
+fn bf16_decoder_reference(
+    p: &ParamSet,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    w: &[f32],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    use crate::bf16::{from_bf16, to_bf16};
+    let bf = |x: f32| from_bf16(to_bf16(x)) as f64;
+    let d = h.cols;
+    let w1 = p.get("decoder.lin1.weight").unwrap();
+    let (b1, w2) = (
+        p.get("decoder.lin1.bias").unwrap(),
+        p.get("decoder.lin2.weight").unwrap(),
+    );
+    let (slope, b2) = (
+        p.get("decoder.act.weight").unwrap()[0] as f64,
+        p.get("decoder.lin2.bias").unwrap()[0] as f64,
+    );
+    let mut logits = Vec::new();
+    let mut dh = vec![0.0f64; h.rows * d];
+    let mut g = vec![0.0f64; d * d + 2 * d + 1];
+    for i in 0..src.len() {
+        let (a, b) = (h.row(src[i] as usize), h.row(dst[i] as usize));
+        let z: Vec<f64> = (0..d).map(|j| bf(a[j] * b[j])).collect();
+        let u: Vec<f64> = (0..d)
+            .map(|o| b1[o] as f64 + (0..d).map(|j| z[j] * bf(w1[o * d + j])).sum::<f64>())
+            .collect();
+        let pr = |x: f64| if x > 0.0 { x } else { slope * x };
+        logits.push(b2 + (0..d).map(|o| w2[o] as f64 * pr(u[o])).sum::<f64>());
+        let dl = w[i] as f64;
+        let du: Vec<f64> = (0..d)
+            .map(|o| {
+                let gw = dl * w2[o] as f64;
+                g[d * d + o] += gw * if u[o] > 0.0 { 1.0 } else { slope }; // db1
+                g[d * d + d] += gw * u[o].min(0.0); // dslope
+                g[d * d + d + 1 + o] += dl * pr(u[o]); // dw2
+                bf((gw * if u[o] > 0.0 { 1.0 } else { slope }) as f32)
+            })
+            .collect();
+        for o in 0..d {
+            for j in 0..d {
+                g[o * d + j] += du[o] * z[j];
+            }
+        }
+        for j in 0..d {
+            let dz: f64 = (0..d).map(|o| du[o] * bf(w1[o * d + j])).sum();
+            dh[src[i] as usize * d + j] += dz * b[j] as f64;
+            dh[dst[i] as usize * d + j] += dz * a[j] as f64;
+        }
+    }
+    (logits, dh, g)
+}
+
+/// `--matmul-precision medium`: the bf16 decoder (decode, decode_backward, score) against (1)
+/// the same math in f64 from the bf16-rounded operands (to 1e-4: only summation order and f32
+/// sums differ), and (2) the f32 decoder, whose gradients the test above checks by finite
+/// differences: bf16 rounds each operand to 8 mantissa bits, so they differ by ~0.05-2% (most
+/// in `dL/dh`, where PReLU's derivative flips for `u` near 0); they must differ (the bf16 path
+/// ran) and stay within 3%. Widths 40 (padding to 64) and 256; 5000 pairs make three chunks,
+/// the last with short sub-blocks. The emulated tile product runs everywhere; AMX where
+/// present, and then it agrees with the emulation up to summation order. The bf16 gradients
+/// are the same bytes in a 1-thread and a 3-thread pool.
+#[test]
+fn decoder_bf16_matches_f32_within_rounding() {
+    for (d, seed) in [(40usize, 31u64), (256, 32)] {
+        let mut r = rng(seed);
+        let m32 = build(ModelConfig {
+            hidden: d,
+            ..ModelConfig::new(EncoderKind::Sage, 4, Head::Link)
+        });
+        let mut p = m32.init_params(&mut r);
+        for n in ["decoder.lin1.bias", "decoder.lin2.bias"] {
+            for v in p.get_mut(n).unwrap() {
+                *v = r.random_range(-0.5f32..0.5);
+            }
+        }
+        let n = 300;
+        let h = Mat::from_vec(n, d, randn(&mut r, n * d));
+        let bsz = 5000;
+        let src: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
+        let dst: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
+        let w = randn(&mut r, bsz);
+        let run = |m: &Model| {
+            let (logits, cache) = m.decode(&p, &h, &src, &dst);
+            let mut g = m.zero_params();
+            let dh = m.decode_backward(&p, cache, &w, &mut g);
+            (logits, dh.data, g.data, m.score(&p, &h, &src, &dst))
+        };
+        let f32_run = run(&m32);
+        let mut emulated = m32.clone();
+        emulated.use_emulated_bf16();
+        assert_eq!(emulated.matmul_precision(), MatmulPrecision::Medium);
+        let em = run(&emulated);
+        let mut amx = m32.clone();
+        let amx_run = (amx.set_matmul_precision(MatmulPrecision::Medium)
+            == MatmulPrecision::Medium)
+            .then(|| run(&amx));
+        assert_eq!(amx_run.is_some(), crate::amx_available());
+        for (name, got) in
+            std::iter::once(("emulated", &em)).chain(amx_run.iter().map(|r| ("amx", r)))
+        {
+            for (what, a, b) in [
+                ("logits", &got.0, &f32_run.0),
+                ("dL/dh", &got.1, &f32_run.1),
+                ("grads", &got.2, &f32_run.2),
+                ("score", &got.3, &f32_run.3),
+            ] {
+                let e = rel_err(a, b);
+                assert!(
+                    e > 0.0 && e < 0.03,
+                    "{name} d {d} {what}: relative error {e}"
+                );
+            }
+            // score is decode's logits
+            assert!(
+                rel_err(&got.3, &got.0) < 1e-6,
+                "{name} d {d}: score vs decode"
+            );
+            // the rounded math in f64 (a few hundred pairs: the reference is O(B d²))
+            let k = 300;
+            let (rl, rdh, rg) = bf16_decoder_reference(&p, &h, &src[..k], &dst[..k], &w[..k]);
+            let mk = if name == "amx" {
+                amx.clone()
+            } else {
+                emulated.clone()
+            };
+            mk.release_buffers();
+            let (l, c) = mk.decode(&p, &h, &src[..k], &dst[..k]);
+            let mut gk = mk.zero_params();
+            let dhk = mk.decode_backward(&p, c, &w[..k], &mut gk);
+            let dec: Vec<f32> = [
+                "decoder.lin1.weight",
+                "decoder.lin1.bias",
+                "decoder.act.weight",
+                "decoder.lin2.weight",
+            ]
+            .iter()
+            .flat_map(|n| gk.get(n).unwrap().to_vec())
+            .collect();
+            let f = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            for (what, a, b) in [
+                ("logits", l, f(&rl)),
+                ("dL/dh", dhk.data, f(&rdh)),
+                ("grads", dec, f(&rg)),
+            ] {
+                let e = rel_err(&a, &b);
+                assert!(
+                    e < 1e-4,
+                    "{name} d {d} {what}: vs the rounded f64 reference {e}"
+                );
+            }
+        }
+        if let Some(a) = &amx_run {
+            for (what, x, y) in [
+                ("logits", &a.0, &em.0),
+                ("dL/dh", &a.1, &em.1),
+                ("grads", &a.2, &em.2),
+            ] {
+                let e = rel_err(x, y);
+                assert!(e < 1e-4, "d {d} {what}: AMX vs emulated {e}");
+            }
+        }
+        let m = if amx_run.is_some() { &amx } else { &emulated };
+        let pool = |t| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(t)
+                .build()
+                .unwrap()
+        };
+        let one = pool(1).install(|| run(m));
+        let three = pool(3).install(|| run(m));
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&one.2),
+            bits(&three.2),
+            "d {d}: grads depend on the thread count"
+        );
+        assert_eq!(
+            bits(&one.1),
+            bits(&three.1),
+            "d {d}: dL/dh depends on the thread count"
+        );
+    }
+    // medium is granted exactly where AMX is (any head), highest always
+    let mut node = model(EncoderKind::Sage, Head::Node { num_classes: 3 }, 4, 0.0);
+    let got = node.set_matmul_precision(MatmulPrecision::Medium);
+    assert_eq!(got == MatmulPrecision::Medium, crate::amx_available());
+    assert_eq!(
+        node.set_matmul_precision(MatmulPrecision::Highest),
+        MatmulPrecision::Highest
+    );
+}
+
+/// `--matmul-precision medium` in the encoder: a SAGE node model's forward and backward (dense
+/// input, both layers' linear products under the model's precision scope) against f32: within
+/// bf16 rounding (< 2%), and not equal (the bf16 path ran). GCN and MLP take the same products.
+#[test]
+fn encoder_bf16_matches_f32_within_rounding() {
+    let mut r = rng(41);
+    let blocks = two_blocks(&mut r);
+    let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
+    let x = dense(9, 4, randn(&mut r, 36));
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+        let m32 = model(enc, Head::Node { num_classes: 3 }, 4, 0.0);
+        let p = m32.init_params(&mut r);
+        let run = |m: &Model| {
+            let (out, cache) = m.forward(&p, &views, &x, true, &mut rng(1));
+            let d = Mat::from_vec(
+                out.rows,
+                out.cols,
+                (0..out.data.len())
+                    .map(|i| (i as f32 * 0.37).sin())
+                    .collect(),
+            );
+            let mut g = m.zero_params();
+            m.backward(&p, cache, &d, &mut g);
+            (out.data, g.data)
+        };
+        let (o32, g32) = run(&m32);
+        let mut mb = m32.clone();
+        mb.use_emulated_bf16();
+        let (ob, gb) = run(&mb);
+        for (what, a, b) in [("output", &ob, &o32), ("grads", &gb, &g32)] {
+            let e = rel_err(a, b);
+            assert!(e > 0.0 && e < 0.02, "{enc:?} {what}: relative error {e}");
+        }
+    }
+}
+
 #[test]
 fn link_training_loss_decreases_with_adam() {
     // end to end: encoder + decoder + BCE + clipping + Adam on a tiny graph

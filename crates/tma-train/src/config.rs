@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
-use tma_nn::EncoderKind;
+use tma_nn::{EncoderKind, MatmulPrecision};
 
 /// The learning task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -406,6 +406,13 @@ pub struct TrainConfig {
     pub dropout: f32,
     /// LayerNorm between layers (the reference release's stack); false = conv → PReLU → dropout → conv.
     pub layer_norm: bool,
+    /// Precision of the model's dense matrix products (the names of PyTorch's
+    /// `torch.set_float32_matmul_precision`): `highest` (f32, the default) or `medium` (bf16
+    /// operands, f32 sums, on Intel AMX: the link decoder and the SAGE/GCN/MLP linear layers;
+    /// `highest` where the CPU lacks AMX-BF16, said as a warning). Parameters, optimizer,
+    /// aggregation, LayerNorm and losses stay f32.
+    #[serde(default, with = "precision_name")]
+    pub matmul_precision: MatmulPrecision,
     /// Neighbour fanouts, `fanouts[0]` nearest the seeds; 0 means all neighbours.
     pub fanouts: Vec<usize>,
     /// Mini-batch size: positive edges (link) or seed nodes (node).
@@ -500,6 +507,7 @@ impl Default for TrainConfig {
             num_layers: 2,
             dropout: 0.0,
             layer_norm: true,
+            matmul_precision: MatmulPrecision::Highest,
             fanouts: vec![10, 25],
             batch_size: 1024,
             lr: 1e-3,
@@ -846,6 +854,20 @@ mod encoder_name {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EncoderKind, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+mod precision_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use tma_nn::MatmulPrecision;
+
+    pub fn serialize<S: Serializer>(p: &MatmulPrecision, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(p.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<MatmulPrecision, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }

@@ -723,8 +723,11 @@ impl Prepared {
 /// # Errors
 /// [`TrainError::Model`] for a configuration the layers refuse (e.g. `hidden` not divisible
 /// by `heads` for GAT).
+///
+/// The link decoder's products run at `cfg.matmul_precision` where the CPU allows it
+/// ([`Model::set_matmul_precision`]; [`matmul_precision_warning`] says when it does not).
 pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainError> {
-    Ok(Model::try_new_with(
+    let mut model = Model::try_new_with(
         ModelConfig {
             encoder: cfg.model,
             in_dim: shape.in_dim,
@@ -735,7 +738,17 @@ pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainE
             layer_norm: cfg.layer_norm,
         },
         LayerOptions { heads: cfg.heads },
-    )?)
+    )?;
+    model.set_matmul_precision(cfg.matmul_precision);
+    Ok(model)
+}
+
+/// `Some(warning)` when `--matmul-precision medium` cannot be honoured: this CPU (or kernel)
+/// lacks AMX-BF16, so the products stay f32.
+pub fn matmul_precision_warning(cfg: &TrainConfig) -> Option<String> {
+    (cfg.matmul_precision == tma_nn::MatmulPrecision::Medium && !tma_nn::amx_available()).then(|| {
+        "matmul-precision medium needs AMX-BF16 (Intel Xeon 4th generation or later, Linux >= 5.16), which this machine lacks: the products run in f32 (highest)".to_string()
+    })
 }
 
 /// `Some("fixed split: train and test share 2 nodes, ... (accepted by --allow-split-overlap)")`

@@ -538,6 +538,7 @@ impl Run {
                     humantime::format_duration(cfg.time_limit)
                 ));
             }
+            warnings.extend(crate::data::matmul_precision_warning(cfg));
             let idle = prep.idle_trainers();
             if !idle.is_empty() {
                 warnings.push(format!(

@@ -165,6 +165,10 @@ fn bad_flags_are_rejected_with_a_reason() {
             "--eval-inference: unknown eval inference 'fast' (expected auto, full or restricted)",
         ),
         (
+            &["--matmul-precision", "low"],
+            "--matmul-precision: unknown matmul precision \"low\" (expected highest or medium)",
+        ),
+        (
             &["--eval-memory", "lots"],
             "--eval-memory: \"lots\" is not a size",
         ),

@@ -689,3 +689,45 @@ fn val_check_interval_validates_between_rounds_and_says_so() {
     ]);
     assert_fails_with(&r, 1, &["val-check-interval does not apply to ggs"]);
 }
+
+/// `--matmul-precision`: medium trains a link model (bf16 tile products where the CPU has AMX,
+/// else f32 with a warning saying so, recorded in the summary). (An unknown value: the CLI's
+/// `bad_flags_are_rejected_with_a_reason`.)
+#[test]
+fn matmul_precision_medium_trains_or_says_why_not() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "32",
+        "--task",
+        "link",
+        "--trainers",
+        "2",
+        "--sync-every",
+        "1s",
+        "--time-limit",
+        "2s",
+        "--matmul-precision",
+        "medium",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let s = summary(&out);
+    assert_eq!(s["rounds"], 2);
+    assert!(s["best_val"]["value"].as_f64().unwrap() > 0.0, "{s}");
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(config.contains("matmul_precision = \"medium\""), "{config}");
+    let warned = stderr(&r).contains("warning: matmul-precision medium needs AMX-BF16");
+    assert_eq!(warned, !tma_nn::amx_available(), "{}", stderr(&r));
+    let recorded = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("AMX-BF16"));
+    assert_eq!(recorded, warned, "{s}");
+}

@@ -1,0 +1,1171 @@
+//! The link decoder's products in bf16 with f32 accumulation ([`MatmulPrecision::Medium`],
+//! `--matmul-precision medium`), on Intel AMX (`tdpbf16ps`) when the CPU and kernel allow it.
+//!
+//! Why: a link step's three `[B, d]·[d, d]` decoder products (`B` = 2 × batch pairs, `d` =
+//! hidden) are most of its arithmetic (51 of ~63 GFLOP per amazon_photo step at batch 65536,
+//! d = 256), and a link validation scores 1000 × 1001 pairs through the same product (~131
+//! GFLOP). In f32 they run at the `gemm` crate's 400-457 GFLOP/s on 2 cores; one AMX core
+//! peaks at ~3 TFLOP/s in bf16. The products here are fused with what surrounds them (the
+//! Hadamard product of the endpoint embeddings, the bias, PReLU and the second linear layer), so
+//! the `[B, d]` operand `z = h_u ⊙ h_v` is never written to memory in f32.
+//!
+//! Numerics (as PyTorch's `torch.set_float32_matmul_precision("medium")` / bf16 autocast): each
+//! operand of the three products is rounded to bf16 (8-bit mantissa, round to nearest even),
+//! products are exact in f32 and summed in f32. Everything else (embeddings, `u`, the
+//! gradients' other terms, the parameters and Adam) stays f32. Results differ from the f32 path
+//! by bf16 rounding (relative ~2⁻⁹ per operand), and the tile unit's summation order; they are
+//! the same bytes for the same inputs whatever the thread count (fixed chunks, summed in order).
+//!
+//! Layout (Intel SDM, AMX): a tile is 16 rows × 64 bytes. `A` tiles hold 16 rows × 32 bf16 of a
+//! row-major `[rows, kp]` block; `B` tiles hold 16 rows × 16 columns × 2 bf16 ("VNNI" pairs:
+//! row `r`, column `c` holds `B[2r][c], B[2r+1][c]` of a 32-deep slice of `K`); `C` tiles 16 ×
+//! 16 f32. The micro-kernel keeps a 2 × 2 grid of `C` tiles (32 × 32 outputs) and walks `K` in
+//! steps of 32. Shapes are padded with zeros to multiples of 32.
+//!
+//! Without AMX, [`amx_available`] is false and the model keeps f32 ([`crate::Model`] says so);
+//! the same code runs with a scalar emulation of the tile product ([`Backend::Emulated`]) in
+//! the tests, so the fused decoder is checked on every machine.
+
+use crate::kernels::{lane_sum, prelu1, prelu_grad1};
+use crate::Mat;
+use rayon::prelude::*;
+
+/// Precision of the link decoder's matrix products (the names of PyTorch's
+/// `torch.set_float32_matmul_precision`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatmulPrecision {
+    /// f32 operands and accumulation (the `gemm` crate). The default.
+    #[default]
+    Highest,
+    /// bf16 operands, f32 accumulation, on AMX tiles; falls back to [`Highest`](Self::Highest)
+    /// where the CPU has no AMX-BF16 (said by [`crate::Model::set_matmul_precision`]).
+    Medium,
+}
+
+impl MatmulPrecision {
+    /// `"highest"` or `"medium"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatmulPrecision::Highest => "highest",
+            MatmulPrecision::Medium => "medium",
+        }
+    }
+}
+
+impl std::str::FromStr for MatmulPrecision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "highest" => Ok(MatmulPrecision::Highest),
+            "medium" => Ok(MatmulPrecision::Medium),
+            _ => Err(format!(
+                "unknown matmul precision {s:?} (expected highest or medium)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for MatmulPrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the tile product runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// AMX tiles (`tdpbf16ps`); only when [`amx_available`].
+    Amx,
+    /// The same product in scalar code (bf16 operands, f32 sums): tests on any CPU.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Emulated,
+}
+
+/// Rows per block: two 16-row tiles.
+const RB: usize = 32;
+/// Batch rows per sub-block of the weight-gradient product (its `K`).
+const SB: usize = 512;
+/// Rows of the batch per partial weight gradient (at least; see [`backward`]).
+const CHUNK: usize = 2048;
+/// Most partial weight gradients in [`backward`].
+const MAX_PARTS: usize = 64;
+
+/// `x` rounded to bf16 (round to nearest, ties to even), as its 16 bits.
+#[inline(always)]
+pub(crate) fn to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// The f32 value of bf16 bits.
+#[inline(always)]
+pub(crate) fn from_bf16(v: u16) -> f32 {
+    f32::from_bits((v as u32) << 16)
+}
+
+fn round_up(x: usize, m: usize) -> usize {
+    x.div_ceil(m) * m
+}
+
+/// Whether this process can use AMX-BF16: CPUID leaf 7 reports AMX-TILE and AMX-BF16 and the
+/// kernel grants the tile data state (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`,
+/// Linux ≥ 5.16). Asked once per process.
+pub fn amx_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(detect_amx)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn detect_amx() -> bool {
+    // cpuid is present on every x86_64 CPU; leaf 7 is read only when the max leaf is >= 7
+    let max_leaf = std::arch::x86_64::__cpuid(0).eax;
+    let edx7 = if max_leaf >= 7 {
+        std::arch::x86_64::__cpuid_count(7, 0).edx
+    } else {
+        0
+    };
+    if edx7 & (1 << 22) == 0 || edx7 & (1 << 24) == 0 {
+        return false;
+    }
+    const SYS_ARCH_PRCTL: i64 = 158;
+    const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+    const XFEATURE_XTILEDATA: i64 = 18;
+    let ret: i64;
+    // SAFETY: the arch_prctl system call only changes this process's permission to use the
+    // tile state; rcx and r11 are clobbered by `syscall`.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") SYS_ARCH_PRCTL => ret,
+            in("rdi") ARCH_REQ_XCOMP_PERM,
+            in("rsi") XFEATURE_XTILEDATA,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret == 0
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("fma")
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn detect_amx() -> bool {
+    false
+}
+
+/// The `B` operand of a product, bf16 in tiles: `[nt][kc][16][16][2]` for `K = 32·kc` rows and
+/// `N = 16·nt` columns (`nt` even), zero beyond the real `k × n`.
+pub(crate) struct PackedB {
+    data: Vec<u16>,
+    kc: usize,
+    nt: usize,
+}
+
+impl PackedB {
+    fn zeros(k: usize, n: usize) -> PackedB {
+        let (kc, nt) = (round_up(k.max(1), 32) / 32, round_up(n.max(1), 32) / 16);
+        PackedB {
+            data: vec![0; nt * kc * 512],
+            kc,
+            nt,
+        }
+    }
+
+    #[inline(always)]
+    fn index(&self, k: usize, n: usize) -> usize {
+        (((n / 16) * self.kc + k / 32) * 16 + (k % 32) / 2) * 32 + (n % 16) * 2 + (k % 2)
+    }
+
+    /// `B[k][n] = f(k, n)` for `k < k_rows`, `n < n_cols` (small operands: the weights).
+    pub(crate) fn from_fn(k_rows: usize, n_cols: usize, f: impl Fn(usize, usize) -> f32) -> Self {
+        let mut b = PackedB::zeros(k_rows, n_cols);
+        for k in 0..k_rows {
+            for n in 0..n_cols {
+                let i = b.index(k, n);
+                b.data[i] = to_bf16(f(k, n));
+            }
+        }
+        b
+    }
+
+    fn cols(&self) -> usize {
+        self.nt * 16
+    }
+}
+
+/// AMX tile configuration: palette 1, tiles 0-7 all 16 rows × 64 bytes.
+#[cfg(target_arch = "x86_64")]
+#[repr(C, align(64))]
+struct TileConfig([u8; 64]);
+
+/// Load the tile configuration on the calling thread (per-thread state; cheap).
+#[cfg(target_arch = "x86_64")]
+fn configure_tiles() {
+    let mut c = [0u8; 64];
+    c[0] = 1;
+    for t in 0..8 {
+        c[16 + 2 * t] = 64;
+        c[48 + t] = 16;
+    }
+    let cfg = TileConfig(c);
+    // SAFETY: only called when amx_available(); the configuration is valid for palette 1.
+    unsafe {
+        std::arch::asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+    }
+}
+
+/// `C[32, N] (+)= A[32, K] · B`: `a` row-major bf16 with row stride `b.kc·32`, `c` row-major
+/// f32 with row stride `ldc ≥ b.cols()`; `acc` adds to `c` instead of overwriting it.
+fn block(backend: Backend, a: &[u16], b: &PackedB, c: &mut [f32], ldc: usize, acc: bool) {
+    let kp = b.kc * 32;
+    assert!(a.len() >= RB * kp && ldc >= b.cols() && c.len() >= (RB - 1) * ldc + b.cols());
+    match backend {
+        #[cfg(target_arch = "x86_64")]
+        Backend::Amx => {
+            debug_assert!(amx_available());
+            // SAFETY: extents checked above; tiles configured by the caller on this thread.
+            unsafe { block_amx(a.as_ptr(), kp, b, c.as_mut_ptr(), ldc, acc) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Backend::Amx => unreachable!("AMX on a non-x86_64 build"),
+        Backend::Emulated => {
+            for i in 0..RB {
+                let ar = &a[i * kp..(i + 1) * kp];
+                for n in 0..b.cols() {
+                    let mut s = if acc { c[i * ldc + n] } else { 0.0 };
+                    for (k, &av) in ar.iter().enumerate() {
+                        s += from_bf16(av) * from_bf16(b.data[b.index(k, n)]);
+                    }
+                    c[i * ldc + n] = s;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+unsafe fn block_amx(a: *const u16, kp: usize, b: &PackedB, c: *mut f32, ldc: usize, acc: bool) {
+    let kc = b.kc;
+    for n2 in 0..b.nt / 2 {
+        let b0 = b.data.as_ptr().add(2 * n2 * kc * 512);
+        let b1 = b.data.as_ptr().add((2 * n2 + 1) * kc * 512);
+        let c0 = c.add(n2 * 32);
+        std::arch::asm!(
+            "test {acc}, {acc}",
+            "jz 3f",
+            "tileloadd tmm0, [{c0} + {sc}]",
+            "tileloadd tmm1, [{c1} + {sc}]",
+            "tileloadd tmm2, [{c2} + {sc}]",
+            "tileloadd tmm3, [{c3} + {sc}]",
+            "jmp 2f",
+            "3:",
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "2:",
+            "tileloadd tmm4, [{a0} + {sa}]",
+            "tileloadd tmm6, [{b0} + {s64}]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tileloadd tmm7, [{b1} + {s64}]",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tileloadd tmm5, [{a1} + {sa}]",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "add {a0}, 64",
+            "add {a1}, 64",
+            "add {b0}, 1024",
+            "add {b1}, 1024",
+            "dec {k}",
+            "jnz 2b",
+            "tilestored [{c0} + {sc}], tmm0",
+            "tilestored [{c1} + {sc}], tmm1",
+            "tilestored [{c2} + {sc}], tmm2",
+            "tilestored [{c3} + {sc}], tmm3",
+            acc = in(reg) acc as usize,
+            a0 = inout(reg) a => _,
+            a1 = inout(reg) a.add(16 * kp) => _,
+            b0 = inout(reg) b0 => _,
+            b1 = inout(reg) b1 => _,
+            sa = in(reg) kp * 2,
+            s64 = in(reg) 64usize,
+            sc = in(reg) ldc * 4,
+            k = inout(reg) kc => _,
+            c0 = in(reg) c0,
+            c1 = in(reg) c0.add(16),
+            c2 = in(reg) c0.add(16 * ldc),
+            c3 = in(reg) c0.add(16 * ldc + 16),
+            options(nostack),
+        );
+    }
+}
+
+/// Per-thread set-up of a parallel task.
+fn begin(backend: Backend) {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Amx {
+        configure_tiles();
+    }
+    let _ = backend;
+}
+
+/// `fn $name(backend, args..)`: calls the `#[inline(always)]` row code `$body(args..)` through
+/// a copy compiled for AVX-512 when the tile product runs on AMX (every AMX CPU has
+/// AVX-512F/BW/VL and FMA; [`amx_available`] checks them), else the baseline build.
+macro_rules! wide_fn {
+    ($name:ident = $body:ident($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)?) => {
+        #[allow(clippy::too_many_arguments)]
+        fn $name(backend: Backend, $($a: $t),*) $(-> $r)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn wide($($a: $t),*) $(-> $r)? {
+                    $body($($a),*)
+                }
+                if backend == Backend::Amx {
+                    // SAFETY: amx_available() checked AVX-512F/BW/VL and FMA.
+                    return unsafe { wide($($a),*) };
+                }
+            }
+            let _ = backend;
+            $body($($a),*)
+        }
+    };
+}
+
+wide_fn!(hadamard_rows_w = hadamard_rows(h: &Mat, src: &[u32], dst: &[u32], a: &mut [u16], kp: usize));
+wide_fn!(logits_rows_w = logits_rows(c: &[f32], np: usize, p: &DecoderParams, out: &mut [f32], u: Option<&mut [f32]>));
+wide_fn!(backward_chunk_w = backward_chunk(
+    tiles: Backend, s: &mut Scratch, h: &Mat, src: &[u32], dst: &[u32], u: &[f32], d_logits: &[f32],
+    p: &DecoderParams, w1: &PackedB, row0: usize, dz: &mut [f32], part: &mut [f32]
+));
+
+/// The decoder's parameters, borrowed from the flat parameter buffer.
+pub(crate) struct DecoderParams<'a> {
+    /// `W1` `[d, d]` (`[out, in]`).
+    pub w1: &'a [f32],
+    pub b1: &'a [f32],
+    pub slope: f32,
+    pub w2: &'a [f32],
+    pub b2: f32,
+}
+
+/// Fill `a` (`[32, kp]` bf16) with the rounded `h_u ⊙ h_v` of up to 32 pairs; rows past the
+/// pairs are zeroed.
+#[inline(always)]
+fn hadamard_rows(h: &Mat, src: &[u32], dst: &[u32], a: &mut [u16], kp: usize) {
+    let d = h.cols;
+    for i in 0..RB {
+        let row = &mut a[i * kp..i * kp + d];
+        if i < src.len() {
+            let (x, y) = (h.row(src[i] as usize), h.row(dst[i] as usize));
+            for ((o, x), y) in row.iter_mut().zip(x).zip(y) {
+                *o = to_bf16(x * y);
+            }
+        } else {
+            row.fill(0);
+        }
+    }
+}
+
+/// Logits of up to 32 rows from the product block `c` (`[32, np]`): `b2 + w2 · PReLU(c + b1)`;
+/// `u` (when given, `[rows, d]`) receives `c + b1`.
+#[inline(always)]
+fn logits_rows(
+    c: &[f32],
+    np: usize,
+    p: &DecoderParams,
+    out: &mut [f32],
+    mut u: Option<&mut [f32]>,
+) {
+    let d = p.b1.len();
+    let mut tmp = [0.0f32; 1024];
+    for (i, o) in out.iter_mut().enumerate() {
+        let cr = &c[i * np..i * np + d];
+        let ur: &mut [f32] = match u.as_deref_mut() {
+            Some(u) => &mut u[i * d..(i + 1) * d],
+            None if d <= tmp.len() => &mut tmp[..d],
+            None => unreachable!("score: d > 1024 takes the u buffer"),
+        };
+        for ((u, c), b) in ur.iter_mut().zip(cr).zip(p.b1) {
+            *u = c + b;
+        }
+        let ur = &*ur;
+        *o = p.b2 + lane_sum(d, |j| p.w2[j] * prelu1(ur[j], p.slope));
+    }
+}
+
+/// Forward of the decoder for pairs `(src[i], dst[i])`: writes `u = (h_u ⊙ h_v)·W1ᵀ + b1`
+/// (`[B, d]`, for the backward) and returns the `B` logits `b2 + w2 · PReLU(u)`.
+pub(crate) fn forward(
+    backend: Backend,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    p: &DecoderParams,
+    u: &mut [f32],
+) -> Vec<f32> {
+    let d = h.cols;
+    let w1t = PackedB::from_fn(d, d, |k, n| p.w1[n * d + k]);
+    let kp = w1t.kc * 32;
+    let np = w1t.cols();
+    let mut logits = vec![0.0f32; src.len()];
+    u.par_chunks_mut(RB * d)
+        .zip(logits.par_chunks_mut(RB))
+        .enumerate()
+        .with_min_len(4)
+        .for_each_init(
+            || (vec![0u16; RB * kp], vec![0.0f32; RB * np]),
+            |(a, c), (blk, (u, out))| {
+                begin(backend);
+                let r = blk * RB..blk * RB + out.len();
+                hadamard_rows_w(backend, h, &src[r.clone()], &dst[r], a, kp);
+                block(backend, a, &w1t, c, np, false);
+                logits_rows_w(backend, c, np, p, out, Some(u));
+            },
+        );
+    logits
+}
+
+/// Inference-only logits of [`forward`] (no `u` kept): many pairs, e.g. MRR's 1000 negatives
+/// per positive.
+pub(crate) fn score(
+    backend: Backend,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    p: &DecoderParams,
+) -> Vec<f32> {
+    let d = h.cols;
+    let w1t = PackedB::from_fn(d, d, |k, n| p.w1[n * d + k]);
+    let kp = w1t.kc * 32;
+    let np = w1t.cols();
+    let mut logits = vec![0.0f32; src.len()];
+    logits
+        .par_chunks_mut(RB)
+        .enumerate()
+        .with_min_len(16)
+        .for_each_init(
+            || {
+                (
+                    vec![0u16; RB * kp],
+                    vec![0.0f32; RB * np],
+                    vec![0.0f32; RB * d],
+                )
+            },
+            |(a, c, u), (blk, out)| {
+                begin(backend);
+                let r = blk * RB..blk * RB + out.len();
+                hadamard_rows_w(backend, h, &src[r.clone()], &dst[r], a, kp);
+                block(backend, a, &w1t, c, np, false);
+                let u = (d > 1024).then_some(&mut u[..]);
+                logits_rows_w(backend, c, np, p, out, u);
+            },
+        );
+    logits
+}
+
+/// Gradients of the decoder from one [`backward`] call (`b2`'s is `Σ d_logits`, left to the
+/// caller); `dL/dz` is written into the caller's buffer.
+pub(crate) struct DecoderGrads {
+    /// `dL/dW1` `[d, d]`.
+    pub w1: Vec<f32>,
+    pub b1: Vec<f32>,
+    pub w2: Vec<f32>,
+    pub slope: f32,
+}
+
+/// One thread's buffers for a [`backward`] chunk (reused across calls: no page faults).
+#[derive(Default)]
+struct Scratch {
+    /// The width `d` the buffers are shaped for.
+    d: usize,
+    du_a: Vec<u16>,
+    du_t: Vec<u16>,
+    z_f: Vec<f32>,
+    z_b: Option<PackedB>,
+    c: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Rows of the batch per chunk of [`backward`] for `bsz` pairs (a multiple of [`SB`]).
+fn chunk_rows(bsz: usize) -> usize {
+    round_up(CHUNK.max(bsz.div_ceil(MAX_PARTS)), SB)
+}
+
+/// Floats of the partial-gradient buffer [`backward`] takes for `bsz` pairs of width `d`.
+pub(crate) fn partials_len(bsz: usize, d: usize) -> usize {
+    bsz.div_ceil(chunk_rows(bsz)).max(1) * (round_up(d, RB) * round_up(d, 32) + 3 * d)
+}
+
+/// Backward of [`forward`] given `u` and `d_logits = dL/dlogit`: the decoder's gradients, and
+/// `dL/dz` into `dz` (`[B, d]`).
+///
+/// `du = d_logit · w2 ⊙ PReLU'(u)` row by row; `dW1 = duᵀ·z` and `dz = du·W1` as bf16 tile
+/// products. The batch is cut into fixed chunks (at least 2048 rows, at most 64 chunks, sizes
+/// depending on `B` only) whose partial sums (in `partials`, [`partials_len`] floats, any
+/// contents) are added in chunk order: the same bytes whatever the thread count.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn backward(
+    backend: Backend,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    u: &[f32],
+    d_logits: &[f32],
+    p: &DecoderParams,
+    dz: &mut [f32],
+    partials: &mut [f32],
+) -> DecoderGrads {
+    let d = h.cols;
+    let bsz = src.len();
+    assert_eq!(u.len(), bsz * d);
+    assert_eq!(dz.len(), bsz * d);
+    // dz = du · W1: B[k = out][n = in] = W1[out][in]
+    let w1 = PackedB::from_fn(d, d, |k, n| p.w1[k * d + n]);
+    let np = w1.cols(); // padded d as N
+    let dp = round_up(d, RB); // rows of duᵀ (out)
+    let chunk = chunk_rows(bsz);
+    let part_len = dp * np + 3 * d;
+    let n_parts = bsz.div_ceil(chunk).max(1);
+    assert!(partials.len() >= n_parts * part_len);
+    let partials = &mut partials[..n_parts * part_len];
+    dz.par_chunks_mut(chunk * d)
+        .zip(partials.par_chunks_mut(part_len))
+        .enumerate()
+        .for_each(|(ci, (dz, part))| {
+            begin(backend);
+            SCRATCH.with(|s| {
+                let s = &mut *s.borrow_mut();
+                backward_chunk_w(
+                    backend,
+                    backend,
+                    s,
+                    h,
+                    src,
+                    dst,
+                    u,
+                    d_logits,
+                    p,
+                    &w1,
+                    ci * chunk,
+                    dz,
+                    part,
+                )
+            });
+        });
+    let mut out = DecoderGrads {
+        w1: vec![0.0f32; d * d],
+        b1: vec![0.0f32; d],
+        w2: vec![0.0f32; d],
+        slope: 0.0,
+    };
+    for part in partials.chunks(part_len) {
+        let (pw1, acc) = part.split_at(dp * np);
+        for o in 0..d {
+            for (g, v) in out.w1[o * d..(o + 1) * d]
+                .iter_mut()
+                .zip(&pw1[o * np..o * np + d])
+            {
+                *g += v;
+            }
+        }
+        for (g, v) in out.w2.iter_mut().zip(&acc[..d]) {
+            *g += v;
+        }
+        out.slope += acc[d..2 * d].iter().sum::<f32>();
+        for (g, v) in out.b1.iter_mut().zip(&acc[2 * d..]) {
+            *g += v;
+        }
+    }
+    out
+}
+
+/// One chunk of [`backward`]: rows `row0..row0 + dz.len() / d`; `part` = `[dW1 (dp × np) |
+/// dw2 | dslope per column | db1]`, overwritten.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn backward_chunk(
+    backend: Backend,
+    s: &mut Scratch,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    u: &[f32],
+    d_logits: &[f32],
+    p: &DecoderParams,
+    w1: &PackedB,
+    row0: usize,
+    dz: &mut [f32],
+    part: &mut [f32],
+) {
+    let d = h.cols;
+    let (kp, np) = (w1.kc * 32, w1.cols());
+    let dp = round_up(d, RB);
+    let n_rows = dz.len() / d;
+    part.fill(0.0);
+    let (pw1, acc) = part.split_at_mut(dp * np);
+    let (aw2, rest) = acc.split_at_mut(d);
+    let (asl, ab1) = rest.split_at_mut(d);
+    // scratch for this width, zeroed when the width changes (the padding columns and rows are
+    // never written, so they stay zero)
+    if s.d != d || s.z_b.is_none() {
+        *s = Scratch {
+            d,
+            du_a: vec![0; SB * kp],
+            du_t: vec![0; dp * SB],
+            z_f: vec![0.0; SB * np],
+            z_b: Some(PackedB::zeros(SB, d)),
+            c: vec![0.0; RB * np],
+        };
+    }
+    let z_b = s.z_b.as_mut().expect("set above");
+    for s0 in (0..n_rows).step_by(SB) {
+        let ns = SB.min(n_rows - s0);
+        for i in 0..SB {
+            let (da, zf) = (
+                &mut s.du_a[i * kp..i * kp + d],
+                &mut s.z_f[i * np..i * np + d],
+            );
+            if i >= ns {
+                da.fill(0);
+                zf.fill(0.0);
+                continue;
+            }
+            let g = row0 + s0 + i;
+            let dl = d_logits[g];
+            let ur = &u[g * d..(g + 1) * d];
+            let cols = ur.iter().zip(p.w2).zip(aw2.iter_mut()).zip(asl.iter_mut());
+            for ((((&uv, &w2), aw2), asl), (ab1, da)) in cols.zip(ab1.iter_mut().zip(da.iter_mut()))
+            {
+                *aw2 += dl * prelu1(uv, p.slope);
+                let gw = dl * w2;
+                *asl += gw * uv.min(0.0);
+                let v = gw * prelu_grad1(uv, p.slope);
+                *ab1 += v;
+                *da = to_bf16(v);
+            }
+            let (x, y) = (h.row(src[g] as usize), h.row(dst[g] as usize));
+            for ((z, x), y) in zf.iter_mut().zip(x).zip(y) {
+                *z = x * y;
+            }
+        }
+        // duᵀ: [dp, SB] from du: [SB, kp], in 32 × 32 blocks
+        for i0 in (0..SB).step_by(32) {
+            for j0 in (0..d).step_by(32) {
+                for j in j0..(j0 + 32).min(d) {
+                    let row = &mut s.du_t[j * SB + i0..j * SB + i0 + 32];
+                    for (ii, o) in row.iter_mut().enumerate() {
+                        *o = s.du_a[(i0 + ii) * kp + j];
+                    }
+                }
+            }
+        }
+        // z as the B operand: row pairs (2r, 2r+1) interleaved per column
+        for k in (0..SB).step_by(2) {
+            let (r0, r1) = (
+                &s.z_f[k * np..(k + 1) * np],
+                &s.z_f[(k + 1) * np..(k + 2) * np],
+            );
+            let (q, r) = (k / 32, (k % 32) / 2);
+            for t in 0..z_b.nt {
+                let base = ((t * z_b.kc + q) * 16 + r) * 32;
+                let dst = &mut z_b.data[base..base + 32];
+                let (a, b) = (&r0[16 * t..16 * t + 16], &r1[16 * t..16 * t + 16]);
+                for c in 0..16 {
+                    dst[2 * c] = to_bf16(a[c]);
+                    dst[2 * c + 1] = to_bf16(b[c]);
+                }
+            }
+        }
+        // dW1 (+)= duᵀ · z, 32 output rows at a time
+        for g in 0..dp / RB {
+            block(
+                backend,
+                &s.du_t[g * RB * SB..(g + 1) * RB * SB],
+                z_b,
+                &mut pw1[g * RB * np..(g + 1) * RB * np],
+                np,
+                true,
+            );
+        }
+        // dz = du · W1, 32 rows at a time
+        for r0 in (0..ns).step_by(RB) {
+            block(
+                backend,
+                &s.du_a[r0 * kp..(r0 + RB) * kp],
+                w1,
+                &mut s.c,
+                np,
+                false,
+            );
+            for i in 0..RB.min(ns - r0) {
+                let row = s0 + r0 + i;
+                dz[row * d..(row + 1) * d].copy_from_slice(&s.c[i * np..i * np + d]);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// General products (the encoder's dense layers) under a precision scope.
+
+thread_local! {
+    /// The tile backend the products of `mat.rs` use on this thread (`None`: f32 `gemm`).
+    static SCOPE: std::cell::Cell<Option<Backend>> = const { std::cell::Cell::new(None) };
+}
+
+/// While alive, the dense products of `mat.rs` called on this thread ([`crate::mat`]'s
+/// `matmul_a_bt`, `matmul_a_b`, `matmul_at_b`: the encoder's linear layers) run as bf16 tile
+/// products on `backend` (`None`: f32). [`crate::Model`] enters one in its passes at
+/// [`MatmulPrecision::Medium`]; the previous setting comes back on drop.
+pub(crate) struct PrecisionScope(Option<Backend>);
+
+impl PrecisionScope {
+    pub(crate) fn enter(backend: Option<Backend>) -> PrecisionScope {
+        PrecisionScope(SCOPE.with(|s| s.replace(backend)))
+    }
+}
+
+impl Drop for PrecisionScope {
+    fn drop(&mut self) {
+        SCOPE.with(|s| s.set(self.0));
+    }
+}
+
+/// The backend of the innermost [`PrecisionScope`] on this thread.
+pub(crate) fn scoped() -> Option<Backend> {
+    SCOPE.with(|s| s.get())
+}
+
+/// Rows `i0..i0 + 32` of `a` (`[m, k]` row-major) rounded into `dst` (`[32, kp]`); rows past `m`
+/// are zeroed (the padding columns are never written: zero).
+#[inline(always)]
+fn round_rows(a: &[f32], m: usize, k: usize, i0: usize, dst: &mut [u16], kp: usize) {
+    for i in 0..RB {
+        let row = &mut dst[i * kp..i * kp + k];
+        if i0 + i < m {
+            for (o, &v) in row.iter_mut().zip(&a[(i0 + i) * k..(i0 + i + 1) * k]) {
+                *o = to_bf16(v);
+            }
+        } else {
+            row.fill(0);
+        }
+    }
+}
+
+/// `c` rows (`[rows, n]`) (+)= the first `n` columns of `tmp` (`[32, np]`).
+#[inline(always)]
+fn store_rows(tmp: &[f32], np: usize, c: &mut [f32], n: usize, acc: bool) {
+    for (i, row) in c.chunks_mut(n).enumerate() {
+        let t = &tmp[i * np..i * np + n];
+        if acc {
+            for (c, t) in row.iter_mut().zip(t) {
+                *c += t;
+            }
+        } else {
+            row.copy_from_slice(t);
+        }
+    }
+}
+
+wide_fn!(round_rows_w = round_rows(a: &[f32], m: usize, k: usize, i0: usize, dst: &mut [u16], kp: usize));
+wide_fn!(store_rows_w = store_rows(tmp: &[f32], np: usize, c: &mut [f32], n: usize, acc: bool));
+
+/// `c[m, n] (+)= a[m, k] · B` with `B` packed (`k × n`), parallel over 32-row blocks.
+#[allow(clippy::too_many_arguments)]
+fn gemm_rows(
+    backend: Backend,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &PackedB,
+    c: &mut [f32],
+    acc: bool,
+) {
+    let (kp, np) = (b.kc * 32, b.cols());
+    c[..m * n]
+        .par_chunks_mut(RB * n)
+        .enumerate()
+        .with_min_len((4096 / (n + k).max(1)).max(1))
+        .for_each_init(
+            || (vec![0u16; RB * kp], vec![0.0f32; RB * np]),
+            |(ab, tmp), (blk, c)| {
+                begin(backend);
+                round_rows_w(backend, a, m, k, blk * RB, ab, kp);
+                block(backend, ab, b, tmp, np, false);
+                store_rows_w(backend, tmp, np, c, n, acc);
+            },
+        );
+}
+
+/// `c[m,n] (+)= a[m,k] · b[n,k]ᵀ` in bf16 tiles (`matmul_a_bt` under [`PrecisionScope`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_a_bt(
+    backend: Backend,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    acc: bool,
+) {
+    assert!(
+        a.len() >= m * k && b.len() >= n * k && c.len() >= m * n,
+        "gemm_a_bt extents"
+    );
+    let bp = PackedB::from_fn(k, n, |kk, nn| b[nn * k + kk]);
+    gemm_rows(backend, m, n, k, a, &bp, c, acc);
+}
+
+/// `c[m,n] (+)= a[m,k] · b[k,n]` in bf16 tiles (`matmul_a_b` under [`PrecisionScope`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_a_b(
+    backend: Backend,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    acc: bool,
+) {
+    assert!(
+        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        "gemm_a_b extents"
+    );
+    let bp = PackedB::from_fn(k, n, |kk, nn| b[kk * n + nn]);
+    gemm_rows(backend, m, n, k, a, &bp, c, acc);
+}
+
+/// Rows of the batch dimension per partial product of [`gemm_at_b`] (at least).
+const AT_CHUNK: usize = 4096;
+/// Most partial products of [`gemm_at_b`] (bounds their memory: `32 · m · n` floats).
+const AT_MAX_PARTS: usize = 32;
+
+/// One thread's buffers for a [`gemm_at_b`] part.
+#[derive(Default)]
+struct AtScratch {
+    /// `(mp, n)` the buffers are shaped for.
+    shape: (usize, usize),
+    at: Vec<u16>,
+    bz: Option<PackedB>,
+    rows: Vec<f32>,
+}
+
+thread_local! {
+    static AT_SCRATCH: std::cell::RefCell<AtScratch> = std::cell::RefCell::new(AtScratch::default());
+    /// The calling thread's partial products of [`gemm_at_b`] (reused: no page faults).
+    static AT_PARTS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One part of [`gemm_at_b`]: `part[mp, np] = a[r, m]ᵀ · b[r, n]` over its rows `r`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn at_b_part(
+    backend: Backend,
+    s: &mut AtScratch,
+    m: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    part: &mut [f32],
+) {
+    let (mp, np) = (round_up(m, RB), round_up(n, 32));
+    if s.shape != (mp, n) || s.bz.is_none() {
+        *s = AtScratch {
+            shape: (mp, n),
+            at: vec![0; mp * SB],
+            bz: Some(PackedB::zeros(SB, n)),
+            rows: vec![0.0; 2 * np],
+        };
+    }
+    let bz = s.bz.as_mut().expect("set above");
+    part.fill(0.0);
+    let rows = a.len() / m;
+    for s0 in (0..rows).step_by(SB) {
+        let ns = SB.min(rows - s0);
+        // aᵀ of the sub-block: [mp, SB], zero past ns
+        for i0 in (0..SB).step_by(32) {
+            for o0 in (0..m).step_by(32) {
+                for o in o0..(o0 + 32).min(m) {
+                    let dst = &mut s.at[o * SB + i0..o * SB + i0 + 32];
+                    for (ii, d) in dst.iter_mut().enumerate() {
+                        let i = s0 + i0 + ii;
+                        *d = if i0 + ii < ns {
+                            to_bf16(a[i * m + o])
+                        } else {
+                            0
+                        };
+                    }
+                }
+            }
+        }
+        // b's rows as the B operand, in pairs
+        for kk in (0..SB).step_by(2) {
+            let (q, r) = (kk / 32, (kk % 32) / 2);
+            let (lo, hi) = s.rows.split_at_mut(np);
+            for (e, buf) in [(0, lo), (1, hi)] {
+                if kk + e < ns {
+                    buf[..n].copy_from_slice(&b[(s0 + kk + e) * n..(s0 + kk + e + 1) * n]);
+                } else {
+                    buf[..n].fill(0.0);
+                }
+            }
+            let (r0, r1) = s.rows.split_at(np);
+            for t in 0..bz.nt {
+                let base = ((t * bz.kc + q) * 16 + r) * 32;
+                let dst = &mut bz.data[base..base + 32];
+                let (x, y) = (&r0[16 * t..16 * t + 16], &r1[16 * t..16 * t + 16]);
+                for c in 0..16 {
+                    dst[2 * c] = to_bf16(x[c]);
+                    dst[2 * c + 1] = to_bf16(y[c]);
+                }
+            }
+        }
+        for g in 0..mp / RB {
+            let at = &s.at[g * RB * SB..(g + 1) * RB * SB];
+            block(
+                backend,
+                at,
+                bz,
+                &mut part[g * RB * np..(g + 1) * RB * np],
+                np,
+                true,
+            );
+        }
+    }
+}
+
+wide_fn!(at_b_part_w = at_b_part(
+    tiles: Backend, s: &mut AtScratch, m: usize, n: usize, a: &[f32], b: &[f32], part: &mut [f32]
+));
+
+/// `c[m,n] (+)= a[k,m]ᵀ · b[k,n]` in bf16 tiles (`matmul_at_b` under [`PrecisionScope`]; `k` is
+/// the batch dimension). Cut along `k` into fixed parts (at least 4096 rows, at most 32 parts:
+/// sizes depend on `k` only) computed in parallel and summed in part order, so the result does
+/// not depend on the number of threads.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_at_b(
+    backend: Backend,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    acc: bool,
+) {
+    assert!(
+        a.len() >= k * m && b.len() >= k * n && c.len() >= m * n,
+        "gemm_at_b extents"
+    );
+    if !acc {
+        c[..m * n].fill(0.0);
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    let chunk = round_up(AT_CHUNK.max(k.div_ceil(AT_MAX_PARTS)), SB);
+    let n_parts = k.div_ceil(chunk);
+    let (mp, np) = (round_up(m, RB), round_up(n, 32));
+    AT_PARTS.with(|parts| {
+        let mut parts = parts.borrow_mut();
+        if parts.len() < n_parts * mp * np {
+            parts.resize(n_parts * mp * np, 0.0);
+        }
+        let parts = &mut parts[..n_parts * mp * np];
+        parts
+            .par_chunks_mut(mp * np)
+            .enumerate()
+            .for_each(|(ci, part)| {
+                begin(backend);
+                let (r0, r1) = (ci * chunk, ((ci + 1) * chunk).min(k));
+                AT_SCRATCH.with(|s| {
+                    let s = &mut *s.borrow_mut();
+                    at_b_part_w(
+                        backend,
+                        backend,
+                        s,
+                        m,
+                        n,
+                        &a[r0 * m..r1 * m],
+                        &b[r0 * n..r1 * n],
+                        part,
+                    );
+                });
+            });
+        for part in parts.chunks(mp * np) {
+            for i in 0..m {
+                for (c, p) in c[i * n..(i + 1) * n]
+                    .iter_mut()
+                    .zip(&part[i * np..i * np + n])
+                {
+                    *c += p;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_rounding_is_nearest_even() {
+        // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0)
+        assert_eq!(to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
+        // just above halfway rounds up
+        assert_eq!(to_bf16(1.0 + 1.0 / 256.0 + 1.0 / 65536.0), 0x3f81);
+        // 1 + 3·2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6: ties to even (up)
+        assert_eq!(to_bf16(1.0 + 3.0 / 256.0), 0x3f82);
+        assert_eq!(from_bf16(to_bf16(-2.5)), -2.5);
+        assert_eq!(to_bf16(f32::INFINITY), 0x7f80);
+    }
+
+    fn lcg(seed: u64, n: usize) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect()
+    }
+
+    /// The tile product against an f64 reference of the bf16-rounded operands, both backends
+    /// (AMX where present), odd shapes (padding), overwrite and accumulate.
+    #[test]
+    fn block_product_matches_the_rounded_reference() {
+        let mut backends = vec![Backend::Emulated];
+        if amx_available() {
+            backends.push(Backend::Amx);
+        }
+        for (k, n) in [(256, 256), (45, 70), (32, 32), (1, 3)] {
+            let av = lcg(1, RB * k);
+            let bv = lcg(2, k * n);
+            let b = PackedB::from_fn(k, n, |kk, nn| bv[kk * n + nn]);
+            let kp = b.kc * 32;
+            let mut a = vec![0u16; RB * kp];
+            for i in 0..RB {
+                for kk in 0..k {
+                    a[i * kp + kk] = to_bf16(av[i * k + kk]);
+                }
+            }
+            let ldc = b.cols() + 16;
+            let init = lcg(3, RB * ldc);
+            for &backend in &backends {
+                begin(backend);
+                for acc in [false, true] {
+                    let mut c = init.clone();
+                    block(backend, &a, &b, &mut c, ldc, acc);
+                    for i in 0..RB {
+                        for nn in 0..n {
+                            let r: f64 = (0..k)
+                                .map(|kk| {
+                                    from_bf16(to_bf16(av[i * k + kk])) as f64
+                                        * from_bf16(to_bf16(bv[kk * n + nn])) as f64
+                                })
+                                .sum::<f64>()
+                                + if acc { init[i * ldc + nn] as f64 } else { 0.0 };
+                            let got = c[i * ldc + nn] as f64;
+                            assert!(
+                                (got - r).abs() <= 1e-5 * (1.0 + r.abs()),
+                                "{backend:?} k {k} n {n} acc {acc} ({i}, {nn}): {got} vs {r}"
+                            );
+                        }
+                        // columns past the padded N are untouched
+                        for nn in b.cols()..ldc {
+                            assert_eq!(c[i * ldc + nn], init[i * ldc + nn]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The general products under a scope (`mat.rs` dispatch) against f64 sums of the rounded
+    /// operands: odd shapes, overwrite and accumulate, both backends; `at_b` over several parts
+    /// gives the same bytes with 1 and 3 threads.
+    #[test]
+    fn scoped_products_match_the_rounded_reference() {
+        use crate::mat::{matmul_a_b, matmul_a_bt, matmul_at_b};
+        let mut backends = vec![Backend::Emulated];
+        if amx_available() {
+            backends.push(Backend::Amx);
+        }
+        let r = |x: f32| from_bf16(to_bf16(x)) as f64;
+        for &backend in &backends {
+            for (m, n, k) in [(45usize, 70usize, 33usize), (3, 5, 7), (40, 17, 9000)] {
+                let a = lcg(5, m * k); // [m, k] for a_bt / a_b, [k, m] for at_b
+                let bt = lcg(6, n * k); // [n, k]
+                let b = lcg(7, k * n); // [k, n]
+                let init = lcg(8, m * n);
+                let check =
+                    |what: &str, got: &[f32], acc: bool, f: &dyn Fn(usize, usize) -> f64| {
+                        for i in 0..m {
+                            for j in 0..n {
+                                let want = f(i, j) + if acc { init[i * n + j] as f64 } else { 0.0 };
+                                let g = got[i * n + j] as f64;
+                                assert!(
+                                (g - want).abs() <= 2e-5 * (1.0 + want.abs()) * (k as f64).sqrt(),
+                                "{backend:?} {what} {m}x{n}x{k} acc {acc} ({i},{j}): {g} vs {want}"
+                            );
+                            }
+                        }
+                    };
+                let _scope = PrecisionScope::enter(Some(backend));
+                for acc in [false, true] {
+                    let mut c = init.clone();
+                    matmul_a_bt(m, n, k, &a, &bt, &mut c, acc);
+                    check("a_bt", &c, acc, &|i, j| {
+                        (0..k).map(|t| r(a[i * k + t]) * r(bt[j * k + t])).sum()
+                    });
+                    let mut c = init.clone();
+                    matmul_a_b(m, n, k, &a, &b, &mut c, acc);
+                    check("a_b", &c, acc, &|i, j| {
+                        (0..k).map(|t| r(a[i * k + t]) * r(b[t * n + j])).sum()
+                    });
+                    let mut c = init.clone();
+                    matmul_at_b(m, n, k, &a, &b, &mut c, acc);
+                    check("at_b", &c, acc, &|i, j| {
+                        (0..k).map(|t| r(a[t * m + i]) * r(b[t * n + j])).sum()
+                    });
+                }
+                if k > 2 * AT_CHUNK {
+                    let run = |threads: usize| {
+                        let pool = rayon::ThreadPoolBuilder::new()
+                            .num_threads(threads)
+                            .build()
+                            .unwrap();
+                        let mut c = init.clone();
+                        pool.install(|| {
+                            let _scope = PrecisionScope::enter(Some(backend));
+                            matmul_at_b(m, n, k, &a, &b, &mut c, true)
+                        });
+                        c.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                    };
+                    assert_eq!(
+                        run(1),
+                        run(3),
+                        "{backend:?}: at_b depends on the thread count"
+                    );
+                }
+            }
+        }
+        // outside a scope the products are f32 again
+        assert_eq!(scoped(), None);
+    }
+}
