@@ -6,6 +6,7 @@
 #   BUDGET=120s ORDER=ABBA bench/tta.sh   # longer runs
 #   ORDER=AB WORKLOADS="facebook-link" METHODS=random-tma bench/tta.sh
 #   VAL_CHECK_NODE= bench/tta.sh          # tma validates at its rounds only, like the DGL side
+#   MATMUL_PRECISION=highest bench/tta.sh # tma's products in f32 (default medium: bf16 on AMX)
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
@@ -15,10 +16,16 @@
 # On node workloads tma also validates between its rounds every VAL_CHECK_NODE (default 2s;
 # --val-check-interval: the mean of the trainers' current models, which they do not receive);
 # the report gives tma's time to the target from its rounds alone and with those checks. The
-# DGL pipeline has no such option: it validates at its rounds. Link workloads validate at
-# rounds only unless VAL_CHECK_LINK is set: one link validation (1000 positives x 1001
-# candidates through the MLP decoder, ~131 GFLOP) takes ~1.4 core-s, so a check every 2 s took
-# ~30% of 2 cores and cut tma's steps by 22-30% (bench/tta-results.md, "Validation checks").
+# DGL pipeline has no such option: it validates at its rounds. Link workloads check every
+# VAL_CHECK_LINK (default 3s; empty: rounds only): one link validation (1000 positives x 1001
+# candidates through the MLP decoder, ~131 GFLOP) takes ~0.5-0.8 core-s with bf16 products but
+# ~1.4 core-s in f32, where a check every 2 s took ~30% of 2 cores and cut tma's steps by
+# 22-30% (bench/tta-results.md, "Validation checks"); with MATMUL_PRECISION=highest set
+# VAL_CHECK_LINK= too.
+#
+# tma runs with --matmul-precision MATMUL_PRECISION (default medium: its dense products as bf16
+# AMX tile products with f32 sums, where the CPU has AMX-BF16; else f32 with a warning in the
+# run's log); the DGL pipeline runs in f32.
 #
 # Needs: the DGL pipeline (PEER, default ../shared/peers/dgl_tma.py) and a Python with torch
 # 2.1.2 + dgl 2.1.0 (DGL_PYTHON, default .venv-dgl/bin/python; bench/README.md has the pip
@@ -38,7 +45,8 @@ OUT=${OUT:-bench/out/tta}
 REPORT=${REPORT:-$OUT/report.md}
 TMA=${TMA:-}
 VAL_CHECK_NODE=${VAL_CHECK_NODE-2s}
-VAL_CHECK_LINK=${VAL_CHECK_LINK-}
+VAL_CHECK_LINK=${VAL_CHECK_LINK-3s}
+MATMUL_PRECISION=${MATMUL_PRECISION:-medium}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -94,7 +102,8 @@ run_tma() { # dir dataset task method frac
   if [[ -n "$check" ]]; then extra+=(--val-check-interval "$check"); fi
   "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every 10s \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
-    --clip-norm 1.0 --threads "$CORES" "${extra[@]}" --out "$1" --quiet > "$1.log" 2>&1
+    --clip-norm 1.0 --threads "$CORES" --matmul-precision "$MATMUL_PRECISION" "${extra[@]}" \
+    --out "$1" --quiet > "$1.log" 2>&1
 }
 
 run_dgl() { # dir dataset task method frac
