@@ -92,7 +92,7 @@ pub struct TrainOpts {
     /// LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN). Default: true.
     #[arg(long, value_name = "BOOL")]
     pub layer_norm: Option<bool>,
-    /// Precision of the model's dense matrix products (PyTorch's names): highest (f32) or medium (bf16 operands, f32 sums, on Intel AMX: the link decoder and SAGE/GCN/MLP linear layers, for faster steps and validation; f32 where the CPU lacks AMX-BF16, with a warning). Default: highest.
+    /// Precision of the model's dense matrix products (PyTorch's names): highest (f32) or medium (bf16 operands, f32 sums, on Intel AMX: the link decoder and the encoder's linear layers on dense inputs, for faster steps and validation; f32 where the CPU lacks AMX-BF16, with a warning). Default: highest.
     #[arg(long, value_name = "PRECISION")]
     pub matmul_precision: Option<String>,
     /// Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours. Default: 10,25.

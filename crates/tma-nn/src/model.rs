@@ -362,8 +362,9 @@ impl Model {
     /// effect: [`MatmulPrecision::Medium`] (bf16 operands, f32 sums, see `src/bf16.rs`) only
     /// where [`amx_available`](crate::amx_available); otherwise [`MatmulPrecision::Highest`],
     /// which the caller should say. Medium covers the link decoder's three products (training
-    /// and [`Model::score`]) and the encoder's dense linear layers (SAGE, GCN, MLP: forward,
-    /// backward, inference; GAT's per-head products and sparse-input layers stay f32).
+    /// and [`Model::score`]) and the encoder's linear layers on dense inputs (every layer
+    /// type's weight products: forward, backward, inference; GAT's attention products and
+    /// products with sparse input features stay f32).
     pub fn set_matmul_precision(&mut self, p: MatmulPrecision) -> MatmulPrecision {
         self.bf16 = match p {
             MatmulPrecision::Medium if crate::amx_available() => Some(Backend::Amx),

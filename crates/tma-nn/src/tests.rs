@@ -952,16 +952,16 @@ fn decoder_bf16_matches_f32_within_rounding() {
     );
 }
 
-/// `--matmul-precision medium` in the encoder: a SAGE node model's forward and backward (dense
-/// input, both layers' linear products under the model's precision scope) against f32: within
-/// bf16 rounding (< 2%), and not equal (the bf16 path ran). GCN and MLP take the same products.
+/// `--matmul-precision medium` in the encoder: every layer type's node model, forward and
+/// backward (dense input, both layers' linear products under the model's precision scope),
+/// against f32: within bf16 rounding (< 2%), and not equal (the bf16 path ran).
 #[test]
 fn encoder_bf16_matches_f32_within_rounding() {
     let mut r = rng(41);
     let blocks = two_blocks(&mut r);
     let views: Vec<BlockView> = blocks.iter().map(|b| b.view()).collect();
     let x = dense(9, 4, randn(&mut r, 36));
-    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Mlp] {
+    for enc in EncoderKind::ALL.iter().copied() {
         let m32 = model(enc, Head::Node { num_classes: 3 }, 4, 0.0);
         let p = m32.init_params(&mut r);
         let run = |m: &Model| {

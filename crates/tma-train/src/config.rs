@@ -408,7 +408,7 @@ pub struct TrainConfig {
     pub layer_norm: bool,
     /// Precision of the model's dense matrix products (the names of PyTorch's
     /// `torch.set_float32_matmul_precision`): `highest` (f32, the default) or `medium` (bf16
-    /// operands, f32 sums, on Intel AMX: the link decoder and the SAGE/GCN/MLP linear layers;
+    /// operands, f32 sums, on Intel AMX: the link decoder and the encoder's linear layers on dense inputs;
     /// `highest` where the CPU lacks AMX-BF16, said as a warning). Parameters, optimizer,
     /// aggregation, LayerNorm and losses stay f32.
     #[serde(default, with = "precision_name")]
