@@ -26,7 +26,7 @@
 //! the same code runs with a scalar emulation of the tile product ([`Backend::Emulated`]) in
 //! the tests, so the fused decoder is checked on every machine.
 
-use crate::kernels::{lane_sum, prelu1, prelu_grad1};
+use crate::kernels::{prelu1, prelu_grad1};
 use crate::Mat;
 use rayon::prelude::*;
 
@@ -373,7 +373,8 @@ fn hadamard_rows(h: &Mat, src: &[u32], dst: &[u32], a: &mut [u16], kp: usize) {
 }
 
 /// Logits of up to 32 rows from the product block `c` (`[32, np]`): `b2 + w2 · PReLU(c + b1)`;
-/// `u` (when given, `[rows, d]`) receives `c + b1`.
+/// `u` (when given, `[rows, d]`) receives `c + b1`. The dot product runs in 16 lanes (summed in
+/// lane order, then the tail), so it vectorizes.
 #[inline(always)]
 fn logits_rows(
     c: &[f32],
@@ -382,20 +383,49 @@ fn logits_rows(
     out: &mut [f32],
     mut u: Option<&mut [f32]>,
 ) {
+    const L: usize = 16;
     let d = p.b1.len();
-    let mut tmp = [0.0f32; 1024];
+    let full = d - d % L;
     for (i, o) in out.iter_mut().enumerate() {
         let cr = &c[i * np..i * np + d];
-        let ur: &mut [f32] = match u.as_deref_mut() {
-            Some(u) => &mut u[i * d..(i + 1) * d],
-            None if d <= tmp.len() => &mut tmp[..d],
-            None => unreachable!("score: d > 1024 takes the u buffer"),
-        };
-        for ((u, c), b) in ur.iter_mut().zip(cr).zip(p.b1) {
-            *u = c + b;
+        let mut acc = [0.0f32; L];
+        let mut tail = 0.0f32;
+        match u.as_deref_mut() {
+            Some(u) => {
+                let ur = &mut u[i * d..(i + 1) * d];
+                let lanes = cr[..full].chunks_exact(L).zip(p.b1[..full].chunks_exact(L));
+                for ((c, b), (w, uo)) in lanes.zip(
+                    p.w2[..full]
+                        .chunks_exact(L)
+                        .zip(ur[..full].chunks_exact_mut(L)),
+                ) {
+                    for l in 0..L {
+                        let v = c[l] + b[l];
+                        uo[l] = v;
+                        acc[l] += w[l] * prelu1(v, p.slope);
+                    }
+                }
+                let rest = cr[full..].iter().zip(&p.b1[full..]).zip(&p.w2[full..]);
+                for (((c, b), w), uo) in rest.zip(&mut ur[full..]) {
+                    let v = c + b;
+                    *uo = v;
+                    tail += w * prelu1(v, p.slope);
+                }
+            }
+            None => {
+                let lanes = cr[..full].chunks_exact(L).zip(p.b1[..full].chunks_exact(L));
+                for ((c, b), w) in lanes.zip(p.w2[..full].chunks_exact(L)) {
+                    for l in 0..L {
+                        acc[l] += w[l] * prelu1(c[l] + b[l], p.slope);
+                    }
+                }
+                let rest = cr[full..].iter().zip(&p.b1[full..]).zip(&p.w2[full..]);
+                for ((c, b), w) in rest {
+                    tail += w * prelu1(c + b, p.slope);
+                }
+            }
         }
-        let ur = &*ur;
-        *o = p.b2 + lane_sum(d, |j| p.w2[j] * prelu1(ur[j], p.slope));
+        *o = p.b2 + acc.iter().sum::<f32>() + tail;
     }
 }
 
