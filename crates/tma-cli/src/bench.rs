@@ -76,7 +76,8 @@ pub struct BenchOpts {
     #[arg(long)]
     pub full_degree: Option<usize>,
     /// Precision of the link decoder's products in the `mrr` and link `minibatch` figures:
-    /// highest (f32) or medium (bf16 on AMX; their keys get a `.bf16` suffix). Default: highest.
+    /// highest (f32) or medium (bf16 on AMX; their keys get a `.bf16` suffix, no ceiling
+    /// fraction). Refused where AMX is missing (`tma train` falls back to f32). Default: highest.
     #[arg(long, value_name = "PRECISION")]
     pub matmul_precision: Option<String>,
     /// Timed iterations per figure after one warm-up (default 5; quick 2).
@@ -184,7 +185,7 @@ impl Sizes {
             min_secs: if q { 0.0 } else { 2.0 },
         };
         if sz.precision == MatmulPrecision::Medium && !tma_nn::amx_available() {
-            bail!("--matmul-precision medium: this machine lacks AMX-BF16 (the decoder would run in f32)");
+            bail!("--matmul-precision medium: this machine does not give AMX-BF16 (the CPU lacks it or the kernel refused it); the figures would be f32");
         }
         if sz.node_batch > sz.mb_nodes {
             bail!(
@@ -1261,8 +1262,13 @@ fn mrr(sz: &Sizes, c: &mut Ceilings) -> Figure {
         value: p as f64 / t,
         unit: "pos/s".into(),
         higher_is_better: true,
-        ceiling_frac: Some(t_min / t),
-        ceiling: format!("decoder W1 products at the gemm rate ([{pairs},{d}]x[{d},{d}]^T)"),
+        // the ceiling is the f32 gemm rate: no fraction for bf16 tile products
+        ceiling_frac: bf16.is_empty().then_some(t_min / t),
+        ceiling: if bf16.is_empty() {
+            format!("decoder W1 products at the gemm rate ([{pairs},{d}]x[{d},{d}]^T)")
+        } else {
+            "not computed (bf16 tile products; the ceiling model is f32 gemm)".into()
+        },
         peak_rss_mib: peak_rss_mib(),
     }
 }
@@ -1449,9 +1455,11 @@ fn minibatch(
         value: batch_size as f64 / t,
         unit: if link { "edges/s" } else { "nodes/s" }.into(),
         higher_is_better: true,
-        ceiling_frac: (!gat).then_some(tmin / t),
+        ceiling_frac: (!gat && bf16.is_empty()).then_some(tmin / t),
         ceiling: if gat {
             "not computed (no bound model for attention)".into()
+        } else if !bf16.is_empty() {
+            "not computed (bf16 tile products; the ceiling model is f32 gemm)".into()
         } else {
             "model products at gemm rates + gathers at copy bandwidth (sampling excluded)".into()
         },

@@ -90,6 +90,20 @@ const CHUNK: usize = 2048;
 /// Most partial weight gradients in [`backward`].
 const MAX_PARTS: usize = 64;
 
+/// Multiply-adds below which a product stays f32 on AMX: packing the operands and the padding
+/// to 32 cost more than the product (a fresh user measured 1.8x slower steps at batch size 1).
+const MIN_TILE_MACS: usize = 1 << 22;
+/// Rows (the batch dimension) below which a product stays f32 on AMX: packing the weight
+/// (`k × n` roundings) costs more than a product over so few rows.
+const MIN_TILE_ROWS: usize = 512;
+
+/// Whether a product of `macs` multiply-adds over `rows` batch rows runs on `backend`'s tiles:
+/// on AMX from [`MIN_TILE_ROWS`] rows and [`MIN_TILE_MACS`] multiply-adds on (the choice depends
+/// on the shape only, so runs stay reproducible); always on the emulation (tests).
+pub(crate) fn tiles_pay(backend: Backend, rows: usize, macs: usize) -> bool {
+    backend == Backend::Emulated || (rows >= MIN_TILE_ROWS && macs >= MIN_TILE_MACS)
+}
+
 /// `x` rounded to bf16 (round to nearest, ties to even), as its 16 bits.
 #[inline(always)]
 pub(crate) fn to_bf16(x: f32) -> u16 {
@@ -1052,6 +1066,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn small_products_stay_f32_on_amx_only() {
+        assert!(!tiles_pay(Backend::Amx, MIN_TILE_ROWS, MIN_TILE_MACS - 1));
+        assert!(!tiles_pay(Backend::Amx, MIN_TILE_ROWS - 1, MIN_TILE_MACS));
+        assert!(tiles_pay(Backend::Amx, MIN_TILE_ROWS, MIN_TILE_MACS));
+        assert!(tiles_pay(Backend::Emulated, 1, 1));
+    }
+
+    #[test]
     fn bf16_rounding_is_nearest_even() {
         // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0)
         assert_eq!(to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
@@ -1138,7 +1160,12 @@ mod tests {
         }
         let r = |x: f32| from_bf16(to_bf16(x)) as f64;
         for &backend in &backends {
-            for (m, n, k) in [(45usize, 70usize, 33usize), (3, 5, 7), (40, 17, 9000)] {
+            for (m, n, k) in [
+                (45usize, 70usize, 33usize),
+                (3, 5, 7),
+                (40, 17, 9000),
+                (600, 70, 250),
+            ] {
                 let a = lcg(5, m * k); // [m, k] for a_bt / a_b, [k, m] for at_b
                 let bt = lcg(6, n * k); // [n, k]
                 let b = lcg(7, k * n); // [k, n]
@@ -1156,23 +1183,51 @@ mod tests {
                             }
                         }
                     };
+                // rows of the batch dimension: m for a_bt / a_b, k for at_b; a product AMX
+                // leaves to f32 gives the same bytes as outside a scope
+                let tiles = |rows: usize| tiles_pay(backend, rows, m * n * k);
+                let same_as_f32 = |what: &str, f: &dyn Fn(&mut Vec<f32>)| {
+                    let mut x = init.clone();
+                    f(&mut x);
+                    let mut y = init.clone();
+                    {
+                        let _off = PrecisionScope::enter(None);
+                        f(&mut y);
+                    }
+                    assert_eq!(x, y, "{backend:?} {what} {m}x{n}x{k}: stays f32");
+                };
                 let _scope = PrecisionScope::enter(Some(backend));
                 for acc in [false, true] {
-                    let mut c = init.clone();
-                    matmul_a_bt(m, n, k, &a, &bt, &mut c, acc);
-                    check("a_bt", &c, acc, &|i, j| {
-                        (0..k).map(|t| r(a[i * k + t]) * r(bt[j * k + t])).sum()
-                    });
-                    let mut c = init.clone();
-                    matmul_a_b(m, n, k, &a, &b, &mut c, acc);
-                    check("a_b", &c, acc, &|i, j| {
-                        (0..k).map(|t| r(a[i * k + t]) * r(b[t * n + j])).sum()
-                    });
-                    let mut c = init.clone();
-                    matmul_at_b(m, n, k, &a, &b, &mut c, acc);
-                    check("at_b", &c, acc, &|i, j| {
-                        (0..k).map(|t| r(a[t * m + i]) * r(b[t * n + j])).sum()
-                    });
+                    let f = |c: &mut Vec<f32>| matmul_a_bt(m, n, k, &a, &bt, c, acc);
+                    if tiles(m) {
+                        let mut c = init.clone();
+                        f(&mut c);
+                        check("a_bt", &c, acc, &|i, j| {
+                            (0..k).map(|t| r(a[i * k + t]) * r(bt[j * k + t])).sum()
+                        });
+                    } else {
+                        same_as_f32("a_bt", &f);
+                    }
+                    let f = |c: &mut Vec<f32>| matmul_a_b(m, n, k, &a, &b, c, acc);
+                    if tiles(m) {
+                        let mut c = init.clone();
+                        f(&mut c);
+                        check("a_b", &c, acc, &|i, j| {
+                            (0..k).map(|t| r(a[i * k + t]) * r(b[t * n + j])).sum()
+                        });
+                    } else {
+                        same_as_f32("a_b", &f);
+                    }
+                    let f = |c: &mut Vec<f32>| matmul_at_b(m, n, k, &a, &b, c, acc);
+                    if tiles(k) {
+                        let mut c = init.clone();
+                        f(&mut c);
+                        check("at_b", &c, acc, &|i, j| {
+                            (0..k).map(|t| r(a[t * m + i]) * r(b[t * n + j])).sum()
+                        });
+                    } else {
+                        same_as_f32("at_b", &f);
+                    }
                 }
                 if k > 2 * AT_CHUNK {
                     let run = |threads: usize| {

@@ -141,7 +141,9 @@ pub(crate) fn matmul_a_bt(
     c: &mut [f32],
     acc: bool,
 ) {
-    if let Some(backend) = crate::bf16::scoped() {
+    if let Some(backend) =
+        crate::bf16::scoped().filter(|&b| crate::bf16::tiles_pay(b, m, m * n * k))
+    {
         return crate::bf16::gemm_a_bt(backend, m, n, k, a, b, c, acc);
     }
     gemm_strided(m, n, k, c, n, a, k, 1, b, 1, k, acc, true);
@@ -170,7 +172,9 @@ pub(crate) fn matmul_a_b(
     c: &mut [f32],
     acc: bool,
 ) {
-    if let Some(backend) = crate::bf16::scoped() {
+    if let Some(backend) =
+        crate::bf16::scoped().filter(|&b| crate::bf16::tiles_pay(b, m, m * n * k))
+    {
         return crate::bf16::gemm_a_b(backend, m, n, k, a, b, c, acc);
     }
     gemm_strided(m, n, k, c, n, a, k, 1, b, n, 1, acc, true);
@@ -200,7 +204,9 @@ pub(crate) fn matmul_at_b(
     acc: bool,
 ) {
     use rayon::prelude::*;
-    if let Some(backend) = crate::bf16::scoped() {
+    if let Some(backend) =
+        crate::bf16::scoped().filter(|&b| crate::bf16::tiles_pay(b, k, m * n * k))
+    {
         return crate::bf16::gemm_at_b(backend, m, n, k, a, b, c, acc);
     }
     let chunk = AT_B_CHUNK.max(k.div_ceil(AT_B_MAX_PARTS));

@@ -387,6 +387,14 @@ impl Model {
         self.bf16 = Some(Backend::Emulated);
     }
 
+    /// The tile backend for the decoder's products on `pairs` pairs (`None`: f32): as the
+    /// general products, small ones stay f32 (`bf16::tiles_pay`).
+    fn decoder_tiles(&self, pairs: usize) -> Option<Backend> {
+        let d = self.decoder().dim;
+        self.bf16
+            .filter(|&b| bf16::tiles_pay(b, pairs, pairs * d * d))
+    }
+
     fn decoder_params<'p>(&self, p: &'p ParamSet) -> bf16::DecoderParams<'p> {
         let dl = self.decoder();
         let d = dl.dim;
@@ -898,7 +906,7 @@ impl Model {
         let bsz = src.len();
         // every element of u is written by the product (not accumulated)
         let mut u = Mat::from_vec(bsz, d, self.pool.take(bsz * d));
-        if let Some(backend) = self.bf16 {
+        if let Some(backend) = self.decoder_tiles(bsz) {
             let logits = bf16::forward(backend, h, src, dst, &self.decoder_params(p), &mut u.data);
             let cache = DecodeCache {
                 h,
@@ -961,7 +969,7 @@ impl Model {
         let (slope, w2) = (p.data[dl.act], &p.data[dl.w2..dl.w2 + d]);
         // d_a = d_logit * w2; dw2 += Σ d_logit a; db2 += Σ d_logit.
         grads.data[dl.b2] += d_logits.iter().map(|&v| v as f64).sum::<f64>() as f32;
-        if let Some(backend) = self.bf16 {
+        if let Some(backend) = self.decoder_tiles(bsz) {
             let mut dz = self.pool.take(bsz * d);
             let mut partials = self.pool.take(bf16::partials_len(bsz, d));
             let g = bf16::backward(
@@ -1087,7 +1095,7 @@ impl Model {
         let d = dl.dim;
         assert_eq!(h.cols, d, "score: h width");
         assert_eq!(src.len(), dst.len(), "score: pair lengths");
-        if let Some(backend) = self.bf16 {
+        if let Some(backend) = self.decoder_tiles(src.len()) {
             return bf16::score(backend, h, src, dst, &self.decoder_params(p));
         }
         let (w1, b1) = (&p.data[dl.w1..dl.w1 + d * d], &p.data[dl.b1..dl.b1 + d]);

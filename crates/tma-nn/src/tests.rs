@@ -878,7 +878,8 @@ fn decoder_bf16_matches_f32_within_rounding() {
                 "{name} d {d}: score vs decode"
             );
             // the rounded math in f64 (a few hundred pairs: the reference is O(B d²))
-            let k = 300;
+            // (enough pairs that AMX takes the tile path: small products stay f32)
+            let k = 512.max((1usize << 22).div_ceil(d * d));
             let (rl, rdh, rg) = bf16_decoder_reference(&p, &h, &src[..k], &dst[..k], &w[..k]);
             let mk = if name == "amx" {
                 amx.clone()
@@ -941,6 +942,26 @@ fn decoder_bf16_matches_f32_within_rounding() {
             bits(&three.1),
             "d {d}: dL/dh depends on the thread count"
         );
+    }
+    // a tiny batch stays f32 on AMX: the same bytes as the f32 model
+    if crate::amx_available() {
+        let mut r = rng(33);
+        let m32 = build(ModelConfig {
+            hidden: 64,
+            ..ModelConfig::new(EncoderKind::Sage, 4, Head::Link)
+        });
+        let p = m32.init_params(&mut r);
+        let h = Mat::from_vec(10, 64, randn(&mut r, 640));
+        let (src, dst, w) = ([0u32, 3, 5], [1u32, 9, 5], [0.5f32, -1.0, 2.0]);
+        let mut amx = m32.clone();
+        amx.set_matmul_precision(MatmulPrecision::Medium);
+        let run = |m: &Model| {
+            let (l, c) = m.decode(&p, &h, &src, &dst);
+            let mut g = m.zero_params();
+            let dh = m.decode_backward(&p, c, &w, &mut g);
+            (l, dh.data, g.data, m.score(&p, &h, &src, &dst))
+        };
+        assert_eq!(run(&amx), run(&m32));
     }
     // medium is granted exactly where AMX is (any head), highest always
     let mut node = model(EncoderKind::Sage, Head::Node { num_classes: 3 }, 4, 0.0);

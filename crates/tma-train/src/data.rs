@@ -744,10 +744,10 @@ pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainE
 }
 
 /// `Some(warning)` when `--matmul-precision medium` cannot be honoured: this CPU (or kernel)
-/// lacks AMX-BF16, so the products stay f32.
+/// lacks AMX-BF16 or the kernel refuses it, so the products stay f32.
 pub fn matmul_precision_warning(cfg: &TrainConfig) -> Option<String> {
     (cfg.matmul_precision == tma_nn::MatmulPrecision::Medium && !tma_nn::amx_available()).then(|| {
-        "matmul-precision medium needs AMX-BF16 (Intel Xeon 4th generation or later, Linux >= 5.16), which this machine lacks: the products run in f32 (highest)".to_string()
+        "matmul-precision medium needs AMX-BF16 (Intel Xeon 4th generation or later) and the kernel's permission to use it (Linux >= 5.16, not denied by a sandbox), which this machine does not give: the products run in f32 (highest)".to_string()
     })
 }
 
