@@ -539,6 +539,19 @@ impl Run {
                 ));
             }
             warnings.extend(crate::data::matmul_precision_warning(cfg));
+            // a resume may change the precision (the model is the same), but not silently
+            if let Some(saved) = self.resumed.as_ref().and_then(|st| st.config.as_ref()) {
+                let was = saved
+                    .get("matmul_precision")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("highest");
+                if was != cfg.matmul_precision.as_str() {
+                    warnings.push(format!(
+                        "resume: matmul-precision {was} -> {} (the rounds before the resume ran at {was})",
+                        cfg.matmul_precision
+                    ));
+                }
+            }
             let idle = prep.idle_trainers();
             if !idle.is_empty() {
                 warnings.push(format!(

@@ -381,6 +381,30 @@ fn resume_with_other_options_names_the_flag_and_both_values() {
         1,
         &["--trainers 2 -> 3", "--hidden 16 -> 32", "drop those flags"],
     );
+    // the precision may change on resume, and it is said and recorded
+    let r = tma(&[
+        "train",
+        "--resume",
+        o,
+        "--matmul-precision",
+        "medium",
+        "--time-limit",
+        "2s",
+        "--quiet",
+    ]);
+    assert_success(&r);
+    let note =
+        "resume: matmul-precision highest -> medium (the rounds before the resume ran at highest)";
+    assert!(stderr(&r).contains(note), "{}", stderr(&r));
+    let s = summary(&out);
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str() == Some(note)),
+        "{s}"
+    );
 }
 
 fn sigint(pid: u32) {
