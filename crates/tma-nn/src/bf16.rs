@@ -1197,36 +1197,38 @@ mod tests {
                     assert_eq!(x, y, "{backend:?} {what} {m}x{n}x{k}: stays f32");
                 };
                 let _scope = PrecisionScope::enter(Some(backend));
+                type Product<'x> = &'x dyn Fn(&mut Vec<f32>, bool);
+                type Reference<'x> = &'x dyn Fn(usize, usize) -> f64;
+                // (name, its batch rows, the product, its f64 reference)
+                let products: [(&str, usize, Product, Reference); 3] = [
+                    (
+                        "a_bt",
+                        m,
+                        &|c, acc| matmul_a_bt(m, n, k, &a, &bt, c, acc),
+                        &|i, j| (0..k).map(|t| r(a[i * k + t]) * r(bt[j * k + t])).sum(),
+                    ),
+                    (
+                        "a_b",
+                        m,
+                        &|c, acc| matmul_a_b(m, n, k, &a, &b, c, acc),
+                        &|i, j| (0..k).map(|t| r(a[i * k + t]) * r(b[t * n + j])).sum(),
+                    ),
+                    (
+                        "at_b",
+                        k,
+                        &|c, acc| matmul_at_b(m, n, k, &a, &b, c, acc),
+                        &|i, j| (0..k).map(|t| r(a[t * m + i]) * r(b[t * n + j])).sum(),
+                    ),
+                ];
                 for acc in [false, true] {
-                    let f = |c: &mut Vec<f32>| matmul_a_bt(m, n, k, &a, &bt, c, acc);
-                    if tiles(m) {
-                        let mut c = init.clone();
-                        f(&mut c);
-                        check("a_bt", &c, acc, &|i, j| {
-                            (0..k).map(|t| r(a[i * k + t]) * r(bt[j * k + t])).sum()
-                        });
-                    } else {
-                        same_as_f32("a_bt", &f);
-                    }
-                    let f = |c: &mut Vec<f32>| matmul_a_b(m, n, k, &a, &b, c, acc);
-                    if tiles(m) {
-                        let mut c = init.clone();
-                        f(&mut c);
-                        check("a_b", &c, acc, &|i, j| {
-                            (0..k).map(|t| r(a[i * k + t]) * r(b[t * n + j])).sum()
-                        });
-                    } else {
-                        same_as_f32("a_b", &f);
-                    }
-                    let f = |c: &mut Vec<f32>| matmul_at_b(m, n, k, &a, &b, c, acc);
-                    if tiles(k) {
-                        let mut c = init.clone();
-                        f(&mut c);
-                        check("at_b", &c, acc, &|i, j| {
-                            (0..k).map(|t| r(a[t * m + i]) * r(b[t * n + j])).sum()
-                        });
-                    } else {
-                        same_as_f32("at_b", &f);
+                    for &(what, rows, product, reference) in &products {
+                        if tiles(rows) {
+                            let mut c = init.clone();
+                            product(&mut c, acc);
+                            check(what, &c, acc, reference);
+                        } else {
+                            same_as_f32(what, &|c| product(c, acc));
+                        }
                     }
                 }
                 if k > 2 * AT_CHUNK {
