@@ -351,8 +351,34 @@ macro_rules! wide_fn {
     };
 }
 
-wide_fn!(hadamard_rows_w = hadamard_rows(h: &Mat, src: &[u32], dst: &[u32], a: &mut [u16], kp: usize));
-wide_fn!(logits_rows_w = logits_rows(c: &[f32], np: usize, p: &DecoderParams, out: &mut [f32], u: Option<&mut [f32]>));
+/// [`hadamard_rows`], in explicit AVX-512 on AMX machines (the same arithmetic: same bits).
+fn hadamard_rows_w(backend: Backend, h: &Mat, src: &[u32], dst: &[u32], a: &mut [u16], kp: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Amx {
+        // SAFETY: amx_available() checked AVX-512F/BW/VL.
+        return unsafe { x86::hadamard_rows(h, src, dst, a, kp) };
+    }
+    let _ = backend;
+    hadamard_rows(h, src, dst, a, kp)
+}
+
+/// [`logits_rows`], in explicit AVX-512 on AMX machines (the same arithmetic: same bits).
+fn logits_rows_w(
+    backend: Backend,
+    c: &[f32],
+    np: usize,
+    p: &DecoderParams,
+    out: &mut [f32],
+    u: Option<&mut [f32]>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Amx {
+        // SAFETY: amx_available() checked AVX-512F/BW/VL.
+        return unsafe { x86::logits_rows(c, np, p, out, u) };
+    }
+    let _ = backend;
+    logits_rows(c, np, p, out, u)
+}
 wide_fn!(backward_chunk_w = backward_chunk(
     tiles: Backend, s: &mut Scratch, h: &Mat, src: &[u32], dst: &[u32], u: &[f32], d_logits: &[f32],
     p: &DecoderParams, w1: &PackedB, row0: usize, dz: &mut [f32], part: &mut [f32]
@@ -670,9 +696,44 @@ fn backward_chunk(
             c: vec![0.0; RB * np],
         };
     }
-    let z_b = s.z_b.as_mut().expect("set above");
     for s0 in (0..n_rows).step_by(SB) {
         let ns = SB.min(n_rows - s0);
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Amx && d.is_multiple_of(16) {
+            // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
+            unsafe {
+                x86::backward_rows(s, h, src, dst, u, d_logits, p, row0 + s0, ns, aw2, asl, ab1)
+            };
+            backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
+            continue;
+        }
+        backward_rows(s, h, src, dst, u, d_logits, p, row0 + s0, ns, aw2, asl, ab1);
+        backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
+    }
+}
+
+/// The portable row work of one sub-block of [`backward_chunk`] (see `x86::backward_rows`).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn backward_rows(
+    s: &mut Scratch,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    u: &[f32],
+    d_logits: &[f32],
+    p: &DecoderParams,
+    first: usize,
+    ns: usize,
+    aw2: &mut [f32],
+    asl: &mut [f32],
+    ab1: &mut [f32],
+) {
+    let d = h.cols;
+    let kp = s.du_a.len() / SB;
+    let np = s.z_f.len() / SB;
+    let z_b = s.z_b.as_mut().expect("backward_rows: z_b");
+    {
         for i in 0..SB {
             let (da, zf) = (
                 &mut s.du_a[i * kp..i * kp + d],
@@ -683,7 +744,7 @@ fn backward_chunk(
                 zf.fill(0.0);
                 continue;
             }
-            let g = row0 + s0 + i;
+            let g = first + i;
             let dl = d_logits[g];
             let ur = &u[g * d..(g + 1) * d];
             let cols = ur.iter().zip(p.w2).zip(aw2.iter_mut()).zip(asl.iter_mut());
@@ -729,6 +790,28 @@ fn backward_chunk(
                 }
             }
         }
+    }
+}
+
+/// The tile products of one sub-block of [`backward_chunk`]: `dW1 (+)= duᵀ · z` into `pw1` and
+/// `dz = du · W1` into its rows `s0..s0 + ns`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn backward_products(
+    backend: Backend,
+    s: &mut Scratch,
+    w1: &PackedB,
+    pw1: &mut [f32],
+    dp: usize,
+    np: usize,
+    kp: usize,
+    s0: usize,
+    ns: usize,
+    d: usize,
+    dz: &mut [f32],
+) {
+    let z_b = s.z_b.as_ref().expect("backward_products: z_b");
+    {
         // dW1 (+)= duᵀ · z, 32 output rows at a time
         for g in 0..dp / RB {
             block(
@@ -742,14 +825,14 @@ fn backward_chunk(
         }
         // dz = du · W1, 32 rows at a time
         for r0 in (0..ns).step_by(RB) {
-            block(
-                backend,
-                &s.du_a[r0 * kp..(r0 + RB) * kp],
-                w1,
-                &mut s.c,
-                np,
-                false,
-            );
+            let du = &s.du_a[r0 * kp..(r0 + RB) * kp];
+            if np == d && r0 + RB <= ns {
+                // full rows of an unpadded width: straight into dz
+                let rows = (s0 + r0) * d..(s0 + r0 + RB) * d;
+                block(backend, du, w1, &mut dz[rows], d, false);
+                continue;
+            }
+            block(backend, du, w1, &mut s.c, np, false);
             for i in 0..RB.min(ns - r0) {
                 let row = s0 + r0 + i;
                 dz[row * d..(row + 1) * d].copy_from_slice(&s.c[i * np..i * np + d]);
@@ -1061,6 +1144,320 @@ pub(crate) fn gemm_at_b(
     });
 }
 
+/// Explicit AVX-512 versions of the row code around the tile products (the compiler left
+/// `logits_rows`' PReLU scalar, and the bf16 transposes are strided). Each does the same float
+/// operations in the same order per element as its portable twin, so both give the same bits
+/// (the tests compare them).
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{DecoderParams, Scratch, RB, SB};
+    use crate::Mat;
+    use std::arch::x86_64::*;
+
+    /// f32 lanes rounded to bf16 (nearest even, as [`super::to_bf16`]); the bf16 bits are each
+    /// lane's upper 16 bits.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn round(v: __m512) -> __m512i {
+        let b = _mm512_castps_si512(v);
+        let lsb = _mm512_and_si512(_mm512_srli_epi32::<16>(b), _mm512_set1_epi32(1));
+        _mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)))
+    }
+
+    /// 16 f32 rounded to bf16, stored at `dst` (16 `u16`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn store_bf16(dst: *mut u16, v: __m512) {
+        let r = _mm512_srli_epi32::<16>(round(v));
+        _mm256_storeu_si256(dst as *mut __m256i, _mm512_cvtepi32_epi16(r));
+    }
+
+    /// 16 words `(bf16(a[c]), bf16(b[c]))` (`a` in the low half): a VNNI row pair.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn pair(a: __m512, b: __m512) -> __m512i {
+        let lo = _mm512_srli_epi32::<16>(round(a));
+        let hi = _mm512_and_si512(round(b), _mm512_set1_epi32(0xffff_0000u32 as i32));
+        _mm512_or_si512(lo, hi)
+    }
+
+    /// `max(v, 0) + slope · min(v, 0)` ([`crate::kernels::prelu1`]).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn prelu(v: __m512, slope: __m512) -> __m512 {
+        let z = _mm512_setzero_ps();
+        _mm512_add_ps(
+            _mm512_max_ps(v, z),
+            _mm512_mul_ps(slope, _mm512_min_ps(v, z)),
+        )
+    }
+
+    /// Transpose of a 16 × 16 matrix of 32-bit words held as 16 rows: swap the off-diagonal
+    /// blocks of 8, then of 4, 2 and 1 within the blocks (four rounds of two-source permutes).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    fn transpose16(r: &mut [__m512i; 16]) {
+        for b in [8usize, 4, 2, 1] {
+            let lo: [i32; 16] =
+                std::array::from_fn(|c| if c & b == 0 { c } else { 16 + c - b } as i32);
+            let hi: [i32; 16] =
+                std::array::from_fn(|c| if c & b == 0 { c + b } else { 16 + c } as i32);
+            // SAFETY: 16 i32 = 64 bytes read from arrays of that size
+            let (lo, hi) = unsafe {
+                (
+                    _mm512_loadu_si512(lo.as_ptr() as *const __m512i),
+                    _mm512_loadu_si512(hi.as_ptr() as *const __m512i),
+                )
+            };
+            for i in 0..16 {
+                if i & b == 0 {
+                    let (x, y) = (r[i], r[i + b]);
+                    r[i] = _mm512_permutex2var_epi32(x, lo, y);
+                    r[i + b] = _mm512_permutex2var_epi32(x, hi, y);
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn hadamard_rows(
+        h: &Mat,
+        src: &[u32],
+        dst: &[u32],
+        a: &mut [u16],
+        kp: usize,
+    ) {
+        let d = h.cols;
+        let full = d - d % 16;
+        for i in 0..RB {
+            let row = &mut a[i * kp..i * kp + d];
+            if i < src.len() {
+                let (x, y) = (h.row(src[i] as usize), h.row(dst[i] as usize));
+                for c in (0..full).step_by(16) {
+                    let z = _mm512_mul_ps(
+                        _mm512_loadu_ps(x.as_ptr().add(c)),
+                        _mm512_loadu_ps(y.as_ptr().add(c)),
+                    );
+                    store_bf16(row.as_mut_ptr().add(c), z);
+                }
+                for c in full..d {
+                    row[c] = super::to_bf16(x[c] * y[c]);
+                }
+            } else {
+                row.fill(0);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn logits_rows(
+        c: &[f32],
+        np: usize,
+        p: &DecoderParams,
+        out: &mut [f32],
+        mut u: Option<&mut [f32]>,
+    ) {
+        let d = p.b1.len();
+        let full = d - d % 16;
+        let slope = _mm512_set1_ps(p.slope);
+        assert!(c.len() >= out.len().saturating_sub(1) * np + d && p.w2.len() >= d);
+        for (i, o) in out.iter_mut().enumerate() {
+            let cr = &c[i * np..i * np + d];
+            let mut ur = u.as_deref_mut().map(|u| &mut u[i * d..(i + 1) * d]);
+            let mut acc = _mm512_setzero_ps();
+            for k in (0..full).step_by(16) {
+                let v = _mm512_add_ps(
+                    _mm512_loadu_ps(cr.as_ptr().add(k)),
+                    _mm512_loadu_ps(p.b1.as_ptr().add(k)),
+                );
+                if let Some(ur) = ur.as_deref_mut() {
+                    _mm512_storeu_ps(ur.as_mut_ptr().add(k), v);
+                }
+                let w = _mm512_loadu_ps(p.w2.as_ptr().add(k));
+                acc = _mm512_add_ps(acc, _mm512_mul_ps(w, prelu(v, slope)));
+            }
+            let mut lanes = [0.0f32; 16];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
+            let mut tail = 0.0f32;
+            for k in full..d {
+                let v = cr[k] + p.b1[k];
+                if let Some(ur) = ur.as_deref_mut() {
+                    ur[k] = v;
+                }
+                tail += p.w2[k] * crate::kernels::prelu1(v, p.slope);
+            }
+            *o = p.b2 + lanes.iter().sum::<f32>() + tail;
+        }
+    }
+
+    /// The row work of one sub-block of [`super::backward_chunk`] (rows `first..first + ns`
+    /// of the batch; `d % 16 == 0`): `du` rounded into `s.du_a` (row-major) and `s.du_t`
+    /// (transposed), `z = h_u ⊙ h_v` packed into `s.z_b`, and the `w2`, slope and `b1` gradient
+    /// sums. Rows are taken in pairs (one VNNI word per column; a missing second row is zero),
+    /// columns in groups of up to 64 whose sums stay in registers over the rows.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn backward_rows(
+        s: &mut Scratch,
+        h: &Mat,
+        src: &[u32],
+        dst: &[u32],
+        u: &[f32],
+        d_logits: &[f32],
+        p: &DecoderParams,
+        first: usize,
+        ns: usize,
+        aw2: &mut [f32],
+        asl: &mut [f32],
+        ab1: &mut [f32],
+    ) {
+        let d = h.cols;
+        assert!(d.is_multiple_of(16) && aw2.len() >= d && asl.len() >= d && ab1.len() >= d);
+        assert!(u.len() >= (first + ns) * d && d_logits.len() >= first + ns);
+        assert!(src.len() >= first + ns && dst.len() >= first + ns && p.w2.len() >= d);
+        let mut k0 = 0;
+        while k0 < d {
+            match (d - k0) / 16 {
+                1 => {
+                    backward_cols::<1>(s, h, src, dst, u, d_logits, p, first, ns, k0, aw2, asl, ab1)
+                }
+                2 | 3 => {
+                    backward_cols::<2>(s, h, src, dst, u, d_logits, p, first, ns, k0, aw2, asl, ab1)
+                }
+                _ => {
+                    backward_cols::<4>(s, h, src, dst, u, d_logits, p, first, ns, k0, aw2, asl, ab1)
+                }
+            }
+            k0 += 16
+                * if d - k0 >= 64 {
+                    4
+                } else if d - k0 >= 32 {
+                    2
+                } else {
+                    1
+                };
+        }
+    }
+
+    /// [`backward_rows`] for the `16·G` columns from `k0`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn backward_cols<const G: usize>(
+        s: &mut Scratch,
+        h: &Mat,
+        src: &[u32],
+        dst: &[u32],
+        u: &[f32],
+        d_logits: &[f32],
+        p: &DecoderParams,
+        first: usize,
+        ns: usize,
+        k0: usize,
+        aw2: &mut [f32],
+        asl: &mut [f32],
+        ab1: &mut [f32],
+    ) {
+        let d = h.cols;
+        let kp = s.du_a.len() / SB;
+        let z_b = s.z_b.as_mut().expect("backward_rows: z_b");
+        let kc = z_b.kc;
+        let slope = _mm512_set1_ps(p.slope);
+        let one_minus = _mm512_set1_ps(1.0 - p.slope);
+        let zero = _mm512_setzero_ps();
+        let one = _mm512_set1_ps(1.0);
+        // du_t as u32 words: word (o, m) = (du[2m][o], du[2m+1][o])
+        let du_t = s.du_t.as_mut_ptr() as *mut i32;
+        let mut a_w2 = [zero; G];
+        let mut a_sl = [zero; G];
+        let mut a_b1 = [zero; G];
+        for j in 0..G {
+            a_w2[j] = _mm512_loadu_ps(aw2.as_ptr().add(k0 + 16 * j));
+            a_sl[j] = _mm512_loadu_ps(asl.as_ptr().add(k0 + 16 * j));
+            a_b1[j] = _mm512_loadu_ps(ab1.as_ptr().add(k0 + 16 * j));
+        }
+        let w2: [__m512; G] =
+            std::array::from_fn(|j| _mm512_loadu_ps(p.w2.as_ptr().add(k0 + 16 * j)));
+        // duᵀ words of 16 pairs per column chunk, transposed and stored 16 pairs at a time
+        let mut words = [[_mm512_setzero_si512(); 16]; G];
+        for m in 0..SB / 2 {
+            let (i0, i1) = (2 * m, 2 * m + 1);
+            let mut du = [[zero; G]; 2];
+            let mut z = [[zero; G]; 2];
+            for e in 0..2 {
+                let i = 2 * m + e;
+                if i >= ns {
+                    continue;
+                }
+                let gi = first + i;
+                // the rows this column group reads of the pair 8 ahead (u is streamed, h
+                // gathered: neither is found by the hardware prefetcher in time)
+                let ahead = gi + 8;
+                if ahead < first + ns {
+                    let (ua, xa, ya) = (
+                        u.as_ptr().add(ahead * d + k0),
+                        h.row(*src.get_unchecked(ahead) as usize).as_ptr().add(k0),
+                        h.row(*dst.get_unchecked(ahead) as usize).as_ptr().add(k0),
+                    );
+                    for j in 0..G {
+                        _mm_prefetch::<_MM_HINT_T0>(ua.add(16 * j) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(xa.add(16 * j) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(ya.add(16 * j) as *const i8);
+                    }
+                }
+                let dl = _mm512_set1_ps(*d_logits.get_unchecked(gi));
+                let ur = u.as_ptr().add(gi * d + k0);
+                let x = h.row(*src.get_unchecked(gi) as usize).as_ptr().add(k0);
+                let y = h.row(*dst.get_unchecked(gi) as usize).as_ptr().add(k0);
+                for j in 0..G {
+                    let uv = _mm512_loadu_ps(ur.add(16 * j));
+                    // w2: dl · PReLU(u); slope: dl · w2 · min(u, 0); b1: du
+                    a_w2[j] = _mm512_add_ps(a_w2[j], _mm512_mul_ps(dl, prelu(uv, slope)));
+                    let gw = _mm512_mul_ps(dl, w2[j]);
+                    a_sl[j] = _mm512_add_ps(a_sl[j], _mm512_mul_ps(gw, _mm512_min_ps(uv, zero)));
+                    // du = gw · (slope + (1 - slope) · [u > 0])
+                    let pos = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(uv, zero), one);
+                    let v = _mm512_mul_ps(gw, _mm512_add_ps(slope, _mm512_mul_ps(one_minus, pos)));
+                    a_b1[j] = _mm512_add_ps(a_b1[j], v);
+                    du[e][j] = v;
+                    z[e][j] = _mm512_mul_ps(
+                        _mm512_loadu_ps(x.add(16 * j)),
+                        _mm512_loadu_ps(y.add(16 * j)),
+                    );
+                }
+            }
+            let (q, r) = (i0 / 32, (i0 % 32) / 2);
+            for j in 0..G {
+                let k = k0 + 16 * j;
+                store_bf16(s.du_a.as_mut_ptr().add(i0 * kp + k), du[0][j]);
+                store_bf16(s.du_a.as_mut_ptr().add(i1 * kp + k), du[1][j]);
+                words[j][m % 16] = pair(du[0][j], du[1][j]);
+                // z as the B operand: column tile k / 16, row pair (q, r)
+                let base = (((k / 16) * kc + q) * 16 + r) * 32;
+                _mm512_storeu_si512(
+                    z_b.data.as_mut_ptr().add(base) as *mut __m512i,
+                    pair(z[0][j], z[1][j]),
+                );
+            }
+            if m % 16 == 15 {
+                // duᵀ row o = k + c holds pair words m - 15 ..= m
+                for (j, w) in words.iter_mut().enumerate() {
+                    transpose16(w);
+                    for (c, row) in w.iter().enumerate() {
+                        let o = k0 + 16 * j + c;
+                        _mm512_storeu_si512(du_t.add(o * SB / 2 + m - 15) as *mut __m512i, *row);
+                    }
+                }
+            }
+        }
+        for j in 0..G {
+            _mm512_storeu_ps(aw2.as_mut_ptr().add(k0 + 16 * j), a_w2[j]);
+            _mm512_storeu_ps(asl.as_mut_ptr().add(k0 + 16 * j), a_sl[j]);
+            _mm512_storeu_ps(ab1.as_mut_ptr().add(k0 + 16 * j), a_b1[j]);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1095,6 +1492,89 @@ mod tests {
                 ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
             })
             .collect()
+    }
+
+    /// The explicit AVX-512 row code gives the same bits as its portable twin: the Hadamard
+    /// rows, the logits (with and without `u`), and a backward sub-block's `du` (row-major and
+    /// transposed), packed `z` and gradient sums; widths 48 (a padding column tile) and 256,
+    /// an odd number of live rows (a zero second row in the last pair).
+    #[test]
+    fn avx512_row_code_matches_the_portable_code() {
+        if !amx_available() {
+            return; // the x86 module runs only where the tile product does
+        }
+        for d in [48usize, 256] {
+            let n = 70;
+            let h = Mat::from_vec(n, d, lcg(11, n * d));
+            let bsz = 301;
+            let src: Vec<u32> = (0..bsz).map(|i| ((i * 7 + 3) % n) as u32).collect();
+            let dst: Vec<u32> = (0..bsz).map(|i| ((i * 13 + 1) % n) as u32).collect();
+            let kp = round_up(d, 32);
+            let np = kp;
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            // hadamard rows (a short last block: zero rows)
+            for r in [0..32, 280..301] {
+                let mut a = vec![7u16; RB * kp];
+                let mut b = a.clone();
+                hadamard_rows(&h, &src[r.clone()], &dst[r.clone()], &mut a, kp);
+                unsafe { x86::hadamard_rows(&h, &src[r.clone()], &dst[r], &mut b, kp) };
+                assert_eq!(a, b, "d {d}: hadamard rows");
+            }
+            // logits
+            let c = lcg(12, RB * np);
+            let (w1, b1, w2) = (lcg(13, d * d), lcg(14, d), lcg(15, d));
+            let p = DecoderParams {
+                w1: &w1,
+                b1: &b1,
+                slope: 0.3,
+                w2: &w2,
+                b2: -0.2,
+            };
+            for with_u in [false, true] {
+                let (mut o1, mut o2) = (vec![0.0f32; 29], vec![0.0f32; 29]);
+                let (mut u1, mut u2) = (vec![0.0f32; 29 * d], vec![1.0f32; 29 * d]);
+                logits_rows(&c, np, &p, &mut o1, with_u.then_some(&mut u1[..]));
+                unsafe { x86::logits_rows(&c, np, &p, &mut o2, with_u.then_some(&mut u2[..])) };
+                assert_eq!(bits(&o1), bits(&o2), "d {d} u {with_u}: logits");
+                if with_u {
+                    assert_eq!(bits(&u1), bits(&u2), "d {d}: u");
+                }
+            }
+            // a backward sub-block: 301 - 40 = 261 live rows from row 40
+            let u: Vec<f32> = lcg(16, bsz * d);
+            let dl = lcg(17, bsz);
+            let fresh = || Scratch {
+                d,
+                du_a: vec![0; SB * kp],
+                du_t: vec![0; round_up(d, RB) * SB],
+                z_f: vec![0.0; SB * np],
+                z_b: Some(PackedB::zeros(SB, d)),
+                c: vec![0.0; RB * np],
+            };
+            let (mut s1, mut s2) = (fresh(), fresh());
+            let mut g1 = lcg(18, 3 * d);
+            let mut g2 = g1.clone();
+            {
+                let (a, rest) = g1.split_at_mut(d);
+                let (b, c) = rest.split_at_mut(d);
+                backward_rows(&mut s1, &h, &src, &dst, &u, &dl, &p, 40, 261, a, b, c);
+            }
+            {
+                let (a, rest) = g2.split_at_mut(d);
+                let (b, c) = rest.split_at_mut(d);
+                unsafe {
+                    x86::backward_rows(&mut s2, &h, &src, &dst, &u, &dl, &p, 40, 261, a, b, c)
+                };
+            }
+            assert_eq!(s1.du_a, s2.du_a, "d {d}: du rows");
+            assert_eq!(s1.du_t, s2.du_t, "d {d}: du transposed");
+            assert_eq!(
+                s1.z_b.unwrap().data,
+                s2.z_b.unwrap().data,
+                "d {d}: packed z"
+            );
+            assert_eq!(bits(&g1), bits(&g2), "d {d}: w2, slope and b1 sums");
+        }
     }
 
     /// The tile product against an f64 reference of the bf16-rounded operands, both backends
