@@ -559,6 +559,37 @@ struct Scratch {
     z_f: Vec<f32>,
     z_b: Option<PackedB>,
     c: Vec<f32>,
+    /// [`train_bce`] only: a block's Hadamard rows `[32, kp]`, the sub-block's `u` `[SB, d]`
+    /// and a block's logits (allocated on first use).
+    a: Vec<u16>,
+    u: Vec<f32>,
+    logits: Vec<f32>,
+}
+
+impl Scratch {
+    /// Shape the buffers for width `d` (fresh, zeroed buffers when the width changes: the
+    /// padding columns and rows are never written, so they stay zero).
+    fn shape(&mut self, d: usize, fused: bool) {
+        let (kp, np, dp) = (round_up(d, 32), round_up(d, 32), round_up(d, RB));
+        if self.d != d || self.z_b.is_none() {
+            *self = Scratch {
+                d,
+                du_a: vec![0; SB * kp],
+                du_t: vec![0; dp * SB],
+                z_f: vec![0.0; SB * np],
+                z_b: Some(PackedB::zeros(SB, d)),
+                c: vec![0.0; RB * np],
+                a: Vec::new(),
+                u: Vec::new(),
+                logits: Vec::new(),
+            };
+        }
+        if fused && self.u.is_empty() {
+            self.a = vec![0; RB * kp];
+            self.u = vec![0.0; SB * d];
+            self.logits = vec![0.0; RB];
+        }
+    }
 }
 
 thread_local! {
@@ -631,6 +662,13 @@ pub(crate) fn backward(
                 )
             });
         });
+    sum_partials(partials, d, dp, np)
+}
+
+/// The decoder's gradients from the chunks' partial sums (`[dW1 (dp × np) | dw2 | dslope per
+/// column | db1]` each), added in chunk order.
+fn sum_partials(partials: &[f32], d: usize, dp: usize, np: usize) -> DecoderGrads {
+    let part_len = dp * np + 3 * d;
     let mut out = DecoderGrads {
         w1: vec![0.0f32; d * d],
         b1: vec![0.0f32; d],
@@ -656,6 +694,142 @@ pub(crate) fn backward(
         }
     }
     out
+}
+
+/// The decoder's forward, BCE-with-logits loss and backward in one pass, for a training step:
+/// what [`forward`], [`crate::bce_with_logits`] and [`backward`] give, the same bits, without
+/// writing `u` (`[B, d]` f32) to memory and reading it back: each sub-block of 512 pairs is
+/// scored (`u` kept in a per-thread buffer), its `d_logits` taken, and its backward done
+/// while it is in cache.
+///
+/// Writes `dz = dL/dz` (`[B, d]`), `d_logits` (`[B]`, `(σ(x) − t) / B`) and the per-pair loss
+/// terms (`[B]`, f64; the loss is their sum in order over `B`); `partials` as [`backward`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn train_bce(
+    backend: Backend,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    targets: &[f32],
+    p: &DecoderParams,
+    dz: &mut [f32],
+    d_logits: &mut [f32],
+    terms: &mut [f64],
+    partials: &mut [f32],
+) -> DecoderGrads {
+    let d = h.cols;
+    let bsz = src.len();
+    assert!(dst.len() == bsz && targets.len() == bsz && d_logits.len() == bsz);
+    assert!(terms.len() == bsz && dz.len() == bsz * d);
+    let w1 = PackedB::from_fn(d, d, |k, n| p.w1[k * d + n]);
+    let w1t = PackedB::from_fn(d, d, |k, n| p.w1[n * d + k]);
+    let np = w1.cols();
+    let dp = round_up(d, RB);
+    let chunk = chunk_rows(bsz);
+    let part_len = dp * np + 3 * d;
+    let n_parts = bsz.div_ceil(chunk).max(1);
+    assert!(partials.len() >= n_parts * part_len);
+    let partials = &mut partials[..n_parts * part_len];
+    let inv = 1.0 / bsz.max(1) as f64;
+    dz.par_chunks_mut(chunk * d)
+        .zip(partials.par_chunks_mut(part_len))
+        .zip(d_logits.par_chunks_mut(chunk))
+        .zip(terms.par_chunks_mut(chunk))
+        .enumerate()
+        .for_each(|(ci, (((dz, part), dl), tm))| {
+            begin(backend);
+            let r = ci * chunk..ci * chunk + dl.len();
+            SCRATCH.with(|s| {
+                let s = &mut *s.borrow_mut();
+                bce_chunk_w(
+                    backend,
+                    backend,
+                    s,
+                    h,
+                    &src[r.clone()],
+                    &dst[r.clone()],
+                    &targets[r],
+                    inv,
+                    p,
+                    &w1t,
+                    &w1,
+                    dz,
+                    dl,
+                    tm,
+                    part,
+                )
+            });
+        });
+    sum_partials(partials, d, dp, np)
+}
+
+wide_fn!(bce_chunk_w = bce_chunk(
+    tiles: Backend, s: &mut Scratch, h: &Mat, src: &[u32], dst: &[u32], targets: &[f32], inv: f64,
+    p: &DecoderParams, w1t: &PackedB, w1: &PackedB, dz: &mut [f32], d_logits: &mut [f32],
+    terms: &mut [f64], part: &mut [f32]
+));
+
+/// One chunk of [`train_bce`] (its own pairs, targets and outputs); `part` as in
+/// [`backward_chunk`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn bce_chunk(
+    backend: Backend,
+    s: &mut Scratch,
+    h: &Mat,
+    src: &[u32],
+    dst: &[u32],
+    targets: &[f32],
+    inv: f64,
+    p: &DecoderParams,
+    w1t: &PackedB,
+    w1: &PackedB,
+    dz: &mut [f32],
+    d_logits: &mut [f32],
+    terms: &mut [f64],
+    part: &mut [f32],
+) {
+    let d = h.cols;
+    let (kp, np) = (w1.kc * 32, w1.cols());
+    let dp = round_up(d, RB);
+    let n_rows = dz.len() / d;
+    part.fill(0.0);
+    let (pw1, acc) = part.split_at_mut(dp * np);
+    let (aw2, rest) = acc.split_at_mut(d);
+    let (asl, ab1) = rest.split_at_mut(d);
+    s.shape(d, true);
+    for s0 in (0..n_rows).step_by(SB) {
+        let ns = SB.min(n_rows - s0);
+        // forward and loss of the sub-block, 32 pairs at a time
+        for r0 in (0..ns).step_by(RB) {
+            let r = s0 + r0..s0 + (r0 + RB).min(ns);
+            let nr = r.len();
+            hadamard_rows_w(backend, h, &src[r.clone()], &dst[r.clone()], &mut s.a, kp);
+            block(backend, &s.a, w1t, &mut s.c, np, false);
+            let u = &mut s.u[r0 * d..(r0 + nr) * d];
+            logits_rows_w(backend, &s.c, np, p, &mut s.logits[..nr], Some(u));
+            for (i, &x) in s.logits[..nr].iter().enumerate() {
+                let (l, g) = crate::loss::bce_term(x, targets[r.start + i], inv);
+                terms[r.start + i] = l;
+                d_logits[r.start + i] = g;
+            }
+        }
+        // its backward, as backward_chunk's
+        let u = std::mem::take(&mut s.u);
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Amx && d.is_multiple_of(16) {
+            // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
+            unsafe {
+                x86::backward_rows(s, h, src, dst, &u, 0, d_logits, p, s0, ns, aw2, asl, ab1)
+            };
+            s.u = u;
+            backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
+            continue;
+        }
+        backward_rows(s, h, src, dst, &u, 0, d_logits, p, s0, ns, aw2, asl, ab1);
+        s.u = u;
+        backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
+    }
 }
 
 /// One chunk of [`backward`]: rows `row0..row0 + dz.len() / d`; `part` = `[dW1 (dp × np) |
@@ -684,30 +858,47 @@ fn backward_chunk(
     let (pw1, acc) = part.split_at_mut(dp * np);
     let (aw2, rest) = acc.split_at_mut(d);
     let (asl, ab1) = rest.split_at_mut(d);
-    // scratch for this width, zeroed when the width changes (the padding columns and rows are
-    // never written, so they stay zero)
-    if s.d != d || s.z_b.is_none() {
-        *s = Scratch {
-            d,
-            du_a: vec![0; SB * kp],
-            du_t: vec![0; dp * SB],
-            z_f: vec![0.0; SB * np],
-            z_b: Some(PackedB::zeros(SB, d)),
-            c: vec![0.0; RB * np],
-        };
-    }
+    s.shape(d, false);
     for s0 in (0..n_rows).step_by(SB) {
         let ns = SB.min(n_rows - s0);
         #[cfg(target_arch = "x86_64")]
         if backend == Backend::Amx && d.is_multiple_of(16) {
             // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
             unsafe {
-                x86::backward_rows(s, h, src, dst, u, d_logits, p, row0 + s0, ns, aw2, asl, ab1)
+                x86::backward_rows(
+                    s,
+                    h,
+                    src,
+                    dst,
+                    u,
+                    row0 + s0,
+                    d_logits,
+                    p,
+                    row0 + s0,
+                    ns,
+                    aw2,
+                    asl,
+                    ab1,
+                )
             };
             backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
             continue;
         }
-        backward_rows(s, h, src, dst, u, d_logits, p, row0 + s0, ns, aw2, asl, ab1);
+        backward_rows(
+            s,
+            h,
+            src,
+            dst,
+            u,
+            row0 + s0,
+            d_logits,
+            p,
+            row0 + s0,
+            ns,
+            aw2,
+            asl,
+            ab1,
+        );
         backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
     }
 }
@@ -721,6 +912,7 @@ fn backward_rows(
     src: &[u32],
     dst: &[u32],
     u: &[f32],
+    u_row0: usize,
     d_logits: &[f32],
     p: &DecoderParams,
     first: usize,
@@ -746,7 +938,7 @@ fn backward_rows(
             }
             let g = first + i;
             let dl = d_logits[g];
-            let ur = &u[g * d..(g + 1) * d];
+            let ur = &u[(u_row0 + i) * d..(u_row0 + i + 1) * d];
             let cols = ur.iter().zip(p.w2).zip(aw2.iter_mut()).zip(asl.iter_mut());
             for ((((&uv, &w2), aw2), asl), (ab1, da)) in cols.zip(ab1.iter_mut().zip(da.iter_mut()))
             {
@@ -1303,6 +1495,7 @@ mod x86 {
         src: &[u32],
         dst: &[u32],
         u: &[f32],
+        u_row0: usize,
         d_logits: &[f32],
         p: &DecoderParams,
         first: usize,
@@ -1313,20 +1506,20 @@ mod x86 {
     ) {
         let d = h.cols;
         assert!(d.is_multiple_of(16) && aw2.len() >= d && asl.len() >= d && ab1.len() >= d);
-        assert!(u.len() >= (first + ns) * d && d_logits.len() >= first + ns);
+        assert!(u.len() >= (u_row0 + ns) * d && d_logits.len() >= first + ns);
         assert!(src.len() >= first + ns && dst.len() >= first + ns && p.w2.len() >= d);
         let mut k0 = 0;
         while k0 < d {
             match (d - k0) / 16 {
-                1 => {
-                    backward_cols::<1>(s, h, src, dst, u, d_logits, p, first, ns, k0, aw2, asl, ab1)
-                }
-                2 | 3 => {
-                    backward_cols::<2>(s, h, src, dst, u, d_logits, p, first, ns, k0, aw2, asl, ab1)
-                }
-                _ => {
-                    backward_cols::<4>(s, h, src, dst, u, d_logits, p, first, ns, k0, aw2, asl, ab1)
-                }
+                1 => backward_cols::<1>(
+                    s, h, src, dst, u, u_row0, d_logits, p, first, ns, k0, aw2, asl, ab1,
+                ),
+                2 | 3 => backward_cols::<2>(
+                    s, h, src, dst, u, u_row0, d_logits, p, first, ns, k0, aw2, asl, ab1,
+                ),
+                _ => backward_cols::<4>(
+                    s, h, src, dst, u, u_row0, d_logits, p, first, ns, k0, aw2, asl, ab1,
+                ),
             }
             k0 += 16
                 * if d - k0 >= 64 {
@@ -1349,6 +1542,7 @@ mod x86 {
         src: &[u32],
         dst: &[u32],
         u: &[f32],
+        u_row0: usize,
         d_logits: &[f32],
         p: &DecoderParams,
         first: usize,
@@ -1395,7 +1589,7 @@ mod x86 {
                 let ahead = gi + 8;
                 if ahead < first + ns {
                     let (ua, xa, ya) = (
-                        u.as_ptr().add(ahead * d + k0),
+                        u.as_ptr().add((u_row0 + i + 8) * d + k0),
                         h.row(*src.get_unchecked(ahead) as usize).as_ptr().add(k0),
                         h.row(*dst.get_unchecked(ahead) as usize).as_ptr().add(k0),
                     );
@@ -1406,7 +1600,7 @@ mod x86 {
                     }
                 }
                 let dl = _mm512_set1_ps(*d_logits.get_unchecked(gi));
-                let ur = u.as_ptr().add(gi * d + k0);
+                let ur = u.as_ptr().add((u_row0 + i) * d + k0);
                 let x = h.row(*src.get_unchecked(gi) as usize).as_ptr().add(k0);
                 let y = h.row(*dst.get_unchecked(gi) as usize).as_ptr().add(k0);
                 for j in 0..G {
@@ -1543,13 +1737,10 @@ mod tests {
             // a backward sub-block: 301 - 40 = 261 live rows from row 40
             let u: Vec<f32> = lcg(16, bsz * d);
             let dl = lcg(17, bsz);
-            let fresh = || Scratch {
-                d,
-                du_a: vec![0; SB * kp],
-                du_t: vec![0; round_up(d, RB) * SB],
-                z_f: vec![0.0; SB * np],
-                z_b: Some(PackedB::zeros(SB, d)),
-                c: vec![0.0; RB * np],
+            let fresh = || {
+                let mut s = Scratch::default();
+                s.shape(d, false);
+                s
             };
             let (mut s1, mut s2) = (fresh(), fresh());
             let mut g1 = lcg(18, 3 * d);
@@ -1557,13 +1748,13 @@ mod tests {
             {
                 let (a, rest) = g1.split_at_mut(d);
                 let (b, c) = rest.split_at_mut(d);
-                backward_rows(&mut s1, &h, &src, &dst, &u, &dl, &p, 40, 261, a, b, c);
+                backward_rows(&mut s1, &h, &src, &dst, &u, 40, &dl, &p, 40, 261, a, b, c);
             }
             {
                 let (a, rest) = g2.split_at_mut(d);
                 let (b, c) = rest.split_at_mut(d);
                 unsafe {
-                    x86::backward_rows(&mut s2, &h, &src, &dst, &u, &dl, &p, 40, 261, a, b, c)
+                    x86::backward_rows(&mut s2, &h, &src, &dst, &u, 40, &dl, &p, 40, 261, a, b, c)
                 };
             }
             assert_eq!(s1.du_a, s2.du_a, "d {d}: du rows");

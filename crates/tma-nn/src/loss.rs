@@ -19,17 +19,27 @@ pub fn bce_with_logits(logits: &[f32], targets: &[f32]) -> (f32, Vec<f32>) {
     let mut loss = 0.0f64;
     let mut grad = Vec::with_capacity(n);
     for (&x, &t) in logits.iter().zip(targets) {
-        let (x, t) = (x as f64, t as f64);
-        loss += x.max(0.0) - x * t + (-x.abs()).exp().ln_1p();
-        let sig = if x >= 0.0 {
-            1.0 / (1.0 + (-x).exp())
-        } else {
-            let e = x.exp();
-            e / (1.0 + e)
-        };
-        grad.push(((sig - t) * inv) as f32);
+        let (l, g) = bce_term(x, t, inv);
+        loss += l;
+        grad.push(g);
     }
     ((loss * inv) as f32, grad)
+}
+
+/// One element of [`bce_with_logits`]: `(l_i, dL/dx_i)` for logit `x`, target `t` and
+/// `inv = 1 / n` (the loss is `(Σ l_i) · inv`, summed in element order). The fused bf16
+/// decoder calls it too, so both give the same bits.
+#[inline]
+pub(crate) fn bce_term(x: f32, t: f32, inv: f64) -> (f64, f32) {
+    let (x, t) = (x as f64, t as f64);
+    let l = x.max(0.0) - x * t + (-x.abs()).exp().ln_1p();
+    let sig = if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    };
+    (l, ((sig - t) * inv) as f32)
 }
 
 /// Softmax cross-entropy, mean over rows (PyTorch `CrossEntropyLoss`), `logits: [n, C]`,

@@ -949,6 +949,66 @@ impl Model {
         )
     }
 
+    /// A link training step's decoder: [`Model::decode`], [`crate::bce_with_logits`] against
+    /// `targets` (length `B`, 1 for a positive pair, 0 for a negative) and
+    /// [`Model::decode_backward`] in one call. Returns the mean BCE loss and `dL/dh`
+    /// (`[h.rows, hidden]`); accumulates the decoder's gradients into `grads`.
+    ///
+    /// The same bits as the three calls. Under [`crate::MatmulPrecision::Medium`] (tile products) the
+    /// three run fused per block of 512 pairs, so the pre-activation `u` (`[B, hidden]` f32)
+    /// is never written to memory and read back.
+    ///
+    /// # Panics
+    /// If `src`, `dst` and `targets` differ in length, or `h` is not `hidden` wide.
+    pub fn decode_bce(
+        &self,
+        p: &ParamSet,
+        h: &Mat,
+        src: &[u32],
+        dst: &[u32],
+        targets: &[f32],
+        grads: &mut ParamSet,
+    ) -> (f32, Mat) {
+        self.check_params(p, "decode_bce");
+        self.check_params(grads, "decode_bce grads");
+        let dl = self.decoder();
+        let d = dl.dim;
+        assert_eq!(h.cols, d, "decode_bce: h width");
+        assert_eq!(src.len(), dst.len(), "decode_bce: pair lengths");
+        assert_eq!(targets.len(), src.len(), "decode_bce: targets length");
+        let bsz = src.len();
+        if let Some(backend) = self.decoder_tiles(bsz) {
+            let mut dz = self.pool.take(bsz * d);
+            let mut partials = self.pool.take(bf16::partials_len(bsz, d));
+            let mut d_logits = vec![0.0f32; bsz];
+            let mut terms = vec![0.0f64; bsz];
+            let g = bf16::train_bce(
+                backend,
+                h,
+                src,
+                dst,
+                targets,
+                &self.decoder_params(p),
+                &mut dz,
+                &mut d_logits,
+                &mut terms,
+                &mut partials,
+            );
+            self.pool.give(partials);
+            // as bce_with_logits: the terms summed in order, times 1 / B
+            let loss = (terms.iter().sum::<f64>() * (1.0 / bsz as f64)) as f32;
+            grads.data[dl.b2] += d_logits.iter().map(|&v| v as f64).sum::<f64>() as f32;
+            add_into(&mut grads.data[dl.w1..dl.w1 + d * d], &g.w1);
+            add_into(&mut grads.data[dl.b1..dl.b1 + d], &g.b1);
+            add_into(&mut grads.data[dl.w2..dl.w2 + d], &g.w2);
+            grads.data[dl.act] += g.slope;
+            return (loss, self.scatter_pair_grads(h, src, dst, dz));
+        }
+        let (logits, cache) = self.decode(p, h, src, dst);
+        let (loss, d_logits) = crate::bce_with_logits(&logits, targets);
+        (loss, self.decode_backward(p, cache, &d_logits, grads))
+    }
+
     /// Backward of [`Model::decode`] for `d_logits = dL/dlogit` (length `B`): accumulates the
     /// decoder's gradients into `grads` and returns `dL/dh` `[h.rows, hidden]` (contributions of
     /// every pair scatter-added; computed as a gather per node row, parallel, no atomics).

@@ -973,6 +973,59 @@ fn decoder_bf16_matches_f32_within_rounding() {
     );
 }
 
+/// `Model::decode_bce` gives the same bits as `decode`, `bce_with_logits` and
+/// `decode_backward` called in turn: loss, decoder gradients and `dL/dh`, in f32 and in bf16
+/// (where the three run fused), emulated and on AMX where present. Widths 40 (portable row
+/// code), 48 and 256 (AVX-512 row code on AMX); 5000 pairs make three chunks, the last with
+/// short sub-blocks; positives and negatives mixed.
+#[test]
+fn fused_decoder_bce_matches_the_three_calls() {
+    for (d, seed) in [(40usize, 51u64), (48, 52), (256, 53)] {
+        let mut r = rng(seed);
+        let m32 = build(ModelConfig {
+            hidden: d,
+            ..ModelConfig::new(EncoderKind::Sage, 4, Head::Link)
+        });
+        let mut p = m32.init_params(&mut r);
+        for n in ["decoder.lin1.bias", "decoder.lin2.bias"] {
+            for v in p.get_mut(n).unwrap() {
+                *v = r.random_range(-0.5f32..0.5);
+            }
+        }
+        let n = 300;
+        let h = Mat::from_vec(n, d, randn(&mut r, n * d));
+        let bsz = 5000;
+        let src: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
+        let dst: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
+        let targets: Vec<f32> = (0..bsz).map(|i| (i % 3 == 0) as u32 as f32).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut models = vec![("f32", m32.clone())];
+        let mut em = m32.clone();
+        em.use_emulated_bf16();
+        models.push(("emulated", em));
+        let mut amx = m32.clone();
+        if amx.set_matmul_precision(MatmulPrecision::Medium) == MatmulPrecision::Medium {
+            models.push(("amx", amx));
+        }
+        for (name, m) in &models {
+            let mut g1 = m.zero_params();
+            let (l1, dh1) = m.decode_bce(&p, &h, &src, &dst, &targets, &mut g1);
+            let mut g2 = m.zero_params();
+            let (logits, cache) = m.decode(&p, &h, &src, &dst);
+            let (l2, dl) = bce_with_logits(&logits, &targets);
+            let dh2 = m.decode_backward(&p, cache, &dl, &mut g2);
+            assert_eq!(
+                l1.to_bits(),
+                l2.to_bits(),
+                "{name} d {d}: loss {l1} vs {l2}"
+            );
+            assert_eq!(bits(&g1.data), bits(&g2.data), "{name} d {d}: gradients");
+            assert_eq!(bits(&dh1.data), bits(&dh2.data), "{name} d {d}: dL/dh");
+            assert!(l1 > 0.3 && l1 < 3.0, "{name} d {d}: loss {l1}");
+        }
+    }
+}
+
 /// `--matmul-precision medium` in the encoder: every layer type's node model, forward and
 /// backward (dense input, both layers' linear products under the model's precision scope),
 /// against f32: within bf16 rounding (< 2%), and not equal (the bf16 path ran).

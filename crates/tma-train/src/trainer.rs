@@ -247,13 +247,17 @@ impl Trainer {
                 let (h, cache) = self
                     .model
                     .forward(&self.params, &views, x, true, &mut self.rng);
-                let (logits, dcache) = self.model.decode(&self.params, &h, src_idx, dst_idx);
-                let mut targets = vec![0f32; logits.len()];
+                let mut targets = vec![0f32; src_idx.len()];
                 targets[..batch.len()].iter_mut().for_each(|t| *t = 1.0);
-                let (loss, dlogits) = tma_nn::bce_with_logits(&logits, &targets);
-                let dh =
-                    self.model
-                        .decode_backward(&self.params, dcache, &dlogits, &mut self.grads);
+                // decode, BCE and the decoder's backward (fused under --matmul-precision medium)
+                let (loss, dh) = self.model.decode_bce(
+                    &self.params,
+                    &h,
+                    src_idx,
+                    dst_idx,
+                    &targets,
+                    &mut self.grads,
+                );
                 self.model
                     .backward(&self.params, cache, &dh, &mut self.grads);
                 // the next step reuses these buffers (no fresh pages to fault in)
