@@ -208,6 +208,40 @@ impl PackedB {
     fn cols(&self) -> usize {
         self.nt * 16
     }
+
+    /// `B[k][n] = src[k · n_cols + n]` (`src` row-major `[k_rows, n_cols]`), as [`from_fn`]
+    /// gives it; in AVX-512 on AMX machines.
+    ///
+    /// [`from_fn`]: PackedB::from_fn
+    fn of_rows(backend: Backend, src: &[f32], k_rows: usize, n_cols: usize) -> Self {
+        assert!(src.len() >= k_rows * n_cols, "PackedB::rows extents");
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Amx {
+            let mut b = PackedB::zeros(k_rows, n_cols);
+            // SAFETY: amx_available() checked AVX-512F/BW/VL; extents checked.
+            unsafe { x86::pack_rows(&mut b, src, k_rows, n_cols) };
+            return b;
+        }
+        let _ = backend;
+        PackedB::from_fn(k_rows, n_cols, |k, n| src[k * n_cols + n])
+    }
+
+    /// `B[k][n] = src[n · k_rows + k]` (`src` row-major `[n_cols, k_rows]`: a weight
+    /// `[out, in]` as the `B` of `x · Wᵀ`), as [`from_fn`] gives it; in AVX-512 on AMX machines.
+    ///
+    /// [`from_fn`]: PackedB::from_fn
+    fn of_cols(backend: Backend, src: &[f32], k_rows: usize, n_cols: usize) -> Self {
+        assert!(src.len() >= k_rows * n_cols, "PackedB::cols extents");
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Amx {
+            let mut b = PackedB::zeros(k_rows, n_cols);
+            // SAFETY: amx_available() checked AVX-512F/BW/VL; extents checked.
+            unsafe { x86::pack_cols(&mut b, src, k_rows, n_cols) };
+            return b;
+        }
+        let _ = backend;
+        PackedB::from_fn(k_rows, n_cols, |k, n| src[n * k_rows + k])
+    }
 }
 
 /// AMX tile configuration: palette 1, tiles 0-7 all 16 rows × 64 bytes.
@@ -480,7 +514,7 @@ pub(crate) fn forward(
     u: &mut [f32],
 ) -> Vec<f32> {
     let d = h.cols;
-    let w1t = PackedB::from_fn(d, d, |k, n| p.w1[n * d + k]);
+    let w1t = PackedB::of_cols(backend, p.w1, d, d);
     let kp = w1t.kc * 32;
     let np = w1t.cols();
     let mut logits = vec![0.0f32; src.len()];
@@ -511,7 +545,7 @@ pub(crate) fn score(
     p: &DecoderParams,
 ) -> Vec<f32> {
     let d = h.cols;
-    let w1t = PackedB::from_fn(d, d, |k, n| p.w1[n * d + k]);
+    let w1t = PackedB::of_cols(backend, p.w1, d, d);
     let kp = w1t.kc * 32;
     let np = w1t.cols();
     let mut logits = vec![0.0f32; src.len()];
@@ -630,7 +664,7 @@ pub(crate) fn backward(
     assert_eq!(u.len(), bsz * d);
     assert_eq!(dz.len(), bsz * d);
     // dz = du · W1: B[k = out][n = in] = W1[out][in]
-    let w1 = PackedB::from_fn(d, d, |k, n| p.w1[k * d + n]);
+    let w1 = PackedB::of_rows(backend, p.w1, d, d);
     let np = w1.cols(); // padded d as N
     let dp = round_up(d, RB); // rows of duᵀ (out)
     let chunk = chunk_rows(bsz);
@@ -721,8 +755,8 @@ pub(crate) fn train_bce(
     let bsz = src.len();
     assert!(dst.len() == bsz && targets.len() == bsz && d_logits.len() == bsz);
     assert!(terms.len() == bsz && dz.len() == bsz * d);
-    let w1 = PackedB::from_fn(d, d, |k, n| p.w1[k * d + n]);
-    let w1t = PackedB::from_fn(d, d, |k, n| p.w1[n * d + k]);
+    let w1 = PackedB::of_rows(backend, p.w1, d, d);
+    let w1t = PackedB::of_cols(backend, p.w1, d, d);
     let np = w1.cols();
     let dp = round_up(d, RB);
     let chunk = chunk_rows(bsz);
@@ -1142,7 +1176,7 @@ pub(crate) fn gemm_a_bt(
         a.len() >= m * k && b.len() >= n * k && c.len() >= m * n,
         "gemm_a_bt extents"
     );
-    let bp = PackedB::from_fn(k, n, |kk, nn| b[nn * k + kk]);
+    let bp = PackedB::of_cols(backend, b, k, n);
     gemm_rows(backend, m, n, k, a, &bp, c, acc);
 }
 
@@ -1162,7 +1196,7 @@ pub(crate) fn gemm_a_b(
         a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
         "gemm_a_b extents"
     );
-    let bp = PackedB::from_fn(k, n, |kk, nn| b[kk * n + nn]);
+    let bp = PackedB::of_rows(backend, b, k, n);
     gemm_rows(backend, m, n, k, a, &bp, c, acc);
 }
 
@@ -1208,11 +1242,44 @@ fn at_b_part(
             rows: vec![0.0; 2 * np],
         };
     }
-    let bz = s.bz.as_mut().expect("set above");
     part.fill(0.0);
     let rows = a.len() / m;
     for s0 in (0..rows).step_by(SB) {
         let ns = SB.min(rows - s0);
+        #[cfg(target_arch = "x86_64")]
+        if backend == Backend::Amx {
+            let bz = s.bz.as_mut().expect("set above");
+            // SAFETY: amx_available() checked AVX-512F/BW/VL.
+            unsafe { x86::at_b_pack(&mut s.at, bz, m, n, a, b, s0, ns) };
+        } else {
+            at_b_pack(s, m, n, a, b, s0, ns);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        at_b_pack(s, m, n, a, b, s0, ns);
+        let bz = s.bz.as_ref().expect("set above");
+        for g in 0..mp / RB {
+            let at = &s.at[g * RB * SB..(g + 1) * RB * SB];
+            block(
+                backend,
+                at,
+                bz,
+                &mut part[g * RB * np..(g + 1) * RB * np],
+                np,
+                true,
+            );
+        }
+    }
+}
+
+/// The operands of one sub-block of [`at_b_part`] (rows `s0..s0 + ns` of `a` `[rows, m]` and
+/// `b` `[rows, n]`): `aᵀ` rounded into `s.at` (`[mp, SB]`) and `b`'s rows packed into `s.bz`;
+/// zero past `ns`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn at_b_pack(s: &mut AtScratch, m: usize, n: usize, a: &[f32], b: &[f32], s0: usize, ns: usize) {
+    let np = s.rows.len() / 2;
+    let bz = s.bz.as_mut().expect("at_b_pack: bz");
+    {
         // aᵀ of the sub-block: [mp, SB], zero past ns
         for i0 in (0..SB).step_by(32) {
             for o0 in (0..m).step_by(32) {
@@ -1250,17 +1317,6 @@ fn at_b_part(
                     dst[2 * c + 1] = to_bf16(y[c]);
                 }
             }
-        }
-        for g in 0..mp / RB {
-            let at = &s.at[g * RB * SB..(g + 1) * RB * SB];
-            block(
-                backend,
-                at,
-                bz,
-                &mut part[g * RB * np..(g + 1) * RB * np],
-                np,
-                true,
-            );
         }
     }
 }
@@ -1479,6 +1535,158 @@ mod x86 {
                 tail += p.w2[k] * crate::kernels::prelu1(v, p.slope);
             }
             *o = p.b2 + lanes.iter().sum::<f32>() + tail;
+        }
+    }
+
+    /// `count` (≤ 16) floats from `p`, zero past them.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    unsafe fn load_n(p: *const f32, count: usize) -> __m512 {
+        if count >= 16 {
+            _mm512_loadu_ps(p)
+        } else {
+            _mm512_maskz_loadu_ps(((1u32 << count) - 1) as __mmask16, p)
+        }
+    }
+
+    /// [`super::PackedB::of_rows`] into a zeroed `b`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn pack_rows(
+        b: &mut super::PackedB,
+        src: &[f32],
+        k_rows: usize,
+        n_cols: usize,
+    ) {
+        let row = |k: usize, c0: usize| {
+            if k < k_rows {
+                load_n(src.as_ptr().add(k * n_cols + c0), n_cols - c0)
+            } else {
+                _mm512_setzero_ps()
+            }
+        };
+        for kk in (0..k_rows).step_by(2) {
+            let (q, r) = (kk / 32, (kk % 32) / 2);
+            for t in 0..n_cols.div_ceil(16) {
+                let base = ((t * b.kc + q) * 16 + r) * 32;
+                let w = pair(row(kk, 16 * t), row(kk + 1, 16 * t));
+                _mm512_storeu_si512(b.data.as_mut_ptr().add(base) as *mut __m512i, w);
+            }
+        }
+    }
+
+    /// [`super::PackedB::of_cols`] into a zeroed `b`: per tile, 16 columns' 32-deep slices
+    /// rounded into words, then a 16 × 16 word transpose.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn pack_cols(
+        b: &mut super::PackedB,
+        src: &[f32],
+        k_rows: usize,
+        n_cols: usize,
+    ) {
+        let half = |n: usize, k: usize| {
+            if k < k_rows {
+                let v = load_n(src.as_ptr().add(n * k_rows + k), k_rows - k);
+                _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(round(v)))
+            } else {
+                _mm256_setzero_si256()
+            }
+        };
+        for t in 0..n_cols.div_ceil(16) {
+            for q in 0..k_rows.div_ceil(32) {
+                let k0 = 32 * q;
+                let mut w: [__m512i; 16] = std::array::from_fn(|c| {
+                    let n = 16 * t + c;
+                    if n < n_cols {
+                        _mm512_inserti64x4::<1>(
+                            _mm512_castsi256_si512(half(n, k0)),
+                            half(n, k0 + 16),
+                        )
+                    } else {
+                        _mm512_setzero_si512()
+                    }
+                });
+                transpose16(&mut w);
+                for (r, v) in w.iter().enumerate() {
+                    let base = ((t * b.kc + q) * 16 + r) * 32;
+                    _mm512_storeu_si512(b.data.as_mut_ptr().add(base) as *mut __m512i, *v);
+                }
+            }
+        }
+    }
+
+    /// [`super::at_b_pack`]: `aᵀ` in 16 × 16 word transposes of row pairs, `b`'s row pairs as
+    /// VNNI words; the same bits.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn at_b_pack(
+        at: &mut [u16],
+        bz: &mut super::PackedB,
+        m: usize,
+        n: usize,
+        a: &[f32],
+        b: &[f32],
+        s0: usize,
+        ns: usize,
+    ) {
+        use super::to_bf16;
+        assert!(a.len() >= (s0 + ns) * m && b.len() >= (s0 + ns) * n);
+        assert!(at.len() >= m * SB && bz.data.len() >= bz.nt * bz.kc * 512);
+        let zero = _mm512_setzero_ps();
+        let row = |x: &[f32], w: usize, i: usize, c: usize| {
+            if i < ns {
+                _mm512_loadu_ps(x.as_ptr().add((s0 + i) * w + c))
+            } else {
+                zero
+            }
+        };
+        // aᵀ: row o holds the SB rounded a[i][o] as SB / 2 words
+        let mfull = m - m % 16;
+        let at_w = at.as_mut_ptr() as *mut i32;
+        for mb in (0..SB / 2).step_by(16) {
+            for o0 in (0..mfull).step_by(16) {
+                let mut w: [__m512i; 16] = std::array::from_fn(|j| {
+                    pair(row(a, m, 2 * (mb + j), o0), row(a, m, 2 * (mb + j) + 1, o0))
+                });
+                transpose16(&mut w);
+                for (c, r) in w.iter().enumerate() {
+                    _mm512_storeu_si512(at_w.add((o0 + c) * SB / 2 + mb) as *mut __m512i, *r);
+                }
+            }
+            for o in mfull..m {
+                for ii in 0..32 {
+                    let i = 2 * mb + ii;
+                    at[o * SB + i] = if i < ns {
+                        to_bf16(a[(s0 + i) * m + o])
+                    } else {
+                        0
+                    };
+                }
+            }
+        }
+        // b's rows in pairs, 16 columns per tile row
+        let nfull = n - n % 16;
+        for kk in (0..SB).step_by(2) {
+            let (q, r) = (kk / 32, (kk % 32) / 2);
+            for t in 0..bz.nt {
+                let base = ((t * bz.kc + q) * 16 + r) * 32;
+                let c0 = 16 * t;
+                if c0 < nfull {
+                    let wv = pair(row(b, n, kk, c0), row(b, n, kk + 1, c0));
+                    _mm512_storeu_si512(bz.data.as_mut_ptr().add(base) as *mut __m512i, wv);
+                } else {
+                    for c in 0..16 {
+                        let v = |i: usize| {
+                            if i < ns && c0 + c < n {
+                                b[(s0 + i) * n + c0 + c]
+                            } else {
+                                0.0
+                            }
+                        };
+                        bz.data[base + 2 * c] = to_bf16(v(kk));
+                        bz.data[base + 2 * c + 1] = to_bf16(v(kk + 1));
+                    }
+                }
+            }
         }
     }
 
@@ -1765,6 +1973,44 @@ mod tests {
                 "d {d}: packed z"
             );
             assert_eq!(bits(&g1), bits(&g2), "d {d}: w2, slope and b1 sums");
+        }
+        // the packed B of the products: odd shapes (tails in both directions)
+        for (k, n) in [(45usize, 70usize), (745, 256), (256, 256), (1, 3), (33, 17)] {
+            let v = lcg(23, k * n);
+            let rows = PackedB::from_fn(k, n, |kk, nn| v[kk * n + nn]);
+            assert_eq!(
+                rows.data,
+                PackedB::of_rows(Backend::Amx, &v, k, n).data,
+                "{k}x{n} rows"
+            );
+            let cols = PackedB::from_fn(k, n, |kk, nn| v[nn * k + kk]);
+            assert_eq!(
+                cols.data,
+                PackedB::of_cols(Backend::Amx, &v, k, n).data,
+                "{k}x{n} cols"
+            );
+        }
+        // the operands of gemm_at_b's sub-blocks: odd widths (column tails), a short sub-block
+        for (m, n, rows, s0) in [(45usize, 70usize, 700usize, 512usize), (745, 256, 600, 0)] {
+            let a = lcg(21, rows * m);
+            let b = lcg(22, rows * n);
+            let ns = SB.min(rows - s0);
+            let fresh = || AtScratch {
+                shape: (round_up(m, RB), n),
+                at: vec![0; round_up(m, RB) * SB],
+                bz: Some(PackedB::zeros(SB, n)),
+                rows: vec![0.0; 2 * round_up(n, 32)],
+            };
+            let (mut s1, mut s2) = (fresh(), fresh());
+            at_b_pack(&mut s1, m, n, &a, &b, s0, ns);
+            let bz = s2.bz.as_mut().unwrap();
+            unsafe { x86::at_b_pack(&mut s2.at, bz, m, n, &a, &b, s0, ns) };
+            assert_eq!(s1.at, s2.at, "{m}x{n}: aᵀ");
+            assert_eq!(
+                s1.bz.unwrap().data,
+                s2.bz.unwrap().data,
+                "{m}x{n}: packed b"
+            );
         }
     }
 
