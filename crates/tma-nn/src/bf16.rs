@@ -22,6 +22,11 @@
 //! 16 f32. The micro-kernel keeps a 2 × 2 grid of `C` tiles (32 × 32 outputs) and walks `K` in
 //! steps of 32. Shapes are padded with zeros to multiples of 32.
 //!
+//! A link training step takes [`train_bce`] ([`crate::Model::decode_bce`]): forward, BCE
+//! loss and backward per sub-block of 512 pairs, so `u` never leaves the thread's buffer. The
+//! row work around the tile products (rounding, the epilogue, transposes, packing) runs in
+//! explicit AVX-512 on AMX machines (`mod x86`), the same bits as the portable code.
+//!
 //! Without AMX, [`amx_available`] is false and the model keeps f32 ([`crate::Model`] says so);
 //! the same code runs with a scalar emulation of the tile product ([`Backend::Emulated`]) in
 //! the tests, so the fused decoder is checked on every machine.

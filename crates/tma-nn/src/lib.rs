@@ -40,10 +40,9 @@
 //! Typical training step:
 //! ```ignore
 //! let (h, cache) = model.forward(&params, &blocks, &x, true, &mut rng);
-//! let (logits, dcache) = model.decode(&params, &h, &src, &dst);
-//! let (loss, d_logits) = bce_with_logits(&logits, &targets);
 //! grads.fill_zero();
-//! let d_h = model.decode_backward(&params, dcache, &d_logits, &mut grads);
+//! // decode + bce_with_logits + decode_backward in one call (fused on AMX tiles)
+//! let (loss, d_h) = model.decode_bce(&params, &h, &src, &dst, &targets, &mut grads);
 //! model.backward(&params, cache, &d_h, &mut grads);
 //! clip_grad_norm(&mut grads, 1.0);
 //! adam.step(&mut params, &grads);
