@@ -188,12 +188,40 @@ pub(crate) fn add_bias(y: &mut [f32], b: &[f32]) {
 /// Transpose a `[rows, cols]` matrix.
 pub(crate) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut t = vec![0.0; rows * cols];
-    for i in 0..rows {
-        for j in 0..cols {
-            t[j * rows + i] = a[i * cols + j];
-        }
-    }
+    transpose_into(a, rows, cols, &mut t, false);
     t
+}
+
+/// `t[j, i] (+)= a[i, j]` for `a: [rows, cols]`, `t: [cols, rows]`: in 32 × 32 blocks (the 32
+/// source lines of a block stay in cache while its output rows are written in order),
+/// parallel over blocks of output rows. Each output element is written (or added to) once.
+pub(crate) fn transpose_into(a: &[f32], rows: usize, cols: usize, t: &mut [f32], add: bool) {
+    const B: usize = 32;
+    assert!(a.len() >= rows * cols && t.len() >= rows * cols);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    t[..rows * cols]
+        .par_chunks_mut(B * rows)
+        .enumerate()
+        .for_each(|(jb, tc)| {
+            let j0 = jb * B;
+            let j1 = (j0 + B).min(cols);
+            for i0 in (0..rows).step_by(B) {
+                let i1 = (i0 + B).min(rows);
+                for j in j0..j1 {
+                    let row = &mut tc[(j - j0) * rows + i0..(j - j0) * rows + i1];
+                    for (o, i) in row.iter_mut().zip(i0..i1) {
+                        let v = a[i * cols + j];
+                        if add {
+                            *o += v;
+                        } else {
+                            *o = v;
+                        }
+                    }
+                }
+            }
+        });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -403,12 +431,7 @@ impl<'a> InputRef<'a> {
                             axpy(row, cval[e], &dy[r * out..(r + 1) * out]);
                         }
                     });
-                for o in 0..out {
-                    let dst = &mut dw[o * dim..(o + 1) * dim];
-                    for (c, d) in dst.iter_mut().enumerate() {
-                        *d += dwt[c * out + o];
-                    }
-                }
+                transpose_into(&dwt, dim, out, dw, true);
             }
         }
     }

@@ -1643,3 +1643,31 @@ fn gat_softmax_is_stable_for_large_scores() {
     // source 0 (1e4·(1+2)); node 2: only itself
     assert_eq!(out.data, vec![3.0, 2.0, 3.0]);
 }
+
+/// The blocked transpose against the element-wise definition: odd shapes (partial blocks on
+/// both sides), overwrite and add.
+#[test]
+fn blocked_transpose_matches_the_definition() {
+    let mut r = rng(61);
+    for (rows, cols) in [
+        (45usize, 70usize),
+        (1, 3),
+        (33, 100),
+        (100, 33),
+        (64, 64),
+        (4714, 5),
+    ] {
+        let a = randn(&mut r, rows * cols);
+        let init = randn(&mut r, rows * cols);
+        for add in [false, true] {
+            let mut t = init.clone();
+            transpose_into(&a, rows, cols, &mut t, add);
+            for i in 0..rows {
+                for j in 0..cols {
+                    let want = a[i * cols + j] + if add { init[j * rows + i] } else { 0.0 };
+                    assert_eq!(t[j * rows + i], want, "{rows}x{cols} add {add} ({i}, {j})");
+                }
+            }
+        }
+    }
+}
