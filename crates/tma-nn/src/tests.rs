@@ -812,6 +812,30 @@ fn bf16_decoder_reference(
     (logits, dh, g)
 }
 
+/// A link model of width `d` (random decoder biases), `h` of 300 rows and 5000 random pairs:
+/// the set-up of the bf16 decoder tests; the rng goes on for what a test draws next.
+fn link_decoder_case(
+    d: usize,
+    seed: u64,
+) -> (Model, ParamSet, Mat, Vec<u32>, Vec<u32>, ChaCha8Rng) {
+    let mut r = rng(seed);
+    let m32 = build(ModelConfig {
+        hidden: d,
+        ..ModelConfig::new(EncoderKind::Sage, 4, Head::Link)
+    });
+    let mut p = m32.init_params(&mut r);
+    for n in ["decoder.lin1.bias", "decoder.lin2.bias"] {
+        for v in p.get_mut(n).unwrap() {
+            *v = r.random_range(-0.5f32..0.5);
+        }
+    }
+    let n = 300;
+    let h = Mat::from_vec(n, d, randn(&mut r, n * d));
+    let src: Vec<u32> = (0..5000).map(|_| r.random_range(0..n as u32)).collect();
+    let dst: Vec<u32> = (0..5000).map(|_| r.random_range(0..n as u32)).collect();
+    (m32, p, h, src, dst, r)
+}
+
 /// `--matmul-precision medium`: the bf16 decoder (decode, decode_backward, score) against (1)
 /// the same math in f64 from the bf16-rounded operands (to 1e-4: only summation order and f32
 /// sums differ), and (2) the f32 decoder, whose gradients the test above checks by finite
@@ -824,22 +848,8 @@ fn bf16_decoder_reference(
 #[test]
 fn decoder_bf16_matches_f32_within_rounding() {
     for (d, seed) in [(40usize, 31u64), (256, 32)] {
-        let mut r = rng(seed);
-        let m32 = build(ModelConfig {
-            hidden: d,
-            ..ModelConfig::new(EncoderKind::Sage, 4, Head::Link)
-        });
-        let mut p = m32.init_params(&mut r);
-        for n in ["decoder.lin1.bias", "decoder.lin2.bias"] {
-            for v in p.get_mut(n).unwrap() {
-                *v = r.random_range(-0.5f32..0.5);
-            }
-        }
-        let n = 300;
-        let h = Mat::from_vec(n, d, randn(&mut r, n * d));
-        let bsz = 5000;
-        let src: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
-        let dst: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
+        let (m32, p, h, src, dst, mut r) = link_decoder_case(d, seed);
+        let bsz = src.len();
         let w = randn(&mut r, bsz);
         let run = |m: &Model| {
             let (logits, cache) = m.decode(&p, &h, &src, &dst);
@@ -981,22 +991,8 @@ fn decoder_bf16_matches_f32_within_rounding() {
 #[test]
 fn fused_decoder_bce_matches_the_three_calls() {
     for (d, seed) in [(40usize, 51u64), (48, 52), (256, 53)] {
-        let mut r = rng(seed);
-        let m32 = build(ModelConfig {
-            hidden: d,
-            ..ModelConfig::new(EncoderKind::Sage, 4, Head::Link)
-        });
-        let mut p = m32.init_params(&mut r);
-        for n in ["decoder.lin1.bias", "decoder.lin2.bias"] {
-            for v in p.get_mut(n).unwrap() {
-                *v = r.random_range(-0.5f32..0.5);
-            }
-        }
-        let n = 300;
-        let h = Mat::from_vec(n, d, randn(&mut r, n * d));
-        let bsz = 5000;
-        let src: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
-        let dst: Vec<u32> = (0..bsz).map(|_| r.random_range(0..n as u32)).collect();
+        let (m32, p, h, src, dst, _) = link_decoder_case(d, seed);
+        let bsz = src.len();
         let targets: Vec<f32> = (0..bsz).map(|i| (i % 3 == 0) as u32 as f32).collect();
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         let mut models = vec![("f32", m32.clone())];
