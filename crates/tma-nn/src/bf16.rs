@@ -834,8 +834,6 @@ fn bce_chunk(
     let n_rows = dz.len() / d;
     part.fill(0.0);
     let (pw1, acc) = part.split_at_mut(dp * np);
-    let (aw2, rest) = acc.split_at_mut(d);
-    let (asl, ab1) = rest.split_at_mut(d);
     s.shape(d, true);
     for s0 in (0..n_rows).step_by(SB) {
         let ns = SB.min(n_rows - s0);
@@ -855,17 +853,18 @@ fn bce_chunk(
         }
         // its backward, as backward_chunk's
         let u = std::mem::take(&mut s.u);
-        #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Amx && d.is_multiple_of(16) {
-            // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
-            unsafe {
-                x86::backward_rows(s, h, src, dst, &u, 0, d_logits, p, s0, ns, aw2, asl, ab1)
-            };
-            s.u = u;
-            backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
-            continue;
-        }
-        backward_rows(s, h, src, dst, &u, 0, d_logits, p, s0, ns, aw2, asl, ab1);
+        let b = SubBlock {
+            h,
+            src,
+            dst,
+            u: &u,
+            u_row0: 0,
+            d_logits,
+            p,
+            first: s0,
+            ns,
+        };
+        sub_block_rows(backend, s, &b, acc);
         s.u = u;
         backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
     }
@@ -895,72 +894,69 @@ fn backward_chunk(
     let n_rows = dz.len() / d;
     part.fill(0.0);
     let (pw1, acc) = part.split_at_mut(dp * np);
-    let (aw2, rest) = acc.split_at_mut(d);
-    let (asl, ab1) = rest.split_at_mut(d);
     s.shape(d, false);
     for s0 in (0..n_rows).step_by(SB) {
         let ns = SB.min(n_rows - s0);
-        #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Amx && d.is_multiple_of(16) {
-            // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
-            unsafe {
-                x86::backward_rows(
-                    s,
-                    h,
-                    src,
-                    dst,
-                    u,
-                    row0 + s0,
-                    d_logits,
-                    p,
-                    row0 + s0,
-                    ns,
-                    aw2,
-                    asl,
-                    ab1,
-                )
-            };
-            backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
-            continue;
-        }
-        backward_rows(
-            s,
+        let first = row0 + s0;
+        let b = SubBlock {
             h,
             src,
             dst,
             u,
-            row0 + s0,
+            u_row0: first,
             d_logits,
             p,
-            row0 + s0,
+            first,
             ns,
-            aw2,
-            asl,
-            ab1,
-        );
+        };
+        sub_block_rows(backend, s, &b, acc);
         backward_products(backend, s, w1, pw1, dp, np, kp, s0, ns, d, dz);
     }
 }
 
-/// The portable row work of one sub-block of [`backward_chunk`] (see `x86::backward_rows`).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn backward_rows(
-    s: &mut Scratch,
-    h: &Mat,
-    src: &[u32],
-    dst: &[u32],
-    u: &[f32],
+/// What the row work of a backward sub-block reads: pairs `first..first + ns` (their `src`,
+/// `dst` and `d_logits`) and their pre-activations, rows `u_row0..u_row0 + ns` of `u`.
+struct SubBlock<'a> {
+    h: &'a Mat,
+    src: &'a [u32],
+    dst: &'a [u32],
+    u: &'a [f32],
     u_row0: usize,
-    d_logits: &[f32],
-    p: &DecoderParams,
+    d_logits: &'a [f32],
+    p: &'a DecoderParams<'a>,
     first: usize,
     ns: usize,
-    aw2: &mut [f32],
-    asl: &mut [f32],
-    ab1: &mut [f32],
-) {
+}
+
+/// The row work of a backward sub-block into `s` and `acc` (`[dw2 | dslope per column | db1]`):
+/// the AVX-512 code on AMX machines when `d % 16 == 0`, else the portable code (same bits).
+fn sub_block_rows(backend: Backend, s: &mut Scratch, b: &SubBlock, acc: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Amx && b.h.cols.is_multiple_of(16) {
+        // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
+        return unsafe { x86::backward_rows(s, b, acc) };
+    }
+    let _ = backend;
+    backward_rows(s, b, acc)
+}
+
+/// The portable row work of one sub-block of [`backward_chunk`] (see `x86::backward_rows`).
+#[inline(always)]
+fn backward_rows(s: &mut Scratch, b: &SubBlock, acc: &mut [f32]) {
+    let SubBlock {
+        h,
+        src,
+        dst,
+        u,
+        u_row0,
+        d_logits,
+        p,
+        first,
+        ns,
+    } = *b;
     let d = h.cols;
+    let (aw2, rest) = acc.split_at_mut(d);
+    let (asl, ab1) = rest.split_at_mut(d);
     let kp = s.du_a.len() / SB;
     let np = s.z_f.len() / SB;
     let z_b = s.z_b.as_mut().expect("backward_rows: z_b");
@@ -1403,7 +1399,7 @@ pub(crate) fn gemm_at_b(
 /// (the tests compare them).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{DecoderParams, Scratch, RB, SB};
+    use super::{DecoderParams, Scratch, SubBlock, RB, SB};
     use crate::Mat;
     use std::arch::x86_64::*;
 
@@ -1700,72 +1696,53 @@ mod x86 {
     /// (transposed), `z = h_u ⊙ h_v` packed into `s.z_b`, and the `w2`, slope and `b1` gradient
     /// sums. Rows are taken in pairs (one VNNI word per column; a missing second row is zero),
     /// columns in groups of up to 64 whose sums stay in registers over the rows.
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-    pub(super) unsafe fn backward_rows(
-        s: &mut Scratch,
-        h: &Mat,
-        src: &[u32],
-        dst: &[u32],
-        u: &[f32],
-        u_row0: usize,
-        d_logits: &[f32],
-        p: &DecoderParams,
-        first: usize,
-        ns: usize,
-        aw2: &mut [f32],
-        asl: &mut [f32],
-        ab1: &mut [f32],
-    ) {
-        let d = h.cols;
-        assert!(d.is_multiple_of(16) && aw2.len() >= d && asl.len() >= d && ab1.len() >= d);
-        assert!(u.len() >= (u_row0 + ns) * d && d_logits.len() >= first + ns);
-        assert!(src.len() >= first + ns && dst.len() >= first + ns && p.w2.len() >= d);
+    pub(super) unsafe fn backward_rows(s: &mut Scratch, b: &SubBlock, acc: &mut [f32]) {
+        let d = b.h.cols;
+        assert!(d.is_multiple_of(16) && acc.len() >= 3 * d && b.p.w2.len() >= d);
+        assert!(b.u.len() >= (b.u_row0 + b.ns) * d && b.d_logits.len() >= b.first + b.ns);
+        assert!(b.src.len() >= b.first + b.ns && b.dst.len() >= b.first + b.ns);
         let mut k0 = 0;
         while k0 < d {
-            match (d - k0) / 16 {
-                1 => backward_cols::<1>(
-                    s, h, src, dst, u, u_row0, d_logits, p, first, ns, k0, aw2, asl, ab1,
-                ),
-                2 | 3 => backward_cols::<2>(
-                    s, h, src, dst, u, u_row0, d_logits, p, first, ns, k0, aw2, asl, ab1,
-                ),
-                _ => backward_cols::<4>(
-                    s, h, src, dst, u, u_row0, d_logits, p, first, ns, k0, aw2, asl, ab1,
-                ),
+            let g = if d - k0 >= 64 {
+                4
+            } else if d - k0 >= 32 {
+                2
+            } else {
+                1
+            };
+            match g {
+                1 => backward_cols::<1>(s, b, k0, acc),
+                2 => backward_cols::<2>(s, b, k0, acc),
+                _ => backward_cols::<4>(s, b, k0, acc),
             }
-            k0 += 16
-                * if d - k0 >= 64 {
-                    4
-                } else if d - k0 >= 32 {
-                    2
-                } else {
-                    1
-                };
+            k0 += 16 * g;
         }
     }
 
     /// [`backward_rows`] for the `16·G` columns from `k0`.
-    #[allow(clippy::too_many_arguments)]
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     unsafe fn backward_cols<const G: usize>(
         s: &mut Scratch,
-        h: &Mat,
-        src: &[u32],
-        dst: &[u32],
-        u: &[f32],
-        u_row0: usize,
-        d_logits: &[f32],
-        p: &DecoderParams,
-        first: usize,
-        ns: usize,
+        b: &SubBlock,
         k0: usize,
-        aw2: &mut [f32],
-        asl: &mut [f32],
-        ab1: &mut [f32],
+        acc: &mut [f32],
     ) {
+        let SubBlock {
+            h,
+            src,
+            dst,
+            u,
+            u_row0,
+            d_logits,
+            p,
+            first,
+            ns,
+        } = *b;
         let d = h.cols;
+        let (aw2, rest) = acc.split_at_mut(d);
+        let (asl, ab1) = rest.split_at_mut(d);
         let kp = s.du_a.len() / SB;
         let z_b = s.z_b.as_mut().expect("backward_rows: z_b");
         let kc = z_b.kc;
@@ -1958,18 +1935,19 @@ mod tests {
             let (mut s1, mut s2) = (fresh(), fresh());
             let mut g1 = lcg(18, 3 * d);
             let mut g2 = g1.clone();
-            {
-                let (a, rest) = g1.split_at_mut(d);
-                let (b, c) = rest.split_at_mut(d);
-                backward_rows(&mut s1, &h, &src, &dst, &u, 40, &dl, &p, 40, 261, a, b, c);
-            }
-            {
-                let (a, rest) = g2.split_at_mut(d);
-                let (b, c) = rest.split_at_mut(d);
-                unsafe {
-                    x86::backward_rows(&mut s2, &h, &src, &dst, &u, 40, &dl, &p, 40, 261, a, b, c)
-                };
-            }
+            let b = SubBlock {
+                h: &h,
+                src: &src,
+                dst: &dst,
+                u: &u,
+                u_row0: 40,
+                d_logits: &dl,
+                p: &p,
+                first: 40,
+                ns: 261,
+            };
+            backward_rows(&mut s1, &b, &mut g1);
+            unsafe { x86::backward_rows(&mut s2, &b, &mut g2) };
             assert_eq!(s1.du_a, s2.du_a, "d {d}: du rows");
             assert_eq!(s1.du_t, s2.du_t, "d {d}: du transposed");
             assert_eq!(
