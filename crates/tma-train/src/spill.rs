@@ -29,6 +29,40 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> GraphError + '_ {
     }
 }
 
+/// Creates `dir` and the folders between it and `root`, one `create_dir` at a time, but never
+/// `root` itself: when `root` is gone (a Ctrl-C handler removed an unfinished staging folder),
+/// the call fails with [`std::io::ErrorKind::NotFound`] instead of making it again. A writer
+/// that still runs after the handler removed its folder then stops at its next folder instead
+/// of leaving a new one behind (regression: `tma partition --out D` interrupted left `.D.tmp`).
+///
+/// # Errors
+/// `NotFound` if `root` is not a directory (or vanishes meanwhile); `InvalidInput` if `dir` is
+/// not under `root`; any other error of `create_dir`.
+pub fn create_dir_below(root: &Path, dir: &Path) -> std::io::Result<()> {
+    let rel = dir.strip_prefix(root).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not under {}", dir.display(), root.display()),
+        )
+    })?;
+    if !root.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("the folder {} was removed", root.display()),
+        ));
+    }
+    let mut p = root.to_path_buf();
+    for c in rel.components() {
+        p.push(c);
+        match fs::create_dir(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A file written by [`write_npy`]: its sha256 (hex) and size, computed while writing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
@@ -160,6 +194,9 @@ pub struct Spill {
     written: Mutex<BTreeMap<String, Written>>,
     on_part: Option<OnPart>,
     budget: Option<u64>,
+    /// Whether `root` was made (or found) once: it is made at most once, by the first part,
+    /// so that a root removed later (Ctrl-C) is never made again ([`create_dir_below`]).
+    root_made: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Spill {
@@ -174,6 +211,8 @@ impl std::fmt::Debug for Spill {
 
 impl Spill {
     /// Parts written under `root`, mapped back and their files removed (a training run).
+    /// `root` is made by the first part if it does not exist; once made (or found), it is never
+    /// made again: a part written after `root` was removed fails (`NotFound`).
     pub fn unlinked(root: impl Into<PathBuf>) -> Spill {
         Spill {
             root: root.into(),
@@ -181,16 +220,26 @@ impl Spill {
             written: Mutex::default(),
             on_part: None,
             budget: None,
+            root_made: Default::default(),
         }
     }
 
     /// Parts written under `root` and kept there (a partition directory's staging folder);
-    /// [`Spill::written`] lists them.
+    /// [`Spill::written`] lists them. Like [`Spill::unlinked`], `root` is made by the first
+    /// part if it does not exist, and never again after that.
     pub fn kept(root: impl Into<PathBuf>) -> Spill {
         Spill {
             keep: true,
             ..Spill::unlinked(root)
         }
+    }
+
+    /// `root` exists already (made by the caller), so no part makes it again: when it is
+    /// removed before the first part, that part fails instead.
+    pub(crate) fn root_exists(self) -> Spill {
+        self.root_made
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self
     }
 
     /// Calls `f` once per part, when the part is on disk and mapped back.
@@ -293,7 +342,13 @@ impl Spill {
     ) -> Result<(Csr, Features), GraphError> {
         let name = format!("part-{trainer:03}");
         let d = self.root.join(&name);
-        fs::create_dir_all(&d).map_err(io(&d))?;
+        if !self
+            .root_made
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            fs::create_dir_all(&self.root).map_err(io(&self.root))?;
+        }
+        create_dir_below(&self.root, &d).map_err(io(&d))?;
         let mut files = Vec::new();
         let ip = d.join("indptr.npy");
         files.push((
@@ -431,6 +486,49 @@ mod tests {
         assert_eq!(sub, g);
         assert!(!tmp.path().join("u/part-000").exists());
         assert!(gone.written().is_empty());
+    }
+
+    /// Regression (flaky `ctrl_c_during_partition_out_removes_the_staging_folder`): the Ctrl-C
+    /// handler removed the staging folder, and the writer, still running, made it again with
+    /// `create_dir_all`. A removed root is now never made again.
+    #[test]
+    fn a_removed_root_is_not_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("r");
+        // the helper: below an existing root, all the folders between; never the root
+        assert_eq!(
+            create_dir_below(&root, &root.join("a/b"))
+                .unwrap_err()
+                .kind(),
+            std::io::ErrorKind::NotFound
+        );
+        assert!(!root.exists());
+        fs::create_dir(&root).unwrap();
+        create_dir_below(&root, &root.join("a/b")).unwrap();
+        create_dir_below(&root, &root.join("a/b")).unwrap();
+        assert!(root.join("a/b").is_dir());
+        assert_eq!(
+            create_dir_below(&root, tmp.path()).unwrap_err().kind(),
+            std::io::ErrorKind::InvalidInput
+        );
+        fs::remove_dir_all(&root).unwrap();
+
+        // the spill: the first part makes its root; after the root is removed, a part fails
+        let g = Csr::from_edges(2, &[0], &[1]);
+        let f = Features::dense(2, 1, vec![1.0, 2.0]);
+        let s = Spill::kept(&root);
+        s.spill_part(0, 2, &g, &f, &[0, 1], Instant::now()).unwrap();
+        assert!(root.join("part-000/indptr.npy").exists());
+        fs::remove_dir_all(&root).unwrap();
+        let e = s
+            .spill_part(1, 2, &g, &f, &[0, 1], Instant::now())
+            .unwrap_err();
+        assert!(e.to_string().contains("part-001"), "{e}");
+        assert!(!root.exists(), "the removed root was made again");
+        // a root that the caller made: not made by the first part either
+        let s = Spill::kept(&root).root_exists();
+        assert!(s.spill_part(0, 2, &g, &f, &[0, 1], Instant::now()).is_err());
+        assert!(!root.exists());
     }
 
     /// Regression (issue 10, 1.3B arcs): writing a part's features read every page of the

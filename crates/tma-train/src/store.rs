@@ -282,7 +282,8 @@ impl Writer {
         }
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io(parent))?;
+            // never the root itself: a Ctrl-C handler may have removed it
+            crate::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
         }
         let w = crate::spill::write_array(&path, data, shape)?;
         self.record(rel, &w);
@@ -323,7 +324,8 @@ impl Writer {
     fn pairs(&mut self, rel: &str, p: &[(u32, u32)]) -> Result<(), StoreError> {
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).map_err(io(parent))?;
+            // never the root itself: a Ctrl-C handler may have removed it
+            crate::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
         }
         let w = crate::spill::write_npy(&path, u32::DESCR, &[p.len(), 2], |w| {
             for c in p.chunks(1 << 15) {
@@ -434,7 +436,7 @@ impl PartitionWriter {
     /// keeps them there, for [`crate::data::prepare_spilled`]; pass it back to
     /// [`PartitionWriter::finish`].
     pub fn spill(&self) -> crate::spill::Spill {
-        crate::spill::Spill::kept(&self.staging)
+        crate::spill::Spill::kept(&self.staging).root_exists()
     }
 
     /// Writes `prep` (prepared with `cfg`; its parts spilled by `spilled` if given) into the
