@@ -185,13 +185,6 @@ pub(crate) fn add_bias(y: &mut [f32], b: &[f32]) {
         .for_each(|row| add_into(row, b));
 }
 
-/// Transpose a `[rows, cols]` matrix.
-pub(crate) fn transpose(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut t = vec![0.0; rows * cols];
-    transpose_into(a, rows, cols, &mut t, false);
-    t
-}
-
 /// `t[j, i] (+)= a[i, j]` for `a: [rows, cols]`, `t: [cols, rows]`: in 32 × 32 blocks (the 32
 /// source lines of a block stay in cache while its output rows are written in order),
 /// parallel over blocks of output rows. Each output element is written (or added to) once.
@@ -346,7 +339,15 @@ impl<'a> InputRef<'a> {
 
     /// `y[n, out] (+)= X[..n] · Wᵀ` with `w: [out, dim]`. Sparse input: a sparse x dense
     /// product, parallel over rows of `y`, never densifying `X`.
-    pub(crate) fn linear(&self, n: usize, w: &[f32], out: usize, y: &mut [f32], acc: bool) {
+    pub(crate) fn linear(
+        &self,
+        pool: &BufferPool,
+        n: usize,
+        w: &[f32],
+        out: usize,
+        y: &mut [f32],
+        acc: bool,
+    ) {
         assert!(n <= self.rows());
         assert_eq!(w.len(), out * self.dim());
         assert_eq!(y.len(), n * out);
@@ -364,26 +365,37 @@ impl<'a> InputRef<'a> {
                 if out == 0 {
                     return;
                 }
-                let wt = transpose(w, out, dim); // [dim, out]
+                let mut wt = pool.take(dim * out); // [dim, out]
+                transpose_into(w, out, dim, &mut wt, false);
+                let wt_ref = &wt[..];
                 y.par_chunks_mut(out)
                     .with_min_len(min_rows(out * 4))
                     .enumerate()
                     .for_each(|(r, row)| {
-                        if !acc {
-                            row.fill(0.0);
-                        }
-                        for e in indptr[r] as usize..indptr[r + 1] as usize {
-                            let c = indices[e] as usize;
-                            axpy(row, data[e], &wt[c * out..(c + 1) * out]);
-                        }
+                        let nz = indptr[r] as usize..indptr[r + 1] as usize;
+                        simd_dispatch!(sparse_row(
+                            row,
+                            acc,
+                            &indices[nz.clone()],
+                            &data[nz],
+                            wt_ref
+                        ))
                     });
+                pool.give(wt);
             }
         }
     }
 
     /// `dw[out, dim] += dyᵀ · X[..n]` with `dy: [n, out]`. Sparse input: builds the CSC of
     /// `X[..n]` once and parallelizes over input columns (each row of `dwᵀ` written by one task).
-    pub(crate) fn linear_weight_grad(&self, n: usize, dy: &[f32], out: usize, dw: &mut [f32]) {
+    pub(crate) fn linear_weight_grad(
+        &self,
+        pool: &BufferPool,
+        n: usize,
+        dy: &[f32],
+        out: usize,
+        dw: &mut [f32],
+    ) {
         assert!(n <= self.rows());
         assert_eq!(dw.len(), out * self.dim());
         assert_eq!(dy.len(), n * out);
@@ -421,19 +433,37 @@ impl<'a> InputRef<'a> {
                         fill[c] += 1;
                     }
                 }
-                let mut dwt = vec![0.0f32; dim * out];
+                let mut dwt = pool.take(dim * out);
                 dwt.par_chunks_mut(out)
                     .with_min_len(min_rows(out * 4))
                     .enumerate()
                     .for_each(|(c, row)| {
-                        for e in cptr[c]..cptr[c + 1] {
-                            let r = crow[e] as usize;
-                            axpy(row, cval[e], &dy[r * out..(r + 1) * out]);
-                        }
+                        let nz = cptr[c]..cptr[c + 1];
+                        simd_dispatch!(sparse_row(row, false, &crow[nz.clone()], &cval[nz], dy))
                     });
                 transpose_into(&dwt, dim, out, dw, true);
+                pool.give(dwt);
             }
         }
+    }
+}
+
+/// One row of a sparse x dense product: `row (+)= Σ_k vals[k] · m[cols[k]]`, the rows of
+/// `m` (`row.len()` wide) added in the order of `cols`, each as `row += v · m_row` (a product
+/// then a sum, the same bits in every build). Rows of `m` are gathered in random order: the
+/// one [`PREFETCH_AHEAD`] entries ahead is prefetched.
+#[inline(always)]
+fn sparse_row(row: &mut [f32], acc: bool, cols: &[u32], vals: &[f32], m: &[f32]) {
+    let out = row.len();
+    if !acc {
+        row.fill(0.0);
+    }
+    for (k, (&c, &v)) in cols.iter().zip(vals).enumerate() {
+        if let Some(&n) = cols.get(k + PREFETCH_AHEAD) {
+            prefetch_row(m, n as usize * out, out);
+        }
+        let c = c as usize;
+        axpy(row, v, &m[c * out..(c + 1) * out]);
     }
 }
 

@@ -274,38 +274,53 @@ fn aggregation_backward_matches_finite_differences() {
 
 #[test]
 fn sparse_linear_and_weight_grad_match_dense() {
-    let mut r = rng(6);
-    let (rows, din, dout, n) = (7, 6, 4, 5);
-    let mut x = randn(&mut r, rows * din);
-    for (i, v) in x.iter_mut().enumerate() {
-        if i % 3 != 0 {
-            *v = 0.0;
+    // the small case also gets a finite-difference check; the large one (din * dout over
+    // BufferPool::MIN_LEN) takes its Wᵀ / dWᵀ buffers from a pool seeded with NaN-filled
+    // buffers, which must all be overwritten (regression guard for the pooled buffers)
+    for (case, (rows, din, dout, n)) in [(7, 6, 4, 5), (40, 300, 256, 33)].into_iter().enumerate() {
+        let mut r = rng(6);
+        let pool = BufferPool::default();
+        for _ in 0..2 {
+            pool.give(vec![f32::NAN; din * dout + 17]);
+        }
+        let mut x = randn(&mut r, rows * din);
+        for (i, v) in x.iter_mut().enumerate() {
+            if i % 3 != 0 {
+                *v = 0.0;
+            }
+        }
+        let sp = to_sparse(rows, din, &x);
+        let de = dense(rows, din, x.clone());
+        let w = randn(&mut r, dout * din);
+        let dy = randn(&mut r, n * dout);
+        let (si, di) = (InputRef::from_features(&sp), InputRef::from_features(&de));
+        let (mut ys, mut yd) = (vec![0.0; n * dout], vec![0.0; n * dout]);
+        si.linear(&pool, n, &w, dout, &mut ys, false);
+        di.linear(&pool, n, &w, dout, &mut yd, false);
+        for (a, b) in ys.iter().zip(&yd) {
+            assert!((a - b).abs() < 1e-4, "case {case}: {a} vs {b}");
+        }
+        // the first output of the sparse product, by its definition (row 0's nonzeros in order)
+        let y00: f32 = (0..din)
+            .filter(|j| j % 3 == 0)
+            .fold(0.0, |s, j| s + x[j] * w[j]);
+        assert_eq!(ys[0], y00, "case {case}");
+        let (mut gs, mut gd) = (vec![0.0; dout * din], vec![0.0; dout * din]);
+        si.linear_weight_grad(&pool, n, &dy, dout, &mut gs);
+        di.linear_weight_grad(&pool, n, &dy, dout, &mut gd);
+        for (a, b) in gs.iter().zip(&gd) {
+            assert!((a - b).abs() < 1e-4, "case {case}: {a} vs {b}");
+        }
+        if case == 0 {
+            // and the weight gradient is d/dW of <X[..n] Wᵀ, dy>
+            let mut f = |w: &[f32]| {
+                let mut y = vec![0.0; n * dout];
+                si.linear(&pool, n, w, dout, &mut y, false);
+                dot(&y, &dy)
+            };
+            fd_check("sparse linear dW", &mut f, &w, &gs);
         }
     }
-    let sp = to_sparse(rows, din, &x);
-    let de = dense(rows, din, x.clone());
-    let w = randn(&mut r, dout * din);
-    let dy = randn(&mut r, n * dout);
-    let (si, di) = (InputRef::from_features(&sp), InputRef::from_features(&de));
-    let (mut ys, mut yd) = (vec![0.0; n * dout], vec![0.0; n * dout]);
-    si.linear(n, &w, dout, &mut ys, false);
-    di.linear(n, &w, dout, &mut yd, false);
-    for (a, b) in ys.iter().zip(&yd) {
-        assert!((a - b).abs() < 1e-5);
-    }
-    let (mut gs, mut gd) = (vec![0.0; dout * din], vec![0.0; dout * din]);
-    si.linear_weight_grad(n, &dy, dout, &mut gs);
-    di.linear_weight_grad(n, &dy, dout, &mut gd);
-    for (a, b) in gs.iter().zip(&gd) {
-        assert!((a - b).abs() < 1e-5);
-    }
-    // and the weight gradient is d/dW of <X[..n] Wᵀ, dy>
-    let mut f = |w: &[f32]| {
-        let mut y = vec![0.0; n * dout];
-        si.linear(n, w, dout, &mut y, false);
-        dot(&y, &dy)
-    };
-    fd_check("sparse linear dW", &mut f, &w, &gs);
 }
 
 /// The fused post kernels give bit-identical values to the unfused composition (bias add,

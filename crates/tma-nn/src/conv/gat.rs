@@ -286,7 +286,7 @@ impl Conv for GatConv {
             }
         } else {
             t = pool.take(ns * dout);
-            x.linear(ns, w, dout, &mut t, false);
+            x.linear(pool, ns, w, dout, &mut t, false);
         }
         let (src, map) = if af { x.agg_source(ns) } else { (&t[..], None) };
         let width = if af { din } else { dout };
@@ -600,7 +600,7 @@ impl Conv for GatConv {
             add_into(&mut g[self.att_dst..self.att_dst + dout], &dva[dout..]);
             pool.give(hbuf);
             let dt = rows_out;
-            x.linear_weight_grad(ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
+            x.linear_weight_grad(pool, ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
             let dx = need_dx.then(|| {
                 let mut dx = Mat::from_vec(ns, din, pool.take(ns * din));
                 matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, false);

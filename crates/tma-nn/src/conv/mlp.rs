@@ -72,6 +72,7 @@ impl Conv for MlpConv {
         let (nd, din, dout) = (b.num_dst, self.in_dim, self.out_dim);
         let mut out = Mat::from_vec(nd, dout, pool.take(nd * dout));
         x.linear(
+            pool,
             nd,
             &p[self.w..self.w + dout * din],
             dout,
@@ -92,7 +93,7 @@ impl Conv for MlpConv {
         need_dx: bool,
     ) -> Option<Mat> {
         let (nd, ns, din, dout) = (b.num_dst, b.num_src, self.in_dim, self.out_dim);
-        x.linear_weight_grad(nd, &d.data, dout, &mut g[self.w..self.w + dout * din]);
+        x.linear_weight_grad(pool, nd, &d.data, dout, &mut g[self.w..self.w + dout * din]);
         need_dx.then(|| {
             // only the first nd rows are written below: zero the rest
             let mut dx = if nd < ns {

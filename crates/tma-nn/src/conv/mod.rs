@@ -325,7 +325,7 @@ impl LinearAgg {
         let mut agg = None;
         if tf {
             let mut t = pool.take(ns * dout);
-            x.linear(ns, w, dout, &mut t, false);
+            x.linear(pool, ns, w, dout, &mut t, false);
             aggregate(b, &coefs, &t, None, dout, &mut out.data);
             pool.give(t);
         } else {
@@ -340,7 +340,7 @@ impl LinearAgg {
             }
         }
         if let Some(wr) = self.w_r {
-            x.linear(nd, &p[wr..wr + dout * din], dout, &mut out.data, true);
+            x.linear(pool, nd, &p[wr..wr + dout * din], dout, &mut out.data, true);
         }
         let cache = keep.then(|| {
             Box::new(LinearAggCache {
@@ -382,7 +382,7 @@ impl LinearAgg {
             let mut dt = pool.take(ns * dout);
             aggregate_backward(b, &t, &coefs, &d.data, dout, &mut dt, false);
             drop(t);
-            x.linear_weight_grad(ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
+            x.linear_weight_grad(pool, ns, &dt, dout, &mut g[self.w..self.w + dout * din]);
             if let Some(dx) = dx.as_mut() {
                 matmul_a_b(ns, din, dout, &dt, w, &mut dx.data, false);
             }
@@ -410,7 +410,7 @@ impl LinearAgg {
         // Root term last: the paths above overwrite dx (first touch of fresh pages is a write,
         // never a read-then-write).
         if let Some(wr) = self.w_r {
-            x.linear_weight_grad(nd, &d.data, dout, &mut g[wr..wr + dout * din]);
+            x.linear_weight_grad(pool, nd, &d.data, dout, &mut g[wr..wr + dout * din]);
             if let Some(dx) = dx.as_mut() {
                 let w_r = &p[wr..wr + dout * din];
                 matmul_a_b(nd, din, dout, &d.data, w_r, &mut dx.data[..nd * din], true);
