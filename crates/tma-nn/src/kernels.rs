@@ -187,13 +187,17 @@ pub(crate) fn add_bias(y: &mut [f32], b: &[f32]) {
 
 /// `t[j, i] (+)= a[i, j]` for `a: [rows, cols]`, `t: [cols, rows]`: in 32 × 32 blocks (the 32
 /// source lines of a block stay in cache while its output rows are written in order),
-/// parallel over blocks of output rows. Each output element is written (or added to) once.
+/// parallel over blocks of output rows, each block as 8 × 8 register transposes where the CPU
+/// has AVX2 (element-wise otherwise and at the edges). Each output element is written (or
+/// added to) once, so the result is the same bits either way.
 pub(crate) fn transpose_into(a: &[f32], rows: usize, cols: usize, t: &mut [f32], add: bool) {
     const B: usize = 32;
     assert!(a.len() >= rows * cols && t.len() >= rows * cols);
     if rows == 0 || cols == 0 {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = has_avx2();
     t[..rows * cols]
         .par_chunks_mut(B * rows)
         .enumerate()
@@ -202,9 +206,35 @@ pub(crate) fn transpose_into(a: &[f32], rows: usize, cols: usize, t: &mut [f32],
             let j1 = (j0 + B).min(cols);
             for i0 in (0..rows).step_by(B) {
                 let i1 = (i0 + B).min(rows);
+                // the 8 × 8 tiles that fit, then the rest element-wise
+                let (mut i8, mut j8) = (i0, j0);
+                #[cfg(target_arch = "x86_64")]
+                if avx2 {
+                    i8 = i0 + (i1 - i0) / 8 * 8;
+                    j8 = j0 + (j1 - j0) / 8 * 8;
+                    for jj in (j0..j8).step_by(8) {
+                        for ii in (i0..i8).step_by(8) {
+                            // SAFETY: AVX2 checked above; the tile's 8 source rows
+                            // a[ii + r, jj..jj + 8] and 8 output rows tc[(jj - j0 + r) * rows
+                            // + ii..+ 8] are in bounds (ii + 8 <= rows, jj + 8 <= cols and
+                            // jj - j0 + 8 <= tc.len() / rows).
+                            unsafe {
+                                x86_transpose::tile8(
+                                    a.as_ptr().add(ii * cols + jj),
+                                    cols,
+                                    tc.as_mut_ptr().add((jj - j0) * rows + ii),
+                                    rows,
+                                    add,
+                                )
+                            };
+                        }
+                    }
+                }
                 for j in j0..j1 {
-                    let row = &mut tc[(j - j0) * rows + i0..(j - j0) * rows + i1];
-                    for (o, i) in row.iter_mut().zip(i0..i1) {
+                    // rows i0..i8 of the columns j0..j8 were done by the tiles
+                    let from = if j < j8 { i8 } else { i0 };
+                    let row = &mut tc[(j - j0) * rows + from..(j - j0) * rows + i1];
+                    for (o, i) in row.iter_mut().zip(from..i1) {
                         let v = a[i * cols + j];
                         if add {
                             *o += v;
@@ -215,6 +245,62 @@ pub(crate) fn transpose_into(a: &[f32], rows: usize, cols: usize, t: &mut [f32],
                 }
             }
         });
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86_transpose {
+    use std::arch::x86_64::*;
+
+    /// One 8 × 8 tile: `t[r * ts + c] (+)= a[c * as_ + r]` for `r, c < 8`.
+    ///
+    /// # Safety
+    /// AVX2 present; `a` readable at `c * as_ + 0..8` and `t` writable at `r * ts + 0..8` for
+    /// every `r, c < 8`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn tile8(a: *const f32, as_: usize, t: *mut f32, ts: usize, add: bool) {
+        let r0 = _mm256_loadu_ps(a);
+        let r1 = _mm256_loadu_ps(a.add(as_));
+        let r2 = _mm256_loadu_ps(a.add(2 * as_));
+        let r3 = _mm256_loadu_ps(a.add(3 * as_));
+        let r4 = _mm256_loadu_ps(a.add(4 * as_));
+        let r5 = _mm256_loadu_ps(a.add(5 * as_));
+        let r6 = _mm256_loadu_ps(a.add(6 * as_));
+        let r7 = _mm256_loadu_ps(a.add(7 * as_));
+        let t0 = _mm256_unpacklo_ps(r0, r1);
+        let t1 = _mm256_unpackhi_ps(r0, r1);
+        let t2 = _mm256_unpacklo_ps(r2, r3);
+        let t3 = _mm256_unpackhi_ps(r2, r3);
+        let t4 = _mm256_unpacklo_ps(r4, r5);
+        let t5 = _mm256_unpackhi_ps(r4, r5);
+        let t6 = _mm256_unpacklo_ps(r6, r7);
+        let t7 = _mm256_unpackhi_ps(r6, r7);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        let out = [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ];
+        for (r, v) in out.into_iter().enumerate() {
+            let p = t.add(r * ts);
+            if add {
+                _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), v));
+            } else {
+                _mm256_storeu_ps(p, v);
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

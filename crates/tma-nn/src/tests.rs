@@ -1667,6 +1667,8 @@ fn blocked_transpose_matches_the_definition() {
         (100, 33),
         (64, 64),
         (4714, 5),
+        (300, 37),
+        (256, 515),
     ] {
         let a = randn(&mut r, rows * cols);
         let init = randn(&mut r, rows * cols);
