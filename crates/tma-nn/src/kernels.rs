@@ -1250,11 +1250,22 @@ impl BufferPool {
     pub(crate) fn take(&self, len: usize) -> Vec<f32> {
         if len >= Self::MIN_LEN {
             let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
+            // a buffer of about this size (capacity from `len` to 1.5 `len`: a large buffer
+            // used for a small role would have to be grown again, zero-filled, by the next
+            // large role), the smallest already `len` long (nothing to fill), else the longest
+            // (the least to fill); none: a new one, so that every role settles on its own
+            let band = |b: &Vec<f32>| b.capacity() >= len && b.capacity() <= len + len / 2;
             let best = bufs
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| b.capacity() >= len)
+                .filter(|(_, b)| band(b) && b.len() >= len)
                 .min_by_key(|(_, b)| b.capacity())
+                .or_else(|| {
+                    bufs.iter()
+                        .enumerate()
+                        .filter(|(_, b)| band(b))
+                        .max_by_key(|(_, b)| b.len())
+                })
                 .map(|(i, _)| i);
             if let Some(i) = best {
                 let mut v = bufs.swap_remove(i);

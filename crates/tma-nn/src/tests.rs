@@ -1270,6 +1270,32 @@ fn init_params_layout_and_values() {
     }
 }
 
+/// Regression (facebook node steps, ~6% of a step in zero fills): a large pooled buffer handed
+/// out for a small request came back short and was grown (its tail zero-filled) by the next
+/// large request, every step. A request now takes only a buffer of about its size.
+#[test]
+fn pool_keeps_large_buffers_for_large_requests() {
+    let pool = BufferPool::default();
+    let big = vec![1.0f32; 1 << 20];
+    let big_ptr = big.as_ptr();
+    pool.give(big);
+    let small = pool.take(1 << 16);
+    assert_ne!(small.as_ptr(), big_ptr, "a 1 M buffer for a 64 K request");
+    assert!(small.capacity() < 1 << 17, "{}", small.capacity());
+    let again = pool.take((1 << 20) - 5);
+    assert_eq!(again.as_ptr(), big_ptr, "the 1 M buffer is still pooled");
+    assert_eq!(again.len(), (1 << 20) - 5);
+    // a buffer shortened by a nearby request is grown by at most what it lost
+    pool.give(again);
+    let near = pool.take(800_000);
+    assert_eq!(near.as_ptr(), big_ptr);
+    pool.give(near);
+    let full = pool.take(1 << 20);
+    assert_eq!(full.as_ptr(), big_ptr);
+    assert!(full[..800_000].iter().all(|&v| v == 1.0));
+    assert!(full[800_000..].iter().all(|&v| v == 0.0));
+}
+
 #[test]
 fn pooled_buffers_never_leak_stale_values() {
     // blocks large enough (>= 65536-element activations) to go through the buffer pool
