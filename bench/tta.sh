@@ -7,6 +7,7 @@
 #   ORDER=AB WORKLOADS="facebook-link" METHODS=random-tma bench/tta.sh
 #   VAL_CHECK_NODE= bench/tta.sh          # tma validates at its rounds only, like the DGL side
 #   MATMUL_PRECISION=highest bench/tta.sh # tma's products in f32 (default medium: bf16 on AMX)
+#   SEEDS=same bench/tta.sh               # every run seed 0 (default: pair i runs seed i, both sides)
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
@@ -47,6 +48,11 @@ TMA=${TMA:-}
 VAL_CHECK_NODE=${VAL_CHECK_NODE-2s}
 VAL_CHECK_LINK=${VAL_CHECK_LINK-3s}
 MATMUL_PRECISION=${MATMUL_PRECISION:-medium}
+# the seed of a run: its pair's number (the n-th run of each side is pair n), the same on both
+# sides, so that a sequence samples the seed spread (on facebook node random-tma one seed's
+# best validation differs from another's by up to 0.006 on either side: bench/tta-results.md);
+# SEEDS=same: seed 0 for every run
+SEEDS=${SEEDS:-pair}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -92,7 +98,7 @@ EOF2
 
 load() { echo "$(date -u +%H:%M:%S) $1: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"; }
 
-run_tma() { # dir dataset task method frac
+run_tma() { # dir dataset task method frac seed
   local m=4; [[ "$4" == centralized ]] && m=1
   load "tma $1"
   local extra=(--batch-size 1024)
@@ -102,17 +108,17 @@ run_tma() { # dir dataset task method frac
   if [[ -n "$check" ]]; then extra+=(--val-check-interval "$check"); fi
   "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every 10s \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
-    --clip-norm 1.0 --threads "$CORES" --matmul-precision "$MATMUL_PRECISION" "${extra[@]}" \
+    --clip-norm 1.0 --threads "$CORES" --matmul-precision "$MATMUL_PRECISION" --seed "$6" "${extra[@]}" \
     --out "$1" --quiet > "$1.log" 2>&1
 }
 
-run_dgl() { # dir dataset task method frac
+run_dgl() { # dir dataset task method frac seed
   load "dgl $1"
   local extra=()
   [[ "$3" == link ]] && extra=(--val-frac "$5" --test-frac "$5" --val-eval-max 1000 --eval-negatives 1000 --batch-size 65536)
   PYTHONFAULTHANDLER=1 "$DGL_PYTHON" "$PEER" --dataset "$2" --task "$3" --method "$4" --trainers 4 --sync-every 10s \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 10,25 --lr 0.001 \
-    --grad-clip 1.0 --cores "$CORES" --eval-mode concurrent "${extra[@]}" --out "$1" > "$1.log" 2>&1
+    --grad-clip 1.0 --cores "$CORES" --eval-mode concurrent --seed "$6" "${extra[@]}" --out "$1" > "$1.log" 2>&1
 }
 
 for w in $WORKLOADS; do
@@ -131,16 +137,17 @@ for w in $WORKLOADS; do
       # the i-th run of each side is numbered by how many of that side came before
       n=$(grep -o "$side" <<< "${ORDER:0:$i}" | wc -l || true)
       d="$OUT/$w-$m-$([[ $side == A ]] && echo tma || echo dgl)-$n"
+      seed=$n; [[ "$SEEDS" == same ]] && seed=0
       rm -rf "$d" "$d.log"
       # a failed run is reported (its log kept) and the sequence goes on
       if [[ $side == A ]]; then
-        run_tma "$d" "$src" "$task" "$m" "$f" || echo "tta.sh: tma run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
+        run_tma "$d" "$src" "$task" "$m" "$f" "$seed" || echo "tta.sh: tma run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
       else
-        run_dgl "$d" "$src" "$task" "$m" "$f" || echo "tta.sh: DGL run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
+        run_dgl "$d" "$src" "$task" "$m" "$f" "$seed" || echo "tta.sh: DGL run $d failed (exit $?; see $d.log)" | tee -a "$OUT/failed.txt" >&2
       fi
     done
   done
 done
 load end
-python3 bench/tta_report.py --budget "$BUDGET" --cores "$CORES" --order "$ORDER" "$OUT" > "$REPORT"
+python3 bench/tta_report.py --budget "$BUDGET" --cores "$CORES" --order "$ORDER" --seeds "$SEEDS" "$OUT" > "$REPORT"
 cat "$REPORT"

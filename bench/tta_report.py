@@ -80,6 +80,10 @@ def main():
         runs.setdefault(stem, {}).setdefault(int(n), {})[side] = d
     print(f"# Time to accuracy: tma vs the DGL pipeline (budget {opts.get('budget', '?')}, "
           f"{opts.get('cores', '?')} cores, order {opts.get('order', '?')})\n")
+    if opts.get("seeds") == "pair":
+        print("Seeds: pair N runs seed N on both sides.\n")
+    elif opts.get("seeds") == "same":
+        print("Seeds: every run seed 0.\n")
     print("| workload | pair | DGL final val (target) | DGL: time to target | tma: time to target, rounds / with checks | "
           "tma sooner by, rounds / with checks | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
           "steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
