@@ -8,6 +8,8 @@
 #   VAL_CHECK_NODE= bench/tta.sh          # tma validates at its rounds only, like the DGL side
 #   MATMUL_PRECISION=highest bench/tta.sh # tma's products in f32 (default medium: bf16 on AMX)
 #   SEEDS=same bench/tta.sh               # every run seed 0 (default: pair i runs seed i, both sides)
+#   SYNC_TMA=500ms VAL_CHECK_NODE= WORKLOADS=facebook-node METHODS=random-tma bench/tta.sh
+#                                         # tma averaging every 0.5 s, DGL every SYNC_DGL (10 s)
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
@@ -53,6 +55,12 @@ MATMUL_PRECISION=${MATMUL_PRECISION:-medium}
 # best validation differs from another's by up to 0.006 on either side: bench/tta-results.md);
 # SEEDS=same: seed 0 for every run
 SEEDS=${SEEDS:-pair}
+# the averaging span of each side (the set-up above: 10 s both). tma's trainers make ~12x the
+# reference stack's steps per second on facebook node classification, so an equal span holds
+# ~12x the local steps per round; SYNC_TMA gives tma a span holding no more local steps than
+# DGL's rounds (bench/tta-results.md, "Averaging span")
+SYNC_TMA=${SYNC_TMA:-10s}
+SYNC_DGL=${SYNC_DGL:-10s}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -106,7 +114,7 @@ run_tma() { # dir dataset task method frac seed
   local check=$VAL_CHECK_NODE
   [[ "$3" == link ]] && check=$VAL_CHECK_LINK
   if [[ -n "$check" ]]; then extra+=(--val-check-interval "$check"); fi
-  "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every 10s \
+  "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every "$SYNC_TMA" \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
     --clip-norm 1.0 --threads "$CORES" --matmul-precision "$MATMUL_PRECISION" --seed "$6" "${extra[@]}" \
     --out "$1" --quiet > "$1.log" 2>&1
@@ -116,7 +124,7 @@ run_dgl() { # dir dataset task method frac seed
   load "dgl $1"
   local extra=()
   [[ "$3" == link ]] && extra=(--val-frac "$5" --test-frac "$5" --val-eval-max 1000 --eval-negatives 1000 --batch-size 65536)
-  PYTHONFAULTHANDLER=1 "$DGL_PYTHON" "$PEER" --dataset "$2" --task "$3" --method "$4" --trainers 4 --sync-every 10s \
+  PYTHONFAULTHANDLER=1 "$DGL_PYTHON" "$PEER" --dataset "$2" --task "$3" --method "$4" --trainers 4 --sync-every "$SYNC_DGL" \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 10,25 --lr 0.001 \
     --grad-clip 1.0 --cores "$CORES" --eval-mode concurrent --seed "$6" "${extra[@]}" --out "$1" > "$1.log" 2>&1
 }
@@ -149,5 +157,5 @@ for w in $WORKLOADS; do
   done
 done
 load end
-python3 bench/tta_report.py --budget "$BUDGET" --cores "$CORES" --order "$ORDER" --seeds "$SEEDS" "$OUT" > "$REPORT"
+python3 bench/tta_report.py --budget "$BUDGET" --cores "$CORES" --order "$ORDER" --seeds "$SEEDS" --sync-tma "$SYNC_TMA" --sync-dgl "$SYNC_DGL" "$OUT" > "$REPORT"
 cat "$REPORT"

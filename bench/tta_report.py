@@ -80,6 +80,8 @@ def main():
         runs.setdefault(stem, {}).setdefault(int(n), {})[side] = d
     print(f"# Time to accuracy: tma vs the DGL pipeline (budget {opts.get('budget', '?')}, "
           f"{opts.get('cores', '?')} cores, order {opts.get('order', '?')})\n")
+    if "sync-tma" in opts:
+        print(f"Averaging every {opts['sync-tma']} (tma) / {opts.get('sync-dgl', '?')} (DGL).\n")
     if opts.get("seeds") == "pair":
         print("Seeds: pair N runs seed N on both sides.\n")
     elif opts.get("seeds") == "same":
