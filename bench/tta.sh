@@ -55,6 +55,7 @@ MATMUL_PRECISION=${MATMUL_PRECISION:-medium}
 # best validation differs from another's by up to 0.006 on either side: bench/tta-results.md);
 # SEEDS=same: seed 0 for every run
 SEEDS=${SEEDS:-pair}
+[[ "$SEEDS" == pair || "$SEEDS" == same ]] || { echo "tta.sh: SEEDS=$SEEDS: give pair or same" >&2; exit 2; }
 # the averaging span of each side (the set-up above: 10 s both). tma's trainers make ~12x the
 # reference stack's steps per second on facebook node classification, so an equal span holds
 # ~12x the local steps per round; SYNC_TMA gives tma a span holding no more local steps than

@@ -106,11 +106,15 @@ def main():
             def ratio(t):
                 return f"{tb / t:.2f}x" if t and tb else ("not reached" if t is None else "-")
             t_end = b[-1][0]
+
+            def at(curve, t):
+                # a time past the budget has no value
+                return at_time(curve, t) if t <= t_end + 1.0 else None
             sb = b[-1][1]
             sa = at_steps(a, sb)
             print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {fmt(tr, 1)} / {fmt(ta, 1)} s | "
                   f"{ratio(tr)} / {ratio(ta)} | "
-                  f"{fmt(at_time(a, 20))} / {fmt(at_time(b, 20))} | {fmt(at_time(a, 40))} / {fmt(at_time(b, 40))} | "
+                  f"{fmt(at(a, 20))} / {fmt(at(b, 20))} | {fmt(at(a, 40))} / {fmt(at(b, 40))} | "
                   f"{fmt(at_time(a, t_end))} / {target:.3f} | {a[-1][1]:.0f} / {sb:.0f} | "
                   f"{fmt(sa[1] if sa else None)} (at {fmt(sa[0] if sa else None, 0)}) / {target:.3f} |")
             curves.append((stem, n, a, b))

@@ -1275,6 +1275,12 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
         // --out is checked (and its staging folder made) before the data is loaded
         let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
+        if writer.removed_stale_staging() {
+            eprintln!(
+                "note: removed {}, the unfinished staging folder of an earlier run that was killed",
+                writer.staging().display()
+            );
+        }
         crate::interrupt::remove_on_interrupt(
             writer.staging().to_path_buf(),
             out.clone(),

@@ -373,6 +373,8 @@ pub struct PartitionWriter {
     dir: PathBuf,
     staging: PathBuf,
     done: bool,
+    /// A staging folder left by an interrupted run, removed by [`PartitionWriter::create`].
+    removed_stale: bool,
     /// Set from outside (a Ctrl-C handler): [`PartitionWriter::finish`] then refuses to rename
     /// the staging folder into place.
     abort: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -408,7 +410,8 @@ impl PartitionWriter {
             }
         }
         let staging = dir.with_file_name(format!(".{name}.tmp"));
-        if staging.exists() {
+        let removed_stale = staging.exists();
+        if removed_stale {
             fs::remove_dir_all(&staging).map_err(io(&staging))?;
         }
         fs::create_dir_all(&staging).map_err(io(&staging))?;
@@ -416,8 +419,15 @@ impl PartitionWriter {
             dir: dir.to_path_buf(),
             staging,
             done: false,
+            removed_stale,
             abort: Default::default(),
         })
+    }
+
+    /// Whether [`PartitionWriter::create`] removed a staging folder that a killed run had
+    /// left (the caller says so: nothing of the user's is dropped without a word).
+    pub fn removed_stale_staging(&self) -> bool {
+        self.removed_stale
     }
 
     /// A flag that, once set, makes [`PartitionWriter::finish`] fail (an `Interrupted` I/O
@@ -1158,11 +1168,18 @@ mod tests {
         let empty = tmp.path().join("empty");
         fs::create_dir(&empty).unwrap();
         let w = PartitionWriter::create(&empty).unwrap();
+        assert!(!w.removed_stale_staging());
         let staging = w.staging().to_path_buf();
         assert!(staging.is_dir() && staging.ends_with(".empty.tmp"));
         fs::write(staging.join("part"), b"half").unwrap();
         drop(w);
         assert!(!staging.exists() && empty.is_dir());
+        // a staging folder left by a killed run is removed, and the writer says so
+        fs::create_dir(&staging).unwrap();
+        fs::write(staging.join("part"), b"half").unwrap();
+        let w = PartitionWriter::create(&empty).unwrap();
+        assert!(w.removed_stale_staging());
+        assert!(!staging.join("part").exists());
     }
 
     #[test]
