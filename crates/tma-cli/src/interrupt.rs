@@ -1,34 +1,53 @@
-//! Ctrl-C during `tma train`: the first one asks the run to stop after the round in flight
-//! (the run then writes its checkpoint and a summary marked `interrupted`, and the CLI says how
-//! to resume); the second one stops the process at once (removing a run directory that has no
-//! round yet, so `--out` can be used again). The library knows nothing of signals: it reads
-//! the stop flag this module sets ([`tma_train::Run::stop_on`]).
+//! Ctrl-C (SIGINT) or SIGTERM during `tma train` with in-process trainers: the first one asks
+//! the run to stop after the round in flight (the run then writes its checkpoint and a summary
+//! marked `interrupted`, and the CLI says how to resume); the second one stops the process at
+//! once (removing a run directory that has no round yet, so `--out` can be used again). SIGTERM
+//! is what job schedulers (SLURM at the time limit, Kubernetes at eviction) and `kill` send
+//! before SIGKILL: a preempted run keeps its last round and resumes. The library knows nothing
+//! of signals: it reads the stop flag this module sets ([`tma_train::Run::stop_on`]). MPI runs
+//! keep the default handlers (mpirun relays signals to every rank).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// SIGINTs received so far (the handler only counts; a watcher thread acts).
+/// SIGINTs and SIGTERMs received so far (the handler only counts; a watcher thread acts).
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
-extern "C" fn on_sigint(_: libc::c_int) {
+/// The first signal received (0 before any): the process exits with 128 + it, the shells'
+/// convention (130 for SIGINT, 143 for SIGTERM).
+static FIRST: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let _ = FIRST.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
     let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
     if n >= 3 {
         // the watcher did not get to run: stop now (async-signal-safe)
         // SAFETY: _exit is async-signal-safe.
-        unsafe { libc::_exit(130) }
+        unsafe { libc::_exit(exit_code()) }
     }
 }
 
-/// Routes SIGINT to [`on_sigint`] (which only counts; a watcher thread acts).
-fn catch_sigint() {
-    // SAFETY: the handler only touches an atomic (and calls _exit).
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
+/// The exit code of a run stopped on request: 128 + the first signal received (130 when none
+/// was: the Ctrl-C code).
+pub fn exit_code() -> i32 {
+    match FIRST.load(Ordering::SeqCst) {
+        0 => 128 + libc::SIGINT,
+        s => 128 + s,
+    }
+}
+
+/// Routes SIGINT and SIGTERM to [`on_signal`] (which only counts; a watcher thread acts).
+fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only touches atomics (and calls _exit).
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
     }
 }
 
@@ -54,7 +73,7 @@ pub fn install() -> (tma_train::StopFlag, Cleanup) {
 fn install_once() -> (tma_train::StopFlag, Cleanup) {
     let stop: tma_train::StopFlag = Arc::new(AtomicBool::new(false));
     let cleanup: Cleanup = Arc::new(Mutex::new(None));
-    catch_sigint();
+    catch_signals();
     let (s, c) = (stop.clone(), cleanup.clone());
     std::thread::Builder::new()
         .name("tma-ctrl-c".into())
@@ -67,7 +86,7 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
                     announced = true;
                     s.store(true, Ordering::SeqCst);
                     eprintln!(
-                        "\ninterrupt: finishing the round in flight, then writing the checkpoint and the summary (Ctrl-C again to stop at once)"
+                        "\ninterrupt: finishing the round in flight, then writing the checkpoint and the summary (Ctrl-C or SIGTERM again to stop at once)"
                     );
                 }
                 if n >= 2 {
@@ -85,7 +104,7 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
                         ),
                         None => eprintln!("interrupt: stopped at once"),
                     }
-                    std::process::exit(130);
+                    std::process::exit(exit_code());
                 }
             }
         })
@@ -111,14 +130,14 @@ pub fn wait_if_interrupted() {
     }
 }
 
-/// Ctrl-C during `tma partition --out DIR`: the writer's `abort` flag is set (it checks it
+/// Ctrl-C or SIGTERM during `tma partition --out DIR`: the writer's `abort` flag is set (it checks it
 /// last before renaming the staging folder `.DIR.tmp` into place), the staging folder is
 /// renamed aside (atomic: either it is still staging, and the writer's rename fails, or the
 /// writer renamed it first and `DIR` is complete) and removed; one line says which, and the
-/// process exits 130. Without this a killed run left the staging folder behind (gigabytes at scale)
+/// process exits 130 (SIGINT) or 143 (SIGTERM). Without this a killed run left the staging folder behind (gigabytes at scale)
 /// until the same `--out` was used again.
 pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf, abort: Arc<AtomicBool>) {
-    catch_sigint();
+    catch_signals();
     std::thread::Builder::new()
         .name("tma-ctrl-c".into())
         .spawn(move || loop {
@@ -161,7 +180,7 @@ pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf, abort: Arc<AtomicBool
             } else {
                 eprintln!("\ninterrupt: stopped");
             }
-            std::process::exit(130);
+            std::process::exit(exit_code());
         })
         .expect("spawn the Ctrl-C watcher");
 }

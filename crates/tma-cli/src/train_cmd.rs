@@ -751,8 +751,8 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         out: o.out.clone(),
         resume: resume_dir.is_some(),
     };
-    // Ctrl-C: first stops after the round in flight, second at once (in-process runs; under
-    // MPI the launcher owns the signals)
+    // Ctrl-C or SIGTERM: first stops after the round in flight, second at once (in-process
+    // runs; under MPI the launcher owns the signals)
     let interrupt = (engine == Engine::InProcess).then(crate::interrupt::install);
     let mut run = Run::start(spec)?;
     let out = run.dir().to_path_buf();
@@ -1003,8 +1003,12 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     if s.interrupted {
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        // 130: stopped on request (Ctrl-C); 1: an incomplete run, an error
-        std::process::exit(if lost { 1 } else { 130 });
+        // 130 / 143: stopped on request (Ctrl-C / SIGTERM); 1: an incomplete run, an error
+        std::process::exit(if lost {
+            1
+        } else {
+            crate::interrupt::exit_code()
+        });
     }
     Ok(())
 }

@@ -408,8 +408,12 @@ fn resume_with_other_options_names_the_flag_and_both_values() {
 }
 
 fn sigint(pid: u32) {
+    signal(pid, libc::SIGINT);
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
     // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
 }
 
 fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
@@ -422,6 +426,17 @@ fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 
 #[test]
 fn ctrl_c_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
+    stop_on_signal_finishes_the_round_and_resumes(libc::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
+    // regression: SIGTERM (kill, SLURM's time limit, Kubernetes' eviction) killed a run with
+    // the default handler: no checkpoint of the rounds since the last one, no summary
+    stop_on_signal_finishes_the_round_and_resumes(libc::SIGTERM, 143);
+}
+
+fn stop_on_signal_finishes_the_round_and_resumes(sig: libc::c_int, code: i32) {
     let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap().to_string();
@@ -449,14 +464,14 @@ fn ctrl_c_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
             .map(|m| m.len() > 0)
             .unwrap_or(false)
     });
-    sigint(child.id());
+    signal(child.id(), sig);
     let t = Instant::now();
     let r = child.wait_with_output().unwrap();
     assert!(
         t.elapsed() < Duration::from_secs(30),
         "stopped after the round in flight"
     );
-    assert_eq!(r.status.code(), Some(130), "{}", text(&r));
+    assert_eq!(r.status.code(), Some(code), "{}", text(&r));
     assert!(
         stdout(&r).contains(&format!("resume with: tma train --resume {o}")),
         "{}",
@@ -547,6 +562,16 @@ fn ctrl_c_before_the_first_round_leaves_no_run_dir() {
 fn ctrl_c_during_partition_out_removes_the_staging_folder() {
     // regression: an interrupted `tma partition --out D` left `.D.tmp` (the parts streamed so
     // far; gigabytes at scale) behind, without a word
+    signal_during_partition_out_removes_the_staging_folder(libc::SIGINT, 130);
+}
+
+#[test]
+fn sigterm_during_partition_out_removes_the_staging_folder() {
+    // regression: SIGTERM left `.D.tmp` behind (only SIGINT was handled)
+    signal_during_partition_out_removes_the_staging_folder(libc::SIGTERM, 143);
+}
+
+fn signal_during_partition_out_removes_the_staging_folder(sig: libc::c_int, code: i32) {
     let dir = tempdir();
     let out = dir.path().join("parts");
     let staging = dir.path().join(".parts.tmp");
@@ -567,11 +592,11 @@ fn ctrl_c_during_partition_out_removes_the_staging_folder() {
     wait_for("the staging folder", Duration::from_secs(60), || {
         staging.exists()
     });
-    sigint(child.id());
+    signal(child.id(), sig);
     let r = child.wait_with_output().unwrap();
     assert_fails_with(
         &r,
-        130,
+        code,
         &["interrupt: stopped", ".parts.tmp", "was removed"],
     );
     assert!(!staging.exists(), "the staging folder is gone");
