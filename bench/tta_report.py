@@ -7,7 +7,8 @@ Run directories are named WORKLOAD-METHOD-{tma,dgl}-N; run N of tma is paired wi
 For each pair: the DGL run's final validation metric is the target; the report gives the time
 each side first reached it (tma's speed-up = DGL's time / tma's), both metrics at equal
 training time (20 s, 40 s, DGL's last round) and at equal optimizer steps per trainer (tma's
-metric at its last round with no more steps than DGL's round), and both curves. tma runs with
+metric interpolated linearly in steps between its two validations around DGL's final step
+count, both shown), and both curves. tma runs with
 `--val-check-interval` also validate between averaging rounds (rows with "check": true): the
 report gives tma's time to the target both from its rounds only and with those checks.
 """
@@ -55,9 +56,30 @@ def at_time(curve, t):
 
 
 def at_steps(curve, s):
-    """(steps, metric) of the last round with at most s mean steps per trainer."""
-    pts = [(st, v) for (_, st, v, *_) in curve if st <= s + 1e-9]
-    return pts[-1] if pts else None
+    """(metric, below, above) at s mean steps per trainer: interpolated linearly in steps
+    between the last validation at or below s and the first above it, given as (steps, metric)
+    (above None when s is past the curve's end; then the metric is the last one's; below None
+    when s is before its first validation: no metric)."""
+    pts = sorted((st, v) for (_, st, v, *_) in curve)
+    lo = [p for p in pts if p[0] <= s + 1e-9]
+    hi = [p for p in pts if p[0] > s + 1e-9]
+    if not lo:
+        return None, None, hi[0] if hi else None
+    a = lo[-1]
+    if not hi or a[0] >= s - 1e-9:
+        return a[1], a, None
+    b = hi[0]
+    return a[1] + (b[1] - a[1]) * (s - a[0]) / (b[0] - a[0]), a, b
+
+
+def fmt_steps(m):
+    """`metric (interpolated between v1 at s1 and v2 at s2)` for the equal-steps column."""
+    v, a, b = m
+    if v is None:
+        return f"- (first validation at {b[0]:.0f})" if b else "-"
+    if b is None:
+        return f"{v:.3f} (at {a[0]:.0f})"
+    return f"{v:.3f} (between {a[1]:.3f} at {a[0]:.0f} and {b[1]:.3f} at {b[0]:.0f})"
 
 
 def fmt(x, nd=3):
@@ -105,6 +127,11 @@ def main():
 
             def ratio(t):
                 return f"{tb / t:.2f}x" if t and tb else ("not reached" if t is None else "-")
+            has_checks = any(x[6] for x in a)
+
+            def both(x, y):
+                # "rounds / with checks", one figure when the run made no checks
+                return f"{x} / {y}" if has_checks else f"{x} (no checks)"
             t_end = b[-1][0]
 
             def at(curve, t):
@@ -112,11 +139,11 @@ def main():
                 return at_time(curve, t) if t <= t_end + 1.0 else None
             sb = b[-1][1]
             sa = at_steps(a, sb)
-            print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {fmt(tr, 1)} / {fmt(ta, 1)} s | "
-                  f"{ratio(tr)} / {ratio(ta)} | "
+            print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {both(fmt(tr, 1), fmt(ta, 1))} s | "
+                  f"{both(ratio(tr), ratio(ta))} | "
                   f"{fmt(at(a, 20))} / {fmt(at(b, 20))} | {fmt(at(a, 40))} / {fmt(at(b, 40))} | "
                   f"{fmt(at_time(a, t_end))} / {target:.3f} | {a[-1][1]:.0f} / {sb:.0f} | "
-                  f"{fmt(sa[1] if sa else None)} (at {fmt(sa[0] if sa else None, 0)}) / {target:.3f} |")
+                  f"{fmt_steps(sa)} / {target:.3f} |")
             curves.append((stem, n, a, b))
     print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "
           "a `c` after the time marks a check between rounds):\n")
