@@ -1,7 +1,8 @@
 //! Ctrl-C (SIGINT) or SIGTERM during `tma train` with in-process trainers: the first one asks
 //! the run to stop after the round in flight (the run then writes its checkpoint and a summary
 //! marked `interrupted`, and the CLI says how to resume); the second one stops the process at
-//! once (removing a run directory that has no round yet, so `--out` can be used again). SIGTERM
+//! once (removing a run directory that has no complete checkpoint yet, so `--out` can be used
+//! again). SIGTERM
 //! is what job schedulers (SLURM at the time limit, Kubernetes at eviction) and `kill` send
 //! before SIGKILL: a preempted run keeps its last round and resumes. The library knows nothing
 //! of signals: it reads the stop flag this module sets ([`tma_train::Run::stop_on`]). MPI runs
@@ -27,6 +28,11 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // SAFETY: _exit is async-signal-safe.
         unsafe { libc::_exit(exit_code()) }
     }
+}
+
+/// Whether a SIGINT or SIGTERM has been received (and caught: handlers installed).
+pub fn received() -> bool {
+    COUNT.load(Ordering::SeqCst) > 0
 }
 
 /// The exit code of a run stopped on request: 128 + the first signal received (130 when none
@@ -94,7 +100,7 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
                     match slot {
                         Some((dir, existed)) if tma_train::run::discard_unstarted(&dir, existed) => {
                             eprintln!(
-                                "interrupt: stopped at once; the run had no round yet, {} was removed",
+                                "interrupt: stopped at once; the run had no checkpoint yet (nothing to resume), {} was removed",
                                 dir.display()
                             );
                         }

@@ -109,7 +109,13 @@ fn main() -> ExitCode {
                 }
             }
             eprintln!("error: {msg}");
-            ExitCode::FAILURE
+            // a command that ended on a signal's request (e.g. interrupted while loading the
+            // data) exits as the signal's code says (130 / 143), which job schedulers read
+            if interrupt::received() {
+                ExitCode::from(interrupt::exit_code() as u8)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

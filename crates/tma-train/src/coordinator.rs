@@ -96,6 +96,9 @@ pub fn coordinate(
     let mut last_formed = clock.elapsed();
     // the gather that ended the loop had nobody left to hear from (every trainer lost)
     let mut all_lost = false;
+    // the last round was formed early on a stop request, before the time limit (a request that
+    // comes after the last round is formed, during the final validation, ends nothing early)
+    let mut ended_by_request = false;
 
     let template = model.clone();
     let infer = cfg.infer_options();
@@ -196,6 +199,10 @@ pub fn coordinate(
                 }
                 let elapsed = clock.elapsed();
                 stop |= elapsed >= cfg.time_limit;
+                ended_by_request = stop
+                    && elapsed < cfg.time_limit
+                    && !(paced && due >= cfg.time_limit)
+                    && ctx.stop_requested();
                 if contribs.is_empty() {
                     // nobody left: every trainer is gone
                     all_lost = true;
@@ -275,7 +282,13 @@ pub fn coordinate(
         book,
         model,
         last_steps,
-        lost_early,
+        if lost_early {
+            Some(StopCause::TrainersLost)
+        } else if ended_by_request {
+            Some(StopCause::StopRequest)
+        } else {
+            None
+        },
         resumed_best_check,
     )
 }
@@ -387,7 +400,7 @@ fn finish_run(
     book: Book,
     current: ParamSet,
     last_steps: Vec<u64>,
-    lost_early: bool,
+    ended_early: Option<StopCause>,
     resumed_best_check: bool,
 ) -> Result<RunResult, TrainError> {
     let Book {
@@ -448,14 +461,8 @@ fn finish_run(
         steps_per_trainer: last_steps,
         failed_trainers: Vec::new(),
         partition_hash: prep.partition_hash.clone(),
-        interrupted: ctx.stop_requested() || lost_early,
-        interrupted_by: if lost_early {
-            Some(StopCause::TrainersLost)
-        } else if ctx.stop_requested() {
-            Some(StopCause::StopRequest)
-        } else {
-            None
-        },
+        interrupted: ended_early.is_some(),
+        interrupted_by: ended_early,
         warnings: Vec::new(),
         removed_on_load: prep.removed,
         memory: Vec::new(),

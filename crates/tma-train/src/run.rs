@@ -320,7 +320,7 @@ impl Run {
             }
             if !dir.join("checkpoint").join("state.json").exists() {
                 return Err(TrainError::Config(format!(
-                    "--resume {}: the run stopped before its first round, so there is no checkpoint to resume from; start it again (remove {} or choose another --out)",
+                    "--resume {}: the run stopped before its first checkpoint was complete (checkpoint/state.json is missing), so there is nothing to resume from; start it again (remove {} or choose another --out)",
                     dir.display(),
                     dir.display()
                 )));
@@ -744,15 +744,16 @@ fn remove_unstarted_run(dir: &Path, existed: bool) {
     discard_unstarted(dir, existed);
 }
 
-/// Puts the run directory `dir` of a run that has no round yet back as it was (removed, or
-/// emptied when it `existed` empty before the run) and returns true; returns false, touching
-/// nothing, when the run has a round (it has a checkpoint to resume from). For a process that
-/// must stop at once (a second Ctrl-C) without unwinding the [`Run`].
+/// Puts the run directory `dir` of a run that has nothing to resume from back as it was
+/// (removed, or emptied when it `existed` empty before the run) and returns true; returns
+/// false, touching nothing, when the run has a complete checkpoint (`checkpoint/state.json`,
+/// written last by each round's checkpoint). A run stopped at once while its first round's
+/// checkpoint was being written has a round in `rounds.jsonl` but cannot be resumed, and is put
+/// back too. For a process that must stop at once (a second Ctrl-C) without unwinding the
+/// [`Run`].
 pub fn discard_unstarted(dir: &Path, existed: bool) -> bool {
-    let started = std::fs::metadata(dir.join("rounds.jsonl"))
-        .map(|m| m.len() > 0)
-        .unwrap_or(false);
-    if started {
+    let resumable = dir.join("checkpoint").join("state.json").is_file();
+    if resumable {
         return false;
     }
     if !existed {

@@ -301,6 +301,57 @@ fn a_stop_request_ends_the_run_after_the_round_in_flight() {
 }
 
 #[test]
+fn a_stop_request_after_the_last_round_does_not_mark_the_run_interrupted() {
+    // regression: a SIGTERM during the final validation/test (after the last round formed at
+    // the time limit) marked a finished run `interrupted`, and its resume trained past the limit
+    struct StopAtLast(Arc<AtomicBool>, f64);
+    impl tma_train::Observer for StopAtLast {
+        fn on_round(&mut self, r: &tma_train::RoundRecord) -> Result<(), tma_train::TrainError> {
+            if !r.check && r.elapsed_s >= self.1 {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(())
+        }
+    }
+    let limit = Duration::from_millis(600);
+    let cfg = TrainConfig {
+        time_limit: limit,
+        ..quick(Method::RandomTma, 2)
+    };
+    let mut run = Run::start(RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))))).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    run.stop_on(stop.clone());
+    let r = run
+        .train(&mut StopAtLast(stop.clone(), limit.as_secs_f64()))
+        .unwrap();
+    assert!(stop.load(std::sync::atomic::Ordering::SeqCst), "requested");
+    assert!(r.rounds.last().unwrap().elapsed_s >= limit.as_secs_f64());
+    assert!(!r.summary.interrupted, "{:?}", r.summary.interrupted_by);
+    assert_eq!(r.summary.interrupted_by, None);
+}
+
+#[test]
+fn a_run_stopped_before_its_first_checkpoint_is_discarded() {
+    // regression: a second signal while round 1's checkpoint was being written left a run
+    // directory with a round in rounds.jsonl, no checkpoint/state.json, and a message saying
+    // `--resume` continues it (it refused); such a run has nothing to resume and is put back
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    std::fs::create_dir_all(dir.join("checkpoint")).unwrap();
+    std::fs::write(dir.join("config.toml"), "seed = 0\n").unwrap();
+    std::fs::write(dir.join("rounds.jsonl"), "{\"round\":1}\n").unwrap();
+    std::fs::write(dir.join("checkpoint/state.json.tmp"), "{").unwrap();
+    assert!(tma_train::run::discard_unstarted(&dir, false));
+    assert!(!dir.exists());
+    // with a complete checkpoint it is kept, untouched
+    std::fs::create_dir_all(dir.join("checkpoint")).unwrap();
+    std::fs::write(dir.join("rounds.jsonl"), "{\"round\":1}\n").unwrap();
+    std::fs::write(dir.join("checkpoint/state.json"), "{}").unwrap();
+    assert!(!tma_train::run::discard_unstarted(&dir, false));
+    assert!(dir.join("rounds.jsonl").is_file());
+}
+
+#[test]
 fn failed_trainers_are_objects_in_summary_json() {
     // regression (issue 11): failed trainers were raw tuples [[1, 4.018577031]]
     let tmp = tempfile::tempdir().unwrap();

@@ -528,9 +528,10 @@ fn ctrl_c_before_the_first_round_leaves_no_run_dir() {
     });
     sigint(child.id());
     let r = child.wait_with_output().unwrap();
+    // regression: this exit was 1; a stop on request exits 130 (143 for SIGTERM) in every phase
     assert_fails_with(
         &r,
-        1,
+        130,
         &["interrupted before training started", "was removed"],
     );
     assert!(!out.exists(), "{} left behind", out.display());
@@ -547,7 +548,7 @@ fn ctrl_c_before_the_first_round_leaves_no_run_dir() {
     let r = child.wait_with_output().unwrap();
     assert_eq!(r.status.code(), Some(130), "{}", text(&r));
     assert!(
-        stderr(&r).contains("interrupt: stopped at once; the run had no round yet"),
+        stderr(&r).contains("interrupt: stopped at once; the run had no checkpoint yet"),
         "{}",
         text(&r)
     );
