@@ -374,3 +374,14 @@ fn failed_trainers_are_objects_in_summary_json() {
     let at = f[0]["at_s"].as_f64().unwrap();
     assert!((0.3..0.9).contains(&at), "{at}");
 }
+
+#[test]
+fn threads_above_the_cores_are_warned_about() {
+    // regression: --threads 1000 on 2 cores ran 0-4 steps per trainer instead of ~680, silently
+    assert_eq!(tma_train::run::threads_warning(2, 2), None);
+    assert_eq!(tma_train::run::threads_warning(0, 2), None);
+    assert_eq!(
+        tma_train::run::threads_warning(1000, 2).unwrap(),
+        "threads (1000) is above the 2 cores this process may use: the threads time-share the cores and training slows down; 0 uses every core"
+    );
+}
