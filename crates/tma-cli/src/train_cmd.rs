@@ -1244,6 +1244,15 @@ pub struct PartitionOpts {
 }
 
 pub fn partition(o: PartitionOpts) -> Result<()> {
+    // the check `tma train --method super-tma` makes (TrainConfig::validate), with or without
+    // --out: fewer super-nodes than parts leaves parts empty
+    if matches!(o.method, PartitionMethodArg::Super) && o.super_nodes < o.num_parts + o.drop_parts {
+        anyhow::bail!(
+            "--super-nodes ({}) must be >= --parts + --drop-parts ({}): every part gets whole super-nodes",
+            o.super_nodes,
+            o.num_parts + o.drop_parts
+        );
+    }
     let on_disk = o.dataset.as_deref().is_some_and(|d| {
         tma_graph::is_disk_graph(d) && matches!(o.format, None | Some(Format::Tma))
     });

@@ -231,6 +231,32 @@ fn assignment_sha256(o: &Output) -> String {
 }
 
 #[test]
+fn partition_refuses_fewer_super_nodes_than_parts_as_train_does() {
+    // regression: `tma partition --method super --super-nodes 0` exited 0 ("0 clusters
+    // requested, 1 obtained") where `tma train --method super-tma` refuses the same numbers
+    for k in ["0", "2"] {
+        let r = tma(&[
+            "partition",
+            "--gen-nodes",
+            "400",
+            "--parts",
+            "4",
+            "--method",
+            "super",
+            "--super-nodes",
+            k,
+        ]);
+        assert_fails_with(
+            &r,
+            1,
+            &[&format!(
+                "--super-nodes ({k}) must be >= --parts + --drop-parts (4)"
+            )],
+        );
+    }
+}
+
+#[test]
 fn partition_method_takes_the_train_method_names_too() {
     let part = |method: &str| {
         let r = tma(&[
