@@ -387,6 +387,7 @@ pub fn resume_from(
         best,
         best_check: state.best.as_ref().is_some_and(|b| b.check),
         steps: state.steps.clone(),
+        elapsed: std::time::Duration::from_secs_f64(state.elapsed_s.max(0.0)),
     })
 }
 

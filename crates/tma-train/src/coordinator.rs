@@ -81,6 +81,8 @@ pub fn coordinate(
     let mut best: Option<Best> = None;
     // whether a resumed run's best model so far was a check (until a better one comes)
     let resumed_best_check = resume.as_ref().is_some_and(|r| r.best_check);
+    // training time of the resumed round (the summary's when this process forms none)
+    let resumed_at = resume.as_ref().map(|r| r.elapsed);
     if let Some(r) = resume {
         model.data.copy_from_slice(&r.params);
         round = r.round;
@@ -281,16 +283,34 @@ pub fn coordinate(
         n,
         book,
         model,
-        last_steps,
-        if lost_early {
-            Some(StopCause::TrainersLost)
-        } else if ended_by_request {
-            Some(StopCause::StopRequest)
-        } else {
-            None
+        RunEnd {
+            last_steps,
+            ended_early: if lost_early {
+                Some(StopCause::TrainersLost)
+            } else if ended_by_request {
+                Some(StopCause::StopRequest)
+            } else {
+                None
+            },
+            resumed_best_check,
+            round,
+            last_formed: resumed_at.unwrap_or(last_formed),
         },
-        resumed_best_check,
     )
+}
+
+/// How the coordinator's loop ended, for [`finish_run`].
+struct RunEnd {
+    /// Steps of each trainer since the start of the run, as of its last round.
+    last_steps: Vec<u64>,
+    /// Why the run ended before its time limit (None: it reached it).
+    ended_early: Option<StopCause>,
+    /// A resumed run's best model so far was a check between rounds.
+    resumed_best_check: bool,
+    /// The last round formed (across resumes): the resumed round when this process formed none.
+    round: u64,
+    /// Training time of the resumed round (for a run that formed none in this process).
+    last_formed: Duration,
 }
 
 /// Validation checks between averaging rounds (`--val-check-interval`): the coordinator's
@@ -399,10 +419,15 @@ fn finish_run(
     num_trainers: usize,
     book: Book,
     current: ParamSet,
-    last_steps: Vec<u64>,
-    ended_early: Option<StopCause>,
-    resumed_best_check: bool,
+    end: RunEnd,
 ) -> Result<RunResult, TrainError> {
+    let RunEnd {
+        last_steps,
+        ended_early,
+        resumed_best_check,
+        round,
+        last_formed,
+    } = end;
     let Book {
         records,
         best,
@@ -423,14 +448,16 @@ fn finish_run(
         .rev()
         .find(|r| r.is_best)
         .map_or(resumed_best_check, |r| r.check);
-    let final_val = records
-        .iter()
-        .rev()
-        .find(|r| !r.check)
-        .map(|r| r.val.clone())
-        .unwrap_or_default();
     let (model, prep) = (ctx.model, ctx.prep);
     let infer = ctx.cfg.infer_options();
+    // a resumed run that formed no round (its trainers lost at once): the final model is the
+    // resumed one, validated here (its summary used to say 0 rounds and val 0 over a good one)
+    let final_val = match records.iter().rev().find(|r| !r.check) {
+        Some(r) => r.val.clone(),
+        None => ctx
+            .eval_pool
+            .install(|| evaluate_with(model, &current, prep, Split::Val, &infer)),
+    };
     let final_test = ctx
         .eval_pool
         .install(|| evaluate_with(model, &current, prep, Split::Test, &infer));
@@ -446,12 +473,18 @@ fn finish_run(
         method: ctx.cfg.method.to_string(),
         task: ctx.cfg.task.to_string(),
         num_trainers,
-        rounds: records
-            .last()
-            .map_or(0, |r| r.round)
-            .max(records.iter().filter(|r| !r.check).count() as u64),
+        rounds: if records.is_empty() {
+            round
+        } else {
+            records
+                .last()
+                .map_or(0, |r| r.round)
+                .max(records.iter().filter(|r| !r.check).count() as u64)
+        },
         metric: prep.metric.resolve(prep.eval.target_kind()).to_string(),
-        train_time_s: records.last().map(|r| r.elapsed_s).unwrap_or(0.0),
+        train_time_s: records
+            .last()
+            .map_or(last_formed.as_secs_f64(), |r| r.elapsed_s),
         final_val,
         final_test,
         best_round,

@@ -181,6 +181,8 @@ pub struct Resume {
     /// index (missing entries count as 0). The resumed trainers count from 0 again; the
     /// coordinator adds these offsets to the steps it records and reports.
     pub steps: Vec<u64>,
+    /// Training time at which `round` formed (the resumed clock starts there).
+    pub elapsed: std::time::Duration,
 }
 
 impl Resume {

@@ -385,3 +385,39 @@ fn threads_above_the_cores_are_warned_about() {
         "threads (1000) is above the 2 cores this process may use: the threads time-share the cores and training slows down; 0 uses every core"
     );
 }
+
+#[test]
+fn a_resume_that_forms_no_round_keeps_the_summary_of_the_run() {
+    // regression: a resumed run whose trainers were lost at once (the same --fail plan)
+    // overwrote summary.json with 0 rounds and a validation value of 0 with no metric name
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let cfg = TrainConfig {
+        time_limit: Duration::from_secs(4),
+        sync_every: Duration::from_millis(300),
+        ..quick(Method::Centralized, 1)
+    };
+    let spec = |resume: bool| {
+        let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm(300))));
+        spec.out = Some(out.clone());
+        spec.resume = resume;
+        spec.fail.insert(0, Duration::from_millis(700));
+        spec
+    };
+    let first = Run::start(spec(false)).unwrap().train(&mut Quiet).unwrap();
+    assert_eq!(
+        first.summary.interrupted_by,
+        Some(tma_train::StopCause::TrainersLost)
+    );
+    assert!(first.summary.rounds >= 1);
+    // resumed at the last round (t ~0.6 s): the trainer fails again at 0.7 s, before a round
+    let again = Run::start(spec(true)).unwrap().train(&mut Quiet).unwrap();
+    assert!(again.rounds.is_empty(), "{:?}", again.rounds);
+    let (a, b) = (&first.summary, &again.summary);
+    assert_eq!(b.rounds, a.rounds);
+    assert_eq!(b.final_val.metric, a.final_val.metric);
+    assert_eq!(b.final_val.value, a.final_val.value);
+    assert_eq!(b.final_test.value, a.final_test.value);
+    assert!((b.train_time_s - a.train_time_s).abs() < 1e-6);
+    assert_eq!(b.interrupted_by, Some(tma_train::StopCause::TrainersLost));
+}
