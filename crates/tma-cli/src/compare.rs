@@ -355,6 +355,14 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     if o.methods.is_empty() || o.seeds.is_empty() {
         bail!("--methods and --seeds must name at least one each");
     }
+    // a repeated method or seed would write the same run directory twice: refused before any
+    // run (it used to fail halfway, leaving the first runs behind)
+    if let Some(m) = first_repeat(&o.methods) {
+        bail!("--methods names {m} twice: name each method once");
+    }
+    if let Some(s) = first_repeat(&o.seeds) {
+        bail!("--seeds names {s} twice: name each seed once");
+    }
     if o.train.resume.is_some() {
         // before the config is read: --resume has no config file of its own here
         bail!("{}", unsupported_options(&o.train, &o.train).join("; "));
@@ -497,6 +505,14 @@ fn clone_opts_with_config(o: &TrainOpts) -> Result<TrainOpts> {
     Ok(c)
 }
 
+/// The first value of `xs` that occurs again later in it.
+fn first_repeat<T: PartialEq + Copy>(xs: &[T]) -> Option<T> {
+    xs.iter()
+        .enumerate()
+        .find(|(i, x)| xs[i + 1..].contains(x))
+        .map(|(_, &x)| x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,6 +533,17 @@ mod tests {
         assert_eq!(Stat::of(&[5.0]).unwrap().std, 0.0);
         assert!(Stat::of(&[]).is_none());
         assert_eq!(Stat::show(Stat::of(&[1.0, 2.0, 3.0]), 2), "2.00 ± 1.00");
+    }
+
+    #[test]
+    fn first_repeat_names_the_repeated_value() {
+        assert_eq!(first_repeat(&[0u64, 1, 2]), None);
+        assert_eq!(first_repeat(&[0u64, 1, 0]), Some(0));
+        assert_eq!(
+            first_repeat(&[Method::RandomTma, Method::Centralized, Method::Centralized]),
+            Some(Method::Centralized)
+        );
+        assert_eq!(first_repeat::<u64>(&[]), None);
     }
 
     #[test]

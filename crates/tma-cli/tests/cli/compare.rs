@@ -83,3 +83,36 @@ fn compare_writes_table_results_and_plot() {
         stderr(&again)
     );
 }
+
+#[test]
+fn compare_refuses_a_repeated_method_or_seed_before_any_run() {
+    // regression: `--methods centralized,centralized` ran the first and then failed on its
+    // existing run directory, leaving a partial comparison behind
+    let dir = tempdir();
+    for (methods, seeds, msg) in [
+        (
+            "centralized,centralized",
+            "0",
+            "--methods names centralized twice",
+        ),
+        ("centralized", "0,1,0", "--seeds names 0 twice"),
+    ] {
+        let out = dir.path().join("cmp");
+        let o = crate::harness::tma(&[
+            "compare",
+            "--gen-nodes",
+            "300",
+            "--methods",
+            methods,
+            "--seeds",
+            seeds,
+            "--time-limit",
+            "1s",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        crate::harness::assert_fails_with(&o, 1, &[msg]);
+        assert!(!out.exists(), "nothing written");
+    }
+}
