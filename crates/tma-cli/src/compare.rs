@@ -300,6 +300,7 @@ fn run_one(
     seed: u64,
     out: &Path,
     quiet: bool,
+    stop: &tma_train::StopFlag,
 ) -> Result<RunOutcome> {
     let (o, cfg, fail) = resolve(run_opts(base, method, seed)?)?;
     let dir = out.join(format!("{method}-seed{seed}"));
@@ -316,6 +317,7 @@ fn run_one(
         )
     };
     let mut run = Run::start(spec)?;
+    run.stop_on(stop.clone());
     if let Some(bytes) = crate::dist::available_memory_bytes() {
         run.set_memory_budget(bytes);
     }
@@ -403,11 +405,25 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         );
     }
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    // Ctrl-C or SIGTERM: the run in flight stops after its round in flight (checkpoint and
+    // summary written, as `tma train`), no further run starts, no table is written
+    let (stop, _) = crate::interrupt::install();
     let mut runs = Vec::new();
     for &seed in &o.seeds {
         for &m in &o.methods {
             eprintln!("== {m} seed {seed} ({name}, {})", cfg0.task);
-            runs.push(run_one(&base, m, seed, &out, quiet)?);
+            runs.push(run_one(&base, m, seed, &out, quiet, &stop)?);
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                eprintln!(
+                    "interrupt: the comparison stopped during {m} seed {seed} after {} of {} runs; their run directories are in {} (each resumable with `tma train --resume DIR`); no table or results.json was written",
+                    runs.len(),
+                    o.seeds.len() * o.methods.len(),
+                    out.display()
+                );
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+                std::process::exit(crate::interrupt::exit_code());
+            }
         }
     }
     let metric = runs

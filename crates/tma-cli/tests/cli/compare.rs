@@ -116,3 +116,58 @@ fn compare_refuses_a_repeated_method_or_seed_before_any_run() {
         assert!(!out.exists(), "nothing written");
     }
 }
+
+#[test]
+fn sigterm_stops_a_comparison_after_the_run_in_flight() {
+    // regression: a signal killed `tma compare` at once: the run in flight had no summary and
+    // nothing said what was left
+    let dir = tempdir();
+    let out = dir.path().join("cmp");
+    let child = tma_cmd(&[
+        "compare",
+        "--gen-nodes",
+        "600",
+        "--methods",
+        "random-tma,centralized",
+        "--seeds",
+        "0",
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "120s",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let rounds = out.join("random-tma-seed0/rounds.jsonl");
+    let t = std::time::Instant::now();
+    while !std::fs::metadata(&rounds).is_ok_and(|m| m.len() > 0) {
+        assert!(
+            t.elapsed().as_secs() < 60,
+            "timed out waiting for the first round"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let o = child.wait_with_output().unwrap();
+    crate::harness::assert_fails_with(
+        &o,
+        143,
+        &["interrupt: the comparison stopped during random-tma seed 0 after 1 of 2 runs"],
+    );
+    let s = json_file(&out.join("random-tma-seed0/summary.json"));
+    assert_eq!(s["interrupted"], serde_json::json!(true));
+    assert!(out.join("random-tma-seed0/checkpoint/state.json").is_file());
+    assert!(
+        !out.join("centralized-seed0").exists(),
+        "no further run started"
+    );
+    assert!(!out.join("results.json").exists());
+}
