@@ -156,7 +156,7 @@ impl Dataset {
         };
         let split = match &self.split {
             Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
-            None => "no fixed split (tma train makes a seeded 60/20/20 one)".to_string(),
+            None => "no fixed split (tma train makes a seeded one: 60/20/20 of the labelled nodes for node tasks, held-out edges for link prediction)".to_string(),
         };
         format!(
             "{}: {} nodes, {} arcs ({}), {}, {}, {}",

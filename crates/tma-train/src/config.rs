@@ -719,7 +719,7 @@ impl TrainConfig {
             return Err("round-timeout must be > 0".into());
         }
         if self.num_layers == 0 {
-            return Err("num-layers must be >= 1".into());
+            return Err("layers must be >= 1".into());
         }
         if self.eval_every == 0 {
             return Err("eval-every must be >= 1 (1 = validate every round)".into());

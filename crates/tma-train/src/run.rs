@@ -542,6 +542,15 @@ impl Run {
             if let Some(w) = threads_warning(cfg.threads, num_cores()) {
                 warnings.push(w);
             }
+            if let Some(st) = self.resumed.as_ref() {
+                if cfg.time_limit.as_secs_f64() <= st.elapsed_s {
+                    warnings.push(format!(
+                        "resume: time-limit ({}) is not past the run's training time so far ({:.1}s): one more round forms at once and is the last; raise --time-limit to train longer",
+                        humantime::format_duration(cfg.time_limit),
+                        st.elapsed_s
+                    ));
+                }
+            }
             // a resume may change the precision (the model is the same), but not silently
             if let Some(saved) = self.resumed.as_ref().and_then(|st| st.config.as_ref()) {
                 let was = saved

@@ -421,3 +421,38 @@ fn a_resume_that_forms_no_round_keeps_the_summary_of_the_run() {
     assert!((b.train_time_s - a.train_time_s).abs() < 1e-6);
     assert_eq!(b.interrupted_by, Some(tma_train::StopCause::TrainersLost));
 }
+
+#[test]
+fn a_resume_with_a_time_limit_already_spent_says_so() {
+    // regression: resuming at 0.6 s of training with --time-limit 300ms formed one more round
+    // without a word
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let spec = |limit: Duration, resume: bool| {
+        let cfg = TrainConfig {
+            time_limit: limit,
+            sync_every: Duration::from_millis(300),
+            ..quick(Method::Centralized, 1)
+        };
+        let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
+        spec.out = Some(out.clone());
+        spec.resume = resume;
+        spec.fail.insert(0, Duration::from_millis(700));
+        spec
+    };
+    let first = Run::start(spec(Duration::from_secs(4), false))
+        .unwrap()
+        .train(&mut Quiet)
+        .unwrap();
+    assert!(first.summary.interrupted);
+    let r = Run::start(spec(Duration::from_millis(300), true))
+        .unwrap()
+        .train(&mut Quiet)
+        .unwrap();
+    assert!(
+        r.summary.warnings.iter().any(|w| w
+            .starts_with("resume: time-limit (300ms) is not past the run's training time so far")),
+        "{:?}",
+        r.summary.warnings
+    );
+}

@@ -240,8 +240,10 @@ pub fn detect(path: &Path) -> Result<Format> {
         return Err(invalid(
             path,
             "cannot tell the dataset format of this directory: it holds neither meta.json \
-             (tma's .npy layout), tma-graph.json (tma's on-disk format) nor raw/edge.csv.gz \
-             (an OGB dataset); pass --format",
+             (tma's .npy layout, which needs it: docs/dataset-format.md), tma-graph.json \
+             (tma's on-disk format) nor raw/edge.csv.gz (an OGB dataset); an edge list or \
+             .npz file is read by naming the file itself (--dataset FILE, with --format snap, \
+             csv or npz where its extension does not say)",
         ));
     }
     let name = path
