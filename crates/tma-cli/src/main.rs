@@ -70,6 +70,16 @@ enum Command {
     Generate(scale_cmd::GenerateOpts),
     /// Run several methods on the same data, model and budget over several seeds; write a
     /// table, results.json and a plot of validation metric vs training time.
+    // `tma train` options that compare refuses (compare::unsupported_options) stay out of its
+    // help; given anyway, they are refused with the reason
+    #[command(
+        mut_arg("method", |a| a.hide(true)),
+        mut_arg("seed", |a| a.hide(true)),
+        mut_arg("resume", |a| a.hide(true)),
+        mut_arg("partitions", |a| a.hide(true)),
+        mut_arg("engine", |a| a.hide(true)),
+        mut_arg("join_timeout", |a| a.hide(true))
+    )]
     Compare(Box<compare::CompareOpts>),
     /// Performance suite: every figure with its fraction of the machine's ceiling and, with
     /// --peers, its ratio to PyG / DGL (see bench/README.md).

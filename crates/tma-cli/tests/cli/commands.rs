@@ -599,3 +599,28 @@ fn bench_rejects_bad_sizes_reports_and_peers() {
     let out = stdout(&o);
     assert!(out.contains("12.00x (met)"), "{out}");
 }
+
+#[test]
+fn compare_help_lists_only_the_options_compare_takes() {
+    // regression: `tma compare --help` listed --method, --seed, --resume, --engine,
+    // --partitions and --join-timeout, each then refused
+    let o = tma(&["compare", "--help"]);
+    assert_success(&o);
+    let help = stdout(&o);
+    for hidden in [
+        "--method ",
+        "--seed ",
+        "--resume ",
+        "--partitions ",
+        "--engine ",
+        "--join-timeout ",
+    ] {
+        assert!(!help.contains(hidden), "{hidden} in:\n{help}");
+    }
+    for shown in ["--methods ", "--seeds ", "--time-limit ", "--sync-every "] {
+        assert!(help.contains(shown), "{shown} missing from:\n{help}");
+    }
+    // and `tma train --help` keeps them
+    let t = stdout(&tma(&["train", "--help"]));
+    assert!(t.contains("--method ") && t.contains("--engine ") && t.contains("--resume "));
+}
