@@ -152,16 +152,18 @@ pub fn run_trainer(
         .num_threads(threads)
         .thread_name(move |i| format!("tma-trainer-{t}-{i}"))
         .build_global();
-    // the coordinator sends the seed segment of the trainers' random streams
-    let segment = match ep.wait_start(ctx.join_timeout) {
-        Ok(segment) => segment,
+    // the coordinator sends the seed segment of the trainers' random streams and, for a
+    // resumed run, the epochs this trainer had completed
+    let (segment, epochs) = match ep.wait_start(ctx.join_timeout) {
+        Ok(start) => start,
         Err(StartFailure::Lost) => return orphaned(ctx, ep, "before the run started", &resume),
         Err(StartFailure::Aborted(_)) => return aborted(ctx, ep),
     };
     let model = build_model(cfg, manifest_shape(m))?;
     let init = model.zero_params();
     let (nodes, edges) = (data.num_nodes(), data.num_edges());
-    let trainer = Trainer::with_segment(data, model, init, cfg, segment);
+    let mut trainer = Trainer::with_segment(data, model, init, cfg, segment);
+    trainer.continue_epochs(epochs);
     let clock: Arc<dyn Clock> = Arc::new(RealClock::start());
     // on this (MPI) thread; the steps' parallel work goes to the global pool
     let exit = training_method(cfg.method).run_trainer(
@@ -286,7 +288,11 @@ pub fn run_coordinator(
             let msg: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
             coord.abort_job(&msg.join("; "), 3);
         }
-        coord.start(e.segment);
+        let n = m.parts.len();
+        let epochs: Vec<u64> = (0..n)
+            .map(|t| tma_train::Resume::epochs_of(e.resume.as_ref(), t))
+            .collect();
+        coord.start(e.segment, &epochs);
         let cfg = e.cfg;
         let model = build_model(cfg, e.prep.model_shape())?;
         let init = initial_params(cfg, &model);

@@ -27,7 +27,10 @@
 //! schedule counts from its start); the coordinator adds the saved count to everything it
 //! records ([`Resume::steps`]), so `rounds.jsonl` and `summary.json` count from the start of
 //! the run. A `state.json` without `steps` (written before the field existed) resumes with
-//! offsets 0. Epoch counts are not carried over: `epochs` restart at 0 after a resume.
+//! offsets 0. Epochs (`epochs`) are carried over differently: a resumed trainer continues its
+//! own count from the saved one (gradient clipping starts at an epoch), so the coordinator
+//! records them as the trainers report them; a `state.json` without `epochs` restarts them
+//! at 0.
 
 use crate::clock::Clock;
 use crate::eval::EvalResult;
@@ -119,6 +122,12 @@ pub struct CheckpointState {
     /// before this field existed, which resumes with step offsets 0.
     #[serde(default)]
     pub steps: Vec<u64>,
+    /// Completed epochs of each trainer since the start of the run, as of `round`, by trainer
+    /// index, as `steps`. A resumed trainer continues counting from its entry (gradient
+    /// clipping starts at an epoch: `clip_from_epoch`). Empty in a `state.json` written before
+    /// this field existed: epochs then restart at 0.
+    #[serde(default)]
+    pub epochs: Vec<u64>,
     /// The run's training configuration (as `config.toml` serializes it), so a resume can
     /// name the option that differs. Absent in a `state.json` written before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,6 +187,8 @@ pub struct Checkpointer {
     best: Option<SavedBest>,
     /// Steps since the start of the run of each trainer, by index (see [`CheckpointState::steps`]).
     steps: Vec<u64>,
+    /// Epochs of each trainer, by index (see [`CheckpointState::epochs`]).
+    epochs: Vec<u64>,
     config: Option<serde_json::Value>,
     /// The last round's checkpoint (model file, round, time), which a best check between
     /// rounds keeps when it rewrites `state.json`.
@@ -217,6 +228,7 @@ impl Checkpointer {
             manifest_sha256,
             best: resumed.and_then(|s| s.best.clone()),
             steps: resumed.map(|s| s.steps.clone()).unwrap_or_default(),
+            epochs: resumed.map(|s| s.epochs.clone()).unwrap_or_default(),
             config: None,
             last: resumed.map(|s| (s.model.clone(), s.round, s.elapsed_s)),
         })
@@ -246,6 +258,12 @@ impl Observer for Checkpointer {
                 self.steps.resize(t + 1, 0);
             }
             self.steps[t] = s;
+        }
+        for (&t, &e) in r.participants.iter().zip(&r.epochs) {
+            if self.epochs.len() <= t {
+                self.epochs.resize(t + 1, 0);
+            }
+            self.epochs[t] = e;
         }
         let model = format!("round-{:06}.safetensors", r.round);
         self.save_model(&model, params)?;
@@ -303,6 +321,7 @@ impl Checkpointer {
             model: model.clone(),
             best: self.best.clone(),
             steps: self.steps.clone(),
+            epochs: self.epochs.clone(),
             config: self.config.clone(),
         };
         write_atomic(
@@ -387,6 +406,7 @@ pub fn resume_from(
         best,
         best_check: state.best.as_ref().is_some_and(|b| b.check),
         steps: state.steps.clone(),
+        epochs: state.epochs.clone(),
         elapsed: std::time::Duration::from_secs_f64(state.elapsed_s.max(0.0)),
     })
 }
@@ -469,7 +489,8 @@ mod tests {
     /// A round that trainers `participants` joined with `steps` steps.
     fn joined(round: u64, participants: Vec<usize>, steps: Vec<u64>) -> RoundRecord {
         RoundRecord {
-            epochs: vec![0; participants.len()],
+            // one epoch per 10 steps
+            epochs: steps.iter().map(|s| s / 10).collect(),
             participants,
             steps,
             ..record(round, 0.5, false)
@@ -606,6 +627,7 @@ mod tests {
             model: "round-000004.safetensors".into(),
             best: None,
             steps: vec![40, 41, 42],
+            epochs: vec![4, 4, 4],
             config: None,
         };
         let mut c = Checkpointer::new(tmp.path(), template.clone(), 1, 4, None, None, Some(&saved))
@@ -620,16 +642,24 @@ mod tests {
         assert_eq!(resume.steps, vec![60, 61, 52]);
         assert_eq!(Resume::step_offsets(Some(&resume), 4), vec![60, 61, 52, 0]);
         assert_eq!(Resume::step_offsets(None, 2), vec![0, 0]);
+        // epochs likewise, each trainer's as of the last round it joined
+        assert_eq!(state.epochs, vec![6, 6, 5]);
+        assert_eq!(resume.epochs, vec![6, 6, 5]);
+        assert_eq!(Resume::epochs_of(Some(&resume), 2), 5);
+        assert_eq!(Resume::epochs_of(Some(&resume), 3), 0);
+        assert_eq!(Resume::epochs_of(None, 0), 0);
 
         // a state.json written before `steps` existed resumes with offsets 0
         let sp = tmp.path().join("checkpoint/state.json");
         let mut v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&sp).unwrap()).unwrap();
         v.as_object_mut().unwrap().remove("steps").unwrap();
+        v.as_object_mut().unwrap().remove("epochs").unwrap();
         std::fs::write(&sp, serde_json::to_vec(&v).unwrap()).unwrap();
         let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!(state.round, 6);
         assert!(resume.steps.is_empty());
+        assert!(resume.epochs.is_empty());
         assert_eq!(Resume::step_offsets(Some(&resume), 3), vec![0, 0, 0]);
     }
 

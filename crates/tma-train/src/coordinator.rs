@@ -77,6 +77,10 @@ pub fn coordinate(
     let mut model = init;
     // steps since the start of the run = a trainer's own count + its count at the resume point
     let step_offsets = Resume::step_offsets(resume.as_ref(), n);
+    // epochs: the resumed trainers continue their own counts (Resume::epochs)
+    let resumed_epochs: Vec<u64> = (0..n)
+        .map(|t| Resume::epochs_of(resume.as_ref(), t))
+        .collect();
     let mut round = 0u64;
     let mut best: Option<Best> = None;
     // whether a resumed run's best model so far was a check (until a better one comes)
@@ -91,7 +95,7 @@ pub fn coordinate(
     exchange.start(&model);
     coord.broadcast_initial(Arc::new(model.data.clone()));
     let mut last_steps = step_offsets.clone();
-    let mut last_epochs = vec![0u64; n];
+    let mut last_epochs = resumed_epochs;
     let paced = exchange.schedule() == Schedule::PerRound;
     let step_mode = cfg.sync_every_steps > 0;
     // training time of the last round formed (the run's start before the first one)

@@ -8,7 +8,7 @@ use crate::config::{AverageWeight, TrainConfig};
 use crate::coordinator::{coordinate, Coordinated};
 use crate::data::{build_model, Prepared};
 use crate::method::{ExchangeInputs, TrainingMethod};
-use crate::record::{Extras, FailPlan, Observer, RunResult};
+use crate::record::{Extras, FailPlan, Observer, Resume, RunResult};
 use crate::trainer::{Trainer, TrainerExit};
 use crate::TrainError;
 use std::sync::Arc;
@@ -101,8 +101,9 @@ pub fn run_in_process(
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(m);
         for (data, mut ep) in prep.trainers.iter().zip(endpoints) {
-            let trainer =
+            let mut trainer =
                 Trainer::with_segment(data.clone(), model.clone(), init.clone(), cfg, segment);
+            trainer.continue_epochs(Resume::epochs_of(extras.resume.as_ref(), data.trainer));
             let clock = clock.clone();
             let fail_at = fail.get(&data.trainer).copied();
             let id = data.trainer;

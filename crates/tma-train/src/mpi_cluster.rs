@@ -5,7 +5,8 @@
 //! Messages (point-to-point on `MPI_COMM_WORLD`, only trainer <-> rank 0):
 //! * `HELLO` trainer -> 0, right after `MPI_Init`: the trainer's host name.
 //! * `READY` trainer -> 0, after loading its part: `[0]`, or `[1, utf-8 error message...]`.
-//! * `START` 0 -> trainer: `[segment]` (u64), the seed segment of its random stream.
+//! * `START` 0 -> trainer: `[segment, epochs]` (u64), the seed segment of its random stream and
+//!   the epochs it had completed at a resume point (0 for a fresh run).
 //! * `INIT` 0 -> trainer: the initial parameters (f32).
 //! * `DUE` 0 -> trainer: `[round, last]` (u64). Trainers poll it after every step with a
 //!   non-blocking probe (`MPI_Improbe`), so the check costs microseconds. `last` = 1: the time
@@ -748,11 +749,13 @@ impl MpiCoordinator {
     /// Lets every joined trainer start: sends the seed segment of the trainers' random streams
     /// (0, or the round a resumed run continues from; see
     /// [`crate::trainer::Trainer::with_segment`]); the initial parameters follow from
-    /// `coordinate`.
-    pub fn start(&mut self, segment: u64) {
+    /// `coordinate`. `epochs[t]`: the epochs trainer `t` had completed at the resume point
+    /// ([`crate::Resume::epochs`]; missing entries count as 0), from which it goes on counting.
+    pub fn start(&mut self, segment: u64, epochs: &[u64]) {
         for t in 0..self.n {
             if self.state[t] == State::Alive {
-                self.send(t, TAG_START, Buf::U64(vec![segment]));
+                let e = epochs.get(t).copied().unwrap_or(0);
+                self.send(t, TAG_START, Buf::U64(vec![segment, e]));
             }
         }
     }
@@ -1143,17 +1146,18 @@ impl MpiTrainer {
     }
 
     /// Waits until the coordinator lets the run start; returns the seed segment of the
-    /// trainers' random streams. Gives up when the coordinator sends `ABORT`, or when it has
+    /// trainers' random streams and the epochs this trainer had completed at a resume point. Gives up when the coordinator sends `ABORT`, or when it has
     /// been silent for the peer timeout after `timeout` plus the peer timeout (the coordinator
     /// loads its own data, then waits `timeout` for every rank to load).
     ///
     /// # Errors
     /// [`StartFailure`]: the coordinator's error, or its silence.
-    pub fn wait_start(&self, timeout: Duration) -> Result<u64, StartFailure> {
+    pub fn wait_start(&self, timeout: Duration) -> Result<(u64, u64), StartFailure> {
         let deadline = Instant::now() + timeout + self.peer_timeout;
         loop {
             if let Some(v) = self.take_u64(TAG_START) {
-                return Ok(v.first().copied().unwrap_or(0));
+                let at = |i: usize| v.get(i).copied().unwrap_or(0);
+                return Ok((at(0), at(1)));
             }
             let silent = self.silent();
             if let Some(m) = self.coordinator_error() {

@@ -181,11 +181,20 @@ pub struct Resume {
     /// index (missing entries count as 0). The resumed trainers count from 0 again; the
     /// coordinator adds these offsets to the steps it records and reports.
     pub steps: Vec<u64>,
+    /// Completed epochs of each trainer since the start of the run as of `round`, by trainer
+    /// index (missing entries count as 0): the resumed trainers continue counting from them.
+    pub epochs: Vec<u64>,
     /// Training time at which `round` formed (the resumed clock starts there).
     pub elapsed: std::time::Duration,
 }
 
 impl Resume {
+    /// Epochs trainer `t` had completed at the resume point ([`Resume::epochs`]; 0 without a
+    /// resume or an entry).
+    pub fn epochs_of(resume: Option<&Resume>, t: usize) -> u64 {
+        resume.and_then(|r| r.epochs.get(t).copied()).unwrap_or(0)
+    }
+
     /// Step offset of each of `n` trainers: [`Resume::steps`] padded with zeros (no resume:
     /// all zeros).
     pub fn step_offsets(resume: Option<&Resume>, n: usize) -> Vec<u64> {

@@ -155,6 +155,13 @@ impl Trainer {
         }
     }
 
+    /// Continues a resumed run's epoch count: `epochs` completed before the resume point
+    /// ([`crate::Resume::epochs`]), so gradient clipping (from `clip_from_epoch`) and the
+    /// recorded epochs go on from there.
+    pub fn continue_epochs(&mut self, epochs: u64) {
+        self.epochs = epochs;
+    }
+
     /// Phase times and block shapes of the last step (benchmarks, diagnostics).
     pub fn last_step(&self) -> &StepStats {
         &self.last

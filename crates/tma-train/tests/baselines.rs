@@ -815,6 +815,7 @@ fn resume_after_round_5(c: &TrainConfig, p: &Prepared) -> tma_train::Resume {
         best: None,
         best_check: false,
         steps: vec![100, 200, 300],
+        epochs: Vec::new(),
         elapsed: std::time::Duration::ZERO,
     }
 }

@@ -456,3 +456,53 @@ fn a_resume_with_a_time_limit_already_spent_says_so() {
         r.summary.warnings
     );
 }
+
+#[test]
+fn resumed_trainers_continue_their_epochs() {
+    // regression: epochs restarted at 0 after a resume (rounds.jsonl's `epochs` went backwards
+    // and gradient clipping, from epoch 2, was off again for the first epoch)
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let spec = |limit: Duration, resume: bool| {
+        let cfg = TrainConfig {
+            time_limit: limit,
+            sync_every: Duration::from_millis(300),
+            ..quick(Method::RandomTma, 2)
+        };
+        let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
+        spec.out = Some(out.clone());
+        spec.resume = resume;
+        spec
+    };
+    let mut run = Run::start(spec(Duration::from_secs(60), false)).unwrap();
+    // stop after the round in flight, once a round has formed
+    let stop = Arc::new(AtomicBool::new(false));
+    run.stop_on(stop.clone());
+    struct StopAfterFirst(Arc<AtomicBool>);
+    impl tma_train::Observer for StopAfterFirst {
+        fn on_round(&mut self, _: &tma_train::RoundRecord) -> Result<(), tma_train::TrainError> {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    let first = run.train(&mut StopAfterFirst(stop)).unwrap();
+    assert!(first.summary.interrupted);
+    let before = first.rounds.last().unwrap().epochs.clone();
+    assert!(before.iter().all(|&e| e >= 1), "{before:?}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("checkpoint/state.json")).unwrap()).unwrap();
+    assert_eq!(state["epochs"], serde_json::json!(before));
+    let at = Duration::from_secs_f64(first.rounds.last().unwrap().elapsed_s);
+    let again = Run::start(spec(at + Duration::from_millis(500), true))
+        .unwrap()
+        .train(&mut Quiet)
+        .unwrap();
+    let r = again.rounds.first().expect("a round after the resume");
+    for (&t, &e) in r.participants.iter().zip(&r.epochs) {
+        assert!(
+            e >= before[t],
+            "trainer {t}: {e} epochs after the resume, {} before",
+            before[t]
+        );
+    }
+}
