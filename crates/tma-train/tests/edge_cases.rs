@@ -386,24 +386,28 @@ fn threads_above_the_cores_are_warned_about() {
     );
 }
 
+/// A centralized run into `out` (300-node SBM, 300 ms rounds, `limit`) whose one trainer
+/// fails at 0.7 s of training: every trainer is lost before the limit; `resume`: continue it.
+fn lost_at_700ms(out: &std::path::Path, limit: Duration, resume: bool) -> RunSpec {
+    let cfg = TrainConfig {
+        time_limit: limit,
+        sync_every: Duration::from_millis(300),
+        ..quick(Method::Centralized, 1)
+    };
+    let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
+    spec.out = Some(out.to_path_buf());
+    spec.resume = resume;
+    spec.fail.insert(0, Duration::from_millis(700));
+    spec
+}
+
 #[test]
 fn a_resume_that_forms_no_round_keeps_the_summary_of_the_run() {
     // regression: a resumed run whose trainers were lost at once (the same --fail plan)
     // overwrote summary.json with 0 rounds and a validation value of 0 with no metric name
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
-    let cfg = TrainConfig {
-        time_limit: Duration::from_secs(4),
-        sync_every: Duration::from_millis(300),
-        ..quick(Method::Centralized, 1)
-    };
-    let spec = |resume: bool| {
-        let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm(300))));
-        spec.out = Some(out.clone());
-        spec.resume = resume;
-        spec.fail.insert(0, Duration::from_millis(700));
-        spec
-    };
+    let spec = |resume: bool| lost_at_700ms(&out, Duration::from_secs(4), resume);
     let first = Run::start(spec(false)).unwrap().train(&mut Quiet).unwrap();
     assert_eq!(
         first.summary.interrupted_by,
@@ -428,18 +432,7 @@ fn a_resume_with_a_time_limit_already_spent_says_so() {
     // without a word
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
-    let spec = |limit: Duration, resume: bool| {
-        let cfg = TrainConfig {
-            time_limit: limit,
-            sync_every: Duration::from_millis(300),
-            ..quick(Method::Centralized, 1)
-        };
-        let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
-        spec.out = Some(out.clone());
-        spec.resume = resume;
-        spec.fail.insert(0, Duration::from_millis(700));
-        spec
-    };
+    let spec = |limit: Duration, resume: bool| lost_at_700ms(&out, limit, resume);
     let first = Run::start(spec(Duration::from_secs(4), false))
         .unwrap()
         .train(&mut Quiet)

@@ -123,7 +123,7 @@ fn sigterm_stops_a_comparison_after_the_run_in_flight() {
     // nothing said what was left
     let dir = tempdir();
     let out = dir.path().join("cmp");
-    let child = tma_cmd(&[
+    let child = crate::harness::spawn_tma(&[
         "compare",
         "--gen-nodes",
         "600",
@@ -140,22 +140,9 @@ fn sigterm_stops_a_comparison_after_the_run_in_flight() {
         "--quiet",
         "--out",
         out.to_str().unwrap(),
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let rounds = out.join("random-tma-seed0/rounds.jsonl");
-    let t = std::time::Instant::now();
-    while !std::fs::metadata(&rounds).is_ok_and(|m| m.len() > 0) {
-        assert!(
-            t.elapsed().as_secs() < 60,
-            "timed out waiting for the first round"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    ]);
+    crate::harness::wait_for_a_round(&out.join("random-tma-seed0/rounds.jsonl"));
+    crate::harness::signal(child.id(), libc::SIGTERM);
     let o = child.wait_with_output().unwrap();
     crate::harness::assert_fails_with(
         &o,

@@ -407,23 +407,6 @@ fn resume_with_other_options_names_the_flag_and_both_values() {
     );
 }
 
-fn sigint(pid: u32) {
-    signal(pid, libc::SIGINT);
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn ctrl_c_finishes_the_round_writes_an_interrupted_summary_and_resumes() {
     stop_on_signal_finishes_the_round_and_resumes(libc::SIGINT, 130);
@@ -440,7 +423,7 @@ fn stop_on_signal_finishes_the_round_and_resumes(sig: libc::c_int, code: i32) {
     let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap().to_string();
-    let child = tma_cmd(&[
+    let child = spawn_tma(&[
         "train",
         "--gen-nodes",
         "800",
@@ -453,17 +436,8 @@ fn stop_on_signal_finishes_the_round_and_resumes(sig: libc::c_int, code: i32) {
         "--out",
         &o,
         "--quiet",
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let rounds = out.join("rounds.jsonl");
-    wait_for("the first round", Duration::from_secs(60), || {
-        std::fs::metadata(&rounds)
-            .map(|m| m.len() > 0)
-            .unwrap_or(false)
-    });
+    ]);
+    wait_for_a_round(&out.join("rounds.jsonl"));
     signal(child.id(), sig);
     let t = Instant::now();
     let r = child.wait_with_output().unwrap();
@@ -496,7 +470,7 @@ fn stop_on_signal_finishes_the_round_and_resumes(sig: libc::c_int, code: i32) {
 /// super-nodes) takes seconds, so signals sent right after the run directory appears arrive
 /// before any round.
 fn slow_to_prepare(out: &str) -> std::process::Child {
-    tma_cmd(&[
+    spawn_tma(&[
         "train",
         "--gen-nodes",
         "200000",
@@ -510,10 +484,6 @@ fn slow_to_prepare(out: &str) -> std::process::Child {
         out,
         "--quiet",
     ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap()
 }
 
 #[test]
@@ -576,7 +546,7 @@ fn signal_during_partition_out_removes_the_staging_folder(sig: libc::c_int, code
     let dir = tempdir();
     let out = dir.path().join("parts");
     let staging = dir.path().join(".parts.tmp");
-    let child = tma_cmd(&[
+    let child = spawn_tma(&[
         "partition",
         "--gen-nodes",
         "300000",
@@ -584,11 +554,7 @@ fn signal_during_partition_out_removes_the_staging_folder(sig: libc::c_int, code
         "4",
         "--out",
         out.to_str().unwrap(),
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    ]);
     // the staging folder is made before the graph is generated
     wait_for("the staging folder", Duration::from_secs(60), || {
         staging.exists()

@@ -100,3 +100,41 @@ pub const QUICK: &[&str] = &[
     "1s",
     "--quiet",
 ];
+
+/// Sends SIGINT to the child process `pid`.
+pub fn sigint(pid: u32) {
+    signal(pid, libc::SIGINT);
+}
+
+/// Sends `sig` to the child process `pid`.
+pub fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
+}
+
+/// Polls `ok` every 50 ms until it holds; fails naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: std::time::Duration, mut ok: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits (at most 60 s) until the run's `rounds.jsonl` at `path` holds a round.
+pub fn wait_for_a_round(path: &Path) {
+    wait_for(
+        "the first round",
+        std::time::Duration::from_secs(60),
+        || std::fs::metadata(path).is_ok_and(|m| m.len() > 0),
+    );
+}
+
+/// `tma args` started with its stdout and stderr captured (for signals mid-run).
+pub fn spawn_tma(args: &[&str]) -> std::process::Child {
+    tma_cmd(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tma binary")
+}
