@@ -45,7 +45,10 @@ pub fn exit_code() -> i32 {
 }
 
 /// Routes SIGINT and SIGTERM to [`on_signal`] (which only counts; a watcher thread acts).
-fn catch_signals() {
+/// Called before anything is made that a signal must clean up (`tma partition --out`'s
+/// staging folder), so that a signal arriving before the watcher starts is counted, not fatal;
+/// the watcher then acts on it at once. Calling it again changes nothing.
+pub fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only touches atomics (and calls _exit).
         unsafe {

@@ -1286,6 +1286,9 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         )?;
         cfg.allow_split_overlap = o.allow_split_overlap;
         cfg.super_clustering = o.super_clustering.unwrap_or_default();
+        // signals are caught before the staging folder exists (one arriving between the two
+        // killed the process and left the folder behind); the watcher acts on it once started
+        crate::interrupt::catch_signals();
         // --out is checked (and its staging folder made) before the data is loaded
         let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
         if writer.removed_stale_staging() {
