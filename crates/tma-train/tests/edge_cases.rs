@@ -386,17 +386,30 @@ fn threads_above_the_cores_are_warned_about() {
     );
 }
 
-/// A centralized run into `out` (300-node SBM, 300 ms rounds, `limit`) whose one trainer
-/// fails at 0.7 s of training: every trainer is lost before the limit; `resume`: continue it.
-fn lost_at_700ms(out: &std::path::Path, limit: Duration, resume: bool) -> RunSpec {
+/// A run of `method` with `trainers` into `out` (300-node SBM, 300 ms rounds, `limit`);
+/// `resume`: continue the run there.
+fn run_into(
+    out: &std::path::Path,
+    method: Method,
+    trainers: usize,
+    limit: Duration,
+    resume: bool,
+) -> RunSpec {
     let cfg = TrainConfig {
         time_limit: limit,
         sync_every: Duration::from_millis(300),
-        ..quick(Method::Centralized, 1)
+        ..quick(method, trainers)
     };
     let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
     spec.out = Some(out.to_path_buf());
     spec.resume = resume;
+    spec
+}
+
+/// [`run_into`] centralized, its one trainer failing at 0.7 s of training: every trainer is
+/// lost before the limit.
+fn lost_at_700ms(out: &std::path::Path, limit: Duration, resume: bool) -> RunSpec {
+    let mut spec = run_into(out, Method::Centralized, 1, limit, resume);
     spec.fail.insert(0, Duration::from_millis(700));
     spec
 }
@@ -456,17 +469,7 @@ fn resumed_trainers_continue_their_epochs() {
     // and gradient clipping, from epoch 2, was off again for the first epoch)
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
-    let spec = |limit: Duration, resume: bool| {
-        let cfg = TrainConfig {
-            time_limit: limit,
-            sync_every: Duration::from_millis(300),
-            ..quick(Method::RandomTma, 2)
-        };
-        let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
-        spec.out = Some(out.clone());
-        spec.resume = resume;
-        spec
-    };
+    let spec = |limit: Duration, resume: bool| run_into(&out, Method::RandomTma, 2, limit, resume);
     let mut run = Run::start(spec(Duration::from_secs(60), false)).unwrap();
     // stop after the round in flight, once a round has formed
     let stop = Arc::new(AtomicBool::new(false));
