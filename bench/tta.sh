@@ -10,6 +10,9 @@
 #   SEEDS=same bench/tta.sh               # every run seed 0 (default: pair i runs seed i, both sides)
 #   SYNC_TMA=500ms VAL_CHECK_NODE= WORKLOADS=facebook-node METHODS=random-tma bench/tta.sh
 #                                         # tma averaging every 0.5 s, DGL every SYNC_DGL (10 s)
+#   SYNC_RAMP=0 bench/tta.sh              # tma on the paper's plain schedule (default: tma's
+#                                         # own, --sync-ramp 4: rounds at 0.625, 1.25, 2.5, 5 s
+#                                         # before the 10 s grid; the DGL pipeline has none)
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
@@ -62,6 +65,9 @@ SEEDS=${SEEDS:-pair}
 # DGL's rounds (bench/tta-results.md, "Averaging span")
 SYNC_TMA=${SYNC_TMA:-10s}
 SYNC_DGL=${SYNC_DGL:-10s}
+# tma's averaging ramp (--sync-ramp; empty: tma's default, 4 shorter rounds inside the first
+# span, docs/decisions/0015-averaging-ramp.md; 0: the paper's plain schedule)
+SYNC_RAMP=${SYNC_RAMP:-}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -115,6 +121,7 @@ run_tma() { # dir dataset task method frac seed
   local check=$VAL_CHECK_NODE
   [[ "$3" == link ]] && check=$VAL_CHECK_LINK
   if [[ -n "$check" ]]; then extra+=(--val-check-interval "$check"); fi
+  if [[ -n "$SYNC_RAMP" ]]; then extra+=(--sync-ramp "$SYNC_RAMP"); fi
   "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every "$SYNC_TMA" \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
     --clip-norm 1.0 --threads "$CORES" --matmul-precision "$MATMUL_PRECISION" --seed "$6" "${extra[@]}" \

@@ -103,7 +103,13 @@ def main():
     print(f"# Time to accuracy: tma vs the DGL pipeline (budget {opts.get('budget', '?')}, "
           f"{opts.get('cores', '?')} cores, order {opts.get('order', '?')})\n")
     if "sync-tma" in opts:
-        print(f"Averaging every {opts['sync-tma']} (tma) / {opts.get('sync-dgl', '?')} (DGL).\n")
+        # tma's averaging ramp (--sync-ramp), as its runs' config.toml recorded it
+        ramps = sorted({line.split("=")[1].strip()
+                        for sides in runs.values() for s in sides.values() if "tma" in s
+                        for line in open(os.path.join(s["tma"], "config.toml"))
+                        if line.startswith("sync_ramp")})
+        ramp = f", after {' / '.join(ramps)} shorter rounds inside the first span: --sync-ramp" if ramps and ramps != ["0"] else ""
+        print(f"Averaging every {opts['sync-tma']} (tma{ramp}) / {opts.get('sync-dgl', '?')} (DGL).\n")
     if opts.get("seeds") == "pair":
         print("Seeds: pair N runs seed N on both sides.\n")
     elif opts.get("seeds") == "same":

@@ -124,7 +124,7 @@ def test_exception_in_on_round_stops_the_run_and_is_raised(tmp_path, cora_dir):
     out = tmp_path / "cb"
     with pytest.raises(Stop, match="enough"):
         tma.train(tma.Dataset.load(cora_dir), out=out, on_round=cb, trainers=2, hidden=8,
-                  sync_every="300ms", time_limit="30s", threads=2)
+                  sync_every="300ms", sync_ramp=0, time_limit="30s", threads=2)
     assert calls == [1], "the callback is not called again once it raised"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["rounds"] <= 2

@@ -55,6 +55,9 @@ pub struct TrainOpts {
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
+    /// Averaging ramp: R extra rounds within the first --sync-every, at sync-every/2^R, ..., /4, /2 (spans doubling up to --sync-every; e.g. 10s with 4: rounds at 0.625, 1.25, 2.5, 5, 10, 20 s, ...): the trainers are averaged often while the model changes fastest, when their drift apart costs the average most (docs/decisions/0015-averaging-ramp.md). 0 = every span --sync-every (the paper's schedule); at most 10; the step-count schedule (--sync-every-steps) has none. Default: 4.
+    #[arg(long, value_name = "R")]
+    pub sync_ramp: Option<u32>,
     /// Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `"check": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Each check is one more validation on the trainers' cores, never skipped by --eval-every. Model-averaging methods (not ggs, llcg), in-process trainers. Default: 0 = off (validation at rounds).
     #[arg(long, value_name = "DURATION")]
     pub val_check_interval: Option<String>,
@@ -332,6 +335,7 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
             Some(s) => parse_duration("sync-every", s)?,
             None => d.sync_every,
         },
+        sync_ramp: o.sync_ramp.unwrap_or(d.sync_ramp),
         time_limit: match &o.time_limit {
             Some(s) => parse_duration("time-limit", s)?,
             None => d.time_limit,
@@ -634,6 +638,22 @@ pub(crate) fn validation_share_note(
     ))
 }
 
+/// ` after rounds at 0.625, 1.25, 2.5, 5 s` for the training line: the averaging ramp's
+/// slots before the first regular one (`--sync-ramp`); empty without one.
+fn ramp_text(cfg: &TrainConfig) -> String {
+    if cfg.sync_every_steps > 0 {
+        return String::new();
+    }
+    let slots: Vec<String> = tma_train::clock::ramp_slots(cfg.sync_every, cfg.sync_ramp)
+        .map(|d| format!("{}", (d.as_secs_f64() * 1e4).round() / 1e4))
+        .collect();
+    if slots.is_empty() {
+        String::new()
+    } else {
+        format!(" after rounds at {} s (--sync-ramp)", slots.join(", "))
+    }
+}
+
 /// The round line's note on skipped averaging slots, e.g. `3 --sync-every slots skipped: the
 /// round formed late (validation or trainers behind)`.
 pub(crate) fn skipped_text(n: u64) -> String {
@@ -867,8 +887,9 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
                 humantime::format_duration(cfg.val_check_interval)
             )
         };
+        let ramp = ramp_text(&cfg);
         eprintln!(
-            "training  {m} trainer{}, {} model, sync every {}{checks}, time limit {} -> {}",
+            "training  {m} trainer{}, {} model, sync every {}{ramp}{checks}, time limit {} -> {}",
             if m == 1 { "" } else { "s" },
             cfg.model,
             humantime::format_duration(cfg.sync_every),

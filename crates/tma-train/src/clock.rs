@@ -82,6 +82,51 @@ pub fn next_round_due(after: Duration, sync_every: Duration, time_limit: Duratio
     Duration::from_nanos(due.min(time_limit.as_nanos()) as u64)
 }
 
+/// Most extra rounds a ramp may put before the first regular slot (the shortest span is then
+/// `sync_every / 2^MAX_SYNC_RAMP`).
+pub const MAX_SYNC_RAMP: u32 = 10;
+
+/// The ramp's slots, earliest first: `sync_every / 2^ramp, ..., sync_every / 4,
+/// sync_every / 2` (`ramp` of them, capped at [`MAX_SYNC_RAMP`]); the regular slots
+/// `k * sync_every` follow. Spans double from `sync_every / 2^ramp` up to `sync_every`.
+pub fn ramp_slots(sync_every: Duration, ramp: u32) -> impl Iterator<Item = Duration> {
+    let ramp = ramp.min(MAX_SYNC_RAMP);
+    (1..=ramp).rev().map(move |r| sync_every / (1u32 << r))
+}
+
+/// [`next_round_due`] with a ramp of `ramp` extra rounds within the first span
+/// ([`ramp_slots`]; `--sync-ramp`, docs/decisions/0015-averaging-ramp.md): the first ramp
+/// slot strictly after `after`, else the first regular slot after it.
+pub fn next_round_due_ramped(
+    after: Duration,
+    sync_every: Duration,
+    ramp: u32,
+    time_limit: Duration,
+) -> Duration {
+    if !sync_every.is_zero() {
+        if let Some(slot) = ramp_slots(sync_every, ramp).find(|&s| s > after) {
+            return slot.min(time_limit);
+        }
+    }
+    next_round_due(after, sync_every, time_limit)
+}
+
+/// [`skipped_slots`] of a ramped schedule: the regular slots skipped plus the ramp slots in
+/// `(due, formed]` before `time_limit`.
+pub fn skipped_slots_ramped(
+    due: Duration,
+    formed: Duration,
+    sync_every: Duration,
+    ramp: u32,
+    time_limit: Duration,
+) -> u64 {
+    let last = formed.min(time_limit.saturating_sub(Duration::from_nanos(1)));
+    let in_ramp = ramp_slots(sync_every, ramp)
+        .filter(|&s| s > due && s <= last)
+        .count() as u64;
+    skipped_slots(due, formed, sync_every, time_limit) + in_ramp
+}
+
 /// Slots of a time-based schedule skipped by a round due at `due` that formed at `formed`:
 /// the slots `k * sync_every` in `(due, formed]` before `time_limit`, which
 /// [`next_round_due`] passes over (the time limit is the last round's own slot, never
@@ -133,6 +178,32 @@ mod tests {
         // the last round on time (due at the limit, formed just after it): nothing skipped
         assert_eq!(skipped_slots(eight, secs(8.02), one, eight), 0);
         assert_eq!(skipped_slots(secs(6.0), secs(8.02), secs(3.0), eight), 0);
+    }
+
+    #[test]
+    fn ramped_schedule_slots() {
+        let secs = Duration::from_secs_f64;
+        let (s, limit) = (secs(10.0), secs(60.0));
+        // ramp 3: 1.25, 2.5, 5, then 10, 20, ...
+        let slots: Vec<Duration> = ramp_slots(s, 3).collect();
+        assert_eq!(slots, vec![secs(1.25), secs(2.5), secs(5.0)]);
+        assert_eq!(next_round_due_ramped(secs(0.0), s, 3, limit), secs(1.25));
+        assert_eq!(next_round_due_ramped(secs(1.25), s, 3, limit), secs(2.5));
+        assert_eq!(next_round_due_ramped(secs(3.0), s, 3, limit), secs(5.0));
+        assert_eq!(next_round_due_ramped(secs(5.0), s, 3, limit), secs(10.0));
+        assert_eq!(next_round_due_ramped(secs(10.2), s, 3, limit), secs(20.0));
+        // no ramp: the regular schedule
+        assert_eq!(next_round_due_ramped(secs(0.0), s, 0, limit), secs(10.0));
+        // a limit inside the ramp caps the slot
+        assert_eq!(next_round_due_ramped(secs(1.3), s, 3, secs(2.0)), secs(2.0));
+        // a resumed run past the ramp: regular slots
+        assert_eq!(next_round_due_ramped(secs(31.0), s, 3, limit), secs(40.0));
+        // capped at MAX_SYNC_RAMP
+        assert_eq!(ramp_slots(s, 50).count(), MAX_SYNC_RAMP as usize);
+        // the round due at 1.25 s formed at 5.5 s: 2.5 and 5 skipped; at 11 s: 2.5, 5 and 10
+        assert_eq!(skipped_slots_ramped(secs(1.25), secs(5.5), s, 3, limit), 2);
+        assert_eq!(skipped_slots_ramped(secs(1.25), secs(11.0), s, 3, limit), 3);
+        assert_eq!(skipped_slots_ramped(secs(1.25), secs(2.0), s, 3, limit), 0);
     }
 
     #[test]

@@ -360,6 +360,18 @@ pub struct TrainConfig {
     /// Wall-clock span between model averaging rounds.
     #[serde(with = "humantime_serde_compat")]
     pub sync_every: Duration,
+    /// Averaging ramp: `sync_ramp` extra rounds within the first `sync_every`, at
+    /// `sync_every / 2^sync_ramp, ..., sync_every / 4, sync_every / 2` (spans doubling up to
+    /// `sync_every`; [`crate::clock::ramp_slots`]): the trainers are averaged often while the
+    /// model changes fastest, when their drift apart costs the average most
+    /// (docs/decisions/0015-averaging-ramp.md). Default 4 (10 s spans: rounds at 0.625,
+    /// 1.25, 2.5, 5, 10, 20 s, ...); 0 = every span `sync_every` (the paper's schedule); at
+    /// most [`crate::clock::MAX_SYNC_RAMP`]. The step-count schedule (`sync_every_steps`)
+    /// has no ramp.
+    /// (Absent from a config file written before the ramp existed, e.g. a resumed run's
+    /// `config.toml`: 0, the schedule that run trained with.)
+    #[serde(default)]
+    pub sync_ramp: u32,
     /// Validation checks between averaging rounds: every `val_check_interval` of wall-clock
     /// time that is not a round, the coordinator takes a copy of each trainer's parameters
     /// after its current step, validates their mean (the model a round formed then would
@@ -496,6 +508,7 @@ impl Default for TrainConfig {
             super_nodes: 1000,
             super_clustering: tma_partition::Clustering::Auto,
             sync_every: Duration::from_secs(5),
+            sync_ramp: default_sync_ramp(),
             time_limit: Duration::from_secs(30),
             average_weight: AverageWeight::Uniform,
             sync_every_steps: 0,
@@ -568,6 +581,13 @@ fn default_eval_memory() -> u64 {
 
 fn default_round_timeout() -> Duration {
     Duration::from_secs(10)
+}
+
+/// The averaging ramp's default (docs/decisions/0015-averaging-ramp.md).
+pub const DEFAULT_SYNC_RAMP: u32 = 4;
+
+fn default_sync_ramp() -> u32 {
+    DEFAULT_SYNC_RAMP
 }
 
 fn default_llcg_steps() -> usize {
@@ -827,6 +847,13 @@ impl TrainConfig {
                     }
                 ));
             }
+        }
+        if self.sync_ramp > crate::clock::MAX_SYNC_RAMP {
+            return Err(format!(
+                "sync-ramp must be at most {} (its first span is sync-every / 2^sync-ramp), got {}",
+                crate::clock::MAX_SYNC_RAMP,
+                self.sync_ramp
+            ));
         }
         if self.method == Method::Ggs && self.sync_every_steps > 0 {
             return Err(

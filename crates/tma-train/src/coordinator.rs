@@ -6,7 +6,7 @@
 //! The loop is written against [`Exchange`] and [`CoordinatorEndpoint`] only: it does not know
 //! which method or transport it runs.
 
-use crate::clock::{next_round_due, skipped_slots, Clock};
+use crate::clock::{next_round_due, next_round_due_ramped, skipped_slots_ramped, Clock};
 use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
@@ -137,7 +137,12 @@ pub fn coordinate(
             loop {
                 // the first slot after the last round: slots that passed while it was late are
                 // skipped (clock::next_round_due)
-                let round_due = next_round_due(last_formed, cfg.sync_every, cfg.time_limit);
+                let round_due = next_round_due_ramped(
+                    last_formed,
+                    cfg.sync_every,
+                    cfg.sync_ramp,
+                    cfg.time_limit,
+                );
                 // step-count schedule and gradient exchanges: at once (trainers join a round
                 // after their steps)
                 let due = if paced && !step_mode {
@@ -240,7 +245,13 @@ pub fn coordinate(
                     // time-based slots that passed while this round waited: skipped, and
                     // said in the round's record (clock::next_round_due)
                     let skipped_slots = if paced && !step_mode {
-                        skipped_slots(round_due, elapsed, cfg.sync_every, cfg.time_limit)
+                        skipped_slots_ramped(
+                            round_due,
+                            elapsed,
+                            cfg.sync_every,
+                            cfg.sync_ramp,
+                            cfg.time_limit,
+                        )
                     } else {
                         0
                     };

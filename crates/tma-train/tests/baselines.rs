@@ -140,6 +140,7 @@ fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
     let c = TrainConfig {
         sync_every: Duration::from_secs(1),
         time_limit: Duration::from_secs(7),
+        sync_ramp: 0,
         ..cfg(Method::RandomTma, Task::Node)
     };
     let p = prep(&c);
@@ -174,6 +175,62 @@ fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
     assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
     assert_eq!(r.summary.rounds, 5);
     assert!(!r.summary.interrupted);
+}
+
+/// Decision 0015: with `sync_ramp` R the first rounds form at `sync_every / 2^R, ..., / 2`,
+/// then on the regular grid; a late ramp round skips the ramp slots that passed (here the
+/// round due at 0.5 s formed at 2.1 s: the ramp slot 1.0 s and the regular 2.0 s are skipped).
+#[test]
+fn ramp_rounds_form_at_halving_spans_before_the_grid() {
+    let run = |ramp: u32, slow_round: u64, delay_ms: u64| {
+        let c = TrainConfig {
+            sync_every: Duration::from_secs(2),
+            time_limit: Duration::from_secs(6),
+            sync_ramp: ramp,
+            ..cfg(Method::RandomTma, Task::Node)
+        };
+        let p = prep(&c);
+        let model = build_model(&c, p.model_shape()).unwrap();
+        let init = initial_params(&c, &model);
+        let clock = ManualClock::default();
+        let mut coord = LateRound {
+            n: p.trainers.len(),
+            params: init.data.clone(),
+            clock: clock.clone(),
+            slow_round,
+            delay: Duration::from_millis(delay_ms),
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let mut rec = Record(Vec::new(), Vec::new());
+        let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
+        let ctx = Coordinated {
+            prep: &p,
+            cfg: &c,
+            model: &model,
+            clock: &clock,
+            eval_pool: &pool,
+            stop: None,
+        };
+        coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
+        let at: Vec<f64> = rec.0.iter().map(|r| r.elapsed_s).collect();
+        let skipped: Vec<u64> = rec.0.iter().map(|r| r.skipped_slots).collect();
+        (at, skipped)
+    };
+    // ramp 3 on 2 s spans: 0.25, 0.5, 1.0, then 2, 4, 6 (the limit)
+    let (at, skipped) = run(3, 0, 0);
+    assert_eq!(at, vec![0.25, 0.5, 1.0, 2.0, 4.0, 6.0]);
+    assert_eq!(skipped, vec![0; 6]);
+    // no ramp: the plain grid
+    let (at, _) = run(0, 0, 0);
+    assert_eq!(at, vec![2.0, 4.0, 6.0]);
+    // round 2 (due at 0.5 s) waits 1.6 s: formed at 2.1 s, the slots 1.0 (ramp) and 2.0
+    // (regular) passed and are skipped; the next round is at 4 s
+    let (at, skipped) = run(3, 2, 1600);
+    assert_eq!(at, vec![0.25, 2.1, 4.0, 6.0]);
+    assert_eq!(skipped, vec![0, 2, 0, 0]);
 }
 
 fn contribution(trainer: usize, params: Vec<f32>) -> Contribution {
@@ -705,6 +762,7 @@ fn trainer_failing_mid_run_is_excluded_and_the_run_finishes() {
     let c = TrainConfig {
         sync_every: Duration::from_millis(250),
         time_limit: Duration::from_millis(1000),
+        sync_ramp: 0,
         ..cfg(Method::RandomTma, Task::Node)
     };
     let p = prep(&c);
@@ -1000,6 +1058,7 @@ fn a_validation_check_copies_the_parameters_and_leaves_training_unchanged() {
 fn validation_checks_between_rounds_are_recorded_and_may_be_the_best() {
     let mut c = cfg(Method::RandomTma, Task::Node);
     c.sync_every = Duration::from_millis(1000);
+    c.sync_ramp = 0;
     c.val_check_interval = Duration::from_millis(250);
     c.time_limit = Duration::from_millis(2000);
     c.validate().unwrap();

@@ -15,7 +15,8 @@ fn train_on_generated_graph_writes_every_output() {
     let dir = tempdir();
     let out = dir.path().join("run");
     let o = out.to_str().unwrap();
-    let mut args = vec!["train", "--out", o, "--trainers", "2"];
+    // the plain schedule (no averaging ramp: its rounds are counted below)
+    let mut args = vec!["train", "--out", o, "--trainers", "2", "--sync-ramp", "0"];
     args.extend_from_slice(QUICK);
     let r = tma(&args);
     assert_success(&r);
@@ -91,6 +92,55 @@ fn train_on_generated_graph_writes_every_output() {
         c1, c2,
         "a run from a resolved config resolves to the same config"
     );
+}
+
+/// The default averaging ramp (decision 0015): 4 rounds inside the first --sync-every, said
+/// on the training line and recorded in config.toml; `--sync-ramp 11` is refused.
+#[test]
+fn default_ramp_forms_the_first_rounds_early_and_says_so() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let o = out.to_str().unwrap();
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "16",
+        "--trainers",
+        "2",
+        "--sync-every",
+        "1s",
+        "--time-limit",
+        "1s",
+        "--out",
+        o,
+    ]);
+    assert_success(&r);
+    assert!(
+        stderr(&r)
+            .contains("sync every 1s after rounds at 0.0625, 0.125, 0.25, 0.5 s (--sync-ramp)"),
+        "{}",
+        stderr(&r)
+    );
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(out.join("rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // slots 0.0625, 0.125, 0.25, 0.5 and 1 s: each formed or skipped (a round late past a
+    // slot skips it; a round late at or past the limit is the last one)
+    let skipped: u64 = rows
+        .iter()
+        .map(|v| v.get("skipped_slots").map_or(0, |s| s.as_u64().unwrap()))
+        .sum();
+    let slots = rows.len() as u64 + skipped;
+    assert!(slots == 5 || slots == 4, "{rows:?}");
+    assert!(rows[0]["elapsed_s"].as_f64().unwrap() < 1.0, "{rows:?}");
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(config.contains("sync_ramp = 4\n"), "{config}");
+    let r = tma(&["train", "--gen-nodes", "600", "--sync-ramp", "11"]);
+    assert_fails_with(&r, 1, &["sync-ramp must be at most 10"]);
 }
 
 #[test]

@@ -30,6 +30,8 @@ fn compare_writes_table_results_and_plot() {
         "1s",
         "--sync-every",
         "500ms",
+        "--sync-ramp",
+        "0",
         "--fail",
         "1@600ms",
         "--quiet",

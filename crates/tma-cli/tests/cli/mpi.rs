@@ -46,6 +46,8 @@ const LOCALHOST: &[&str] = &[
     "lo",
 ];
 
+/// Rounds every 1 s after an averaging ramp of 2 (rounds at 0.25 and 0.5 s first: the ramp's
+/// schedule over real processes).
 const TRAIN: &[&str] = &[
     "--hidden",
     "64",
@@ -53,6 +55,8 @@ const TRAIN: &[&str] = &[
     "1",
     "--sync-every",
     "1s",
+    "--sync-ramp",
+    "2",
     "--time-limit",
     "4s",
     "--quiet",
@@ -106,10 +110,11 @@ fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
     assert_eq!(log.matches("peak RSS").count(), 4, "{log}");
     let s = summary(&mpi_run);
     assert_eq!(s["num_trainers"].as_u64(), Some(3));
-    // rounds due at 1, 2, 3, 4 s; a round formed at or past the 4 s limit is the last, and
-    // with 4 ranks on a loaded 2-core machine rounds run late, so fewer than 4 can happen
+    // rounds due at 0.25, 0.5 (the ramp), 1, 2, 3, 4 s; a round formed at or past the 4 s
+    // limit is the last, and with 4 ranks on a loaded 2-core machine rounds run late (the
+    // slots they pass are skipped), so fewer than 6 can happen
     let rounds = s["rounds"].as_u64().unwrap();
-    assert!((1..=4).contains(&rounds), "{rounds} rounds");
+    assert!((1..=6).contains(&rounds), "{rounds} rounds");
     assert!(s["train_time_s"].as_f64().unwrap() >= 4.0, "{s}");
     assert!(s["failed_trainers"].as_array().unwrap().is_empty());
     // every rank's peak memory: the coordinator's own, each trainer's sent with its BYE
@@ -207,7 +212,7 @@ fn mpirun_recovery(np: usize, args: &[&str]) -> Command {
     c
 }
 
-/// Rounds every 1 s, a 2 s round deadline (so a trainer rank is given up on after
+/// Rounds every 1 s (no ramp), a 2 s round deadline (so a trainer rank is given up on after
 /// 4 x (1 s + 2 s) = 12 s of silence).
 const FT_TRAIN: &[&str] = &[
     "--hidden",
@@ -216,6 +221,8 @@ const FT_TRAIN: &[&str] = &[
     "1",
     "--sync-every",
     "1s",
+    "--sync-ramp",
+    "0",
     "--round-timeout",
     "2s",
     "--quiet",

@@ -73,6 +73,8 @@ fn killed_run_resumes_losing_at_most_one_round() {
         "2",
         "--sync-every",
         "1s",
+        "--sync-ramp",
+        "0",
         "--time-limit",
         "8s",
         "--quiet",
