@@ -34,6 +34,17 @@ pub fn apply_resume(mut o: TrainOpts) -> Result<TrainOpts> {
                 dir.display()
             );
         }
+        // a run made before the averaging ramp existed trained without one: its resume keeps
+        // that schedule (a config.toml without `sync_ramp` means 0, not today's default)
+        if o.sync_ramp.is_none() && o.config.is_none() {
+            let text = std::fs::read_to_string(&cfg)
+                .with_context(|| format!("cannot read {}", cfg.display()))?;
+            let keys: toml::Table = toml::from_str(&text)
+                .with_context(|| format!("config file {} is not valid", cfg.display()))?;
+            if !keys.contains_key("sync_ramp") {
+                o.sync_ramp = Some(0);
+            }
+        }
         if o.config.is_none() {
             o.config = Some(cfg);
         }

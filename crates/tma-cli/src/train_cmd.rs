@@ -638,27 +638,41 @@ pub(crate) fn validation_share_note(
     ))
 }
 
-/// ` after rounds at 0.625, 1.25, 2.5, 5 s` for the training line: the averaging ramp's
-/// slots before the first regular one (`--sync-ramp`); empty without one.
+/// ` after rounds at 625ms, 1.25s, 2.5s, 5s` for the training line: the averaging ramp's
+/// slots before the first regular one and the time limit (`--sync-ramp`); empty without one.
 fn ramp_text(cfg: &TrainConfig) -> String {
     if cfg.sync_every_steps > 0 {
         return String::new();
     }
     let slots: Vec<String> = tma_train::clock::ramp_slots(cfg.sync_every, cfg.sync_ramp)
-        .map(|d| format!("{}", (d.as_secs_f64() * 1e4).round() / 1e4))
+        .filter(|&d| d < cfg.time_limit)
+        .map(short_duration)
         .collect();
     if slots.is_empty() {
         String::new()
     } else {
-        format!(" after rounds at {} s (--sync-ramp)", slots.join(", "))
+        format!(" after rounds at {} (--sync-ramp)", slots.join(", "))
     }
 }
 
-/// The round line's note on skipped averaging slots, e.g. `3 --sync-every slots skipped: the
+/// A duration in at most 4 significant digits: `62.5ms`, `1.25s`, `4.883ms`, `225000s`.
+fn short_duration(d: Duration) -> String {
+    let trim = |x: f64| {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    if d < Duration::from_secs(1) {
+        format!("{}ms", trim(d.as_secs_f64() * 1e3))
+    } else {
+        format!("{}s", trim(d.as_secs_f64()))
+    }
+}
+
+/// The round line's note on skipped averaging slots, e.g. `3 averaging slots skipped: the
 /// round formed late (validation or trainers behind)`.
 pub(crate) fn skipped_text(n: u64) -> String {
     format!(
-        "{n} --sync-every slot{} skipped: the round formed late (validation or trainers behind)",
+        "{n} averaging slot{} skipped: the round formed late (validation or trainers behind)",
         if n == 1 { "" } else { "s" }
     )
 }
@@ -713,6 +727,9 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     let (o, mut cfg, fail) = resolve(o)?;
     check_gen_nodes(&flags, &o)?;
+    if flags.sync_ramp.is_some_and(|r| r > 0) && cfg.sync_every_steps > 0 {
+        bail!("--sync-ramp shortens the first wall-clock spans; the step-count schedule (--sync-every-steps) has none: leave --sync-ramp out");
+    }
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;
     let engine = crate::dist::parse_engine(o.engine.as_deref())?;
     let join_timeout = match &o.join_timeout {
@@ -1586,11 +1603,11 @@ mod tests {
         // regression: rounds skipped behind a slow validation were not said
         assert_eq!(
             skipped_text(3),
-            "3 --sync-every slots skipped: the round formed late (validation or trainers behind)"
+            "3 averaging slots skipped: the round formed late (validation or trainers behind)"
         );
         assert_eq!(
             skipped_text(1),
-            "1 --sync-every slot skipped: the round formed late (validation or trainers behind)"
+            "1 averaging slot skipped: the round formed late (validation or trainers behind)"
         );
         assert_eq!(
             failed_list(&[(1, 4.018577031), (3, f64::NAN)]),

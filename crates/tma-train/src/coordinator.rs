@@ -107,6 +107,13 @@ pub fn coordinate(
     let mut ended_by_request = false;
 
     let template = model.clone();
+    // the threads that combine a round's contributions (the average; LLCG's correction):
+    // not the evaluation's, which a validation may hold for longer than a round's span
+    let combine_pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(ctx.eval_pool.current_num_threads())
+        .thread_name(|i| format!("tma-combine-{i}"))
+        .build()
+        .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
     let infer = cfg.infer_options();
     // validation checks between rounds: averaging methods on the wall-clock schedule
     let mut checks = (!cfg.val_check_interval.is_zero() && paced && !step_mode).then(|| Checks {
@@ -143,6 +150,10 @@ pub fn coordinate(
                     cfg.sync_ramp,
                     cfg.time_limit,
                 );
+                // a ramp round's span (docs/decisions/0015-averaging-ramp.md): its validation
+                // is skipped where validation would take over a quarter of it
+                let ramp_span = (paced && !step_mode && round_due < cfg.sync_every)
+                    .then(|| round_due.saturating_sub(last_formed));
                 // step-count schedule and gradient exchanges: at once (trainers join a round
                 // after their steps)
                 let due = if paced && !step_mode {
@@ -219,9 +230,9 @@ pub fn coordinate(
                     all_lost = true;
                     break;
                 }
-                let payload = ctx
-                    .eval_pool
-                    .install(|| exchange.combine(&contribs, &mut model));
+                // on its own threads: on the evaluation's, a round waited for a running
+                // validation to finish while its trainers waited for the round's reply
+                let payload = combine_pool.install(|| exchange.combine(&contribs, &mut model));
                 let participants: Vec<usize> = contribs.iter().map(|c| c.trainer).collect();
                 coord.reply(
                     &participants,
@@ -275,8 +286,17 @@ pub fn coordinate(
                         check: false,
                     };
                     (loss_sum, loss_count) = (0.0, 0);
+                    // a ramp round is validated only while validation is cheap next to its
+                    // span: none in flight, and the last one took at most a quarter of it
+                    let ramp_skip = ramp_span.is_some_and(|span| {
+                        ev.in_flight() > 0
+                            || ev
+                                .last_eval_s()
+                                .is_some_and(|e| e > RAMP_EVAL_SHARE * span.as_secs_f64())
+                    });
                     ev.submit(PendingRound {
-                        validate: stop || round.is_multiple_of(cfg.eval_every.max(1)),
+                        validate: stop
+                            || (!ramp_skip && round.is_multiple_of(cfg.eval_every.max(1))),
                         record,
                         params: Arc::new(model.data.clone()),
                     });
@@ -313,6 +333,10 @@ pub fn coordinate(
         },
     )
 }
+
+/// The share of a ramp round's span its validation may take (the last validation's wall
+/// time against the span): above it the round is averaged and recorded without validation.
+const RAMP_EVAL_SHARE: f64 = 0.25;
 
 /// How the coordinator's loop ended, for [`finish_run`].
 struct RunEnd {

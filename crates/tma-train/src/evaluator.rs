@@ -43,6 +43,8 @@ pub(crate) struct Evaluator<'o> {
     in_flight: usize,
     observer: &'o mut dyn Observer,
     book: Book,
+    /// Wall seconds of the last validation accepted (None before the first).
+    last_eval_s: Option<f64>,
 }
 
 impl Evaluator<'_> {
@@ -58,6 +60,11 @@ impl Evaluator<'_> {
     /// Rounds queued and not yet accepted.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Wall seconds the last accepted validation took (None before the first).
+    pub(crate) fn last_eval_s(&self) -> Option<f64> {
+        self.last_eval_s
     }
 
     /// Accepts every round whose validation has finished.
@@ -100,6 +107,9 @@ impl Evaluator<'_> {
             self.book.best = Some((p.record.round, p.record.val.clone(), p.params.clone()));
         }
         p.record.is_best = is_best;
+        if p.validate {
+            self.last_eval_s = Some(p.record.eval_s);
+        }
         let r = self
             .observer
             .on_round(&p.record)
@@ -185,6 +195,7 @@ pub(crate) fn with_evaluator<R>(
             jobs: Some(job_tx),
             done: done_rx,
             in_flight: 0,
+            last_eval_s: None,
             observer,
             book: Book {
                 records: Vec::new(),

@@ -119,7 +119,7 @@ fn default_ramp_forms_the_first_rounds_early_and_says_so() {
     assert_success(&r);
     assert!(
         stderr(&r)
-            .contains("sync every 1s after rounds at 0.0625, 0.125, 0.25, 0.5 s (--sync-ramp)"),
+            .contains("sync every 1s after rounds at 62.5ms, 125ms, 250ms, 500ms (--sync-ramp)"),
         "{}",
         stderr(&r)
     );
@@ -475,6 +475,10 @@ fn contradictory_train_options_are_errors() {
         (
             &["--gen-nodes", "300", "--dataset", "/data/cora"],
             "--gen-nodes 300 sizes the generated graph, which is used only without --dataset and --partitions (this run reads --dataset /data/cora)",
+        ),
+        (
+            &["--sync-every-steps", "5", "--sync-ramp", "2"],
+            "--sync-ramp shortens the first wall-clock spans; the step-count schedule (--sync-every-steps) has none",
         ),
     ];
     for (extra, needle) in cases {

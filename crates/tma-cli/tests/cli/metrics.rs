@@ -56,6 +56,10 @@ fn binary_node_task_selects_by_roc_auc() {
     let rs = rounds(&out);
     let mut best = (0u64, f64::NEG_INFINITY);
     for x in &rs {
+        // (an averaging-ramp round left unvalidated while a validation ran: decision 0015)
+        if x["val"]["value"].is_null() {
+            continue;
+        }
         assert_eq!(x["val"]["metric"], "roc_auc");
         let v = x["val"]["value"].as_f64().unwrap();
         assert_eq!(x["val"]["all"]["roc_auc"].as_f64().unwrap(), v);
@@ -103,6 +107,9 @@ fn metric_flag_selects_and_is_refused_where_it_does_not_fit() {
     assert_eq!(s["best_val"]["value"], s["best_val"]["all"]["hits@50"]);
     assert!(s["best_val"]["all"]["mrr"].is_f64());
     for x in rounds(&out) {
+        if x["val"]["value"].is_null() {
+            continue; // an unvalidated ramp round (decision 0015)
+        }
         assert_eq!(x["val"]["metric"], "hits@50");
     }
     let cfg = std::fs::read_to_string(out.join("config.toml")).unwrap();

@@ -317,3 +317,55 @@ fn partition_dir_trains_and_corruption_is_refused() {
         "{t}"
     );
 }
+
+/// Regression (fresh-user report): a run whose config.toml has no `sync_ramp` (made before the
+/// averaging ramp existed) resumed with the ramp on, today's default; it keeps its plain
+/// schedule (decision 0015).
+#[test]
+fn resume_of_a_config_without_sync_ramp_keeps_the_plain_schedule() {
+    let dir = tempdir();
+    let run = dir.path().join("run");
+    let r = run.to_str().unwrap();
+    let mut child = crate::harness::spawn_tma(&[
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "16",
+        "--trainers",
+        "2",
+        "--threads",
+        "2",
+        "--sync-every",
+        "1s",
+        "--sync-ramp",
+        "0",
+        "--time-limit",
+        "4s",
+        "--out",
+        r,
+    ]);
+    crate::harness::wait_for_a_round(&run.join("rounds.jsonl"));
+    crate::harness::sigint(child.id());
+    child.wait().unwrap();
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(config.contains("sync_ramp = 0\n"), "{config}");
+    let old: String = config
+        .lines()
+        .filter(|l| !l.starts_with("sync_ramp"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(run.join("config.toml"), old).unwrap();
+    let o = tma(&["train", "--resume", r]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("--sync-ramp"), "{}", text(&o));
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(config.contains("sync_ramp = 0\n"), "{config}");
+    // every round on the plain 1 s grid (whole seconds, or the 4 s limit), none at a ramp slot
+    let rounds = std::fs::read_to_string(run.join("rounds.jsonl")).unwrap();
+    for l in rounds.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let t = v["elapsed_s"].as_f64().unwrap();
+        assert!(t >= 0.99, "a round at {t} s:\n{rounds}");
+    }
+}
