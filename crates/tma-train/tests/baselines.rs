@@ -131,6 +131,42 @@ impl CoordinatorEndpoint for LateRound {
     }
 }
 
+/// Runs `coordinate` under `c` on a manual clock with every trainer answering at once, except
+/// that round `slow_round`'s gather takes `delay` ([`LateRound`]); returns its round records.
+fn run_with_a_late_round(
+    c: &TrainConfig,
+    slow_round: u64,
+    delay: Duration,
+) -> (Vec<RoundRecord>, tma_train::RunResult) {
+    let p = prep(c);
+    let model = build_model(c, p.model_shape()).unwrap();
+    let init = initial_params(c, &model);
+    let clock = ManualClock::default();
+    let mut coord = LateRound {
+        n: p.trainers.len(),
+        params: init.data.clone(),
+        clock: clock.clone(),
+        slow_round,
+        delay,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut rec = Record(Vec::new(), Vec::new());
+    let mut exchange = ModelAveraging::new(average_weights(c, &p), None);
+    let ctx = Coordinated {
+        prep: &p,
+        cfg: c,
+        model: &model,
+        clock: &clock,
+        eval_pool: &pool,
+        stop: None,
+    };
+    let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
+    (rec.0, r)
+}
+
 /// Decision 0007: after a round that formed late (here round 2 waited 2.5 s, as for a lost
 /// trainer's deadline), the slots that passed meanwhile are skipped: the next round is at the
 /// next slot of the `k * sync_every` grid, not a burst of rounds back to back (before: rounds
@@ -143,35 +179,10 @@ fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
         sync_ramp: 0,
         ..cfg(Method::RandomTma, Task::Node)
     };
-    let p = prep(&c);
-    let model = build_model(&c, p.model_shape()).unwrap();
-    let init = initial_params(&c, &model);
-    let clock = ManualClock::default();
-    let mut coord = LateRound {
-        n: p.trainers.len(),
-        params: init.data.clone(),
-        clock: clock.clone(),
-        slow_round: 2,
-        delay: Duration::from_millis(2500),
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
-    let mut rec = Record(Vec::new(), Vec::new());
-    let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
-    let ctx = Coordinated {
-        prep: &p,
-        cfg: &c,
-        model: &model,
-        clock: &clock,
-        eval_pool: &pool,
-        stop: None,
-    };
-    let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
-    let at: Vec<f64> = rec.0.iter().map(|r| r.elapsed_s).collect();
+    let (rec, r) = run_with_a_late_round(&c, 2, Duration::from_millis(2500));
+    let at: Vec<f64> = rec.iter().map(|r| r.elapsed_s).collect();
     assert_eq!(at, vec![1.0, 4.5, 5.0, 6.0, 7.0]);
-    let numbers: Vec<u64> = rec.0.iter().map(|r| r.round).collect();
+    let numbers: Vec<u64> = rec.iter().map(|r| r.round).collect();
     assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
     assert_eq!(r.summary.rounds, 5);
     assert!(!r.summary.interrupted);
@@ -189,34 +200,9 @@ fn ramp_rounds_form_at_halving_spans_before_the_grid() {
             sync_ramp: ramp,
             ..cfg(Method::RandomTma, Task::Node)
         };
-        let p = prep(&c);
-        let model = build_model(&c, p.model_shape()).unwrap();
-        let init = initial_params(&c, &model);
-        let clock = ManualClock::default();
-        let mut coord = LateRound {
-            n: p.trainers.len(),
-            params: init.data.clone(),
-            clock: clock.clone(),
-            slow_round,
-            delay: Duration::from_millis(delay_ms),
-        };
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
-        let mut rec = Record(Vec::new(), Vec::new());
-        let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
-        let ctx = Coordinated {
-            prep: &p,
-            cfg: &c,
-            model: &model,
-            clock: &clock,
-            eval_pool: &pool,
-            stop: None,
-        };
-        coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
-        let at: Vec<f64> = rec.0.iter().map(|r| r.elapsed_s).collect();
-        let skipped: Vec<u64> = rec.0.iter().map(|r| r.skipped_slots).collect();
+        let (rec, _) = run_with_a_late_round(&c, slow_round, Duration::from_millis(delay_ms));
+        let at: Vec<f64> = rec.iter().map(|r| r.elapsed_s).collect();
+        let skipped: Vec<u64> = rec.iter().map(|r| r.skipped_slots).collect();
         (at, skipped)
     };
     // ramp 3 on 2 s spans: 0.25, 0.5, 1.0, then 2, 4, 6 (the limit)
