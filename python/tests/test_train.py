@@ -137,7 +137,7 @@ def test_generated_graph_and_duration_forms(tmp_path):
 
 
 def test_validation_checks_between_rounds(tmp_path):
-    run = tma.train(None, gen_nodes=600, out=tmp_path / "c", trainers=2, sync_every=1,
+    run = tma.train(None, gen_nodes=600, out=tmp_path / "c", trainers=2, sync_every=1, sync_ramp=0,
                     val_check_interval=0.25, time_limit="2s", hidden=8, threads=2)
     assert run.config["val_check_interval"] == "250ms"
     checks = [r for r in run.rounds if r.get("check")]
