@@ -5,6 +5,7 @@
 #   bench/tta.sh                          # every workload below, 60 s each, A-B-B-A
 #   BUDGET=120s ORDER=ABBA bench/tta.sh   # longer runs
 #   ORDER=AB WORKLOADS="facebook-link" METHODS=random-tma bench/tta.sh
+#   WORKLOADS="coauthor_cs-node amazon_photo-node" bench/tta.sh  # any dataset: DATASET-{link,node}
 #   VAL_CHECK_NODE= bench/tta.sh          # tma validates at its rounds only, like the DGL side
 #   MATMUL_PRECISION=highest bench/tta.sh # tma's products in f32 (default medium: bf16 on AMX)
 #   SEEDS=same bench/tta.sh               # every run seed 0 (default: pair i runs seed i, both sides)
@@ -142,8 +143,11 @@ for w in $WORKLOADS; do
     facebook-link) ds=musae_facebook_pagepage task=link ;;
     photo-link) ds=amazon_photo task=link ;;
     facebook-node) ds=musae_facebook_pagepage task=node ;;
-    *) echo "tta.sh: unknown workload $w (facebook-link, photo-link, facebook-node)" >&2; exit 2 ;;
+    # any other dataset under DATA: DATASET-link or DATASET-node (e.g. coauthor_cs-node)
+    *-link | *-node) ds=${w%-*} task=${w##*-} ;;
+    *) echo "tta.sh: unknown workload $w (facebook-link, photo-link, facebook-node, or DATASET-link / DATASET-node for a dataset under $DATA)" >&2; exit 2 ;;
   esac
+  [[ -d "$DATA/$ds" ]] || { echo "tta.sh: workload $w: no dataset $DATA/$ds" >&2; exit 2; }
   f=0; [[ "$task" == link ]] && f=$(frac "$DATA/$ds")
   src="$DATA/$ds"
   if [[ "$task" == node ]]; then src="$OUT/data/$w"; shared_split "$DATA/$ds" "$src"; fi
