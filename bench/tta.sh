@@ -12,8 +12,8 @@
 #   SYNC_TMA=500ms VAL_CHECK_NODE= WORKLOADS=facebook-node METHODS=random-tma bench/tta.sh
 #                                         # tma averaging every 0.5 s, DGL every SYNC_DGL (10 s)
 #   SYNC_RAMP=0 bench/tta.sh              # tma on the paper's plain schedule (default: tma's
-#                                         # own, --sync-ramp 4: rounds at 0.625, 1.25, 2.5, 5 s
-#                                         # before the 10 s grid; the DGL pipeline has none)
+#                                         # own, --sync-ramp 16: the first 10 s span averaged
+#                                         # every 0.625 s; the DGL pipeline has no ramp)
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
@@ -66,8 +66,7 @@ SEEDS=${SEEDS:-pair}
 # DGL's rounds (bench/tta-results.md, "Averaging span")
 SYNC_TMA=${SYNC_TMA:-10s}
 SYNC_DGL=${SYNC_DGL:-10s}
-# tma's averaging ramp (--sync-ramp; empty: tma's default, 4 shorter rounds inside the first
-# span, docs/decisions/0015-averaging-ramp.md; 0: the paper's plain schedule)
+# tma's averaging ramp (--sync-ramp; empty: tma's default, the first span cut into 16 rounds, docs/decisions/0015-averaging-ramp.md; 0: the paper's plain schedule)
 SYNC_RAMP=${SYNC_RAMP:-}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }

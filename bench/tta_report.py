@@ -108,7 +108,8 @@ def main():
                         for sides in runs.values() for s in sides.values() if "tma" in s
                         for line in open(os.path.join(s["tma"], "config.toml"))
                         if line.startswith("sync_ramp")})
-        ramp = f", after {' / '.join(ramps)} shorter rounds inside the first span: --sync-ramp" if ramps and ramps != ["0"] else ""
+        ramp = (f", the first span cut into {' / '.join(ramps)} rounds: --sync-ramp"
+                if ramps and ramps not in (["0"], ["1"]) else "")
         print(f"Averaging every {opts['sync-tma']} (tma{ramp}) / {opts.get('sync-dgl', '?')} (DGL).\n")
     if opts.get("seeds") == "pair":
         print("Seeds: pair N runs seed N on both sides.\n")

@@ -296,7 +296,7 @@ def train(
     ``dataset``: a :class:`Dataset`, a dataset directory, or None for tma's generated graph
     (``gen_nodes`` nodes, default 10000). ``options`` are ``tma train``'s, by their config-file
     names, with its defaults (see :func:`defaults`): ``method="random-tma"``,
-    ``trainers=4``, ``sync_every="5s"``, ``sync_ramp=4`` (4 shorter rounds first),
+    ``trainers=4``, ``sync_every="5s"``, ``sync_ramp=16`` (the first span averaged 16 times),
     ``time_limit="30s"``, ``task="node"``,
     ``model="sage"``, ``hidden=256``, ``layers=2``, ``fanouts=[10, 25]``, ``lr=1e-3``,
     ``seed=0``, ... Durations are strings ("30s", "2min") or seconds. An unknown option is a

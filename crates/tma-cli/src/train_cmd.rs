@@ -55,8 +55,8 @@ pub struct TrainOpts {
     /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
-    /// Averaging ramp: R extra rounds within the first --sync-every, at sync-every/2^R, ..., /4, /2 (spans doubling up to --sync-every; e.g. 10s with 4: rounds at 0.625, 1.25, 2.5, 5, 10, 20 s, ...): the trainers are averaged often while the model changes fastest, when their drift apart costs the average most (docs/decisions/0015-averaging-ramp.md). 0 = every span --sync-every (the paper's schedule); at most 10; the step-count schedule (--sync-every-steps) has none. Default: 4.
-    #[arg(long, value_name = "R")]
+    /// Averaging ramp: the first --sync-every span is cut into N equal spans, each ending in an averaging round (e.g. 10s with 16: rounds every 0.625 s up to 10 s, then 20, 30 s, ...): the trainers are averaged often while the model changes fastest, when their drift apart costs the average most (post-local SGD's warm-up; docs/decisions/0015-averaging-ramp.md). 0 or 1 = every span --sync-every (the paper's schedule); at most 1024; the step-count schedule (--sync-every-steps) has none. Default: 16.
+    #[arg(long, value_name = "N")]
     pub sync_ramp: Option<u32>,
     /// Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `"check": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Each check is one more validation on the trainers' cores, never skipped by --eval-every. Model-averaging methods (not ggs, llcg), in-process trainers. Default: 0 = off (validation at rounds).
     #[arg(long, value_name = "DURATION")]
@@ -638,21 +638,25 @@ pub(crate) fn validation_share_note(
     ))
 }
 
-/// ` after rounds at 625ms, 1.25s, 2.5s, 5s` for the training line: the averaging ramp's
-/// slots before the first regular one and the time limit (`--sync-ramp`); empty without one.
+/// `, the first 10s every 625ms (--sync-ramp 16)` for the training line: the averaging
+/// ramp's span and how far it lasts (the first `--sync-every`, or the time limit where that
+/// comes first); empty without a ramp.
 fn ramp_text(cfg: &TrainConfig) -> String {
-    if cfg.sync_every_steps > 0 {
+    if cfg.sync_every_steps > 0 || cfg.sync_ramp <= 1 {
         return String::new();
     }
-    let slots: Vec<String> = tma_train::clock::ramp_slots(cfg.sync_every, cfg.sync_ramp)
-        .filter(|&d| d < cfg.time_limit)
-        .map(short_duration)
-        .collect();
-    if slots.is_empty() {
-        String::new()
-    } else {
-        format!(" after rounds at {} (--sync-ramp)", slots.join(", "))
+    let Some(first) = tma_train::clock::ramp_slots(cfg.sync_every, cfg.sync_ramp).next() else {
+        return String::new();
+    };
+    if first >= cfg.time_limit {
+        return String::new();
     }
+    format!(
+        ", the first {} every {} (--sync-ramp {})",
+        short_duration(cfg.sync_every.min(cfg.time_limit)),
+        short_duration(first),
+        cfg.sync_ramp
+    )
 }
 
 /// A duration in at most 4 significant digits: `62.5ms`, `1.25s`, `4.883ms`, `225000s`.
@@ -727,7 +731,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     let (o, mut cfg, fail) = resolve(o)?;
     check_gen_nodes(&flags, &o)?;
-    if flags.sync_ramp.is_some_and(|r| r > 0) && cfg.sync_every_steps > 0 {
+    if flags.sync_ramp.is_some_and(|r| r > 1) && cfg.sync_every_steps > 0 {
         bail!("--sync-ramp shortens the first wall-clock spans; the step-count schedule (--sync-every-steps) has none: leave --sync-ramp out");
     }
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;

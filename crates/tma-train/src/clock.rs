@@ -82,16 +82,18 @@ pub fn next_round_due(after: Duration, sync_every: Duration, time_limit: Duratio
     Duration::from_nanos(due.min(time_limit.as_nanos()) as u64)
 }
 
-/// Most extra rounds a ramp may put before the first regular slot (the shortest span is then
-/// `sync_every / 2^MAX_SYNC_RAMP`).
-pub const MAX_SYNC_RAMP: u32 = 10;
+/// Most rounds a ramp may cut the first span into (the shortest span is then
+/// `sync_every / MAX_SYNC_RAMP`).
+pub const MAX_SYNC_RAMP: u32 = 1024;
 
-/// The ramp's slots, earliest first: `sync_every / 2^ramp, ..., sync_every / 4,
-/// sync_every / 2` (`ramp` of them, capped at [`MAX_SYNC_RAMP`]); the regular slots
-/// `k * sync_every` follow. Spans double from `sync_every / 2^ramp` up to `sync_every`.
+/// The ramp's slots, earliest first: the first span cut into `ramp` equal spans,
+/// `sync_every * k / ramp` for `k = 1 .. ramp - 1` (`ramp - 1` extra rounds; 0 or 1: none;
+/// capped at [`MAX_SYNC_RAMP`]); the regular slots `k * sync_every` follow. Frequent averaging
+/// while the model learns most, then the paper's span: post-local SGD's warm-up
+/// (docs/decisions/0015-averaging-ramp.md).
 pub fn ramp_slots(sync_every: Duration, ramp: u32) -> impl Iterator<Item = Duration> {
-    let ramp = ramp.min(MAX_SYNC_RAMP);
-    (1..=ramp).rev().map(move |r| sync_every / (1u32 << r))
+    let ramp = ramp.clamp(1, MAX_SYNC_RAMP);
+    (1..ramp).map(move |k| sync_every * k / ramp)
 }
 
 /// [`next_round_due`] with a ramp of `ramp` extra rounds within the first span
@@ -184,26 +186,33 @@ mod tests {
     fn ramped_schedule_slots() {
         let secs = Duration::from_secs_f64;
         let (s, limit) = (secs(10.0), secs(60.0));
-        // ramp 3: 1.25, 2.5, 5, then 10, 20, ...
-        let slots: Vec<Duration> = ramp_slots(s, 3).collect();
-        assert_eq!(slots, vec![secs(1.25), secs(2.5), secs(5.0)]);
-        assert_eq!(next_round_due_ramped(secs(0.0), s, 3, limit), secs(1.25));
-        assert_eq!(next_round_due_ramped(secs(1.25), s, 3, limit), secs(2.5));
-        assert_eq!(next_round_due_ramped(secs(3.0), s, 3, limit), secs(5.0));
-        assert_eq!(next_round_due_ramped(secs(5.0), s, 3, limit), secs(10.0));
-        assert_eq!(next_round_due_ramped(secs(10.2), s, 3, limit), secs(20.0));
-        // no ramp: the regular schedule
+        // ramp 8: every 1.25 s inside the first span, then 10, 20, ...
+        let slots: Vec<Duration> = ramp_slots(s, 8).collect();
+        let want: Vec<Duration> = [1.25, 2.5, 3.75, 5.0, 6.25, 7.5, 8.75]
+            .into_iter()
+            .map(secs)
+            .collect();
+        assert_eq!(slots, want);
+        assert_eq!(next_round_due_ramped(secs(0.0), s, 8, limit), secs(1.25));
+        assert_eq!(next_round_due_ramped(secs(1.25), s, 8, limit), secs(2.5));
+        assert_eq!(next_round_due_ramped(secs(3.0), s, 8, limit), secs(3.75));
+        assert_eq!(next_round_due_ramped(secs(8.75), s, 8, limit), secs(10.0));
+        assert_eq!(next_round_due_ramped(secs(10.2), s, 8, limit), secs(20.0));
+        // no ramp (0 or 1): the regular schedule
         assert_eq!(next_round_due_ramped(secs(0.0), s, 0, limit), secs(10.0));
+        assert_eq!(next_round_due_ramped(secs(0.0), s, 1, limit), secs(10.0));
+        assert_eq!(ramp_slots(s, 1).count(), 0);
         // a limit inside the ramp caps the slot
-        assert_eq!(next_round_due_ramped(secs(1.3), s, 3, secs(2.0)), secs(2.0));
+        assert_eq!(next_round_due_ramped(secs(1.3), s, 8, secs(2.0)), secs(2.0));
         // a resumed run past the ramp: regular slots
-        assert_eq!(next_round_due_ramped(secs(31.0), s, 3, limit), secs(40.0));
+        assert_eq!(next_round_due_ramped(secs(31.0), s, 8, limit), secs(40.0));
         // capped at MAX_SYNC_RAMP
-        assert_eq!(ramp_slots(s, 50).count(), MAX_SYNC_RAMP as usize);
-        // the round due at 1.25 s formed at 5.5 s: 2.5 and 5 skipped; at 11 s: 2.5, 5 and 10
-        assert_eq!(skipped_slots_ramped(secs(1.25), secs(5.5), s, 3, limit), 2);
-        assert_eq!(skipped_slots_ramped(secs(1.25), secs(11.0), s, 3, limit), 3);
-        assert_eq!(skipped_slots_ramped(secs(1.25), secs(2.0), s, 3, limit), 0);
+        assert_eq!(ramp_slots(s, 5000).count(), MAX_SYNC_RAMP as usize - 1);
+        // the round due at 1.25 s formed at 5.5 s: 2.5, 3.75 and 5 skipped; at 11 s: the six
+        // ramp slots after 1.25 s and 10
+        assert_eq!(skipped_slots_ramped(secs(1.25), secs(5.5), s, 8, limit), 3);
+        assert_eq!(skipped_slots_ramped(secs(1.25), secs(11.0), s, 8, limit), 7);
+        assert_eq!(skipped_slots_ramped(secs(1.25), secs(2.0), s, 8, limit), 0);
     }
 
     #[test]

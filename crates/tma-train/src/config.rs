@@ -360,14 +360,14 @@ pub struct TrainConfig {
     /// Wall-clock span between model averaging rounds.
     #[serde(with = "humantime_serde_compat")]
     pub sync_every: Duration,
-    /// Averaging ramp: `sync_ramp` extra rounds within the first `sync_every`, at
-    /// `sync_every / 2^sync_ramp, ..., sync_every / 4, sync_every / 2` (spans doubling up to
-    /// `sync_every`; [`crate::clock::ramp_slots`]): the trainers are averaged often while the
-    /// model changes fastest, when their drift apart costs the average most
-    /// (docs/decisions/0015-averaging-ramp.md). Default 4 (10 s spans: rounds at 0.625,
-    /// 1.25, 2.5, 5, 10, 20 s, ...); 0 = every span `sync_every` (the paper's schedule); at
-    /// most [`crate::clock::MAX_SYNC_RAMP`]. The step-count schedule (`sync_every_steps`)
-    /// has no ramp.
+    /// Averaging ramp: the first `sync_every` span is cut into `sync_ramp` equal spans, so the
+    /// trainers are averaged every `sync_every / sync_ramp` while the model changes fastest,
+    /// when their drift apart costs the average most, then every `sync_every`
+    /// ([`crate::clock::ramp_slots`]; post-local SGD's warm-up; docs/decisions/0015-averaging-ramp.md).
+    /// Default 16 (10 s spans: rounds every 0.625 s up to 10 s, then 20, 30 s, ...); 0 or 1 =
+    /// every span `sync_every` (the paper's schedule); at most
+    /// [`crate::clock::MAX_SYNC_RAMP`]. The step-count schedule (`sync_every_steps`) has no
+    /// ramp.
     /// (Absent from a config file written before the ramp existed, e.g. a resumed run's
     /// `config.toml`: 0, the schedule that run trained with.)
     #[serde(default)]
@@ -584,7 +584,7 @@ fn default_round_timeout() -> Duration {
 }
 
 /// The averaging ramp's default (docs/decisions/0015-averaging-ramp.md).
-pub const DEFAULT_SYNC_RAMP: u32 = 4;
+pub const DEFAULT_SYNC_RAMP: u32 = 16;
 
 fn default_sync_ramp() -> u32 {
     DEFAULT_SYNC_RAMP
@@ -850,7 +850,7 @@ impl TrainConfig {
         }
         if self.sync_ramp > crate::clock::MAX_SYNC_RAMP {
             return Err(format!(
-                "sync-ramp must be at most {} (its first span is sync-every / 2^sync-ramp), got {}",
+                "sync-ramp must be at most {} (its spans are sync-every / sync-ramp), got {}",
                 crate::clock::MAX_SYNC_RAMP,
                 self.sync_ramp
             ));

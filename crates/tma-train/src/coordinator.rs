@@ -100,6 +100,8 @@ pub fn coordinate(
     let step_mode = cfg.sync_every_steps > 0;
     // training time of the last round formed (the run's start before the first one)
     let mut last_formed = clock.elapsed();
+    // when the last validation (a round's or a check's) was started: the ramp's budget for them
+    let mut last_val_at = last_formed;
     // the gather that ended the loop had nobody left to hear from (every trainer lost)
     let mut all_lost = false;
     // the last round was formed early on a stop request, before the time limit (a request that
@@ -150,10 +152,9 @@ pub fn coordinate(
                     cfg.sync_ramp,
                     cfg.time_limit,
                 );
-                // a ramp round's span (docs/decisions/0015-averaging-ramp.md): its validation
-                // is skipped where validation would take over a quarter of it
-                let ramp_span = (paced && !step_mode && round_due < cfg.sync_every)
-                    .then(|| round_due.saturating_sub(last_formed));
+                // a ramp round (docs/decisions/0015-averaging-ramp.md): its validation is
+                // skipped where validation would take over a quarter of the time since the last
+                let ramp_round = paced && !step_mode && round_due < cfg.sync_every;
                 // step-count schedule and gradient exchanges: at once (trainers join a round
                 // after their steps)
                 let due = if paced && !step_mode {
@@ -186,6 +187,7 @@ pub fn coordinate(
                                 *s += step_offsets[t];
                             }
                             ev.submit(p);
+                            last_val_at = now;
                         }
                     }
                     // a trainer waking up after missed rounds gets the current model now
@@ -286,17 +288,23 @@ pub fn coordinate(
                         check: false,
                     };
                     (loss_sum, loss_count) = (0.0, 0);
-                    // a ramp round is validated only while validation is cheap next to its
-                    // span: none in flight, and the last one took at most a quarter of it
-                    let ramp_skip = ramp_span.is_some_and(|span| {
-                        ev.in_flight() > 0
+                    // a ramp round is validated only while validation stays cheap next to
+                    // the training between validations: none in flight, and the last one took
+                    // at most a quarter of the time since the last was started (rounds or
+                    // checks); with the ramp's short spans, every few rounds
+                    let since = elapsed.saturating_sub(last_val_at).as_secs_f64();
+                    let ramp_skip = ramp_round
+                        && (ev.in_flight() > 0
                             || ev
                                 .last_eval_s()
-                                .is_some_and(|e| e > RAMP_EVAL_SHARE * span.as_secs_f64())
-                    });
+                                .is_some_and(|e| e > RAMP_EVAL_SHARE * since));
+                    let validate =
+                        stop || (!ramp_skip && round.is_multiple_of(cfg.eval_every.max(1)));
+                    if validate {
+                        last_val_at = elapsed;
+                    }
                     ev.submit(PendingRound {
-                        validate: stop
-                            || (!ramp_skip && round.is_multiple_of(cfg.eval_every.max(1))),
+                        validate,
                         record,
                         params: Arc::new(model.data.clone()),
                     });
@@ -334,8 +342,9 @@ pub fn coordinate(
     )
 }
 
-/// The share of a ramp round's span its validation may take (the last validation's wall
-/// time against the span): above it the round is averaged and recorded without validation.
+/// The share of the training time between validations a ramp round's validation may take
+/// (the last validation's wall time against the time since the last one was started): above
+/// it the round is averaged and recorded without validation.
 const RAMP_EVAL_SHARE: f64 = 0.25;
 
 /// How the coordinator's loop ended, for [`finish_run`].

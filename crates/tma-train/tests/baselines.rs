@@ -188,11 +188,11 @@ fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
     assert!(!r.summary.interrupted);
 }
 
-/// Decision 0015: with `sync_ramp` R the first rounds form at `sync_every / 2^R, ..., / 2`,
-/// then on the regular grid; a late ramp round skips the ramp slots that passed (here the
-/// round due at 0.5 s formed at 2.1 s: the ramp slot 1.0 s and the regular 2.0 s are skipped).
+/// Decision 0015: with `sync_ramp` N the first span is cut into N equal spans, then the
+/// regular grid; a late ramp round skips the ramp slots that passed (here the round due at
+/// 1.0 s formed at 2.6 s: the ramp slot 1.5 s and the regular 2.0 s are skipped).
 #[test]
-fn ramp_rounds_form_at_halving_spans_before_the_grid() {
+fn ramp_rounds_cut_the_first_span_before_the_grid() {
     let run = |ramp: u32, slow_round: u64, delay_ms: u64| {
         let c = TrainConfig {
             sync_every: Duration::from_secs(2),
@@ -205,17 +205,19 @@ fn ramp_rounds_form_at_halving_spans_before_the_grid() {
         let skipped: Vec<u64> = rec.iter().map(|r| r.skipped_slots).collect();
         (at, skipped)
     };
-    // ramp 3 on 2 s spans: 0.25, 0.5, 1.0, then 2, 4, 6 (the limit)
-    let (at, skipped) = run(3, 0, 0);
-    assert_eq!(at, vec![0.25, 0.5, 1.0, 2.0, 4.0, 6.0]);
+    // ramp 4 on 2 s spans: 0.5, 1.0, 1.5, then 2, 4, 6 (the limit)
+    let (at, skipped) = run(4, 0, 0);
+    assert_eq!(at, vec![0.5, 1.0, 1.5, 2.0, 4.0, 6.0]);
     assert_eq!(skipped, vec![0; 6]);
-    // no ramp: the plain grid
+    // no ramp (0 or 1): the plain grid
     let (at, _) = run(0, 0, 0);
     assert_eq!(at, vec![2.0, 4.0, 6.0]);
-    // round 2 (due at 0.5 s) waits 1.6 s: formed at 2.1 s, the slots 1.0 (ramp) and 2.0
+    let (at, _) = run(1, 0, 0);
+    assert_eq!(at, vec![2.0, 4.0, 6.0]);
+    // round 2 (due at 1.0 s) waits 1.6 s: formed at 2.6 s, the slots 1.5 (ramp) and 2.0
     // (regular) passed and are skipped; the next round is at 4 s
-    let (at, skipped) = run(3, 2, 1600);
-    assert_eq!(at, vec![0.25, 2.1, 4.0, 6.0]);
+    let (at, skipped) = run(4, 2, 1600);
+    assert_eq!(at, vec![0.5, 2.6, 4.0, 6.0]);
     assert_eq!(skipped, vec![0, 2, 0, 0]);
 }
 

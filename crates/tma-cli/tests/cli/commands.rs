@@ -94,8 +94,8 @@ fn train_on_generated_graph_writes_every_output() {
     );
 }
 
-/// The default averaging ramp (decision 0015): 4 rounds inside the first --sync-every, said
-/// on the training line and recorded in config.toml; `--sync-ramp 11` is refused.
+/// The default averaging ramp (decision 0015): the first --sync-every cut into 16 rounds, said
+/// on the training line and recorded in config.toml; `--sync-ramp 1025` is refused.
 #[test]
 fn default_ramp_forms_the_first_rounds_early_and_says_so() {
     let dir = tempdir();
@@ -118,8 +118,7 @@ fn default_ramp_forms_the_first_rounds_early_and_says_so() {
     ]);
     assert_success(&r);
     assert!(
-        stderr(&r)
-            .contains("sync every 1s after rounds at 62.5ms, 125ms, 250ms, 500ms (--sync-ramp)"),
+        stderr(&r).contains("sync every 1s, the first 1s every 62.5ms (--sync-ramp 16)"),
         "{}",
         stderr(&r)
     );
@@ -128,19 +127,19 @@ fn default_ramp_forms_the_first_rounds_early_and_says_so() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    // slots 0.0625, 0.125, 0.25, 0.5 and 1 s: each formed or skipped (a round late past a
-    // slot skips it; a round late at or past the limit is the last one)
+    // slots every 0.0625 s up to 1 s: each formed or skipped (a round late past a slot skips
+    // it; a round late at or past the limit is the last one)
     let skipped: u64 = rows
         .iter()
         .map(|v| v.get("skipped_slots").map_or(0, |s| s.as_u64().unwrap()))
         .sum();
     let slots = rows.len() as u64 + skipped;
-    assert!(slots == 5 || slots == 4, "{rows:?}");
+    assert!(slots == 16 || slots == 15, "{rows:?}");
     assert!(rows[0]["elapsed_s"].as_f64().unwrap() < 1.0, "{rows:?}");
     let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
-    assert!(config.contains("sync_ramp = 4\n"), "{config}");
-    let r = tma(&["train", "--gen-nodes", "600", "--sync-ramp", "11"]);
-    assert_fails_with(&r, 1, &["sync-ramp must be at most 10"]);
+    assert!(config.contains("sync_ramp = 16\n"), "{config}");
+    let r = tma(&["train", "--gen-nodes", "600", "--sync-ramp", "1025"]);
+    assert_fails_with(&r, 1, &["sync-ramp must be at most 1024"]);
 }
 
 #[test]

@@ -340,8 +340,10 @@ fn resume_of_a_config_without_sync_ramp_keeps_the_plain_schedule() {
         "1s",
         "--sync-ramp",
         "0",
+        // long enough that the SIGINT below, not the limit, ends it (under CI load a 4 s run
+        // finished first); the resume below sets its own short limit
         "--time-limit",
-        "4s",
+        "120s",
         "--out",
         r,
     ]);
@@ -356,7 +358,7 @@ fn resume_of_a_config_without_sync_ramp_keeps_the_plain_schedule() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(run.join("config.toml"), old).unwrap();
-    let o = tma(&["train", "--resume", r]);
+    let o = tma(&["train", "--resume", r, "--time-limit", "4s"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(!text(&o).contains("--sync-ramp"), "{}", text(&o));
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
