@@ -642,10 +642,11 @@ pub(crate) fn validation_share_note(
 /// ramp's span and how far it lasts (the first `--sync-every`, or the time limit where that
 /// comes first); empty without a ramp.
 fn ramp_text(cfg: &TrainConfig) -> String {
-    if cfg.sync_every_steps > 0 || cfg.sync_ramp <= 1 {
+    let ramp = cfg.effective_sync_ramp();
+    if ramp <= 1 {
         return String::new();
     }
-    let Some(first) = tma_train::clock::ramp_slots(cfg.sync_every, cfg.sync_ramp).next() else {
+    let Some(first) = tma_train::clock::ramp_slots(cfg.sync_every, ramp).next() else {
         return String::new();
     };
     if first >= cfg.time_limit {
@@ -909,11 +910,15 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
             )
         };
         let ramp = ramp_text(&cfg);
+        let sync = if cfg.sync_every_steps > 0 {
+            format!("{} steps", cfg.sync_every_steps)
+        } else {
+            humantime::format_duration(cfg.sync_every).to_string()
+        };
         eprintln!(
-            "training  {m} trainer{}, {} model, sync every {}{ramp}{checks}, time limit {} -> {}",
+            "training  {m} trainer{}, {} model, sync every {sync}{ramp}{checks}, time limit {} -> {}",
             if m == 1 { "" } else { "s" },
             cfg.model,
-            humantime::format_duration(cfg.sync_every),
             humantime::format_duration(cfg.time_limit),
             out.display()
         );

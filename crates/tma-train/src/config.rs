@@ -583,6 +583,19 @@ fn default_round_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
+impl TrainConfig {
+    /// The averaging ramp this run uses: `sync_ramp`, except 0 for ggs (it synchronizes
+    /// gradients every step; its rounds are validation points only) and on the step-count
+    /// schedule (`sync_every_steps`), which have none.
+    pub fn effective_sync_ramp(&self) -> u32 {
+        if self.method == Method::Ggs || self.sync_every_steps > 0 {
+            0
+        } else {
+            self.sync_ramp
+        }
+    }
+}
+
 /// The averaging ramp's default (docs/decisions/0015-averaging-ramp.md).
 pub const DEFAULT_SYNC_RAMP: u32 = 16;
 

@@ -149,7 +149,7 @@ pub fn coordinate(
                 let round_due = next_round_due_ramped(
                     last_formed,
                     cfg.sync_every,
-                    cfg.sync_ramp,
+                    cfg.effective_sync_ramp(),
                     cfg.time_limit,
                 );
                 // a ramp round (docs/decisions/0015-averaging-ramp.md): its validation is
@@ -262,7 +262,7 @@ pub fn coordinate(
                             round_due,
                             elapsed,
                             cfg.sync_every,
-                            cfg.sync_ramp,
+                            cfg.effective_sync_ramp(),
                             cfg.time_limit,
                         )
                     } else {

@@ -140,6 +140,50 @@ fn default_ramp_forms_the_first_rounds_early_and_says_so() {
     assert!(config.contains("sync_ramp = 16\n"), "{config}");
     let r = tma(&["train", "--gen-nodes", "600", "--sync-ramp", "1025"]);
     assert_fails_with(&r, 1, &["sync-ramp must be at most 1024"]);
+    // regression (fresh-user report): ggs, which averages no models, took the ramp (its
+    // rounds are validation points: 9-13 of them in the first span, at half the steps), and
+    // the step-count schedule's training line said "sync every 5s"
+    let common = [
+        "train",
+        "--gen-nodes",
+        "600",
+        "--hidden",
+        "16",
+        "--trainers",
+        "2",
+    ];
+    let ggs_out = dir.path().join("ggs");
+    let mut args = common.to_vec();
+    args.extend_from_slice(&[
+        "--method",
+        "ggs",
+        "--sync-every",
+        "1s",
+        "--time-limit",
+        "2s",
+    ]);
+    args.extend_from_slice(&["--out", ggs_out.to_str().unwrap()]);
+    let r = tma(&args);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains("sync every 1s, time limit"),
+        "{}",
+        stderr(&r)
+    );
+    let rounds = std::fs::read_to_string(ggs_out.join("rounds.jsonl")).unwrap();
+    let n = rounds.lines().count();
+    assert!((1..=2).contains(&n), "{rounds}");
+    let steps_out = dir.path().join("steps");
+    let mut args = common.to_vec();
+    args.extend_from_slice(&["--sync-every-steps", "5", "--time-limit", "1s"]);
+    args.extend_from_slice(&["--out", steps_out.to_str().unwrap()]);
+    let r = tma(&args);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains("sync every 5 steps, time limit"),
+        "{}",
+        stderr(&r)
+    );
 }
 
 #[test]
