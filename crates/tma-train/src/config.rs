@@ -366,8 +366,8 @@ pub struct TrainConfig {
     /// ([`crate::clock::ramp_slots`]; post-local SGD's warm-up; docs/decisions/0015-averaging-ramp.md).
     /// Default 16 (10 s spans: rounds every 0.625 s up to 10 s, then 20, 30 s, ...); 0 or 1 =
     /// every span `sync_every` (the paper's schedule); at most
-    /// [`crate::clock::MAX_SYNC_RAMP`]. The step-count schedule (`sync_every_steps`) has no
-    /// ramp.
+    /// [`crate::clock::MAX_SYNC_RAMP`]. The step-count schedule (`sync_every_steps`) and ggs
+    /// (no model averaging) have no ramp ([`TrainConfig::effective_sync_ramp`]).
     /// (Absent from a config file written before the ramp existed, e.g. a resumed run's
     /// `config.toml`: 0, the schedule that run trained with.)
     #[serde(default)]
