@@ -14,11 +14,16 @@
 #   SYNC_RAMP=0 bench/tta.sh              # tma on the paper's plain schedule (default: tma's
 #                                         # own, --sync-ramp 16: the first 10 s span averaged
 #                                         # every 0.625 s; the DGL pipeline has no ramp)
+#   DROPOUT=0 bench/tta.sh                # tma without dropout on node workloads, as the DGL
+#                                         # pipeline (default: tma's own, 0.5 for node
+#                                         # classification, 0 for link prediction)
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
 # next to the seeds then 10, Adam lr 1e-3, batch 65536 edges (link) / 1024 nodes (node),
 # gradient clipping 1.0 from epoch 2, 4 trainers (centralized: 1), 10 s rounds, CORES cores.
+# Dropout: each side's default (the DGL pipeline has none and no option; tma 0.5 on node
+# workloads since docs/decisions/0016-node-dropout.md, none on link; DROPOUT= sets tma's).
 # DGL evaluates concurrently like tma (--eval-mode concurrent, the release's behaviour).
 # On node workloads tma also validates between its rounds every VAL_CHECK_NODE (default 2s;
 # --val-check-interval: the mean of the trainers' current models, which they do not receive);
@@ -68,6 +73,8 @@ SYNC_TMA=${SYNC_TMA:-10s}
 SYNC_DGL=${SYNC_DGL:-10s}
 # tma's averaging ramp (--sync-ramp; empty: tma's default, the first span cut into 16 rounds, docs/decisions/0015-averaging-ramp.md; 0: the paper's plain schedule)
 SYNC_RAMP=${SYNC_RAMP:-}
+# tma's --dropout (empty: tma's default for the task, 0.5 node / 0 link; the DGL pipeline: 0)
+DROPOUT=${DROPOUT:-}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -122,6 +129,7 @@ run_tma() { # dir dataset task method frac seed
   [[ "$3" == link ]] && check=$VAL_CHECK_LINK
   if [[ -n "$check" ]]; then extra+=(--val-check-interval "$check"); fi
   if [[ -n "$SYNC_RAMP" ]]; then extra+=(--sync-ramp "$SYNC_RAMP"); fi
+  if [[ -n "$DROPOUT" ]]; then extra+=(--dropout "$DROPOUT"); fi
   "$TMA" train --dataset "$2" --task "$3" --method "$4" --trainers "$m" --sync-every "$SYNC_TMA" \
     --time-limit "$BUDGET" --model sage --layers 2 --hidden 256 --fanouts 25,10 --lr 0.001 \
     --clip-norm 1.0 --threads "$CORES" --matmul-precision "$MATMUL_PRECISION" --seed "$6" "${extra[@]}" \

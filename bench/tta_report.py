@@ -6,7 +6,8 @@
 Run directories are named WORKLOAD-METHOD-{tma,dgl}-N; run N of tma is paired with run N of DGL.
 For each pair: the DGL run's final validation metric is the target; the report gives the time
 each side first reached it (tma's speed-up = DGL's time / tma's), both metrics at equal
-training time (20 s, 40 s, DGL's last round) and at equal optimizer steps per trainer (tma's
+training time (20 s, 40 s, DGL's last round: the latest validation; and the best validation
+by DGL's last round, the model each stack keeps) and at equal optimizer steps per trainer (tma's
 metric interpolated linearly in steps between its two validations around DGL's final step
 count, both shown), and both curves. tma runs with
 `--val-check-interval` also validate between averaging rounds (rows with "check": true): the
@@ -53,6 +54,13 @@ def at_time(curve, t):
     """Metric of the last round formed at or before time t (None before the first round)."""
     vals = [v for (e, _, v, *_) in curve if e <= t + 1e-9]
     return vals[-1] if vals else None
+
+
+def best_by(curve, t):
+    """Best metric validated at or before time t: the model each stack keeps and reports
+    (both select the best-validated model; None before the first validation)."""
+    vals = [v for (e, _, v, *_) in curve if e <= t + 1e-9]
+    return max(vals) if vals else None
 
 
 def at_steps(curve, s):
@@ -111,14 +119,25 @@ def main():
         ramp = (f", the first span cut into {' / '.join(ramps)} rounds: --sync-ramp"
                 if ramps and ramps not in (["0"], ["1"]) else "")
         print(f"Averaging every {opts['sync-tma']} (tma{ramp}) / {opts.get('sync-dgl', '?')} (DGL).\n")
+    # tma's dropout per workload, as its runs' config.toml recorded it (the DGL pipeline: none)
+    drops = {}
+    for stem, sides in runs.items():
+        for s in sides.values():
+            if "tma" in s:
+                for line in open(os.path.join(s["tma"], "config.toml")):
+                    if line.startswith("dropout"):
+                        drops.setdefault(line.split("=")[1].strip(), set()).add(stem.split("-")[0] + "-" + stem.split("-")[1])
+    if drops:
+        print("Dropout: tma " + "; ".join(f"{v} ({', '.join(sorted(w))})" for v, w in sorted(drops.items()))
+              + "; the DGL pipeline 0.\n")
     if opts.get("seeds") == "pair":
         print("Seeds: pair N runs seed N on both sides.\n")
     elif opts.get("seeds") == "same":
         print("Seeds: every run seed 0.\n")
     print("| workload | pair | DGL final val (target) | DGL: time to target | tma: time to target, rounds / with checks | "
           "tma sooner by, rounds / with checks | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
-          "steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "best val by DGL's end tma / DGL | steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     curves = []
     for stem in sorted(runs):
         for n in sorted(runs[stem]):
@@ -149,7 +168,8 @@ def main():
             print(f"| {stem} | {n} | {target:.4f} | {fmt(tb, 1)} s | {both(fmt(tr, 1), fmt(ta, 1))} s | "
                   f"{both(ratio(tr), ratio(ta))} | "
                   f"{fmt(at(a, 20))} / {fmt(at(b, 20))} | {fmt(at(a, 40))} / {fmt(at(b, 40))} | "
-                  f"{fmt(at_time(a, t_end))} / {target:.3f} | {a[-1][1]:.0f} / {sb:.0f} | "
+                  f"{fmt(at_time(a, t_end))} / {target:.3f} | {fmt(best_by(a, t_end))} / {fmt(best_by(b, t_end))} | "
+                  f"{a[-1][1]:.0f} / {sb:.0f} | "
                   f"{fmt_steps(sa)} / {target:.3f} |")
             curves.append((stem, n, a, b))
     print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "

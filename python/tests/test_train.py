@@ -125,6 +125,8 @@ def test_options_and_defaults_are_the_clis():
     assert (d["method"], d["num_trainers"], d["sync_every"], d["time_limit"]) == ("random-tma", 4, "5s", "30s")
     assert (d["model"], d["hidden"], d["num_layers"], d["fanouts"], d["batch_size"]) == ("sage", 256, 2, [10, 25], 1024)
     assert tma.defaults("link")["batch_size"] == 8192
+    # dropout: 0.5 for node classification, none for link prediction (docs/decisions/0016)
+    assert (d["dropout"], tma.defaults("link")["dropout"]) == (0.5, 0.0)
     assert "trainers" in tma.option_names() and "layers" in tma.option_names()
 
 

@@ -89,7 +89,7 @@ pub struct TrainOpts {
     #[arg(long = "layers")]
     #[serde(rename = "num_layers", alias = "layers")]
     pub num_layers: Option<usize>,
-    /// Dropout probability after each hidden layer. Default: 0.
+    /// Dropout probability after each hidden layer, in [0, 1). Default: 0.5 for node classification (the field's setting for GraphSAGE / GCN; docs/decisions/0016-node-dropout.md), 0 for link prediction (the reference release).
     #[arg(long)]
     pub dropout: Option<f32>,
     /// LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN). Default: true.
@@ -473,7 +473,8 @@ pub(crate) fn check_gen_nodes(flags: &TrainOpts, merged: &TrainOpts) -> Result<(
 /// One-line warnings (without the `warning: ` prefix) for options set on the command line
 /// (`flags`, not the config file: a run's config.toml lists every option) that none of
 /// `methods` uses: --super-nodes without super-tma, --llcg-steps without llcg, --trainers
-/// (other than 1) with only centralized, --average-weight with only ggs/centralized.
+/// (other than 1) with only centralized, --average-weight with only ggs/centralized,
+/// --sync-ramp (above 1) with only ggs.
 pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec<String> {
     let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
     let what = match names.len() {
@@ -508,6 +509,11 @@ pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec
     if flags.average_weight.is_some() && only(&[Method::Centralized, Method::Ggs]) {
         w.push(format!(
             "--average-weight is ignored: ggs averages gradients uniformly and centralized averages nothing ({what})"
+        ));
+    }
+    if flags.sync_ramp.is_some_and(|r| r > 1) && only(&[Method::Ggs]) {
+        w.push(format!(
+            "--sync-ramp is ignored: ggs averages no models (it synchronizes gradients every step; its rounds are validation points) ({what})"
         ));
     }
     w

@@ -9,7 +9,7 @@
 //! summed in chunk order, so results do not depend on the number of threads.
 
 use crate::mat::{matmul_a_bt, matmul_at_b};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -1200,23 +1200,50 @@ pub(crate) fn prelu_backward(x: &[f32], slope: f32, d: &mut [f32]) -> f32 {
 }
 
 /// Inverted-dropout keep mask (1 = keep) for `len` elements with drop probability `p`.
-/// Drawn from one seed taken from `rng`, then per fixed chunk of 16K elements a ChaCha8 stream
-/// (`set_stream(chunk)`), in parallel: the mask depends on `rng` only, not on thread count.
+/// One seed is taken from `rng`; each fixed chunk of 16K elements then runs its own SplitMix64
+/// stream (started from a hash of the seed and the chunk's index), in parallel, so the mask
+/// depends on `rng` only, not on the thread count. Each 64-bit draw gives four elements a
+/// 16-bit uniform `r`; an element is dropped when `r < round(p * 65536)`, so the drop
+/// probability is `p` to within 2^-17 (exact for p = 0.5). A ChaCha8 `f32` per element (the
+/// first version) made dropout 0.5 cost a third of a node-classification step on 2 cores
+/// (docs/decisions/0016-node-dropout.md); SplitMix64 (Steele et al. 2014, the seeding
+/// generator of xoshiro) passes BigCrush, ample for a mask.
 pub(crate) fn dropout_mask(rng: &mut ChaCha8Rng, len: usize, p: f32) -> Vec<u8> {
     const CH: usize = 16384;
     let seed: u64 = rng.random();
+    let t = (f64::from(p.clamp(0.0, 1.0)) * 65536.0).round() as u64;
     let mut mask = vec![0u8; len];
     mask.par_chunks_mut(CH).enumerate().for_each(|(c, m)| {
-        let mut r = ChaCha8Rng::seed_from_u64(seed);
-        r.set_stream(c as u64);
-        for v in m {
-            *v = (r.random::<f32>() >= p) as u8;
+        let mut state = splitmix64_mix(seed ^ splitmix64_mix(c as u64 + 1));
+        for quad in m.chunks_mut(4) {
+            let r = splitmix64_next(&mut state);
+            for (i, v) in quad.iter_mut().enumerate() {
+                *v = (((r >> (16 * i)) & 0xFFFF) >= t) as u8;
+            }
         }
     });
     mask
 }
 
+/// SplitMix64's output function (a 64-bit mix; Steele, Lea and Flood 2014).
+#[inline]
+fn splitmix64_mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The next SplitMix64 draw from `state`.
+#[inline]
+fn splitmix64_next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    splitmix64_mix(*state)
+}
+
 /// `x *= mask / (1 - p)` (forward and backward of inverted dropout alike; `p >= 1` zeroes).
+/// `mask` holds 0 or 1. A product, not a branch: a branch on a random mask mispredicted half
+/// the time and kept the loop scalar (a quarter of an amazon_photo node step's CPU time at
+/// p = 0.5; docs/decisions/0016-node-dropout.md).
 pub(crate) fn dropout_apply(x: &mut [f32], mask: &[u8], p: f32) {
     assert_eq!(x.len(), mask.len());
     let scale = if p >= 1.0 { 0.0 } else { 1.0 / (1.0 - p) };
@@ -1224,7 +1251,7 @@ pub(crate) fn dropout_apply(x: &mut [f32], mask: &[u8], p: f32) {
         .zip(mask.par_chunks(16384))
         .for_each(|(x, m)| {
             for (x, &m) in x.iter_mut().zip(m) {
-                *x = if m != 0 { *x * scale } else { 0.0 };
+                *x *= f32::from(m) * scale;
             }
         });
 }

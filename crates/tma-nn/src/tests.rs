@@ -523,6 +523,29 @@ fn layernorm_prelu_dropout_backward() {
     for (v, &m) in v.iter().zip(&mask) {
         assert!((v - m as f32 / 0.6).abs() < 1e-6);
     }
+    // the kept share is 1 - p over many elements (several 16K chunks, a ragged tail), each
+    // chunk on its own stream (no two chunks alike), 0 and 1 keep all / none
+    let n = 1_000_003;
+    for p in [0.5f32, 0.1, 0.9] {
+        let m = dropout_mask(&mut rng(3), n, p);
+        let kept = m.iter().map(|&k| k as usize).sum::<usize>() as f64 / n as f64;
+        assert!(
+            (kept - (1.0 - p as f64)).abs() < 0.002,
+            "p {p}: kept {kept}"
+        );
+        assert_ne!(m[..16384], m[16384..32768]);
+        // no run of 64 equal values (a stuck stream; a fair mask of 1M has one with chance ~2^-43)
+        if p == 0.5 {
+            assert!(m.windows(64).all(|w| w.iter().any(|&x| x != w[0])));
+        }
+    }
+    assert!(dropout_mask(&mut rng(3), 1000, 0.0).iter().all(|&k| k == 1));
+    assert!(dropout_mask(&mut rng(3), 1000, 1.0).iter().all(|&k| k == 0));
+    // another rng state, another mask
+    assert_ne!(
+        dropout_mask(&mut rng(4), 1000, 0.5),
+        dropout_mask(&mut rng(3), 1000, 0.5)
+    );
 }
 
 // ------------------------------------------------------------------------------------------

@@ -213,6 +213,32 @@ mod tests {
         assert_eq!(skipped_slots_ramped(secs(1.25), secs(5.5), s, 8, limit), 3);
         assert_eq!(skipped_slots_ramped(secs(1.25), secs(11.0), s, 8, limit), 7);
         assert_eq!(skipped_slots_ramped(secs(1.25), secs(2.0), s, 8, limit), 0);
+        // a ramp of 1024 over 100 ms spans (a fresh user's case): the round due at the ramp
+        // slot 50 ms (k = 512) formed at 480 ms passed ramp slots k = 513 ..= 1023 (511) and
+        // the regular slots 100, 200, 300, 400 ms (4); the next round is due at 500 ms
+        let tenth = secs(0.1);
+        let due = ramp_slots(tenth, 1024).nth(511).unwrap();
+        assert_eq!(due, secs(0.05));
+        assert_eq!(
+            skipped_slots_ramped(due, secs(0.48), tenth, 1024, limit),
+            511 + 4
+        );
+        assert_eq!(
+            next_round_due_ramped(secs(0.48), tenth, 1024, limit),
+            secs(0.5)
+        );
+        // with 1 s spans the ramp's last slot is 999.02 ms: a round due then that formed 5 ms
+        // later passed the regular slot 1 s (1 skipped); the next round is due at 2 s
+        let one = secs(1.0);
+        let last = ramp_slots(one, 1024).last().unwrap();
+        assert_eq!(last, one * 1023 / 1024);
+        let formed = last + Duration::from_millis(5);
+        assert_eq!(skipped_slots_ramped(last, formed, one, 1024, limit), 1);
+        assert_eq!(next_round_due_ramped(formed, one, 1024, limit), secs(2.0));
+        assert_eq!(
+            skipped_slots_ramped(last, last + Duration::from_micros(500), one, 1024, limit),
+            0
+        );
     }
 
     #[test]

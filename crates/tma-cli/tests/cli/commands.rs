@@ -557,6 +557,11 @@ fn ignored_train_options_are_warned_about() {
             &["--heads", "4"],
             &["warning: --heads is ignored: only --model gat has attention heads (model: sage)"],
         ),
+        // regression (fresh-user report): ggs takes no ramp, and a typed --sync-ramp said nothing
+        (
+            &["--method", "ggs", "--sync-ramp", "8"],
+            &["warning: --sync-ramp is ignored: ggs averages no models (it synchronizes gradients every step; its rounds are validation points) (method: ggs)"],
+        ),
     ];
     for (i, (extra, needles)) in cases.iter().enumerate() {
         let out = dir.path().join(format!("run{i}"));
