@@ -90,7 +90,7 @@ pub struct TrainOpts {
     #[serde(rename = "num_layers", alias = "layers")]
     pub num_layers: Option<usize>,
     /// Dropout probability after each hidden layer, in [0, 1). Default: 0.5 for node classification (the field's setting for GraphSAGE / GCN; docs/decisions/0016-node-dropout.md), 0 for link prediction (the reference release).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub dropout: Option<f32>,
     /// LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN). Default: true.
     #[arg(long, value_name = "BOOL")]
@@ -105,13 +105,13 @@ pub struct TrainOpts {
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Adam learning rate. Default: 0.001.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub lr: Option<f32>,
     /// L2 weight decay added to gradients before Adam (PyTorch semantics). Default: 0.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub weight_decay: Option<f32>,
     /// Gradient-clipping max norm (applied from epoch 2). Default: 1.0.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub clip_norm: Option<f32>,
     /// First epoch (1-based) with gradient clipping. Default: 2.
     #[arg(long)]
@@ -147,10 +147,10 @@ pub struct TrainOpts {
     #[arg(long, value_name = "N")]
     pub eval_max_nodes: Option<usize>,
     /// Fraction of edges held out for validation (link). Default: 0.05.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub val_frac: Option<f64>,
     /// Fraction of edges held out for test (link). Default: 0.05.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub test_frac: Option<f64>,
     /// Scale each node's feature row to sum 1 (PyG NormalizeFeatures; standard for Planetoid). Default: false.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
@@ -321,7 +321,13 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
 
 pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
     let o = with_config_file(o)?;
-    let task = o.task.unwrap_or(TrainConfig::default().task);
+    // a partition directory's manifest fixes the task (a clashing --task is refused in
+    // `dist::open_partitions`); its defaults (dropout, batch size, warm-up) follow it
+    let task = match (o.task, &o.partitions) {
+        (Some(t), _) => t,
+        (None, Some(dir)) => tma_train::store::read_manifest(dir)?.data.task,
+        (None, None) => TrainConfig::default().task,
+    };
     // the task's defaults: one source for the CLI and the Python package
     let d = TrainConfig::defaults_for(task);
     let cfg = TrainConfig {
@@ -410,8 +416,13 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         seed: o.seed.unwrap_or(d.seed),
         threads: o.threads.unwrap_or(d.threads),
     };
-    cfg.validate()
-        .map_err(|e| anyhow::anyhow!("invalid option: {e}"))?;
+    cfg.validate().map_err(|e| match &o.config {
+        Some(path) => anyhow::anyhow!(
+            "invalid option (from the flags or the config file {}): {e}",
+            path.display()
+        ),
+        None => anyhow::anyhow!("invalid option: {e}"),
+    })?;
     if cfg.method == Method::Centralized && cfg.drop_parts > 0 {
         bail!(
             "--drop-parts {} does not apply to --method centralized (one trainer on the whole graph, no parts to drop); drop --drop-parts or choose a partitioned method",

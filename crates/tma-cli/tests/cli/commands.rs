@@ -270,6 +270,17 @@ fn bad_flags_are_rejected_with_a_reason() {
             "eval-memory must be at least 16MiB",
         ),
         (&["--eval-max-nodes", "0"], "eval-max-nodes must be >= 1"),
+        // negative numbers reach the range checks (regression: clap read `-0.1` as a flag,
+        // "unexpected argument '-0' found", naming no option)
+        (&["--dropout", "-0.1"], "dropout must be in [0, 1)"),
+        (&["--dropout", "1"], "dropout must be in [0, 1)"),
+        (&["--lr", "-1e-3"], "lr must be > 0"),
+        (&["--weight-decay", "-1"], "weight-decay must be >= 0"),
+        (&["--clip-norm", "-1"], "clip-norm must be > 0"),
+        (
+            &["--val-frac", "-0.1"],
+            "val-frac + test-frac must be in [0, 1)",
+        ),
         (
             &["--eval-fanouts", "5"],
             "eval-fanouts has 1 entries but the model has 2 layers",

@@ -324,6 +324,51 @@ fn metric_applies_to_partition_directories() {
 }
 
 #[test]
+fn partition_directories_train_with_their_tasks_defaults() {
+    // regression: a link partition directory trained with node classification's defaults
+    // (dropout 0.5, batch 1024, no warm-up), the task being read from the manifest only after
+    // the defaults were chosen
+    let dir = tempdir();
+    let parts = dir.path().join("parts");
+    let p = parts.to_str().unwrap();
+    let r = tma(&[
+        "partition",
+        "--gen-nodes",
+        "800",
+        "--task",
+        "link",
+        "--parts",
+        "2",
+        "--out",
+        p,
+    ]);
+    assert_success(&r);
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--partitions",
+        p,
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "600ms",
+        "--quiet",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let cfg: toml::Value =
+        toml::from_str(&std::fs::read_to_string(run.join("config.toml")).unwrap()).unwrap();
+    assert_eq!(cfg["task"].as_str(), Some("link"));
+    assert_eq!(cfg["dropout"].as_float(), Some(0.0));
+    assert_eq!(cfg["batch_size"].as_integer(), Some(8192));
+    assert_eq!(cfg["warmup_steps"].as_integer(), Some(3));
+    assert_eq!(summary(&run)["metric"], "mrr");
+}
+
+#[test]
 fn accuracy_selection_below_the_majority_rate_is_a_warning() {
     // an untrained model (lr 1e-9) on minesweeper, 80% class 0: accuracy selection picks a
     // model below always predicting class 0, which is said; ROC-AUC selection does not warn
