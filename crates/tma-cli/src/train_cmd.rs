@@ -322,10 +322,13 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
 pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)> {
     let o = with_config_file(o)?;
     // a partition directory's manifest fixes the task (a clashing --task is refused in
-    // `dist::open_partitions`); its defaults (dropout, batch size, warm-up) follow it
+    // `dist::open_partitions`); its defaults (dropout, batch size, warm-up) follow it. An
+    // unreadable manifest is reported where the directory is opened (or refused first, as
+    // `tma compare` refuses --partitions)
     let task = match (o.task, &o.partitions) {
         (Some(t), _) => t,
-        (None, Some(dir)) => tma_train::store::read_manifest(dir)?.data.task,
+        (None, Some(dir)) => tma_train::store::read_manifest(dir)
+            .map_or(TrainConfig::default().task, |m| m.data.task),
         (None, None) => TrainConfig::default().task,
     };
     // the task's defaults: one source for the CLI and the Python package
