@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Time-to-accuracy report for the runs bench/tta.sh wrote (plain Python 3, no packages).
 
-    python3 bench/tta_report.py [--budget 60s --cores 2 --order ABBA] bench/out/tta
+    python3 bench/tta_report.py [--budget 60s --cores 2 --order ABBA --seeds pair
+        --sync-tma 10s --sync-dgl 10s] [bench/out/tta]
+
+(the options only label the report's header: bench/tta.sh passes the values it ran with)
 
 Run directories are named WORKLOAD-METHOD-{tma,dgl}-N; run N of tma is paired with run N of DGL.
 For each pair: the DGL run's final validation metric is the target; the report gives the time
@@ -13,6 +16,7 @@ count, both shown), and both curves. tma runs with
 `--val-check-interval` also validate between averaging rounds (rows with "check": true): the
 report gives tma's time to the target both from its rounds only and with those checks.
 """
+import argparse
 import json
 import os
 import sys
@@ -95,12 +99,23 @@ def fmt(x, nd=3):
 
 
 def main():
-    args = sys.argv[1:]
-    opts = {}
-    while args and args[0].startswith("--"):
-        opts[args[0][2:]] = args[1]
-        args = args[2:]
-    root = args[0] if args else "bench/out/tta"
+    ap = argparse.ArgumentParser(
+        description="Time-to-accuracy report for the runs bench/tta.sh wrote (markdown on stdout).")
+    for name, what in [("budget", "training budget of each run, e.g. 60s"),
+                       ("cores", "cores the runs shared"),
+                       ("order", "run order, e.g. ABBA"),
+                       ("seeds", "pair (pair N runs seed N on both sides) or same (seed 0)"),
+                       ("sync-tma", "tma's averaging span, e.g. 10s"),
+                       ("sync-dgl", "the DGL pipeline's averaging span, e.g. 10s")]:
+        ap.add_argument("--" + name, help=what + " (header only)")
+    ap.add_argument("root", nargs="?", default="bench/out/tta",
+                    help="directory of the runs (default bench/out/tta)")
+    a = ap.parse_args()
+    opts = {k.replace("_", "-"): v for k, v in vars(a).items() if v is not None and k != "root"}
+    root = a.root
+    if not os.path.isdir(root):
+        sys.exit(f"error: {root} is not a directory of bench/tta.sh runs (bench/tta.sh writes "
+                 "bench/out/tta, or OUT=DIR)")
     runs = {}
     for name in sorted(os.listdir(root)):
         d = os.path.join(root, name)

@@ -582,6 +582,8 @@ pub(crate) struct Printer {
     bar: Option<ProgressBar>,
     /// `--debug-slow-round`: how long recording round 1 stalls the coordinator.
     slow_round: Option<Duration>,
+    /// Whether a diverged (NaN) model was reported already (said once).
+    said_diverged: bool,
 }
 
 impl Observer for Printer {
@@ -592,9 +594,22 @@ impl Observer for Printer {
         let loss = loss_text(r.train_loss);
         let val = if r.val.value.is_finite() {
             format!("val {}={:.4}", r.val.metric, r.val.value)
+        } else if !r.val.metric.is_empty() {
+            // validated, value undefined: a diverged model, or ROC-AUC on one class
+            format!("val {}=undefined", r.val.metric)
         } else {
             "val -".to_string()
         };
+        if r.val.value.is_nan() && !r.val.metric.is_empty() && r.val.metric != "roc_auc" {
+            if !self.said_diverged {
+                eprintln!(
+                    "warning: {} {}: the averaged model's outputs are NaN (training diverged; lower --lr or --weight-decay): its validation metrics are undefined, and such a model is never kept as the best over one with a defined metric",
+                    if r.check { "check after round" } else { "round" },
+                    r.round
+                );
+            }
+            self.said_diverged = true;
+        }
         let head = if r.check {
             // a check between rounds: after round r.round, no loss of its own
             format!("check {:>3}+", r.round)
@@ -979,6 +994,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     let mut printer = Printer {
         bar: bar.clone(),
         slow_round,
+        said_diverged: false,
     };
     #[cfg(feature = "mpi")]
     let result = match mpi_slot.take().filter(|_| mpi_ctx) {

@@ -798,8 +798,8 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return Err("dropout must be in [0, 1)".into());
         }
-        if self.lr.is_nan() || self.lr <= 0.0 {
-            return Err("lr must be > 0".into());
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err("lr must be > 0 and finite".into());
         }
         if self.num_neg == 0 || self.eval_num_neg == 0 || self.eval_max_edges == 0 {
             return Err("num-neg, eval-num-neg and eval-max-edges must be >= 1".into());
@@ -810,11 +810,16 @@ impl TrainConfig {
         if self.threads > 4096 {
             return Err(format!("threads {} is not a thread count", self.threads));
         }
-        if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
-            return Err("weight-decay must be >= 0".into());
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err("weight-decay must be >= 0 and finite".into());
         }
-        if !(self.val_frac >= 0.0 && self.test_frac >= 0.0 && self.val_frac + self.test_frac < 1.0)
-        {
+        if self.val_frac.is_nan() || self.val_frac < 0.0 {
+            return Err("val-frac must be >= 0".into());
+        }
+        if self.test_frac.is_nan() || self.test_frac < 0.0 {
+            return Err("test-frac must be >= 0".into());
+        }
+        if self.val_frac + self.test_frac >= 1.0 {
             return Err("val-frac + test-frac must be in [0, 1)".into());
         }
         if self.method == Method::SuperTma && self.super_nodes < self.num_trainers + self.drop_parts

@@ -75,7 +75,9 @@ pub struct RankMetrics {
 
 /// Ranks each positive score against its negatives, OGB's convention (ogbl-citation2): rank =
 /// 1 + (#negatives scoring higher) + (#negatives tying) / 2, i.e. the mean of the optimistic
-/// and pessimistic ranks.
+/// and pessimistic ranks. Every metric is NaN (undefined) when a score is NaN: a NaN compares
+/// neither above nor equal, so it would otherwise rank every positive first (a diverged model
+/// read as MRR 1).
 ///
 /// Shapes: `pos: [P]`, `neg: [P * k]` row-major (`neg[i*k..(i+1)*k]` belong to `pos[i]`).
 ///
@@ -85,6 +87,16 @@ pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
     assert_eq!(neg.len(), pos.len() * k, "negatives must be [P * k]");
     if pos.is_empty() {
         return RankMetrics::default();
+    }
+    if any_nan(pos) || any_nan(neg) {
+        return RankMetrics {
+            mrr: f64::NAN,
+            hits_at_1: f64::NAN,
+            hits_at_10: f64::NAN,
+            hits_at_50: f64::NAN,
+            hits_at_100: f64::NAN,
+            count: pos.len(),
+        };
     }
     let (mut rr, mut h1, mut h10, mut h50, mut h100) = (0f64, 0usize, 0usize, 0usize, 0usize);
     for (i, &p) in pos.iter().enumerate() {
@@ -111,7 +123,7 @@ pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
 
 /// Fraction of positives ranked within the top `top` against their own negatives, with
 /// [`rank_metrics`]'s ranks (ties count half): OGB's Hits@K for any K.
-/// Shapes as [`rank_metrics`]; 0 for no positives.
+/// Shapes as [`rank_metrics`]; 0 for no positives; NaN when a score is NaN.
 ///
 /// # Panics
 /// If `neg.len() != pos.len() * k`.
@@ -119,6 +131,9 @@ pub fn hits_at(pos: &[f32], neg: &[f32], k: usize, top: usize) -> f64 {
     assert_eq!(neg.len(), pos.len() * k, "negatives must be [P * k]");
     if pos.is_empty() {
         return 0.0;
+    }
+    if any_nan(pos) || any_nan(neg) {
+        return f64::NAN;
     }
     let hit = pos
         .iter()
@@ -131,6 +146,11 @@ pub fn hits_at(pos: &[f32], neg: &[f32], k: usize, top: usize) -> f64 {
         })
         .count();
     hit as f64 / pos.len() as f64
+}
+
+/// Whether any value is NaN (a diverged model's scores).
+fn any_nan(x: &[f32]) -> bool {
+    x.iter().any(|v| v.is_nan())
 }
 
 /// Index of the largest value of `row` (the first on ties).
@@ -516,6 +536,15 @@ pub fn node_metrics(
     nodes: &[u32],
 ) -> BTreeMap<String, f64> {
     let mut all = BTreeMap::new();
+    // a NaN logit on an evaluated row (a diverged model): every metric of the model is
+    // undefined (arg-max would read NaN rows as class 0, i.e. the class-0 rate)
+    let width = match targets {
+        NodeTargets::Classes { num_classes, .. } => *num_classes,
+        NodeTargets::MultiLabel { num_labels, .. } => *num_labels,
+    };
+    let diverged = nodes
+        .iter()
+        .any(|&v| any_nan(&logits[v as usize * width..(v as usize + 1) * width]));
     match targets {
         NodeTargets::Classes { y, num_classes } => {
             let c = *num_classes;
@@ -533,6 +562,13 @@ pub fn node_metrics(
             all.insert("macro_f1".into(), macro_);
             all.insert("micro_f1_at_logit0".into(), micro0);
             all.insert("macro_f1_at_logit0".into(), macro0);
+        }
+    }
+    if diverged {
+        for (name, v) in all.iter_mut() {
+            if name != "majority_rate" {
+                *v = f64::NAN;
+            }
         }
     }
     all
@@ -553,6 +589,45 @@ mod tests {
         assert_eq!(m.hits_at_1, 0.5);
         assert_eq!(m.hits_at_10, 1.0);
         assert_eq!(m.count, 2);
+    }
+
+    #[test]
+    fn nan_scores_make_every_model_metric_undefined() {
+        // regression: a model diverged to NaN (`--weight-decay inf`) read as MRR 1 and Hits@K 1
+        // (a NaN negative is neither above nor equal to the positive), and was kept as best
+        let pos = [f32::NAN, f32::NAN];
+        let neg = [f32::NAN; 6];
+        let m = rank_metrics(&pos, &neg, 3);
+        assert!(m.mrr.is_nan() && m.hits_at_1.is_nan() && m.hits_at_100.is_nan());
+        assert_eq!(m.count, 2);
+        // one NaN among the negatives is enough
+        let m = rank_metrics(&[0.9, 0.1], &[0.1, 0.2, f32::NAN, 0.5, 0.1, 0.7], 3);
+        assert!(m.mrr.is_nan());
+        assert!(hits_at(&[0.9], &[f32::NAN, 0.2, 0.3], 3, 2).is_nan());
+        let all = link_metrics(&pos, &neg, 3, Metric::HitsAt(3));
+        assert!(all.values().all(|v| v.is_nan()), "{all:?}");
+        // node classification: NaN logits on an evaluated row; the majority rate stays
+        let logits = [1.0f32, 0.0, f32::NAN, f32::NAN, 5.0, 1.0];
+        let t = NodeTargets::Classes {
+            y: vec![0, 1, 0],
+            num_classes: 2,
+        };
+        let all = node_metrics(&logits, &t, &[0, 2], &[0, 1, 2]);
+        for k in ["accuracy", "macro_f1", "roc_auc"] {
+            assert!(all[k].is_nan(), "{k}: {all:?}");
+        }
+        assert!((all["majority_rate"] - 2.0 / 3.0).abs() < 1e-12);
+        // the NaN row not evaluated: defined
+        let all = node_metrics(&logits, &t, &[0, 2], &[0, 2]);
+        assert_eq!(all["accuracy"], 1.0);
+        let ml = NodeTargets::MultiLabel {
+            y: vec![1, 0, 0, 1],
+            num_labels: 2,
+        };
+        let all = node_metrics(&[f32::NAN, 0.0, 0.0, 1.0], &ml, &[], &[0, 1]);
+        assert!(all.values().all(|v| v.is_nan()), "{all:?}");
+        // and such a value never replaces a defined best
+        assert!(!improves(f64::NAN, Some(0.1)));
     }
 
     #[test]

@@ -274,11 +274,22 @@ fn bad_flags_are_rejected_with_a_reason() {
         // "unexpected argument '-0' found", naming no option)
         (&["--dropout", "-0.1"], "dropout must be in [0, 1)"),
         (&["--dropout", "1"], "dropout must be in [0, 1)"),
-        (&["--lr", "-1e-3"], "lr must be > 0"),
-        (&["--weight-decay", "-1"], "weight-decay must be >= 0"),
-        (&["--clip-norm", "-1"], "clip-norm must be > 0"),
+        (&["--lr", "-1e-3"], "lr must be > 0 and finite"),
+        // infinite values diverge the model to NaN (regression: accepted before)
+        (&["--lr", "inf"], "lr must be > 0 and finite"),
         (
-            &["--val-frac", "-0.1"],
+            &["--weight-decay", "-1"],
+            "weight-decay must be >= 0 and finite",
+        ),
+        (
+            &["--weight-decay", "inf"],
+            "weight-decay must be >= 0 and finite",
+        ),
+        (&["--clip-norm", "-1"], "clip-norm must be > 0"),
+        (&["--val-frac", "-0.01"], "val-frac must be >= 0"),
+        (&["--test-frac", "-0.01"], "test-frac must be >= 0"),
+        (
+            &["--val-frac", "0.6", "--test-frac", "0.4"],
             "val-frac + test-frac must be in [0, 1)",
         ),
         (
