@@ -600,14 +600,9 @@ impl Observer for Printer {
         } else {
             "val -".to_string()
         };
-        if r.val.value.is_nan() && !r.val.metric.is_empty() && r.val.metric != "roc_auc" {
-            if !self.said_diverged {
-                eprintln!(
-                    "warning: {} {}: the averaged model's outputs are NaN (training diverged; lower --lr or --weight-decay): its validation metrics are undefined, and such a model is never kept as the best over one with a defined metric",
-                    if r.check { "check after round" } else { "round" },
-                    r.round
-                );
-            }
+        // said when it happens (summary.json records it: `Run`)
+        if let (Some(w), false) = (tma_train::record::diverged_warning(r), self.said_diverged) {
+            eprintln!("warning: {w}");
             self.said_diverged = true;
         }
         let head = if r.check {

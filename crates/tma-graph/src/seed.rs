@@ -6,8 +6,12 @@
 //! * Work that is split into fixed chunks processed in parallel draws chunk `c` from
 //!   [`chunk_rng`]`(stream_seed, c)` = `ChaCha8Rng::seed_from_u64(stream_seed)` with ChaCha
 //!   stream (nonce) `c`, where `stream_seed` is one purpose's [`derive()`]d seed (or, for the
-//!   sampler and dropout, a `u64` drawn from the caller's RNG). The chunk size is a constant of
-//!   the caller, so results do not depend on the number of threads.
+//!   sampler, a `u64` drawn from the caller's RNG). The chunk size is a constant of the
+//!   caller, so results do not depend on the number of threads.
+//! * Bulk draws where a ChaCha8 draw per element costs too much (dropout masks: one per
+//!   activation, every step) take chunk `c` from [`chunk_splitmix`]`(stream_seed, c)`, a
+//!   SplitMix64 generator started at `splitmix64(stream_seed ^ splitmix64(c))`, on the same
+//!   rules.
 //!
 //! # Mixing (stable: changing it changes every result for a given seed)
 //! With `splitmix64(x) = mix64(x + 0x9E3779B97F4A7C15)` (the SplitMix64 output function;
@@ -153,6 +157,33 @@ pub fn rng(seed: u64, purpose: Purpose) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(derive(seed, purpose))
 }
 
+/// The SplitMix64 generator (Steele, Lea and Flood 2014; the seeding generator of xoshiro):
+/// state += 0x9E3779B97F4A7C15 per draw, output `mix64` of the state ([`splitmix64`]). Passes
+/// BigCrush; several times cheaper per draw than ChaCha8. Made by [`chunk_splitmix`].
+#[derive(Clone, Debug)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// The next 64-bit draw.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        let r = splitmix64(self.state);
+        self.state = self.state.wrapping_add(GAMMA);
+        r
+    }
+}
+
+/// Chunk `chunk` of one stream split into fixed chunks for parallel bulk draws, as
+/// [`chunk_rng`] but SplitMix64 (see the module docs): state `splitmix64(stream_seed ^
+/// splitmix64(chunk))`.
+pub fn chunk_splitmix(stream_seed: u64, chunk: u64) -> SplitMix64 {
+    SplitMix64 {
+        state: splitmix64(stream_seed ^ splitmix64(chunk)),
+    }
+}
+
 /// Chunk `chunk` of one stream split into fixed chunks for parallel work:
 /// `ChaCha8Rng::seed_from_u64(stream_seed)` with ChaCha stream (nonce) `chunk`. Chunks of one
 /// `stream_seed` are independent keystreams; the result of chunked work depends on the chunk
@@ -192,6 +223,20 @@ mod tests {
         Purpose::EvalSampling,
         Purpose::EvalSubset,
     ];
+
+    #[test]
+    fn chunk_splitmix_is_splitmix64_from_its_start_state() {
+        // the draws are SplitMix64's sequence: splitmix64(s), splitmix64(s + gamma), ...
+        let s = splitmix64(7 ^ splitmix64(3));
+        let mut g = chunk_splitmix(7, 3);
+        assert_eq!(g.next_u64(), splitmix64(s));
+        assert_eq!(g.next_u64(), splitmix64(s.wrapping_add(GAMMA)));
+        // chunks of one stream differ
+        assert_ne!(
+            chunk_splitmix(7, 0).next_u64(),
+            chunk_splitmix(7, 1).next_u64()
+        );
+    }
 
     #[test]
     fn splitmix64_matches_the_reference_sequence() {

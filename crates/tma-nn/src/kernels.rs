@@ -1200,44 +1200,28 @@ pub(crate) fn prelu_backward(x: &[f32], slope: f32, d: &mut [f32]) -> f32 {
 }
 
 /// Inverted-dropout keep mask (1 = keep) for `len` elements with drop probability `p`.
-/// One seed is taken from `rng`; each fixed chunk of 16K elements then runs its own SplitMix64
-/// stream (started from a hash of the seed and the chunk's index), in parallel, so the mask
-/// depends on `rng` only, not on the thread count. Each 64-bit draw gives four elements a
+/// One seed is taken from `rng`; each fixed chunk of 16K elements then draws from its own
+/// SplitMix64 stream (`tma_graph::seed::chunk_splitmix(seed, chunk)`), in parallel, so the
+/// mask depends on `rng` only, not on the thread count. Each 64-bit draw gives four elements a
 /// 16-bit uniform `r`; an element is dropped when `r < round(p * 65536)`, so the drop
 /// probability is `p` to within 2^-17 (exact for p = 0.5). A ChaCha8 `f32` per element (the
 /// first version) made dropout 0.5 cost a third of a node-classification step on 2 cores
-/// (docs/decisions/0016-node-dropout.md); SplitMix64 (Steele et al. 2014, the seeding
-/// generator of xoshiro) passes BigCrush, ample for a mask.
+/// (docs/decisions/0016-node-dropout.md).
 pub(crate) fn dropout_mask(rng: &mut ChaCha8Rng, len: usize, p: f32) -> Vec<u8> {
     const CH: usize = 16384;
     let seed: u64 = rng.random();
     let t = (f64::from(p.clamp(0.0, 1.0)) * 65536.0).round() as u64;
     let mut mask = vec![0u8; len];
     mask.par_chunks_mut(CH).enumerate().for_each(|(c, m)| {
-        let mut state = splitmix64_mix(seed ^ splitmix64_mix(c as u64 + 1));
+        let mut g = tma_graph::seed::chunk_splitmix(seed, c as u64);
         for quad in m.chunks_mut(4) {
-            let r = splitmix64_next(&mut state);
+            let r = g.next_u64();
             for (i, v) in quad.iter_mut().enumerate() {
                 *v = (((r >> (16 * i)) & 0xFFFF) >= t) as u8;
             }
         }
     });
     mask
-}
-
-/// SplitMix64's output function (a 64-bit mix; Steele, Lea and Flood 2014).
-#[inline]
-fn splitmix64_mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The next SplitMix64 draw from `state`.
-#[inline]
-fn splitmix64_next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    splitmix64_mix(*state)
 }
 
 /// `x *= mask / (1 - p)` (forward and backward of inverted dropout alike; `p >= 1` zeroes).

@@ -9,6 +9,20 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use tma_nn::ParamSet;
 
+/// The one-line warning (without the `warning: ` prefix) for a validated round (or check)
+/// whose averaged model's metric is undefined because its outputs are NaN: the run diverged
+/// (`eval`: NaN scores make every metric NaN; ROC-AUC is also undefined on one class, which
+/// is not divergence). None for a defined value, an unvalidated round or ROC-AUC.
+pub fn diverged_warning(r: &RoundRecord) -> Option<String> {
+    (r.val.value.is_nan() && !r.val.metric.is_empty() && r.val.metric != "roc_auc").then(|| {
+        format!(
+            "{} {}: the averaged model's outputs are NaN (training diverged; lower --lr or --weight-decay): its validation metrics are undefined, and such a model is never kept as the best over one with a defined metric",
+            if r.check { "check after round" } else { "round" },
+            r.round
+        )
+    })
+}
+
 /// One averaging round, as printed and written to `rounds.jsonl`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RoundRecord {
@@ -233,3 +247,48 @@ pub struct RunResult {
 /// Trainers that fail at a given training time (failure experiment, `--fail T@DURATION`), by
 /// trainer index.
 pub type FailPlan = BTreeMap<usize, Duration>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validated(metric: &str, value: f64, check: bool) -> RoundRecord {
+        RoundRecord {
+            round: 3,
+            elapsed_s: 1.0,
+            participants: vec![0],
+            missing: vec![],
+            steps: vec![10],
+            epochs: vec![0],
+            train_loss: f64::NAN,
+            val: EvalResult {
+                metric: metric.into(),
+                value,
+                all: BTreeMap::new(),
+            },
+            eval_s: 0.0,
+            eval_cpu_s: 0.0,
+            is_best: false,
+            skipped_slots: 0,
+            check,
+        }
+    }
+
+    #[test]
+    fn a_diverged_round_is_named_once_by_its_number() {
+        let w = diverged_warning(&validated("mrr", f64::NAN, false)).unwrap();
+        assert!(
+            w.starts_with("round 3: the averaged model's outputs are NaN"),
+            "{w}"
+        );
+        let w = diverged_warning(&validated("accuracy", f64::NAN, true)).unwrap();
+        assert!(w.starts_with("check after round 3:"), "{w}");
+        // defined, unvalidated (no metric), or ROC-AUC on one class: no warning
+        assert_eq!(diverged_warning(&validated("mrr", 0.3, false)), None);
+        assert_eq!(diverged_warning(&validated("", f64::NAN, false)), None);
+        assert_eq!(
+            diverged_warning(&validated("roc_auc", f64::NAN, false)),
+            None
+        );
+    }
+}

@@ -722,6 +722,13 @@ impl Run {
             stop: self.stop.clone(),
         })?;
         result.summary.warnings = self.warnings.clone();
+        // a diverged run is recorded once, at the first round it showed in
+        result.summary.warnings.extend(
+            result
+                .rounds
+                .iter()
+                .find_map(crate::record::diverged_warning),
+        );
         if result.summary.memory.is_empty() {
             // in-process: one process (an MPI engine fills in every rank itself)
             let role = match self.engine {

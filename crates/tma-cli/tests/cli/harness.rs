@@ -72,6 +72,27 @@ pub fn summary(run: &Path) -> serde_json::Value {
     json_file(&run.join("summary.json"))
 }
 
+/// A short in-process run (hidden 16, 300 ms rounds, 600 ms, quiet) on the partition directory
+/// `parts`, into `run`, with `extra` options.
+pub fn train_on_partitions(parts: &str, run: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "train",
+        "--partitions",
+        parts,
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "600ms",
+        "--quiet",
+        "--out",
+        run.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    tma(&args)
+}
+
 /// `../shared/datasets/<name>` (relative to the repository root). Panics, saying what is
 /// missing and how to get it, when the directory is absent.
 pub fn shared_dataset(name: &str) -> PathBuf {

@@ -3,7 +3,7 @@
 
 use crate::harness::{
     assert_fails_with, assert_success, json_file, shared_dataset, stderr, stdout, summary, tempdir,
-    tma, QUICK,
+    tma, train_on_partitions, QUICK,
 };
 
 /// Rounds of a run directory's `rounds.jsonl`.
@@ -292,24 +292,7 @@ fn metric_applies_to_partition_directories() {
     ]);
     assert_success(&r);
     let run = dir.path().join("run");
-    let train = |metric: &str| {
-        tma(&[
-            "train",
-            "--partitions",
-            p,
-            "--metric",
-            metric,
-            "--hidden",
-            "16",
-            "--sync-every",
-            "300ms",
-            "--time-limit",
-            "600ms",
-            "--quiet",
-            "--out",
-            run.to_str().unwrap(),
-        ])
-    };
+    let train = |metric: &str| train_on_partitions(p, &run, &["--metric", metric]);
     assert_fails_with(
         &train("roc_auc"),
         1,
@@ -344,21 +327,7 @@ fn partition_directories_train_with_their_tasks_defaults() {
     ]);
     assert_success(&r);
     let run = dir.path().join("run");
-    let r = tma(&[
-        "train",
-        "--partitions",
-        p,
-        "--hidden",
-        "16",
-        "--sync-every",
-        "300ms",
-        "--time-limit",
-        "600ms",
-        "--quiet",
-        "--out",
-        run.to_str().unwrap(),
-    ]);
-    assert_success(&r);
+    assert_success(&train_on_partitions(p, &run, &[]));
     let cfg: toml::Value =
         toml::from_str(&std::fs::read_to_string(run.join("config.toml")).unwrap()).unwrap();
     assert_eq!(cfg["task"].as_str(), Some("link"));

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::harness::{json_file, summary, tempdir, text, tma, tma_cmd};
+use crate::harness::{json_file, summary, tempdir, text, tma, tma_cmd, train_on_partitions};
 
 fn checkpoint_round(run: &Path) -> Option<u64> {
     let s = std::fs::read_to_string(run.join("checkpoint/state.json")).ok()?;
@@ -201,21 +201,7 @@ fn partition_dir_trains_and_corruption_is_refused() {
     assert_eq!(m["format_version"].as_u64(), Some(1));
     assert_eq!(m["parts"].as_array().unwrap().len(), 2);
     let run = dir.path().join("run");
-    let args = [
-        "train",
-        "--partitions",
-        p,
-        "--hidden",
-        "16",
-        "--sync-every",
-        "300ms",
-        "--time-limit",
-        "600ms",
-        "--quiet",
-        "--out",
-        run.to_str().unwrap(),
-    ];
-    let o = tma(&args);
+    let o = train_on_partitions(p, &run, &[]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(run.join("summary.json").exists());
     // a flag that contradicts the directory
@@ -306,10 +292,7 @@ fn partition_dir_trains_and_corruption_is_refused() {
     let n = b.len() - 1;
     b[n] ^= 0x40;
     std::fs::write(&f, b).unwrap();
-    let run2 = dir.path().join("run2");
-    let mut args2 = args;
-    args2[args2.len() - 1] = run2.to_str().unwrap();
-    let o = tma(&args2);
+    let o = train_on_partitions(p, &dir.path().join("run2"), &[]);
     assert!(!o.status.success());
     let t = text(&o);
     assert!(
