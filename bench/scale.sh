@@ -15,7 +15,10 @@
 # ogbn-papers100M labels few nodes: the whole test split is evaluated at the end of the run),
 # BUDGET (generator --memory-budget, 512MiB), TRAINERS (4), SYNC_EVERY (20s),
 # TIME_LIMIT (60s), HIDDEN (64), EXTRA (more `tma train` flags), KEEP (1: keep WORKDIR),
-# GRAPH (an existing graph directory to train on instead of generating one; never removed).
+# GRAPH (an existing graph directory to train on instead of generating one; never removed),
+# TASK (node or link; link generates the graph with a stored link split, `--link-split
+# LINK_SPLIT`, default 0.0005,0.0005 of the edges, 1000 fixed negatives per held-out pair, and
+# trains `--task link` on it), METHOD (random-tma; e.g. super-tma, centralized).
 #
 # Disk: the graph takes 4 bytes per arc + (8 + 4 * FEAT_DIM) per node, the generator's
 # temporary buckets 8 bytes per arc, the spilled parts about 1/M of the arcs and all features.
@@ -34,6 +37,14 @@ SYNC_EVERY=${SYNC_EVERY:-20s}
 TIME_LIMIT=${TIME_LIMIT:-60s}
 HIDDEN=${HIDDEN:-64}
 EXTRA=${EXTRA:-}
+TASK=${TASK:-node}
+LINK_SPLIT=${LINK_SPLIT:-0.0005,0.0005}
+METHOD=${METHOD:-random-tma}
+case "$TASK" in
+    node) GEN_LINK=() ;;
+    link) GEN_LINK=(--link-split "$LINK_SPLIT") ;;
+    *) echo "TASK=$TASK: expected node or link" >&2; exit 2 ;;
+esac
 
 to_num() { # 100M -> 100000000, 1.3G -> 1300000000
     python3 - "$1" <<'PY'
@@ -63,7 +74,7 @@ secs() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 # peak RSS of a finished command from GNU time's -v output, MiB
 time_rss() { awk '/Maximum resident set size/ {printf "%.0f", $6 / 1024}' "$1"; }
 
-echo "scale bench: $ARCS_ARG arcs target -> $NODES nodes x avg degree $AVG_DEGREE, $FEAT_DIM-d features, $TRAINERS trainers"
+echo "scale bench: $ARCS_ARG arcs target -> $NODES nodes x avg degree $AVG_DEGREE, $FEAT_DIM-d features, $TRAINERS trainers, task $TASK, $METHOD"
 echo "binary: $TMA"
 T0=$(now)
 # the machine's lowest MemAvailable over the whole bench, sampled every 2 s
@@ -79,7 +90,7 @@ if [ -n "${GRAPH:-}" ]; then
 else
     "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/gen.time" \
         "$TMA" generate --nodes "$NODES" --avg-degree "$AVG_DEGREE" --feat-dim "$FEAT_DIM" \
-        --split "$SPLIT" --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
+        --split "$SPLIT" "${GEN_LINK[@]}" --memory-budget "$BUDGET" --out "$WORK/graph" >"$WORK/gen.log" 2>&1 ||
         { cat "$WORK/gen.log"; exit 1; }
     T1=$(now)
 fi
@@ -91,7 +102,7 @@ GRAPH_MIB=$(du -smL "$WORK/graph" | cut -f1)
 RUN="$WORK/run"
 # shellcheck disable=SC2086
 "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/train.time" \
-    "$TMA" train --dataset "$WORK/graph" --method random-tma --trainers "$TRAINERS" \
+    "$TMA" train --dataset "$WORK/graph" --task "$TASK" --method "$METHOD" --trainers "$TRAINERS" \
     --sync-every "$SYNC_EVERY" --time-limit "$TIME_LIMIT" --hidden "$HIDDEN" --out "$RUN" $EXTRA \
     >"$WORK/train.out" 2>"$WORK/train.err" &
 PID=$!
@@ -142,10 +153,14 @@ python3 - "$RUN/summary.json" "$RUN/rounds.jsonl" "$STORED" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 arcs = int(sys.argv[3])
+# a figure a run did not produce (a round without validation, no best model) prints as "-"
+f4 = lambda x: "-" if x is None else f"{x:.4f}"
+f1 = lambda x: "-" if x is None else f"{x:.1f}"
+get = lambda d, *k: (get(d.get(k[0]), *k[1:]) if isinstance(d, dict) else None) if k else d
 for line in open(sys.argv[2]):
     r = json.loads(line)
-    print(f"round {r['round']}: t={r['elapsed_s']:.1f}s val {r['val']['metric']}={r['val']['value']:.4f} eval {r['eval_s']:.1f}s steps {r['steps']}")
-print(f"best val {s['best_val']['value']:.4f} test {s['best_test']['value']:.4f}")
+    print(f"round {r['round']}: t={f1(r.get('elapsed_s'))}s val {get(r, 'val', 'metric')}={f4(get(r, 'val', 'value'))} eval {f1(r.get('eval_s'))}s steps {r.get('steps')}")
+print(f"best val {f4(get(s, 'best_val', 'value'))} test {f4(get(s, 'best_test', 'value'))}")
 for m in s["memory"]:
     if m["peak_anon_bytes"]:
         print(f"{m['role']}: {m['peak_anon_bytes'] / arcs:.2f} anonymous bytes per stored arc, {m['peak_rss_bytes'] / arcs:.2f} RSS bytes per stored arc")

@@ -301,6 +301,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
         split,
         removed,
         num_splits,
+        link_split: None,
     })
 }
 

@@ -345,6 +345,12 @@ pub struct GenerateOpts {
         allow_hyphen_values = true
     )]
     pub link_split: String,
+    /// Fixed evaluation negatives per held-out pair, stored with the link split (OGB's
+    /// ogbl-citation2 protocol: 1000 per positive, never a true edge or a self-loop); a run
+    /// ranks each held-out pair against them (MRR). 0 = none stored: each run draws them from
+    /// its seed when it starts.
+    #[arg(long, value_name = "K", default_value_t = 1000)]
+    pub link_num_neg: usize,
     /// Fractions of nodes in the training, validation and test splits (TRAIN,VAL,TEST; the
     /// remaining nodes are in no split). Large graphs of the field label few nodes
     /// (ogbn-papers100M: about 1.1% train, 0.1% validation, 0.2% test); the whole test split
@@ -407,6 +413,7 @@ pub fn generate(o: GenerateOpts) -> Result<()> {
         },
         link_val: ls[0],
         link_test: ls[1],
+        link_num_neg: o.link_num_neg,
         train_frac: sp[0],
         val_frac: sp[1],
         test_frac: sp[2],
@@ -426,14 +433,29 @@ pub fn generate(o: GenerateOpts) -> Result<()> {
         rep.build.duplicates_merged,
         if cfg.link_val + cfg.link_test > 0.0 {
             format!(
-                "; held out {} validation and {} test pairs",
-                rep.held_out.0, rep.held_out.1
+                "; held out {} validation and {} test pairs{}",
+                rep.held_out.0,
+                rep.held_out.1,
+                match &rep.link_negatives {
+                    Some(n) => format!(", {} fixed negatives each", n.num_neg),
+                    None => String::new(),
+                }
             )
         } else {
             String::new()
         }
     );
     print_stages(&rep.stages, secs);
+    if let Some(n) = &rep.link_negatives {
+        let w = n
+            .notes
+            .warnings(cfg.link_val, cfg.link_test, n.num_neg)
+            .into_iter()
+            .filter(|w| !w.contains("rounds to 0"));
+        for w in w {
+            eprintln!("warning: {w}");
+        }
+    }
     eprintln!(
         "{:.2} M arcs/s written; {} buckets, {} sorted runs",
         rep.num_arcs as f64 / secs / 1e6,

@@ -94,6 +94,40 @@ pub struct Dataset {
     /// Fixed splits the dataset ships: 0 (none), 1 (`*_idx.npy`, or masks of one row), or `S`
     /// mask rows (`--split-index` picks one).
     pub num_splits: usize,
+    /// The link split the dataset ships (an on-disk graph with `link_val.bin` /
+    /// `link_test.bin`, docs/graph-format.md): `graph` is then the **training** graph, without
+    /// the held-out pairs. `None`: link prediction splits the graph itself
+    /// ([`crate::link_split`]).
+    pub link_split: Option<StoredLinkSplit>,
+}
+
+/// A link split stored with the graph (OGB convention: the stored graph is the training graph;
+/// the held-out pairs are absent from it in both directions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredLinkSplit {
+    /// Validation positives `(u, v)` (`u < v` for undirected graphs), `[n_val]`.
+    pub val_pos: Vec<(u32, u32)>,
+    /// Test positives, `[n_test]`.
+    pub test_pos: Vec<(u32, u32)>,
+    /// The fixed negatives stored with the split; `None`: drawn when a run starts
+    /// ([`crate::link_negatives`], from the run's seed).
+    pub negatives: Option<StoredNegatives>,
+    /// Where the split was read (the graph directory), for the line that says it is used.
+    pub source: String,
+}
+
+/// Fixed evaluation negatives stored with a link split (per source, OGB's citation2 protocol).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredNegatives {
+    /// Negatives per positive.
+    pub num_neg: usize,
+    /// The seed they were drawn with.
+    pub seed: u64,
+    /// `[val_pos.len() * num_neg]` row-major: destinations `w` ranked against `val_pos[i]` as
+    /// pairs `(u, w)` (mapped from `link_val_neg.bin`).
+    pub val: crate::buf::Buf<u32>,
+    /// `[test_pos.len() * num_neg]`, same layout (`link_test_neg.bin`).
+    pub test: crate::buf::Buf<u32>,
 }
 
 /// Arcs of `edge_index.npy` the loader did not keep (the graph has no self-loops and no
@@ -157,6 +191,18 @@ impl Dataset {
         let split = match &self.split {
             Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
             None => "no fixed split (tma train makes a seeded one: 60/20/20 of the labelled nodes for node tasks, held-out edges for link prediction)".to_string(),
+        };
+        let split = match &self.link_split {
+            Some(l) => format!(
+                "{split}, stored link split {}/{} held-out pairs ({}; the graph is the training graph)",
+                l.val_pos.len(),
+                l.test_pos.len(),
+                match &l.negatives {
+                    Some(n) => format!("{} fixed negatives each", n.num_neg),
+                    None => "negatives drawn by each run".into(),
+                }
+            ),
+            None => split,
         };
         format!(
             "{}: {} nodes, {} arcs ({}), {}, {}, {}",
@@ -554,6 +600,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         split,
         removed,
         num_splits,
+        link_split: None,
     })
 }
 

@@ -187,5 +187,6 @@ pub fn generate_sbm(cfg: &SbmConfig) -> Dataset {
         split: Some(split),
         removed: Default::default(),
         num_splits: 0,
+        link_split: None,
     }
 }

@@ -68,11 +68,11 @@ pub use buf::{Buf, Pod, SharedMap};
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
     load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs,
-    DENSIFY_DENSITY, DENSIFY_MAX_DIM,
+    StoredLinkSplit, StoredNegatives, DENSIFY_DENSITY, DENSIFY_MAX_DIM,
 };
 pub use disk::{is_disk_graph, CsrRef, MappedGraph};
 pub use error::{GraphError, Result};
 pub use features::{gather_rows_into, Features};
 pub use generate::{generate_sbm, SbmConfig};
 pub use rmat::{generate_rmat, RmatConfig};
-pub use split::{link_split, random_node_split, LinkSplit, LinkSplitNotes};
+pub use split::{link_negatives, link_split, random_node_split, LinkSplit, LinkSplitNotes};

@@ -82,6 +82,10 @@ pub struct RmatConfig {
     pub link_val: f64,
     /// Fraction held out for link test (default 0).
     pub link_test: f64,
+    /// Fixed evaluation negatives per held-out pair (default 1000, OGB's citation2 protocol),
+    /// drawn after the graph is written ([`crate::disk::add_link_negatives`], from `seed`) and
+    /// stored with the split; 0 = none stored (a run draws them when it starts).
+    pub link_num_neg: usize,
     /// Seed.
     pub seed: u64,
     /// Bytes the build may hold (default 1 GiB).
@@ -104,6 +108,7 @@ impl Default for RmatConfig {
             test_frac: 0.2,
             link_val: 0.0,
             link_test: 0.0,
+            link_num_neg: 1000,
             seed: 0,
             memory_budget: 1 << 30,
         }
@@ -125,6 +130,8 @@ pub struct GenerateReport {
     pub held_out_draws: u64,
     /// Held-out validation / test pairs (distinct).
     pub held_out: (u64, u64),
+    /// The stored negatives of the held-out pairs, when drawn.
+    pub link_negatives: Option<crate::disk::LinkNegativesReport>,
     /// The graph build's statistics.
     pub build: BuildStats,
     /// Seconds per stage, in order.
@@ -351,7 +358,20 @@ pub fn generate_rmat(
     }
     crate::disk::claim_out_dir(out, ".generate-staging")?;
     std::fs::create_dir_all(out).map_err(|e| io_err(out, e))?;
-    let result = generate_inner(cfg, out, progress);
+    let result = generate_inner(cfg, out, progress).and_then(|mut rep| {
+        if rep.held_out != (0, 0) && cfg.link_num_neg > 0 {
+            progress.start("link negatives", 0);
+            let neg = crate::disk::add_link_negatives(out, cfg.link_num_neg, cfg.seed);
+            progress.finish();
+            let neg = neg?;
+            rep.stages.push((
+                format!("link negatives ({} per held-out pair)", neg.num_neg),
+                neg.secs,
+            ));
+            rep.link_negatives = Some(neg);
+        }
+        Ok(rep)
+    });
     let _ = std::fs::remove_dir_all(out.join(".generate-staging"));
     if result.is_err() {
         for f in std::fs::read_dir(out).into_iter().flatten().flatten() {
@@ -599,6 +619,7 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
         },
         split: SplitSource::Generated,
         link_split: held,
+        link_negatives: None,
         files,
         provenance: prov,
     }
@@ -610,6 +631,7 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
         self_loops,
         held_out_draws,
         held_out,
+        link_negatives: None,
         build,
         stages,
     })

@@ -5,6 +5,7 @@ use rand::seq::SliceRandom;
 use rand::Rng;
 use rayon::prelude::*;
 
+use crate::buf::Buf;
 use crate::csr::Csr;
 use crate::dataset::{Labels, NodeSplit};
 use crate::seed::{self, Purpose};
@@ -68,14 +69,52 @@ pub struct LinkSplit {
     pub test_pos: Vec<(u32, u32)>,
     /// Validation negatives, `[val_pos.len() * num_neg]` row-major: entries
     /// `i * num_neg .. (i + 1) * num_neg` are destination candidates `w` to rank against
-    /// `val_pos[i] = (u, v)`, i.e. negative pairs `(u, w)`.
-    pub val_neg: Vec<u32>,
+    /// `val_pos[i] = (u, v)`, i.e. negative pairs `(u, w)`. Owned when drawn in memory, the
+    /// mapped file when the split is stored with the graph (`link_val_neg.bin`).
+    pub val_neg: Buf<u32>,
     /// Test negatives, `[test_pos.len() * num_neg]`, same layout as `val_neg`.
-    pub test_neg: Vec<u32>,
+    pub test_neg: Buf<u32>,
     /// Negatives per positive.
     pub num_neg: usize,
+    /// Whether pairs are arcs (directed graph) or undirected edges.
+    pub directed: bool,
     /// What the split had to adapt to the graph (all zero / false on an ordinary graph).
     pub notes: LinkSplitNotes,
+}
+
+impl LinkSplit {
+    /// Training positives: `train_edges` when the split made them, else (a split stored with
+    /// the graph, whose `train_graph` is the stored graph) every arc of `train_graph`, each
+    /// undirected edge once (`u < v`). O(E) memory: for methods that train on the whole
+    /// training graph's edge list (e.g. LLCG's corrector); trainers of a partition take their
+    /// part's edges instead.
+    pub fn training_edges(&self) -> Vec<(u32, u32)> {
+        if !self.train_edges.is_empty() {
+            return self.train_edges.clone();
+        }
+        let g = &self.train_graph;
+        let mut out = Vec::new();
+        for v in 0..g.num_nodes() {
+            for &u in g.neighbors(v) {
+                if self.directed || u < v as u32 {
+                    out.push((u, v as u32));
+                }
+            }
+        }
+        out
+    }
+
+    /// How many training positives there are (`train_edges`, or the training graph's edges
+    /// when the split was stored with the graph).
+    pub fn num_train_edges(&self) -> usize {
+        if !self.train_edges.is_empty() {
+            self.train_edges.len()
+        } else if self.directed {
+            self.train_graph.num_edges()
+        } else {
+            self.train_graph.num_edges() / 2
+        }
+    }
 }
 
 /// What [`link_split`] had to adapt to the graph, so a caller can say so.
@@ -328,43 +367,14 @@ pub fn link_split(
     // 4. negatives. Every candidate pair has a side (validation or test) from a hash of the
     // pair (both directions alike for undirected graphs), so the two sets cannot share a pair;
     // only a source whose valid candidates all lie on the other side draws from all of them.
-    let side_key = seed::derive(seed, Purpose::TestNegatives) ^ 0x5a5a_5a5a_5a5a_5a5a;
-    let val_neg = sample_negatives(
+    let truth = TrueEdges {
         graph,
-        &out_deg,
-        &val_pos,
-        num_neg,
-        seed::derive(seed, Purpose::ValNegatives),
-        Side {
-            key: side_key,
-            test: false,
-            directed,
-        },
-        None,
-    )
-    .0;
-    let val_pairs: std::collections::HashSet<(u32, u32)> = val_pos
-        .iter()
-        .enumerate()
-        .flat_map(|(i, &(u, _))| {
-            val_neg[i * num_neg..(i + 1) * num_neg]
-                .iter()
-                .map(move |&w| pair_key(directed, u, w))
-        })
-        .collect();
-    let (test_neg, shared) = sample_negatives(
-        graph,
-        &out_deg,
-        &test_pos,
-        num_neg,
-        seed::derive(seed, Purpose::TestNegatives),
-        Side {
-            key: side_key,
-            test: true,
-            directed,
-        },
-        Some(&val_pairs),
-    );
+        directed,
+        held: &[],
+    };
+    let out_deg = |u: u32| out_deg[u as usize] as usize;
+    let (val_neg, test_neg, shared) =
+        draw_eval_negatives(&truth, &out_deg, &val_pos, &test_pos, num_neg, seed);
     notes.shared_val_test_negatives = shared;
 
     LinkSplit {
@@ -372,11 +382,216 @@ pub fn link_split(
         train_edges,
         val_pos,
         test_pos,
-        val_neg,
-        test_neg,
+        val_neg: val_neg.into(),
+        test_neg: test_neg.into(),
         num_neg,
+        directed,
         notes,
     }
+}
+
+/// Fixed evaluation negatives for a link split given with the graph (a split stored in the
+/// on-disk format, `docs/graph-format.md`): `graph` is the **training** graph, the held-out
+/// positives `val_pos` / `test_pos` are absent from it. The true edges are the arcs of `graph`
+/// and the held-out pairs (in both directions for undirected graphs), so no negative is a true
+/// edge of the whole graph (OGB's citation2 protocol). Returns `(val_neg, test_neg, notes)`
+/// in [`LinkSplit`]'s layout (`num_neg` per positive, row-major); `notes` says what the draw
+/// had to adapt (few valid negatives, shared validation/test pairs), with `num_edges` the
+/// held-out pairs.
+///
+/// The draw is step 4 of [`link_split`]: the same rule (uniform among the valid destinations,
+/// rejection sampling then the exact list, validation and test sides by a seeded hash of the
+/// pair) and the same random streams ([`Purpose::ValNegatives`], [`Purpose::TestNegatives`],
+/// chunks of 256 positives), so the negatives of the split [`link_split`] made, given back with
+/// its training graph, are the same bytes. Memory: the outputs, the held-out pairs (sorted
+/// `u64` keys) and, for directed graphs, an out-degree per node (`4 N` bytes); the graph is
+/// only read (a mapped one stays mapped). Rows of `graph` must be sorted.
+pub fn link_negatives(
+    graph: &Csr,
+    directed: bool,
+    val_pos: &[(u32, u32)],
+    test_pos: &[(u32, u32)],
+    num_neg: usize,
+    seed: u64,
+) -> (Vec<u32>, Vec<u32>, LinkSplitNotes) {
+    let n = graph.num_nodes();
+    let mut held: Vec<u64> = val_pos
+        .iter()
+        .chain(test_pos)
+        .map(|&(u, v)| {
+            let (a, b) = pair_key(directed, u, v);
+            (a as u64) << 32 | b as u64
+        })
+        .collect();
+    held.par_sort_unstable();
+    held.dedup();
+    // out-degree in the whole graph: the training graph's plus the held-out pairs'
+    let mut held_deg: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    for &k in &held {
+        let (a, b) = ((k >> 32) as u32, k as u32);
+        *held_deg.entry(a).or_default() += 1;
+        if !directed && a != b {
+            *held_deg.entry(b).or_default() += 1;
+        }
+    }
+    let train_out: Option<Vec<u32>> = directed.then(|| {
+        let mut d = vec![0u32; n];
+        for &u in graph.indices.iter() {
+            d[u as usize] += 1;
+        }
+        d
+    });
+    let out_deg = |u: u32| -> usize {
+        let t = match &train_out {
+            Some(d) => d[u as usize] as usize,
+            None => (graph.indptr[u as usize + 1] - graph.indptr[u as usize]) as usize,
+        };
+        t + held_deg.get(&u).copied().unwrap_or(0) as usize
+    };
+    let truth = TrueEdges {
+        graph,
+        directed,
+        held: &held,
+    };
+    let mut notes = LinkSplitNotes {
+        num_edges: val_pos.len() + test_pos.len(),
+        ..LinkSplitNotes::default()
+    };
+    for &(u, _) in val_pos.iter().chain(test_pos) {
+        let k = n.saturating_sub(1 + out_deg(u));
+        if k < num_neg {
+            notes.few_negatives += 1;
+        }
+        notes.min_valid_negatives = Some(notes.min_valid_negatives.map_or(k, |m| m.min(k)));
+    }
+    let (val_neg, test_neg, shared) =
+        draw_eval_negatives(&truth, &out_deg, val_pos, test_pos, num_neg, seed);
+    notes.shared_val_test_negatives = shared;
+    (val_neg, test_neg, notes)
+}
+
+/// The true edges negatives must avoid: the arcs of `graph` and the `held` pairs (sorted keys
+/// `a << 32 | b` of [`pair_key`]).
+struct TrueEdges<'a> {
+    graph: &'a Csr,
+    directed: bool,
+    held: &'a [u64],
+}
+
+impl TrueEdges<'_> {
+    /// Whether `(u, w)` is a true edge (`u -> w` for directed graphs, `{u, w}` otherwise).
+    #[inline]
+    fn contains(&self, u: u32, w: u32) -> bool {
+        // an undirected graph is symmetric: row u holds w iff row w holds u, and row u is the
+        // same for all the negatives of one positive (its pages stay hot)
+        let arc = if self.directed {
+            has_arc(self.graph, u, w)
+        } else {
+            self.graph.neighbors(u as usize).binary_search(&w).is_ok()
+        };
+        arc || (!self.held.is_empty() && {
+            let (a, b) = pair_key(self.directed, u, w);
+            self.held
+                .binary_search(&((a as u64) << 32 | b as u64))
+                .is_ok()
+        })
+    }
+}
+
+/// Validation and test negatives of step 4 of [`link_split`] (sides by a pair hash; streams
+/// [`Purpose::ValNegatives`] / [`Purpose::TestNegatives`]); returns them and how many test
+/// negative pairs are also validation pairs.
+fn draw_eval_negatives(
+    truth: &TrueEdges<'_>,
+    out_deg: &(dyn Fn(u32) -> usize + Sync),
+    val_pos: &[(u32, u32)],
+    test_pos: &[(u32, u32)],
+    num_neg: usize,
+    seed: u64,
+) -> (Vec<u32>, Vec<u32>, usize) {
+    let directed = truth.directed;
+    let side_key = seed::derive(seed, Purpose::TestNegatives) ^ 0x5a5a_5a5a_5a5a_5a5a;
+    let val_side = Side {
+        key: side_key,
+        test: false,
+        directed,
+    };
+    let test_side = Side {
+        test: true,
+        ..val_side
+    };
+    let val_neg = sample_negatives(
+        truth,
+        out_deg,
+        val_pos,
+        num_neg,
+        seed::derive(seed, Purpose::ValNegatives),
+        val_side,
+    );
+    let test_neg = sample_negatives(
+        truth,
+        out_deg,
+        test_pos,
+        num_neg,
+        seed::derive(seed, Purpose::TestNegatives),
+        test_side,
+    );
+    let shared = shared_negatives(&val_neg, val_pos, &test_neg, test_pos, num_neg, val_side);
+    (val_neg, test_neg, shared)
+}
+
+/// How many test negative slots hold a pair (by [`pair_key`]) that is also a validation
+/// negative pair. Each pair lies on one side; a validation negative off its side, or a test
+/// negative off its side, exists only where a source had no valid candidate on its own side,
+/// so only those few are collected: memory O(such fallbacks), not O(negatives).
+fn shared_negatives(
+    val_neg: &[u32],
+    val_pos: &[(u32, u32)],
+    test_neg: &[u32],
+    test_pos: &[(u32, u32)],
+    num_neg: usize,
+    val_side: Side,
+) -> usize {
+    use std::collections::{HashMap, HashSet};
+    if num_neg == 0 {
+        return 0;
+    }
+    let directed = val_side.directed;
+    fn pairs<'a>(
+        pos: &'a [(u32, u32)],
+        neg: &'a [u32],
+        k: usize,
+    ) -> impl Iterator<Item = (u32, u32)> + 'a {
+        pos.iter()
+            .zip(neg.chunks(k))
+            .flat_map(|(&(u, _), row)| row.iter().map(move |&w| (u, w)))
+    }
+    // validation negatives on the test side (fallbacks)
+    let val_off: HashSet<(u32, u32)> = pairs(val_pos, val_neg, num_neg)
+        .filter(|&(u, w)| !val_side.owns(u, w))
+        .map(|(u, w)| pair_key(directed, u, w))
+        .collect();
+    // test negatives on the validation side (fallbacks), with their slot counts
+    let mut test_off: HashMap<(u32, u32), usize> = HashMap::new();
+    let mut shared = 0usize;
+    for (u, w) in pairs(test_pos, test_neg, num_neg) {
+        if val_side.owns(u, w) {
+            *test_off.entry(pair_key(directed, u, w)).or_default() += 1;
+        } else if val_off.contains(&pair_key(directed, u, w)) {
+            shared += 1;
+        }
+    }
+    if !test_off.is_empty() {
+        let mut seen: HashSet<(u32, u32)> = HashSet::new();
+        for (u, w) in pairs(val_pos, val_neg, num_neg) {
+            let k = pair_key(directed, u, w);
+            if test_off.contains_key(&k) {
+                seen.insert(k);
+            }
+        }
+        shared += seen.iter().map(|k| test_off[k]).sum::<usize>();
+    }
+    shared
 }
 
 /// Which half of the candidate pairs a negative sampler draws from (see [`link_split`] step 4).
@@ -418,35 +633,31 @@ fn has_arc(g: &Csr, u: u32, w: u32) -> bool {
 }
 
 /// Negatives of every positive (row-major, `num_neg` per positive), drawn among the valid
-/// candidates on `side`, and how many are pairs of `avoid` (drawn only where the source has no
-/// valid candidate on its side, so the draw falls back to all valid candidates).
+/// candidates on `side` (all valid candidates where the source has none on its side).
 fn sample_negatives(
-    graph: &Csr,
-    out_deg: &[u32],
+    truth: &TrueEdges<'_>,
+    out_deg: &(dyn Fn(u32) -> usize + Sync),
     pos: &[(u32, u32)],
     num_neg: usize,
     stream_seed: u64,
     side: Side,
-    avoid: Option<&std::collections::HashSet<(u32, u32)>>,
-) -> (Vec<u32>, usize) {
-    let n = graph.num_nodes();
+) -> Vec<u32> {
+    let n = truth.graph.num_nodes();
     let mut out = vec![0u32; pos.len() * num_neg];
     if num_neg == 0 || pos.is_empty() {
-        return (out, 0);
+        return out;
     }
-    let ok = |u: u32, w: u32| w != u && !has_arc(graph, u, w);
-    let shared: usize = out
-        .par_chunks_mut(NEG_CHUNK * num_neg)
+    let ok = |u: u32, w: u32| w != u && !truth.contains(u, w);
+    out.par_chunks_mut(NEG_CHUNK * num_neg)
         .enumerate()
-        .map(|(chunk, buf)| {
+        .for_each(|(chunk, buf)| {
             let mut rng = seed::chunk_rng(stream_seed, chunk as u64);
             let first = chunk * NEG_CHUNK;
-            let mut shared = 0usize;
             for (k, row) in buf.chunks_mut(num_neg).enumerate() {
                 let u = pos[first + k].0;
                 // valid candidates: all nodes but u and u's out-neighbours (about half of them
                 // on this side)
-                let valid = n.saturating_sub(1 + out_deg[u as usize] as usize);
+                let valid = n.saturating_sub(1 + out_deg(u));
                 // the exact candidate list, built only when rejection sampling fails or the
                 // candidates are rare (fewer than 1/16 of the nodes)
                 let mut list: Option<Vec<u32>> = None;
@@ -484,18 +695,11 @@ fn sample_negatives(
                             }
                         }
                     };
-                    // a shared pair is possible only where a source had no candidate on its
-                    // side (here, or when its validation negatives were drawn)
-                    if avoid.is_some_and(|a| a.contains(&pair_key(side.directed, u, w))) {
-                        shared += 1;
-                    }
                     *slot = w;
                 }
             }
-            shared
-        })
-        .sum();
-    (out, shared)
+        });
+    out
 }
 
 /// Common elements of two ascending lists (ascending). Used to check that the lists of a

@@ -569,6 +569,7 @@ fn raw_graph(rows: &[&[u32]]) -> (tempfile::TempDir, PathBuf) {
         split: None,
         removed: Default::default(),
         num_splits: 0,
+        link_split: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let g = dir.path().join("g");
@@ -684,4 +685,155 @@ fn the_leftover_of_an_interrupted_generate_is_replaced_anything_else_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("exists and is not empty"), "{e}");
+}
+
+#[test]
+fn generated_link_split_stores_fixed_negatives_that_are_never_true_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let cfg = RmatConfig {
+        link_num_neg: 40,
+        ..rmat_cfg(4)
+    };
+    let rep = generate_rmat(&cfg, &out, &()).unwrap();
+    let neg = rep.link_negatives.as_ref().expect("negatives drawn");
+    assert_eq!(neg.num_neg, 40);
+    let g = MappedGraph::open(&out).unwrap();
+    g.validate().unwrap();
+    g.verify_checksums().unwrap();
+    let m = g.manifest().link_negatives.clone().unwrap();
+    assert_eq!(
+        (m.version, m.kind.as_str(), m.num_neg, m.seed),
+        (1, "per_source", 40, 4)
+    );
+    let (val, test) = g.link_split().unwrap();
+    let (k, vneg, tneg) = g.link_negatives().unwrap();
+    assert!(
+        vneg.is_mapped() && tneg.is_mapped(),
+        "negatives are read in place"
+    );
+    assert_eq!(
+        (vneg.len(), tneg.len()),
+        (val.len() / 2 * k, test.len() / 2 * k)
+    );
+    let held: std::collections::HashSet<(u32, u32)> = val
+        .chunks(2)
+        .chain(test.chunks(2))
+        .map(|p| (p[0], p[1]))
+        .collect();
+    let csr = g.csr();
+    let n = g.num_nodes() as u32;
+    let mut pairs = [
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+    ];
+    for (side, (pos, negs)) in [(val, &vneg), (test, &tneg)].into_iter().enumerate() {
+        for (p, row) in pos.chunks(2).zip(negs.chunks(k)) {
+            let u = p[0];
+            for &w in row {
+                assert!(w < n && w != u, "negative {w} of {p:?}");
+                assert!(
+                    csr.neighbors(u as usize).binary_search(&w).is_err(),
+                    "negative ({u}, {w}) is an arc of the stored graph"
+                );
+                assert!(
+                    !held.contains(&(u.min(w), u.max(w))),
+                    "negative ({u}, {w}) is a held-out positive"
+                );
+                pairs[side].insert((u.min(w), u.max(w)));
+            }
+        }
+    }
+    // validation and test negatives lie on two sides of a pair hash: disjoint pair sets
+    assert_eq!(neg.notes.shared_val_test_negatives, 0);
+    assert_eq!(pairs[0].intersection(&pairs[1]).count(), 0);
+    // the loader hands the split on: positives copied, negatives mapped
+    let ds = g.to_dataset(&LoadOptions::default()).unwrap();
+    let ls = ds.link_split.as_ref().unwrap();
+    assert_eq!(ls.val_pos.len(), val.len() / 2);
+    assert_eq!(ls.val_pos[0], (val[0], val[1]));
+    let sn = ls.negatives.as_ref().unwrap();
+    assert_eq!((sn.num_neg, sn.seed), (40, 4));
+    assert_eq!(sn.test[..], tneg[..]);
+    assert!(
+        ds.summary().contains("stored link split"),
+        "{}",
+        ds.summary()
+    );
+    // the same configuration gives the same bytes; another seed other negatives
+    let again = dir.path().join("g2");
+    generate_rmat(&cfg, &again, &()).unwrap();
+    for f in ["link_val_neg.bin", "link_test_neg.bin"] {
+        assert_eq!(
+            std::fs::read(out.join(f)).unwrap(),
+            std::fs::read(again.join(f)).unwrap()
+        );
+    }
+    // none stored with link_num_neg 0: the manifest says so, the loader draws none
+    let bare = dir.path().join("g3");
+    generate_rmat(
+        &RmatConfig {
+            link_num_neg: 0,
+            ..cfg.clone()
+        },
+        &bare,
+        &(),
+    )
+    .unwrap();
+    let gb = MappedGraph::open(&bare).unwrap();
+    assert!(gb.manifest().link_negatives.is_none() && gb.link_negatives().is_none());
+    assert!(!bare.join("link_val_neg.bin").exists());
+    let lb = gb.stored_link_split().unwrap();
+    assert!(lb.negatives.is_none());
+    // add_link_negatives on it writes what the generator wrote
+    tma_graph::disk::add_link_negatives(&bare, 40, 4).unwrap();
+    assert_eq!(
+        std::fs::read(out.join("link_val_neg.bin")).unwrap(),
+        std::fs::read(bare.join("link_val_neg.bin")).unwrap()
+    );
+    MappedGraph::open(&bare).unwrap().validate().unwrap();
+}
+
+#[test]
+fn a_stored_link_split_with_bad_negatives_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    generate_rmat(
+        &RmatConfig {
+            link_num_neg: 8,
+            ..rmat_cfg(2)
+        },
+        &out,
+        &(),
+    )
+    .unwrap();
+    let manifest = std::fs::read_to_string(out.join("tma-graph.json")).unwrap();
+    // a negatives file one pair short: the length disagrees with the held-out pairs
+    let short = dir.path().join("short");
+    std::fs::create_dir(&short).unwrap();
+    for e in std::fs::read_dir(&out).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), short.join(e.file_name())).unwrap();
+    }
+    let mut m: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    m["link_negatives"]["num_neg"] = 9.into();
+    std::fs::write(short.join("tma-graph.json"), m.to_string()).unwrap();
+    let e = open_err(&short);
+    assert!(e.contains("link_val_neg.bin"), "{e}");
+    // another section version
+    m["link_negatives"]["num_neg"] = 8.into();
+    m["link_negatives"]["version"] = 2.into();
+    std::fs::write(short.join("tma-graph.json"), m.to_string()).unwrap();
+    let e = open_err(&short);
+    assert!(e.contains("link_negatives version 2"), "{e}");
+    // an out-of-range negative is found by validate, naming the file
+    m["link_negatives"]["version"] = 1.into();
+    std::fs::write(short.join("tma-graph.json"), m.to_string()).unwrap();
+    let f = short.join("link_test_neg.bin");
+    let mut b = std::fs::read(&f).unwrap();
+    b[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&f, &b).unwrap();
+    let g = MappedGraph::open(&short).unwrap();
+    let e = g.validate().unwrap_err().to_string();
+    assert!(e.contains("link_test_neg.bin"), "{e}");
 }

@@ -745,6 +745,7 @@ impl TrainConfig {
             memory_budget: self.eval_memory,
             heads: self.heads,
             seed: self.seed,
+            scratch_dir: None,
         }
     }
 

@@ -293,8 +293,15 @@ pub fn coordinate(
                     // at most a quarter of the time since the last was started (rounds or
                     // checks); with the ramp's short spans, every few rounds
                     let since = elapsed.saturating_sub(last_val_at).as_secs_f64();
+                    // before any validation has been timed, a ramp round is validated only
+                    // once its model carries real training: on a big graph the first
+                    // validation can take minutes, and it read a model of one step per trainer
+                    let untrained = ev.last_eval_s().is_none()
+                        && (record.steps.iter().sum::<u64>()
+                            < RAMP_FIRST_EVAL_STEPS * record.steps.len().max(1) as u64);
                     let ramp_skip = ramp_round
                         && (ev.in_flight() > 0
+                            || untrained
                             || ev
                                 .last_eval_s()
                                 .is_some_and(|e| e > RAMP_EVAL_SHARE * since));
@@ -346,6 +353,11 @@ pub fn coordinate(
 /// (the last validation's wall time against the time since the last one was started): above
 /// it the round is averaged and recorded without validation.
 const RAMP_EVAL_SHARE: f64 = 0.25;
+
+/// Mean optimizer steps per participating trainer a ramp round needs before the run's first
+/// validation (a later ramp round is judged by [`RAMP_EVAL_SHARE`] instead); grid rounds are
+/// always validated.
+const RAMP_FIRST_EVAL_STEPS: u64 = 8;
 
 /// How the coordinator's loop ended, for [`finish_run`].
 struct RunEnd {

@@ -166,6 +166,11 @@ impl EvalData {
     /// fits.
     pub fn check_metric(&self, metric: Metric, eval_num_neg: usize) -> Result<Metric, TrainError> {
         let kind = self.target_kind();
+        // a link split stored with the graph brings its own negatives
+        let eval_num_neg = match self {
+            EvalData::Link { split } => split.num_neg,
+            EvalData::Node { .. } => eval_num_neg,
+        };
         metric
             .fits(kind, eval_num_neg)
             .map_err(TrainError::Config)?;
@@ -251,19 +256,33 @@ pub fn validation_subset(len: usize, max: usize, seed: u64) -> Option<Vec<u32>> 
 
 impl Prepared {
     /// Bounds every round's validation to at most `max` validation nodes (node task) or
-    /// validation positives with their negatives (link task): a fixed subset drawn with
-    /// [`validation_subset`] from `seed` when the split is larger. Returns the line to say (and
-    /// record) when it applies, `None` when the whole validation split is kept. The test split
-    /// is never touched.
-    pub fn cap_validation(&mut self, max: usize, seed: u64) -> Option<String> {
-        let (len, what) = match &self.eval {
-            EvalData::Node { split, .. } => (split.val.len(), "validation nodes"),
-            EvalData::Link { split } => (split.val_pos.len(), "validation positives"),
+    /// `max.min(max_edges)` validation positives with their negatives (link task; a split tma
+    /// makes holds at most `max_edges` of them, a split stored with the graph may hold more): a
+    /// fixed subset drawn with [`validation_subset`] from `seed` when the split is larger.
+    /// Returns the line to say (and record) when it applies, `None` when the whole validation
+    /// split is kept. The test split is never touched.
+    pub fn cap_validation(&mut self, max: usize, max_edges: usize, seed: u64) -> Option<String> {
+        let (len, what, cap, flag) = match &self.eval {
+            EvalData::Node { split, .. } => {
+                (split.val.len(), "validation nodes", max, "--eval-max-nodes")
+            }
+            EvalData::Link { split } if max_edges < max => (
+                split.val_pos.len(),
+                "validation positives",
+                max_edges,
+                "--eval-max-edges",
+            ),
+            EvalData::Link { split } => (
+                split.val_pos.len(),
+                "validation positives",
+                max,
+                "--eval-max-nodes",
+            ),
         };
-        self.val_subset = validation_subset(len, max, seed);
+        self.val_subset = validation_subset(len, cap, seed);
         self.val_subset.as_ref().map(|s| {
             format!(
-                "validation uses a fixed seeded subset of {} of the {len} {what} every round (--eval-max-nodes {max}); the final test uses the whole test split",
+                "validation uses a fixed seeded subset of {} of the {len} {what} every round ({flag} {cap}); the final test uses the whole test split",
                 s.len()
             )
         })
@@ -294,6 +313,93 @@ pub fn positive_edges(graph: &Csr, directed: bool) -> Vec<(u32, u32)> {
         }
     }
     out
+}
+
+/// The [`LinkSplit`] of a split stored with the graph (`Dataset::link_split`): the dataset's
+/// graph is the training graph (shared, not copied: a mapped graph stays mapped), the stored
+/// positives, and the stored negatives (mapped) or, when the directory has none, negatives
+/// drawn now with [`tma_graph::link_negatives`] (`cfg.eval_num_neg` per positive, `cfg.seed`).
+/// `cfg.val_frac`, `cfg.test_frac` and `cfg.eval_max_edges` do not apply (validation still
+/// reads a fixed subset of at most `eval_max_edges` positives per round,
+/// [`Prepared::cap_validation`]; the test split is evaluated whole). Says what it uses in one
+/// line of `warnings`.
+///
+/// # Errors
+/// [`TrainError::Data`] when the stored split has no validation pair.
+fn stored_split(
+    graph: &Csr,
+    directed: bool,
+    name: &str,
+    stored: tma_graph::StoredLinkSplit,
+    cfg: &TrainConfig,
+    warnings: &mut Vec<String>,
+) -> Result<LinkSplit, TrainError> {
+    if stored.val_pos.is_empty() {
+        return Err(TrainError::Data(format!(
+            "dataset '{name}': the link split stored in {} holds no validation pair; link prediction needs at least one",
+            stored.source
+        )));
+    }
+    let (num_neg, val_neg, test_neg, how) = match stored.negatives {
+        Some(n) => {
+            let how = format!(
+                "{} fixed negatives each, stored (seed {})",
+                n.num_neg, n.seed
+            );
+            (n.num_neg, n.val, n.test, how)
+        }
+        None => {
+            let (v, t, notes) = tma_graph::link_negatives(
+                graph,
+                directed,
+                &stored.val_pos,
+                &stored.test_pos,
+                cfg.eval_num_neg,
+                cfg.seed,
+            );
+            warnings.extend(
+                notes
+                    .warnings(cfg.val_frac, cfg.test_frac, cfg.eval_num_neg)
+                    .into_iter()
+                    .filter(|w| !w.contains("rounds to 0")),
+            );
+            let how = format!(
+                "{} negatives each drawn now (seed {}; none stored)",
+                cfg.eval_num_neg, cfg.seed
+            );
+            (cfg.eval_num_neg, v.into(), t.into(), how)
+        }
+    };
+    warnings.push(format!(
+        "link split: the one stored with the graph in {} ({} validation / {} test held-out pairs, {how}); --val-frac, --test-frac and --eval-max-edges do not split it again{}",
+        stored.source,
+        stored.val_pos.len(),
+        stored.test_pos.len(),
+        if num_neg != cfg.eval_num_neg {
+            format!(", and its {num_neg} negatives replace --eval-num-neg {}", cfg.eval_num_neg)
+        } else {
+            String::new()
+        }
+    ));
+    let num_edges = if directed {
+        graph.num_edges()
+    } else {
+        graph.num_edges() / 2
+    };
+    Ok(LinkSplit {
+        train_graph: graph.clone(),
+        train_edges: Vec::new(),
+        val_pos: stored.val_pos,
+        test_pos: stored.test_pos,
+        val_neg,
+        test_neg,
+        num_neg,
+        directed,
+        notes: tma_graph::LinkSplitNotes {
+            num_edges,
+            ..Default::default()
+        },
+    })
 }
 
 /// Splits the dataset for `cfg.task`, lays the training examples out over the trainers as
@@ -340,41 +446,51 @@ pub fn prepare_spilled(
     }
     let (graph, eval, node_targets) = match cfg.task {
         Task::Link => {
-            let split = tma_graph::link_split(
-                &ds.graph,
-                directed,
-                cfg.val_frac,
-                cfg.test_frac,
-                Some(cfg.eval_max_edges),
-                cfg.eval_num_neg,
-                cfg.seed,
-            );
-            let notes = &split.notes;
-            if split.val_pos.is_empty() || (cfg.test_frac > 0.0 && split.test_pos.is_empty()) {
-                let why = if notes.unrankable > 0 {
-                    format!(
-                        "no valid negative pair exists for the held-out edges ({} of them): every source is adjacent to every other node (a complete graph?); MRR needs non-edges to rank against",
-                        notes.unrankable
-                    )
-                } else if cfg.val_frac <= 0.0 || cfg.eval_max_edges == 0 {
-                    format!(
-                        "--val-frac {} / --eval-max-edges {} hold out no validation edge; link prediction needs at least one",
-                        cfg.val_frac, cfg.eval_max_edges
-                    )
-                } else {
-                    format!(
-                        "it has {} edge(s); link prediction needs at least {} (1 validation, {}1 training)",
-                        notes.num_edges,
-                        2 + (cfg.test_frac > 0.0) as usize,
-                        if cfg.test_frac > 0.0 { "1 test, " } else { "" }
-                    )
-                };
-                return Err(TrainError::Data(format!(
-                    "dataset '{}': cannot split for link prediction: {why}",
-                    ds.name
-                )));
-            }
-            warnings.extend(notes.warnings(cfg.val_frac, cfg.test_frac, cfg.eval_num_neg));
+            let split = match ds.link_split.take() {
+                Some(stored) => {
+                    stored_split(&ds.graph, directed, &ds.name, stored, cfg, &mut warnings)?
+                }
+                None => {
+                    let split = tma_graph::link_split(
+                        &ds.graph,
+                        directed,
+                        cfg.val_frac,
+                        cfg.test_frac,
+                        Some(cfg.eval_max_edges),
+                        cfg.eval_num_neg,
+                        cfg.seed,
+                    );
+                    let notes = &split.notes;
+                    if split.val_pos.is_empty()
+                        || (cfg.test_frac > 0.0 && split.test_pos.is_empty())
+                    {
+                        let why = if notes.unrankable > 0 {
+                            format!(
+                                "no valid negative pair exists for the held-out edges ({} of them): every source is adjacent to every other node (a complete graph?); MRR needs non-edges to rank against",
+                                notes.unrankable
+                            )
+                        } else if cfg.val_frac <= 0.0 || cfg.eval_max_edges == 0 {
+                            format!(
+                                "--val-frac {} / --eval-max-edges {} hold out no validation edge; link prediction needs at least one",
+                                cfg.val_frac, cfg.eval_max_edges
+                            )
+                        } else {
+                            format!(
+                                "it has {} edge(s); link prediction needs at least {} (1 validation, {}1 training)",
+                                notes.num_edges,
+                                2 + (cfg.test_frac > 0.0) as usize,
+                                if cfg.test_frac > 0.0 { "1 test, " } else { "" }
+                            )
+                        };
+                        return Err(TrainError::Data(format!(
+                            "dataset '{}': cannot split for link prediction: {why}",
+                            ds.name
+                        )));
+                    }
+                    warnings.extend(notes.warnings(cfg.val_frac, cfg.test_frac, cfg.eval_num_neg));
+                    split
+                }
+            };
             let g = split.train_graph.clone();
             (g, EvalData::Link { split }, None)
         }
@@ -622,7 +738,7 @@ pub fn prepare_spilled(
             cfg.num_trainers,
             match &eval {
                 EvalData::Node { split, .. } => split.train.len(),
-                EvalData::Link { split } => split.train_edges.len(),
+                EvalData::Link { split } => split.num_train_edges(),
             }
         )));
     }

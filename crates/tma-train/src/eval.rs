@@ -386,6 +386,11 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
     labelled.iter().filter(|&&y| y == major as i32).count() as f64 / labelled.len() as f64
 }
 
+/// Positives of a link split scored per inference pass ([`evaluate_with`]): with OGB's 1000
+/// negatives each, about 513,000 endpoints, whose outputs (`hidden` floats each) are what one
+/// pass holds besides its own [`InferOptions::memory_budget`].
+pub const LINK_EVAL_CHUNK: usize = 512;
+
 /// Evaluates `params` on the validation or test split with the default [`InferOptions`]
 /// (exact inference, restricted to what the split needs where that is cheaper):
 /// [`evaluate_with`].
@@ -429,7 +434,7 @@ pub fn evaluate_with(
             // validation: the fixed subset of positives (`Prepared::cap_validation`), each
             // with its own `k` negatives
             let subset: (Vec<(u32, u32)>, Vec<u32>);
-            let (pos, neg) = match (split, &prep.val_subset) {
+            let (pos, neg): (&[(u32, u32)], &[u32]) = match (split, &prep.val_subset) {
                 (Split::Val, None) => (&ls.val_pos, &ls.val_neg),
                 (Split::Val, Some(at)) => {
                     subset = (
@@ -443,19 +448,78 @@ pub fn evaluate_with(
                 }
                 (Split::Test, _) => (&ls.test_pos, &ls.test_neg),
             };
-            // endpoints: sources, destinations, negatives
-            let mut ends: Vec<u32> = pos.iter().map(|p| p.0).collect();
-            ends.extend(pos.iter().map(|p| p.1));
-            ends.extend_from_slice(neg);
-            let (h, _, local) = infer(&ends);
-            let (src, rest) = local.split_at(pos.len());
-            let (dst, neg) = rest.split_at(pos.len());
-            let pos_scores = model.score(params, &h, src, dst);
-            let mut nsrc = Vec::with_capacity(neg.len());
-            for &s in src {
-                nsrc.extend(std::iter::repeat_n(s, k));
+            // positives in chunks of LINK_EVAL_CHUNK, each with its negatives: the outputs
+            // held at once are those of one chunk's endpoints (a split stored with a big graph
+            // can hold many positives; the test split is read whole); the scores of all chunks
+            // are ranked together. A split of at most LINK_EVAL_CHUNK positives (every split
+            // tma makes in memory: --eval-max-edges 500) is one chunk.
+            let mut pos_scores = Vec::with_capacity(pos.len());
+            let mut neg_scores = Vec::with_capacity(neg.len());
+            // more than one chunk (a big stored split): every chunk's neighbourhoods cover
+            // most of the graph, so the outputs of every node are computed once, layer-wise
+            // into a mapped scratch file, and each chunk reads its endpoints' rows from it
+            let everyone = (pos.len() > LINK_EVAL_CHUNK
+                && !matches!(opts.mode, crate::infer::InferMode::Sampled(_)))
+            .then(|| {
+                crate::infer::infer_all_to_file(
+                    model,
+                    params,
+                    &prep.graph,
+                    &prep.degrees,
+                    &prep.features,
+                    opts,
+                )
+                .ok()
+            })
+            .flatten();
+            for (c, chunk) in pos.chunks(LINK_EVAL_CHUNK).enumerate() {
+                let first = c * LINK_EVAL_CHUNK;
+                let cneg = &neg[first * k..(first + chunk.len()) * k];
+                // endpoints: sources, destinations, negatives
+                let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
+                ends.extend(chunk.iter().map(|p| p.1));
+                ends.extend_from_slice(cneg);
+                let (h, local) = match &everyone {
+                    Some(rows) => {
+                        let (uniq, local) = unique_with_inverse(&ends);
+                        let d = model.out_dim();
+                        let all = tma_graph::Features::Dense {
+                            num_nodes: prep.graph.num_nodes(),
+                            dim: d,
+                            data: rows.clone(),
+                        };
+                        let mut out = tma_graph::Features::Dense {
+                            num_nodes: 0,
+                            dim: d,
+                            data: Vec::new().into(),
+                        };
+                        all.gather_releasing(&uniq, &mut out);
+                        let tma_graph::Features::Dense { data, .. } = out else {
+                            unreachable!("dense rows")
+                        };
+                        (
+                            tma_nn::Mat {
+                                rows: uniq.len(),
+                                cols: d,
+                                data: data.into_vec(),
+                            },
+                            local,
+                        )
+                    }
+                    None => {
+                        let (h, _, local) = infer(&ends);
+                        (h, local)
+                    }
+                };
+                let (src, rest) = local.split_at(chunk.len());
+                let (dst, negl) = rest.split_at(chunk.len());
+                pos_scores.extend(model.score(params, &h, src, dst));
+                let mut nsrc = Vec::with_capacity(negl.len());
+                for &s in src {
+                    nsrc.extend(std::iter::repeat_n(s, k));
+                }
+                neg_scores.extend(model.score(params, &h, &nsrc, negl));
             }
-            let neg_scores = model.score(params, &h, &nsrc, neg);
             all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
         }
         EvalData::Node { split: ns, targets } => {

@@ -62,6 +62,9 @@ pub struct InferOptions {
     pub heads: usize,
     /// The run's seed (sampled mode).
     pub seed: u64,
+    /// Where [`infer_all_to_file`] writes its layer outputs (unlinked once mapped); `None`:
+    /// the system's temporary directory.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 /// What the restricted pass costs besides its multiply-adds (planning, building the blocks,
@@ -80,6 +83,7 @@ impl Default for InferOptions {
             memory_budget: DEFAULT_EVAL_MEMORY,
             heads: tma_nn::GatConv::DEFAULT_HEADS,
             seed: 0,
+            scratch_dir: None,
         }
     }
 }
@@ -563,6 +567,118 @@ impl Layerwise<'_> {
             drop(h.replace(out));
         }
         h.expect("at least one layer")
+    }
+}
+
+/// The model's outputs on **every** node by exact layer-wise inference, each layer's outputs
+/// written to a file under `opts.scratch_dir` (the system's temporary directory when `None`)
+/// and mapped back, so what stays in anonymous memory is one chunk's block and activations
+/// (within half of `opts.memory_budget`, at most [`CHUNK_ARCS`] arcs and [`CHUNK_DST`]
+/// destinations), not `N x width` floats: for evaluations that read most of the graph (the
+/// whole test split of a link split stored with a big graph). The destinations of a chunk are
+/// consecutive node ids, their rows appended to the layer's file in order; the input rows
+/// (features, or the previous layer's mapped file) are gathered in row order and released as
+/// copied, and the graph's rows are released behind each chunk. Values: those of
+/// [`Model::infer_full`] (the same neighbours in the same order; dense products may round
+/// differently with other row counts). Returns the last layer's outputs, `[N, out_dim]`
+/// row-major, mapped from a file already unlinked (it is freed when the buffer is dropped).
+///
+/// # Errors
+/// The I/O error of the scratch file, naming it.
+pub fn infer_all_to_file(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    opts: &InferOptions,
+) -> Result<tma_graph::Buf<f32>, tma_graph::GraphError> {
+    use std::io::Write;
+    let dims = layer_dims(model, opts.heads);
+    let layers = dims.len();
+    let n = graph.num_nodes();
+    let lw = Layerwise {
+        model,
+        p,
+        graph,
+        degrees,
+        features,
+        dims: &dims,
+        budget: opts.memory_budget,
+        mark: Vec::new(),
+        chunks: 0,
+        peak: 0,
+        cost: 0.0,
+    };
+    let dir = opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| tma_graph::GraphError::Io { path, source }
+    };
+    let mut prev: Option<Features> = None;
+    let mut buf = empty_features();
+    for (l, &(_, dout, _)) in dims.iter().enumerate() {
+        let file = tempfile::Builder::new()
+            .prefix(".tma-embed-")
+            .suffix(".f32")
+            .tempfile_in(&dir)
+            .map_err(io(&dir))?;
+        let path = file.path().to_path_buf();
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file.as_file());
+        let mut start = 0usize;
+        while start < n {
+            // consecutive destinations whose one-layer block fits half the budget
+            let (mut d, mut a, mut end) = (0u64, 0u64, start);
+            while end < n {
+                let deg = degrees[end] as u64;
+                if end > start
+                    && (lw.chunk_estimate(l, d + 1 + a + deg, d + 1, a + deg) > lw.budget / 2
+                        || a + deg > CHUNK_ARCS
+                        || end - start >= CHUNK_DST)
+                {
+                    break;
+                }
+                d += 1;
+                a += deg;
+                end += 1;
+            }
+            let dst: Vec<u32> = (start as u32..end as u32).collect();
+            let mb = full_blocks(graph, degrees, &dst, 1);
+            let view = mb.blocks[0].view();
+            let input = prev.as_ref().unwrap_or(features);
+            let y = if input.is_mapped() {
+                input.gather_releasing(&mb.input_nodes, &mut buf);
+                model.infer_layer(p, l, &view, Input::Rows(&buf))
+            } else {
+                let x = Input::select(input, &mb.input_nodes, &mut buf);
+                model.infer_layer(p, l, &view, x)
+            };
+            for x in &y.data {
+                w.write_all(&x.to_le_bytes()).map_err(io(&path))?;
+            }
+            model.recycle(y);
+            graph.release_rows(start..end);
+            start = end;
+        }
+        w.flush().map_err(io(&path))?;
+        drop(w);
+        let map = tma_graph::SharedMap::open(&path)?;
+        // unlinked now: the mapping keeps the pages until the buffer is dropped
+        drop(file);
+        let data = tma_graph::Buf::mapped(map, 0, n * dout)?;
+        prev = Some(Features::Dense {
+            num_nodes: n,
+            dim: dout,
+            data,
+        });
+        let _ = layers;
+    }
+    model.release_buffers();
+    graph.release_pages();
+    features.release_pages();
+    match prev {
+        Some(Features::Dense { data, .. }) => Ok(data),
+        _ => unreachable!("at least one layer, dense outputs"),
     }
 }
 

@@ -530,7 +530,7 @@ impl Run {
             }
             let mut warnings = self.load_notes.clone();
             warnings.extend(prep.warnings.iter().cloned());
-            warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.seed));
+            warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, cfg.seed));
             if !cfg.val_check_interval.is_zero() && cfg.val_check_interval >= cfg.time_limit {
                 warnings.push(format!(
                     "val-check-interval ({}) is not shorter than time-limit ({}): no validation check will run, only the rounds are validated",

@@ -904,9 +904,10 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
                 train_edges: Vec::new(),
                 val_pos,
                 test_pos,
-                val_neg,
-                test_neg,
+                val_neg: val_neg.into(),
+                test_neg: test_neg.into(),
                 num_neg: k,
+                directed: m.directed,
                 notes: Default::default(),
             },
         }

@@ -531,3 +531,117 @@ fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
         );
     }
 }
+
+/// Link prediction on a shared graph: the split tma makes in memory, stored with its training
+/// graph in the on-disk format (held-out pairs and negatives) and trained from that mapped
+/// directory, gives the same evaluation data, partition, trainer data, steps and whole-run
+/// rounds as the in-memory run with the same seeds; the stored split is said, not made again.
+#[test]
+fn a_stored_link_split_trains_bit_identical_to_the_in_ram_split() {
+    // a graph with stored features: a featureless one gets structural features from the graph
+    // it is loaded with (the whole graph in memory, the training graph once stored)
+    let load = || load_dataset(&shared("planetoid_cora"), &LoadOptions::default()).unwrap();
+    let cfg = TrainConfig {
+        task: tma_train::Task::Link,
+        method: Method::RandomTma,
+        num_trainers: 2,
+        hidden: 16,
+        batch_size: 128,
+        seed: 3,
+        sync_ramp: 0,
+        ..TrainConfig::defaults_for(tma_train::Task::Link)
+    };
+    let ram = prepare(load(), &cfg).unwrap();
+    let tma_train::data::EvalData::Link { split } = &ram.eval else {
+        panic!("link task")
+    };
+    // the same split, stored: training graph + held-out pairs + negatives
+    let mut ds = load();
+    ds.graph = split.train_graph.clone();
+    ds.link_split = Some(tma_graph::StoredLinkSplit {
+        val_pos: split.val_pos.clone(),
+        test_pos: split.test_pos.clone(),
+        negatives: Some(tma_graph::StoredNegatives {
+            num_neg: split.num_neg,
+            seed: cfg.seed,
+            val: split.val_neg.clone(),
+            test: split.test_neg.clone(),
+        }),
+        source: "planetoid_cora".into(),
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let gdir = tmp.path().join("graph");
+    tma_graph::disk::write_dataset(&ds, &gdir, &tma_graph::disk::Provenance::new("test")).unwrap();
+    let mapped = load_dataset(&gdir, &LoadOptions::default()).unwrap();
+    assert!(mapped.graph.indices.is_mapped());
+    let mm = prepare(mapped, &cfg).unwrap();
+    let tma_train::data::EvalData::Link { split: stored } = &mm.eval else {
+        panic!("link task")
+    };
+    assert!(stored.val_neg.is_mapped() && stored.test_neg.is_mapped());
+    assert_eq!(
+        (&split.val_pos, &split.test_pos, split.num_neg),
+        (&stored.val_pos, &stored.test_pos, stored.num_neg)
+    );
+    assert_eq!(split.val_neg[..], stored.val_neg[..]);
+    assert_eq!(split.test_neg[..], stored.test_neg[..]);
+    assert_eq!(split.num_train_edges(), stored.num_train_edges());
+    assert_eq!(ram.graph, mm.graph);
+    assert_eq!(ram.partition_hash, mm.partition_hash);
+    assert!(
+        mm.warnings.iter().any(|w| w.starts_with(&format!(
+            "link split: the one stored with the graph in {} ({} validation / {} test",
+            gdir.display(),
+            split.val_pos.len(),
+            split.test_pos.len()
+        ))),
+        "{:?}",
+        mm.warnings
+    );
+    for (a, b) in ram.trainers.iter().zip(&mm.trainers) {
+        match (&a.target, &b.target) {
+            (
+                tma_train::data::TrainTarget::Link { edges: x },
+                tma_train::data::TrainTarget::Link { edges: y },
+            ) => assert_eq!(x, y),
+            _ => panic!("link targets"),
+        }
+        assert_eq!((&a.graph, &a.global_ids), (&b.graph, &b.global_ids));
+    }
+    // whole runs on the step schedule: the same rounds, bit for bit
+    let run_cfg = TrainConfig {
+        sync_every_steps: 8,
+        sync_every: Duration::from_millis(200),
+        time_limit: Duration::from_secs(3),
+        ..cfg.clone()
+    };
+    let run = |data: tma_train::DataSource, out: &str| {
+        let mut spec = tma_train::RunSpec::new(run_cfg.clone(), data);
+        spec.out = Some(tmp.path().join(out));
+        let mut rec = Record(Vec::new());
+        tma_train::Run::start(spec)
+            .unwrap()
+            .train(&mut rec)
+            .unwrap();
+        rec.0
+    };
+    let ra = run(tma_train::DataSource::InMemory(Box::new(load())), "ram");
+    let rb = run(tma_train::DataSource::Dataset(gdir.clone()), "mmap");
+    let k = ra.len().min(rb.len()) - 1;
+    assert!(k >= 2, "rounds {} and {}", ra.len(), rb.len());
+    for (x, y) in ra.iter().zip(&rb).take(k) {
+        assert_eq!((x.round, &x.steps), (y.round, &y.steps));
+        assert_eq!(
+            x.val.value.to_bits(),
+            y.val.value.to_bits(),
+            "round {}",
+            x.round
+        );
+        assert_eq!(
+            x.train_loss.to_bits(),
+            y.train_loss.to_bits(),
+            "round {}",
+            x.round
+        );
+    }
+}

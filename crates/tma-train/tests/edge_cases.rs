@@ -131,6 +131,7 @@ fn link_dataset(graph: Csr) -> Dataset {
         split: None,
         removed: Default::default(),
         num_splits: 0,
+        link_split: None,
     }
 }
 

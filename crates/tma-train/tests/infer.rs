@@ -326,7 +326,7 @@ fn validation_subset_bounds_validation_and_leaves_test_whole() {
         let before = [Split::Val, Split::Test]
             .map(|s| evaluate_with(&model, &p, &prep, s, &exact(InferMode::Full)));
         // at or above the split's size: no subset, no line, the same results
-        assert_eq!(prep.cap_validation(val_len, 11), None, "{task}");
+        assert_eq!(prep.cap_validation(val_len, usize::MAX, 11), None, "{task}");
         assert_eq!(prep.val_subset, None);
         for (i, s) in [Split::Val, Split::Test].into_iter().enumerate() {
             let r = evaluate_with(&model, &p, &prep, s, &exact(InferMode::Full));
@@ -334,7 +334,7 @@ fn validation_subset_bounds_validation_and_leaves_test_whole() {
         }
         // below: a subset of exactly the cap, said in one line
         let cap = val_len / 3;
-        let line = prep.cap_validation(cap, 11).unwrap();
+        let line = prep.cap_validation(cap, usize::MAX, 11).unwrap();
         let what = if task == Task::Node {
             "nodes"
         } else {
@@ -417,4 +417,130 @@ fn restricted_inference_on_a_mapped_graph_matches_and_leaves_no_pages_resident()
             "budget {budget}: pages left resident"
         );
     }
+}
+
+/// The layer-wise pass written to a scratch file equals the in-memory full pass (every encoder,
+/// node and link heads, 1-3 layers, a budget small enough for many chunks), and leaves no file
+/// behind in its scratch directory.
+#[test]
+fn inference_of_every_node_to_a_file_equals_the_full_pass() {
+    let ds = generate_sbm(&SbmConfig {
+        num_nodes: 700,
+        avg_degree: 9.0,
+        feature_dim: 10,
+        num_classes: 3,
+        seed: 8,
+        ..SbmConfig::default()
+    });
+    let g = &ds.graph;
+    let deg = g.degrees();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut r = ChaCha8Rng::seed_from_u64(2);
+    for enc in [EncoderKind::Sage, EncoderKind::Gcn, EncoderKind::Gat] {
+        for head in [Head::Node { num_classes: 3 }, Head::Link] {
+            for layers in [1, 2, 3] {
+                let m = Model::new(ModelConfig {
+                    hidden: 16,
+                    num_layers: layers,
+                    ..ModelConfig::new(enc, 10, head)
+                });
+                let p = m.init_params(&mut r);
+                let whole = m.infer_full(&p, g, &deg, &ds.features);
+                let o = InferOptions {
+                    scratch_dir: Some(scratch.path().to_path_buf()),
+                    ..opts(InferMode::Full, 64 << 10)
+                };
+                let rows =
+                    tma_train::infer::infer_all_to_file(&m, &p, g, &deg, &ds.features, &o).unwrap();
+                assert!(rows.is_mapped());
+                let got = Mat {
+                    rows: whole.rows,
+                    cols: whole.cols,
+                    data: rows.to_vec(),
+                };
+                let d = max_rel_diff(&got, &whole);
+                assert!(d < 1e-5, "{enc:?} {head:?} {layers} layers: {d}");
+                assert_eq!(
+                    std::fs::read_dir(scratch.path()).unwrap().count(),
+                    0,
+                    "scratch files are unlinked once mapped"
+                );
+            }
+        }
+    }
+}
+
+/// A link split stored with the graph whose test split needs several evaluation chunks (more
+/// than `LINK_EVAL_CHUNK` positives): scored from the file-backed pass, the metrics equal
+/// those of the whole split scored at once from the in-memory full pass.
+#[test]
+fn a_many_chunk_link_test_split_scores_as_one_full_pass() {
+    use tma_train::eval::{link_metrics, LINK_EVAL_CHUNK};
+    let mut ds = generate_sbm(&SbmConfig {
+        num_nodes: 3000,
+        avg_degree: 12.0,
+        feature_dim: 8,
+        num_classes: 4,
+        seed: 3,
+        ..SbmConfig::default()
+    });
+    // hold out 1300 edges (3 chunks of test positives) and give the split back as stored
+    let ls = tma_graph::link_split(&ds.graph, false, 0.02, 0.08, None, 20, 4);
+    assert!(
+        ls.test_pos.len() > 2 * LINK_EVAL_CHUNK,
+        "{}",
+        ls.test_pos.len()
+    );
+    ds.graph = ls.train_graph.clone();
+    ds.link_split = Some(tma_graph::StoredLinkSplit {
+        val_pos: ls.val_pos.clone(),
+        test_pos: ls.test_pos.clone(),
+        negatives: Some(tma_graph::StoredNegatives {
+            num_neg: 20,
+            seed: 4,
+            val: ls.val_neg.clone(),
+            test: ls.test_neg.clone(),
+        }),
+        source: "test".into(),
+    });
+    let cfg = TrainConfig {
+        task: Task::Link,
+        method: Method::Centralized,
+        hidden: 16,
+        eval_num_neg: 20,
+        seed: 4,
+        ..TrainConfig::defaults_for(Task::Link)
+    };
+    let prep = prepare(ds, &cfg).unwrap();
+    assert!(
+        prep.warnings
+            .iter()
+            .any(|w| w.starts_with("link split: the one stored with the graph in test (")),
+        "{:?}",
+        prep.warnings
+    );
+    let model = build_model(&cfg, prep.model_shape()).unwrap();
+    let p = model.init_params(&mut ChaCha8Rng::seed_from_u64(9));
+    let scratch = tempfile::tempdir().unwrap();
+    let o = InferOptions {
+        scratch_dir: Some(scratch.path().to_path_buf()),
+        ..opts(InferMode::Auto, 1 << 20)
+    };
+    let got = evaluate_with(&model, &p, &prep, Split::Test, &o);
+    // the reference: every node's outputs at once, every positive scored in one call
+    let h = model.infer_full(&p, &prep.graph, &prep.degrees, &prep.features);
+    let src: Vec<u32> = ls.test_pos.iter().map(|e| e.0).collect();
+    let dst: Vec<u32> = ls.test_pos.iter().map(|e| e.1).collect();
+    let pos = model.score(&p, &h, &src, &dst);
+    let nsrc: Vec<u32> = src
+        .iter()
+        .flat_map(|&s| std::iter::repeat_n(s, 20))
+        .collect();
+    let neg = model.score(&p, &h, &nsrc, &ls.test_neg);
+    let want = link_metrics(&pos, &neg, 20, tma_train::Metric::Mrr);
+    for (k, v) in &want {
+        let g = got.all[k];
+        assert!((g - v).abs() < 1e-3, "{k}: {g} vs {v}");
+    }
+    assert!(want["mrr"] > 0.0);
 }

@@ -756,3 +756,82 @@ fn partition_out_that_cannot_be_a_partition_directory_is_refused_before_loading(
         &["--memory-budget 64 MiB applies to `tma partition --out` on a graph in the on-disk format"],
     );
 }
+
+/// `tma generate --link-split` stores the held-out pairs with fixed negatives; `tma train
+/// --task link` uses that split (said in one line, recorded), never splits again (the
+/// evaluated positives are the stored ones, whatever --val-frac says), and the final test reads
+/// the whole stored test split (more than one evaluation chunk of 512 pairs).
+#[test]
+fn a_generated_link_split_is_used_and_said_never_split_again() {
+    let dir = tempdir();
+    let g = dir.path().join("g");
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "30000",
+        "--avg-degree",
+        "12",
+        "--feat-dim",
+        "8",
+        "--link-split",
+        "0.005,0.01",
+        "--link-num-neg",
+        "50",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let out = String::from_utf8_lossy(&r.stdout).to_string();
+    assert!(out.contains("50 fixed negatives each"), "{out}");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(g.join("tma-graph.json")).unwrap()).unwrap();
+    assert_eq!(m["link_negatives"]["num_neg"], 50);
+    let num_test = m["files"]["link_test.bin"]["len"].as_u64().unwrap() / 2;
+    let num_val = m["files"]["link_val.bin"]["len"].as_u64().unwrap() / 2;
+    assert!(num_test > 1024 && num_val > 500, "{num_val} / {num_test}");
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        g.to_str().unwrap(),
+        "--task",
+        "link",
+        "--trainers",
+        "2",
+        "--hidden",
+        "16",
+        "--time-limit",
+        "3s",
+        "--sync-every",
+        "1s",
+        "--sync-ramp",
+        "0",
+        "--val-frac",
+        "0.2",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let err = stderr(&r);
+    let want = format!(
+        "link split: the one stored with the graph in {} ({num_val} validation / {num_test} test held-out pairs, 50 fixed negatives each, stored (seed 0)); --val-frac, --test-frac and --eval-max-edges do not split it again, and its 50 negatives replace --eval-num-neg 1000",
+        g.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(err.contains("stored link split"), "dataset line: {err}");
+    assert!(
+        err.contains(&format!(
+            "validation uses a fixed seeded subset of 500 of the {num_val} validation positives every round (--eval-max-edges 500)"
+        )),
+        "{err}"
+    );
+    let s = summary(&run);
+    let warned = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str() == Some(want.as_str()));
+    assert!(warned, "{}", s["warnings"]);
+    let mrr = s["best_test"]["value"].as_f64().unwrap();
+    assert!(mrr.is_finite() && mrr > 0.0, "test mrr {mrr}");
+}

@@ -368,6 +368,7 @@ fn convert_inner(
         labels,
         split,
         link_split: false,
+        link_negatives: None,
         files,
         provenance: prov,
     }

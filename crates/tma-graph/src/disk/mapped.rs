@@ -13,7 +13,9 @@ use super::extsort::pair_hash;
 use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
 use crate::buf::{Buf, Pod, SharedMap};
 use crate::csr::Csr;
-use crate::dataset::{structural_features, Dataset, Labels, LoadOptions, NodeSplit};
+use crate::dataset::{
+    structural_features, Dataset, Labels, LoadOptions, NodeSplit, StoredLinkSplit, StoredNegatives,
+};
 use crate::error::{GraphError, Result};
 use crate::features::Features;
 
@@ -254,6 +256,37 @@ impl MappedGraph {
         if manifest.link_split {
             split_files.extend(["link_val.bin", "link_test.bin"]);
         }
+        if let Some(neg) = &manifest.link_negatives {
+            let mp = dir.join(MANIFEST);
+            if !manifest.link_split {
+                return Err(invalid(
+                    &mp,
+                    "link_negatives is set but link_split is false (negatives without held-out pairs)",
+                ));
+            }
+            if neg.version != super::LINK_SPLIT_VERSION {
+                return Err(invalid(
+                    &mp,
+                    format!(
+                        "link_negatives version {} is not readable by this build (reads version {})",
+                        neg.version,
+                        super::LINK_SPLIT_VERSION
+                    ),
+                ));
+            }
+            if neg.kind != super::NEGATIVES_PER_SOURCE || neg.num_neg == 0 {
+                return Err(invalid(
+                    &mp,
+                    format!(
+                        "link_negatives: kind {:?} with num_neg {} (this build reads kind {:?} with num_neg >= 1)",
+                        neg.kind,
+                        neg.num_neg,
+                        super::NEGATIVES_PER_SOURCE
+                    ),
+                ));
+            }
+            split_files.extend(["link_val_neg.bin", "link_test_neg.bin"]);
+        }
         let mut regions = BTreeMap::new();
         for (name, dtype, len) in want {
             regions.insert(
@@ -303,6 +336,25 @@ impl MappedGraph {
                     &dir.join(name),
                     "odd length: must hold (u, v) pairs",
                 ));
+            }
+        }
+        if let Some(neg) = &g.manifest.link_negatives {
+            for (pairs, name) in [
+                ("link_val.bin", "link_val_neg.bin"),
+                ("link_test.bin", "link_test_neg.bin"),
+            ] {
+                let want = (g.regions[pairs].len as u64 / 2).checked_mul(neg.num_neg);
+                if want != Some(g.regions[name].len as u64) {
+                    return Err(GraphError::Shape {
+                        path: dir.join(name),
+                        expected: format!(
+                            "[{} positives * {} negatives]",
+                            g.regions[pairs].len / 2,
+                            neg.num_neg
+                        ),
+                        found: vec![g.regions[name].len as u64],
+                    });
+                }
             }
         }
         Ok(g)
@@ -427,6 +479,38 @@ impl MappedGraph {
         self.manifest
             .link_split
             .then(|| (self.get("link_val.bin"), self.get("link_test.bin")))
+    }
+
+    /// The stored negatives of the held-out pairs `(num_neg, val_neg, test_neg)`, mapped (u32
+    /// `[pairs * num_neg]` row-major), when the manifest lists them.
+    pub fn link_negatives(&self) -> Option<(usize, Buf<u32>, Buf<u32>)> {
+        self.manifest.link_negatives.as_ref().map(|neg| {
+            (
+                neg.num_neg as usize,
+                self.regions["link_val_neg.bin"].buf(),
+                self.regions["link_test_neg.bin"].buf(),
+            )
+        })
+    }
+
+    /// The stored link split as the loader hands it on (`Dataset::link_split`): positives
+    /// copied (`8` bytes each), negatives mapped; `None` without held-out pairs.
+    pub fn stored_link_split(&self) -> Option<StoredLinkSplit> {
+        let (a, b) = self.link_split()?;
+        let pairs = |x: &[u32]| x.chunks_exact(2).map(|p| (p[0], p[1])).collect::<Vec<_>>();
+        Some(StoredLinkSplit {
+            val_pos: pairs(a),
+            test_pos: pairs(b),
+            negatives: self
+                .link_negatives()
+                .map(|(num_neg, val, test)| StoredNegatives {
+                    num_neg,
+                    seed: self.manifest.link_negatives.as_ref().map_or(0, |n| n.seed),
+                    val,
+                    test,
+                }),
+            source: self.dir.display().to_string(),
+        })
     }
 
     /// Checks the contents (one pass over every file): `indptr` monotone, neighbour ids
@@ -582,8 +666,14 @@ impl MappedGraph {
                 }
             }
         }
+        let negs = self.link_negatives();
         if let Some((a, b)) = self.link_split() {
-            for (name, ids) in [("link_val.bin", a), ("link_test.bin", b)] {
+            let mut files = vec![("link_val.bin", a), ("link_test.bin", b)];
+            if let Some((_, va, te)) = &negs {
+                files.push(("link_val_neg.bin", &va[..]));
+                files.push(("link_test_neg.bin", &te[..]));
+            }
+            for (name, ids) in files {
                 if let Some(&x) = ids.iter().find(|&&x| x as usize >= n) {
                     return Err(GraphError::IdOutOfRange {
                         path: p(name),
@@ -717,6 +807,7 @@ impl MappedGraph {
             split,
             // arcs the conversion dropped are recorded in the manifest's notes, not here
             removed: crate::dataset::RemovedArcs::default(),
+            link_split: self.stored_link_split(),
         })
     }
 
@@ -743,7 +834,15 @@ impl MappedGraph {
             None => "no split".into(),
         };
         let link = match self.link_split() {
-            Some((a, b)) => format!(", held-out links {}/{}", a.len() / 2, b.len() / 2),
+            Some((a, b)) => format!(
+                ", held-out links {}/{} ({})",
+                a.len() / 2,
+                b.len() / 2,
+                match &m.link_negatives {
+                    Some(n) => format!("{} fixed negatives each, seed {}", n.num_neg, n.seed),
+                    None => "no stored negatives".into(),
+                }
+            ),
             None => String::new(),
         };
         let bytes: u64 = m.files.values().map(|f| f.bytes).sum();

@@ -27,11 +27,13 @@
 
 mod convert;
 mod extsort;
+mod link;
 mod mapped;
 mod write;
 
 pub use convert::{convert_npy_dir, ConvertOptions, ConvertReport};
 pub use extsort::{BuildStats, ExternalCsrBuilder};
+pub use link::{add_link_negatives, LinkNegativesReport};
 pub use mapped::{CsrRef, FeaturesRef, MappedGraph};
 pub use write::{write_dataset, ArrayWriter};
 
@@ -187,6 +189,29 @@ impl Provenance {
     }
 }
 
+/// Version of the link-split section ([`LinkNegativesLayout::version`]) this build writes and
+/// reads.
+pub const LINK_SPLIT_VERSION: u32 = 1;
+
+/// How the held-out link pairs' negatives are stored (`link_negatives` of the manifest).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkNegativesLayout {
+    /// [`LINK_SPLIT_VERSION`] at writing; another version is an error naming the manifest.
+    pub version: u32,
+    /// `"per_source"`: `num_neg` destinations `w` per positive `(u, v)`, ranked against it as
+    /// pairs `(u, w)` (OGB's ogbl-citation2 protocol: MRR); `link_val_neg.bin` is u32
+    /// `[num_val * num_neg]` row-major, `link_test_neg.bin` likewise. Never a true edge of the
+    /// whole graph (training graph + held-out pairs) nor a self-loop.
+    pub kind: String,
+    /// Negatives per positive.
+    pub num_neg: u64,
+    /// The seed they were drawn with ([`crate::link_negatives`]).
+    pub seed: u64,
+}
+
+/// The only [`LinkNegativesLayout::kind`] of version 1.
+pub const NEGATIVES_PER_SOURCE: &str = "per_source";
+
 /// The manifest `tma-graph.json`. See `docs/graph-format.md` for every field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -212,6 +237,11 @@ pub struct Manifest {
     /// graph then excludes them (OGB convention: the graph is the training graph).
     #[serde(default)]
     pub link_split: bool,
+    /// Fixed evaluation negatives of the held-out pairs (`link_val_neg.bin`,
+    /// `link_test_neg.bin`), when stored: the link-split section, versioned on its own.
+    /// Absent: a run draws them when it starts ([`crate::link_negatives`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_negatives: Option<LinkNegativesLayout>,
     /// Every array file, by file name.
     pub files: BTreeMap<String, FileEntry>,
     /// Who wrote it.

@@ -218,7 +218,9 @@ pub(crate) fn write_node_data(
 /// Writes an in-memory dataset to `dir` (created if missing) in the on-disk format, manifest
 /// last. Structural features (a featureless graph's generated columns) are not stored: the
 /// manifest says "no features" and loading generates them again from the load options, as the
-/// `.npy` loader does. The split is recorded as [`SplitSource::Index`] when present.
+/// `.npy` loader does. The split is recorded as [`SplitSource::Index`] when present; a link
+/// split (`Dataset::link_split`) as the held-out pairs and, when it has them, their negatives
+/// (docs/graph-format.md, "Link split"; `ds.graph` must then be the training graph).
 ///
 /// # Errors
 /// [`GraphError::Io`] naming the file that could not be written.
@@ -233,6 +235,23 @@ pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Resul
     } else {
         SplitSource::None
     };
+    // a link split the dataset ships: the held-out pairs and, when it has them, its negatives
+    let mut link_negatives = None;
+    if let Some(ls) = &ds.link_split {
+        let flat = |p: &[(u32, u32)]| p.iter().flat_map(|&(u, v)| [u, v]).collect::<Vec<_>>();
+        write_array(dir, "link_val.bin", &flat(&ls.val_pos), &mut files)?;
+        write_array(dir, "link_test.bin", &flat(&ls.test_pos), &mut files)?;
+        if let Some(n) = &ls.negatives {
+            write_array(dir, "link_val_neg.bin", &n.val, &mut files)?;
+            write_array(dir, "link_test_neg.bin", &n.test, &mut files)?;
+            link_negatives = Some(super::LinkNegativesLayout {
+                version: super::LINK_SPLIT_VERSION,
+                kind: super::NEGATIVES_PER_SOURCE.into(),
+                num_neg: n.num_neg as u64,
+                seed: n.seed,
+            });
+        }
+    }
     Manifest {
         format: FORMAT_NAME.into(),
         version: FORMAT_VERSION,
@@ -243,7 +262,8 @@ pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Resul
         features,
         labels,
         split,
-        link_split: false,
+        link_split: ds.link_split.is_some(),
+        link_negatives,
         files,
         provenance: provenance.clone(),
     }

@@ -440,6 +440,7 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
             split,
             removed,
             num_splits,
+            link_split: None,
         },
         format,
         notes,

@@ -162,3 +162,69 @@ fn link_split_complete_graph_has_nothing_to_rank() {
     assert_eq!(ls.notes.unrankable, 4);
     assert_eq!(ls.notes.min_valid_negatives, None);
 }
+
+#[test]
+fn negatives_of_a_given_split_equal_those_link_split_draws() {
+    // an undirected graph split in memory, then handed back as a stored split (training graph +
+    // held-out positives): link_negatives draws the same negatives, byte for byte
+    let (g, directed) = small_graph();
+    let ls = link_split(&g, directed, 0.05, 0.05, None, 30, 9);
+    let (val, test, notes) =
+        tma_graph::link_negatives(&ls.train_graph, directed, &ls.val_pos, &ls.test_pos, 30, 9);
+    assert_eq!(val, ls.val_neg[..]);
+    assert_eq!(test, ls.test_neg[..]);
+    assert_eq!(
+        notes.shared_val_test_negatives,
+        ls.notes.shared_val_test_negatives
+    );
+    assert_eq!(notes.few_negatives, ls.notes.few_negatives);
+    assert_eq!(notes.min_valid_negatives, ls.notes.min_valid_negatives);
+    // and never a held-out positive: those are absent from the training graph it was given
+    let held: HashSet<(u32, u32)> = ls.val_pos.iter().chain(&ls.test_pos).copied().collect();
+    for (i, &(u, _)) in ls.val_pos.iter().enumerate() {
+        for &w in &val[i * 30..(i + 1) * 30] {
+            assert!(!held.contains(&(u.min(w), u.max(w))) && w != u);
+            assert!(!has_arc(&g, u, w));
+        }
+    }
+}
+
+#[test]
+fn shared_negative_count_is_exact_where_sides_run_out() {
+    // a hub adjacent to every node but the last: its held-out edges (source 0, the smaller id)
+    // have one valid negative, (0, 11), which lies on one side only; the other side's positives
+    // fall back to it, so validation and test share pairs. The count equals a brute-force one.
+    let n = 12u32;
+    let mut src = vec![];
+    let mut dst = vec![];
+    for (a, b) in (1..n - 1).map(|v| (0, v)).chain([(1, n - 1)]) {
+        src.extend([a, b]);
+        dst.extend([b, a]);
+    }
+    let g = Csr::from_edges(n as usize, &src, &dst);
+    let ls = link_split(&g, false, 0.3, 0.3, None, 7, 1);
+    let k = 7;
+    let val_pairs: HashSet<(u32, u32)> = ls
+        .val_pos
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(u, _))| {
+            ls.val_neg[i * k..(i + 1) * k]
+                .iter()
+                .map(move |&w| (u.min(w), u.max(w)))
+        })
+        .collect();
+    let brute = ls
+        .test_pos
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &(u, _))| {
+            ls.test_neg[i * k..(i + 1) * k]
+                .iter()
+                .map(move |&w| (u.min(w), u.max(w)))
+        })
+        .filter(|p| val_pairs.contains(p))
+        .count();
+    assert!(brute > 0, "the graph must force shared pairs");
+    assert_eq!(ls.notes.shared_val_test_negatives, brute);
+}
