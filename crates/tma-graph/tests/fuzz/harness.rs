@@ -270,9 +270,12 @@ pub fn files_of(dir: &Path) -> Vec<String> {
     v
 }
 
-/// `crates/tma-graph/tests/fixtures/formats/NAME`.
+/// `crates/tma-graph/tests/fixtures/formats/NAME` (the crate directory from `TMA_GRAPH_DIR`
+/// when set: the coverage-guided binary is built in another package).
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("TMA_GRAPH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf())
         .join("tests/fixtures/formats")
         .join(name)
 }

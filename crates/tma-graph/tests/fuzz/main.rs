@@ -210,3 +210,19 @@ fn the_checker_flags_panics_unnamed_errors_and_huge_allocations() {
     });
     assert!(v.unwrap().contains("allocated"));
 }
+
+/// Writes every target's seeds to `tests/fuzz_corpus/<target>/seed-N`, the starting corpus of
+/// the coverage-guided runs (`fuzz/run.sh`): `cargo test --test fuzz -- --ignored`.
+#[test]
+#[ignore = "writes the committed seed corpus"]
+fn write_seed_corpus() {
+    for t in targets::TARGETS {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fuzz_corpus")
+            .join(t);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, s) in targets::seeds(t).iter().enumerate() {
+            std::fs::write(dir.join(format!("seed-{i}")), s).unwrap();
+        }
+    }
+}

@@ -7,7 +7,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -182,12 +181,15 @@ impl Failures {
     }
 
     /// Panics listing every distinct failure with its input (escaped, at most 600 bytes shown),
-    /// also written to `target/fuzz-failures/` for replay.
+    /// also written to `target/tmp/fuzz-failures/` for replay.
     pub fn assert_none(&self) {
         if self.seen.is_empty() {
             return;
         }
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz-failures");
+        let dir = option_env!("CARGO_TARGET_TMPDIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir)
+            .join("fuzz-failures");
         let _ = std::fs::create_dir_all(&dir);
         let mut msg = format!(
             "{}: {} distinct failures in {} cases\n",
@@ -700,7 +702,7 @@ fn set_at(v: &mut serde_json::Value, path: &[Step], op: u32, rng: &mut ChaCha8Rn
                 m.insert(k.clone(), new);
             }
         },
-        (Step::Idx(i), serde_json::Value::Array(a)) => match op {
+        (Step::Idx(i), serde_json::Value::Array(a)) if *i < a.len() => match op {
             0 => {
                 a.remove(*i);
             }
