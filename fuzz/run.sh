@@ -18,4 +18,4 @@ seeds=()
 for d in ../crates/*/tests/fuzz_corpus/"$target"; do [ -d "$d" ] && seeds+=("$d"); done
 TMA_GRAPH_DIR=$PWD/../crates/tma-graph TMA_FUZZ_TARGET=$target "$bin" "corpus/$target" "${seeds[@]}" \
   -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
-  -artifact_prefix="artifacts/$target/" -print_final_stats=1
+  -len_control=0 -artifact_prefix="artifacts/$target/" -print_final_stats=1

@@ -2,10 +2,8 @@
 //! (see `fuzz/run.sh`). A panic, or an error that does not name the user's file, is a crash.
 #![no_main]
 
-#[allow(dead_code)]
 #[path = "../../crates/tma-graph/tests/fuzz/harness.rs"]
 mod harness;
-#[allow(dead_code)]
 #[path = "../../crates/tma-graph/tests/fuzz/targets.rs"]
 mod targets;
 #[allow(dead_code)]

@@ -285,7 +285,9 @@ pub fn gunzip(b: &[u8]) -> Vec<u8> {
     use std::io::Read;
     if b.starts_with(&[0x1f, 0x8b]) {
         let mut out = vec![];
-        flate2::read::GzDecoder::new(b).read_to_end(&mut out).unwrap();
+        flate2::read::GzDecoder::new(b)
+            .read_to_end(&mut out)
+            .unwrap();
         out
     } else {
         b.to_vec()

@@ -324,7 +324,9 @@ fn mutate_once(rng: &mut ChaCha8Rng, b: &mut Vec<u8>, dict: &[&[u8]]) {
         // interesting byte
         1 if len > 0 => {
             let i = rng.random_range(0..len);
-            b[i] = [0u8, 0xff, 0x7f, 0x80, b'0', b'9', b'-', b',', b'\n', b'"', b'\''][rng.random_range(0..11)];
+            b[i] = [
+                0u8, 0xff, 0x7f, 0x80, b'0', b'9', b'-', b',', b'\n', b'"', b'\'',
+            ][rng.random_range(0..11)];
         }
         // insert random bytes
         2 => {
@@ -429,8 +431,29 @@ pub fn truncations(rng: &mut ChaCha8Rng, input: &[u8], max: usize, count: usize)
 
 /// The dtypes an `.npy` header mutation tries.
 pub const NPY_DESCRS: &[&str] = &[
-    "<i8", "<i4", "<u8", "<u4", "<f8", "<f4", "<f2", "|u1", "|b1", ">i8", ">f4", "<i0", "<i16",
-    "|O", "<U8", "|S4", "|V8", "<c8", "<M8[s]", "i8", "<", "", "<i9999999999999999999",
+    "<i8",
+    "<i4",
+    "<u8",
+    "<u4",
+    "<f8",
+    "<f4",
+    "<f2",
+    "|u1",
+    "|b1",
+    ">i8",
+    ">f4",
+    "<i0",
+    "<i16",
+    "|O",
+    "<U8",
+    "|S4",
+    "|V8",
+    "<c8",
+    "<M8[s]",
+    "i8",
+    "<",
+    "",
+    "<i9999999999999999999",
 ];
 
 /// The shapes an `.npy` header mutation tries (as the tuple's text).
@@ -509,7 +532,9 @@ pub fn mutate_npy(rng: &mut ChaCha8Rng, valid: &[u8]) -> Vec<u8> {
         2 => {
             let f = if fortran { "True" } else { "False" };
             return npy_with_header(
-                &format!("{{'descr': '{cur_descr}', 'fortran_order': {f}, 'shape': {cur_shape}, }}"),
+                &format!(
+                    "{{'descr': '{cur_descr}', 'fortran_order': {f}, 'shape': {cur_shape}, }}"
+                ),
                 &payload,
             );
         }
@@ -634,7 +659,9 @@ pub fn mutate_json(rng: &mut ChaCha8Rng, valid: &[u8]) -> Vec<u8> {
 }
 
 /// Tokens of JSON.
-pub const JSON_DICT: &[&[u8]] = &[b"{", b"}", b"[", b"]", b"\"", b":", b",", b"null", b"\\u0000"];
+pub const JSON_DICT: &[&[u8]] = &[
+    b"{", b"}", b"[", b"]", b"\"", b":", b",", b"null", b"\\u0000",
+];
 
 #[derive(Clone, Debug)]
 enum Step {

@@ -14,7 +14,11 @@ fn refused(target: &str, input: &[u8], want: &str) {
 
 /// `edge_index.npy` of a dataset converted to the on-disk format, with `header` and `payload`.
 fn convert_edge_index(header: &str, payload: &[u8]) -> Vec<u8> {
-    targets::encode("convert", "edge_index.npy", &npy_with_header(header, payload))
+    targets::encode(
+        "convert",
+        "edge_index.npy",
+        &npy_with_header(header, payload),
+    )
 }
 
 /// A shape whose product overflows u64 made npyz's header parser panic in

@@ -181,7 +181,13 @@ pub fn encode(target: &str, rel: &str, flags: u8, content: &[u8]) -> Vec<u8> {
 }
 
 /// Writes `data` to `dir/rel`, runs `f`, restores every file it changed.
-fn with_file(dir: &Path, rel: &str, data: &[u8], fix_hash: bool, f: impl FnOnce() -> Outcome) -> Outcome {
+fn with_file(
+    dir: &Path,
+    rel: &str,
+    data: &[u8],
+    fix_hash: bool,
+    f: impl FnOnce() -> Outcome,
+) -> Outcome {
     let path = dir.join(rel);
     let mpath = dir.join("manifest.json");
     let old = std::fs::read(&path).ok();
@@ -190,7 +196,10 @@ fn with_file(dir: &Path, rel: &str, data: &[u8], fix_hash: bool, f: impl FnOnce(
     if fix_hash && rel != "manifest.json" {
         if let Some(m) = &old_manifest {
             let mut v: serde_json::Value = serde_json::from_slice(m).unwrap();
-            let h: String = Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect();
+            let h: String = Sha256::digest(data)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
             v["files"][rel] = serde_json::Value::String(h);
             std::fs::write(&mpath, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
         }
@@ -287,12 +296,17 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
             let tmp = tempfile::tempdir().unwrap();
             let p = tmp.path().join("m.safetensors");
             let mut t = template();
-            t.data.iter_mut().enumerate().for_each(|(i, x)| *x = i as f32);
+            t.data
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, x)| *x = i as f32);
             t.save_safetensors(&p).unwrap();
             vec![std::fs::read(&p).unwrap()]
         }
         "config_toml" => vec![
-            toml::to_string(&TrainConfig::default()).unwrap().into_bytes(),
+            toml::to_string(&TrainConfig::default())
+                .unwrap()
+                .into_bytes(),
             toml::to_string(&TrainConfig::defaults_for(Task::Node))
                 .unwrap()
                 .into_bytes(),

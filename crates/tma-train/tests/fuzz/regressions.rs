@@ -18,7 +18,10 @@ fn refused(target: &str, input: &[u8], want: &str) {
 fn a_checkpoint_elapsed_time_beyond_any_duration_is_refused() {
     let state = harness::dir_file_bytes("checkpoint", "checkpoint/state.json");
     let mut v: serde_json::Value = serde_json::from_slice(&state).unwrap();
-    for bad in [serde_json::json!(18446744073709551615u64), serde_json::json!(1e300)] {
+    for bad in [
+        serde_json::json!(18446744073709551615u64),
+        serde_json::json!(1e300),
+    ] {
         v["elapsed_s"] = bad;
         let input = harness::encode(
             "checkpoint",
