@@ -4,6 +4,8 @@
 mod bench;
 mod compare;
 mod dist;
+#[cfg(test)]
+mod fuzz_config;
 mod interrupt;
 #[cfg(feature = "mpi")]
 mod mpi_run;

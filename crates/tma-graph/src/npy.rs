@@ -122,27 +122,33 @@ fn npy_err(path: &Path, reason: impl Into<String>) -> GraphError {
     }
 }
 
-/// Pre-scan the `'shape': (...)` tuple so that absurd shapes (whose product overflows) are
-/// reported as errors instead of reaching arithmetic that could overflow.
-fn precheck_shape(path: &Path, header: &str) -> Result<()> {
-    if let Some(start) = header.find("'shape'") {
-        let rest = &header[start..];
-        if let (Some(a), Some(b)) = (rest.find('('), rest.find(')')) {
-            if a < b {
-                let mut prod: u64 = 1;
-                for tok in rest[a + 1..b].split(',') {
-                    let tok = tok.trim().trim_end_matches('L');
-                    if tok.is_empty() {
-                        continue;
-                    }
-                    let v: u64 = tok
-                        .parse()
-                        .map_err(|_| npy_err(path, format!("bad shape entry {tok:?} in header")))?;
-                    prod = prod
-                        .checked_mul(v)
-                        .ok_or_else(|| npy_err(path, "shape product overflows"))?;
-                }
+/// Checks the header dictionary before `npyz` parses it, so that what would make its
+/// arithmetic overflow (a panic) is a clean error: a `shape` whose product overflows, however
+/// the literal is spelled (quotes, a list, spaces: the header is parsed as the Python literal
+/// npyz parses).
+pub(crate) fn precheck_shape(path: &Path, header: &str) -> Result<()> {
+    use py_literal::Value;
+    // what does not parse is reported by npyz
+    let Ok(Value::Dict(items)) = header.trim().parse::<Value>() else {
+        return Ok(());
+    };
+    for (k, v) in &items {
+        let (Value::String(k), Value::Tuple(dims) | Value::List(dims)) = (k, v) else {
+            continue;
+        };
+        if k != "shape" {
+            continue;
+        }
+        let mut prod: u64 = 1;
+        for d in dims {
+            let v = match d {
+                Value::Integer(i) => i.to_string().parse::<u64>().ok(),
+                _ => None,
             }
+            .ok_or_else(|| npy_err(path, format!("bad shape entry {d} in header")))?;
+            prod = prod
+                .checked_mul(v)
+                .ok_or_else(|| npy_err(path, "shape product overflows"))?;
         }
     }
     Ok(())

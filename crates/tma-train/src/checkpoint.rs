@@ -351,8 +351,8 @@ impl Checkpointer {
 /// Reads `run_dir/checkpoint/state.json`.
 ///
 /// # Errors
-/// [`TrainError::Io`] if there is no checkpoint; [`TrainError::Config`] for invalid JSON or
-/// an unknown version.
+/// [`TrainError::Io`] if there is no checkpoint; [`TrainError::Config`] for invalid JSON, an
+/// unknown version or an `elapsed_s` beyond any duration.
 pub fn read_state(run_dir: &Path) -> Result<CheckpointState, TrainError> {
     let sp = run_dir.join("checkpoint").join("state.json");
     let bytes = std::fs::read(&sp).map_err(|e| io_err(&sp, e))?;
@@ -362,6 +362,14 @@ pub fn read_state(run_dir: &Path) -> Result<CheckpointState, TrainError> {
             sp.display()
         ))
     })?;
+    // the training clock resumes from it: a time no `Duration` holds would panic there
+    if std::time::Duration::try_from_secs_f64(state.elapsed_s.max(0.0)).is_err() {
+        return Err(TrainError::Config(format!(
+            "{}: elapsed_s {} is not a training time",
+            sp.display(),
+            state.elapsed_s
+        )));
+    }
     if state.format_version != CHECKPOINT_VERSION {
         return Err(TrainError::Config(format!(
             "{}: checkpoint format version {} is not supported (expected {CHECKPOINT_VERSION})",

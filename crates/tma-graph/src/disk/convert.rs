@@ -81,6 +81,9 @@ fn edge_header(path: &Path) -> Result<(u64, u64, bool)> {
     let mut head = vec![0u8; off as usize];
     f.seek(SeekFrom::Start(0)).map_err(|e| io_err(path, e))?;
     f.read_exact(&mut head).map_err(|e| io_err(path, e))?;
+    if let Ok(text) = std::str::from_utf8(&head[hstart as usize..]) {
+        crate::npy::precheck_shape(path, text)?;
+    }
     let h = npyz::NpyHeader::from_reader(&head[..])
         .map_err(|e| npy(&format!("unparseable header: {e}")))?;
     let descr = match h.dtype() {
@@ -103,12 +106,12 @@ fn edge_header(path: &Path) -> Result<(u64, u64, bool)> {
         });
     }
     let e = shape[1];
-    let want = off + 16 * e;
-    if file_len != want {
+    let want = e.checked_mul(16).and_then(|b| b.checked_add(off));
+    if want != Some(file_len) {
         return Err(npy(&format!(
             "payload of {} bytes, the header announces {}",
             file_len - off,
-            16 * e
+            16 * u128::from(e)
         )));
     }
     Ok((off, e, h.order() == npyz::Order::Fortran))
