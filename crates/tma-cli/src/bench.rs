@@ -1359,8 +1359,10 @@ fn minibatch(
                 let v = g.indptr.partition_point(|&p| p as usize <= a) - 1;
                 (g.indices[a], v as u32)
             })
-            .collect();
-        TrainTarget::Link { edges }
+            .collect::<Vec<_>>();
+        TrainTarget::Link {
+            edges: edges.into(),
+        }
     } else {
         TrainTarget::Node {
             nodes: (0..n as u32).collect(),

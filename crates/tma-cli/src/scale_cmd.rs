@@ -303,19 +303,49 @@ pub enum FeatDtype {
     F16,
 }
 
+/// `--preset`: graphs shaped like the paper's link-prediction workloads (Zhu et al. 2023).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// Reddit-like: 232,965 nodes, average degree 492 (~114.6M arcs before duplicate merging;
+    /// dense), 64-d features, link split 0.0005,0.0005
+    Reddit,
+    /// ogbl-citation2-like: 2,927,963 nodes, ~30.6M arcs (average degree 10.45; stored
+    /// undirected: the generator makes undirected graphs), 128-d features, link split
+    /// 0.003,0.003 (about OGB's 86,956 held-out pairs each)
+    Citation2,
+    /// MAG240M-like: 65,000,000 nodes, average degree 20 (~1.3 billion arcs), 16-d features to
+    /// fit the disk (~13 GB), a node split of 1% / 0.1% / 0.2% (few labelled papers), link
+    /// split 0.00005,0.00005 (~32,000 held-out pairs each)
+    Mag,
+}
+
+/// The flags a preset sets (`nodes`, `avg_degree`, `feat_dim`, `link_split`, `split`).
+fn preset_values(p: Preset) -> (u64, f64, usize, &'static str, &'static str) {
+    match p {
+        Preset::Reddit => (232_965, 492.0, 64, "0.0005,0.0005", "0.6,0.2,0.2"),
+        Preset::Citation2 => (2_927_963, 10.45, 128, "0.003,0.003", "0.6,0.2,0.2"),
+        Preset::Mag => (65_000_000, 20.0, 16, "0.00005,0.00005", "0.01,0.001,0.002"),
+    }
+}
+
 /// Options of `tma generate`.
 #[derive(Args, Debug)]
 pub struct GenerateOpts {
-    /// Nodes (2 ..= 2^32 - 1).
+    /// A graph shaped like one of the paper's link-prediction workloads: sets --nodes,
+    /// --avg-degree, --feat-dim, --link-split and --split (each flag given as well overrides
+    /// it). Measured figures: bench/scale-results.md.
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+    /// Nodes (2 ..= 2^32 - 1); required without --preset.
     #[arg(long, value_name = "N")]
-    pub nodes: u64,
+    pub nodes: Option<u64>,
     /// Target arcs per node before self-loop removal and duplicate merging (both directions of
-    /// an edge count).
-    #[arg(long, value_name = "D", default_value_t = 20.0)]
-    pub avg_degree: f64,
-    /// Feature width (0: no features; structural ones are generated at load).
-    #[arg(long, value_name = "D", default_value_t = 32)]
-    pub feat_dim: usize,
+    /// an edge count). Default: 20.
+    #[arg(long, value_name = "D")]
+    pub avg_degree: Option<f64>,
+    /// Feature width (0: no features; structural ones are generated at load). Default: 32.
+    #[arg(long, value_name = "D")]
+    pub feat_dim: Option<usize>,
     /// Feature element type on disk.
     #[arg(long, value_enum, default_value = "f32")]
     pub feat_dtype: FeatDtype,
@@ -337,14 +367,10 @@ pub struct GenerateOpts {
     )]
     pub rmat: String,
     /// Fractions of undirected pairs held out for link validation and test (VAL,TEST); held-out
-    /// pairs are not in the stored graph.
-    #[arg(
-        long,
-        value_name = "VAL,TEST",
-        default_value = "0,0",
-        allow_hyphen_values = true
-    )]
-    pub link_split: String,
+    /// pairs are not in the stored graph (it is the training graph), and `tma train --task
+    /// link` uses them as its split. Default: 0,0 (none).
+    #[arg(long, value_name = "VAL,TEST", allow_hyphen_values = true)]
+    pub link_split: Option<String>,
     /// Fixed evaluation negatives per held-out pair, stored with the link split (OGB's
     /// ogbl-citation2 protocol: 1000 per positive, never a true edge or a self-loop); a run
     /// ranks each held-out pair against them (MRR). 0 = none stored: each run draws them from
@@ -354,14 +380,9 @@ pub struct GenerateOpts {
     /// Fractions of nodes in the training, validation and test splits (TRAIN,VAL,TEST; the
     /// remaining nodes are in no split). Large graphs of the field label few nodes
     /// (ogbn-papers100M: about 1.1% train, 0.1% validation, 0.2% test); the whole test split
-    /// is evaluated at the end of a run.
-    #[arg(
-        long,
-        value_name = "TRAIN,VAL,TEST",
-        default_value = "0.6,0.2,0.2",
-        allow_hyphen_values = true
-    )]
-    pub split: String,
+    /// is evaluated at the end of a run. Default: 0.6,0.2,0.2.
+    #[arg(long, value_name = "TRAIN,VAL,TEST", allow_hyphen_values = true)]
+    pub split: Option<String>,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -391,21 +412,42 @@ pub fn generate(o: GenerateOpts) -> Result<()> {
     let budget = build_budget(o.memory_budget)?;
     no_huge_pages();
     let abc = floats("--rmat", &o.rmat, 3)?;
-    let ls = floats("--link-split", &o.link_split, 2)?;
-    let sp = floats("--split", &o.split, 3)?;
+    let preset = o.preset.map(preset_values);
+    let Some(nodes) = o.nodes.or(preset.map(|p| p.0)) else {
+        bail!("--nodes N is required (or --preset reddit|citation2|mag)");
+    };
+    let avg_degree = o.avg_degree.or(preset.map(|p| p.1)).unwrap_or(20.0);
+    let feat_dim = o.feat_dim.or(preset.map(|p| p.2)).unwrap_or(32);
+    let link_split = o
+        .link_split
+        .clone()
+        .or(preset.map(|p| p.3.to_string()))
+        .unwrap_or_else(|| "0,0".into());
+    let split = o
+        .split
+        .clone()
+        .or(preset.map(|p| p.4.to_string()))
+        .unwrap_or_else(|| "0.6,0.2,0.2".into());
+    let ls = floats("--link-split", &link_split, 2)?;
+    let sp = floats("--split", &split, 3)?;
     if !sp.iter().all(|f| (0.0..=1.0).contains(f)) || sp.iter().sum::<f64>() > 1.0 + 1e-9 {
         bail!(
-            "--split {:?}: TRAIN, VAL and TEST must lie in [0, 1] with TRAIN + VAL + TEST <= 1",
-            o.split
+            "--split {split:?}: TRAIN, VAL and TEST must lie in [0, 1] with TRAIN + VAL + TEST <= 1"
+        );
+    }
+    if let Some(p) = o.preset {
+        eprintln!(
+            "preset {}: --nodes {nodes} --avg-degree {avg_degree} --feat-dim {feat_dim} --link-split {link_split} --split {split}",
+            format!("{p:?}").to_lowercase()
         );
     }
     let cfg = RmatConfig {
-        num_nodes: o.nodes,
-        avg_degree: o.avg_degree,
+        num_nodes: nodes,
+        avg_degree,
         abc: (abc[0], abc[1], abc[2]),
         num_classes: o.classes,
         homophily: o.homophily,
-        feature_dim: o.feat_dim,
+        feature_dim: feat_dim,
         feature_noise: o.feature_noise,
         feature_dtype: match o.feat_dtype {
             FeatDtype::F32 => Dtype::F32,

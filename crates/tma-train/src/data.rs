@@ -74,13 +74,95 @@ impl NodeTargets {
     }
 }
 
+/// The positive training edges of a link-prediction trainer, in local ids, by index
+/// `0..len()`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkExamples {
+    /// An explicit list (shared examples, LLCG's corrector, a partition directory's
+    /// `train_edges.npy`): 8 bytes per positive.
+    List(Vec<(u32, u32)>),
+    /// The arcs of the trainer's own graph (`TrainerData::graph`), in CSR order: every arc if
+    /// `directed`, else each undirected edge once as `(u, v)` with `u < v` (the leading part of
+    /// each sorted row `v`), exactly the list [`positive_edges`] makes, without storing it:
+    /// `before[v]` counts the positives of rows `< v` (`[n + 1]`, 8 bytes per node; empty when
+    /// directed: positive `i` is arc `i`). A part of a mapped graph keeps its positives mapped.
+    Graph {
+        /// Arcs of a directed graph, or undirected edges.
+        directed: bool,
+        /// Positives before each row (undirected only).
+        before: Vec<u64>,
+    },
+}
+
+impl LinkExamples {
+    /// [`LinkExamples::Graph`] over `graph`'s arcs.
+    pub fn of_graph(graph: &Csr, directed: bool) -> LinkExamples {
+        let before = if directed {
+            Vec::new()
+        } else {
+            let mut b = Vec::with_capacity(graph.num_nodes() + 1);
+            let mut c = 0u64;
+            b.push(0);
+            for v in 0..graph.num_nodes() {
+                c += graph.neighbors(v).partition_point(|&u| u < v as u32) as u64;
+                b.push(c);
+            }
+            b
+        };
+        LinkExamples::Graph { directed, before }
+    }
+
+    /// Number of positives (`graph`: the trainer's graph).
+    pub fn len(&self, graph: &Csr) -> usize {
+        match self {
+            LinkExamples::List(e) => e.len(),
+            LinkExamples::Graph { directed: true, .. } => graph.num_edges(),
+            LinkExamples::Graph { before, .. } => before.last().copied().unwrap_or(0) as usize,
+        }
+    }
+
+    /// Positive `i` as `(u, v)` (`graph`: the trainer's graph).
+    ///
+    /// # Panics
+    /// If `i >= self.len(graph)`.
+    #[inline]
+    pub fn get(&self, graph: &Csr, i: usize) -> (u32, u32) {
+        match self {
+            LinkExamples::List(e) => e[i],
+            LinkExamples::Graph { directed: true, .. } => {
+                let v = graph.indptr.partition_point(|&p| p as usize <= i) - 1;
+                (graph.indices[i], v as u32)
+            }
+            LinkExamples::Graph { before, .. } => {
+                let v = before.partition_point(|&c| c as usize <= i) - 1;
+                let a = graph.indptr[v] as usize + (i - before[v] as usize);
+                (graph.indices[a], v as u32)
+            }
+        }
+    }
+
+    /// Every positive, in index order.
+    pub fn to_vec(&self, graph: &Csr) -> Vec<(u32, u32)> {
+        match self {
+            LinkExamples::List(e) => e.clone(),
+            LinkExamples::Graph { directed, .. } => positive_edges(graph, *directed),
+        }
+    }
+}
+
+impl From<Vec<(u32, u32)>> for LinkExamples {
+    fn from(e: Vec<(u32, u32)>) -> LinkExamples {
+        LinkExamples::List(e)
+    }
+}
+
 /// What one trainer trains on: its own part only.
 #[derive(Clone, Debug)]
 pub enum TrainTarget {
     /// Positive training edges `(u, v)` in local ids (each undirected edge once).
     Link {
         /// The positives.
-        edges: Vec<(u32, u32)>,
+        edges: LinkExamples,
     },
     /// Local training nodes and the local targets of every local node.
     Node {
@@ -122,7 +204,7 @@ impl TrainerData {
     /// Its training examples (edges or nodes).
     pub fn num_examples(&self) -> usize {
         match &self.target {
-            TrainTarget::Link { edges } => edges.len(),
+            TrainTarget::Link { edges } => edges.len(&self.graph),
             TrainTarget::Node { nodes, .. } => nodes.len(),
         }
     }
@@ -609,7 +691,7 @@ pub fn prepare_spilled(
         });
         let target = match &node_targets {
             None => TrainTarget::Link {
-                edges: positive_edges(&sub, directed),
+                edges: LinkExamples::of_graph(&sub, directed),
             },
             Some(t) => TrainTarget::Node {
                 nodes: (0..global_ids.len() as u32)
@@ -775,7 +857,7 @@ pub fn share_examples(
 ) -> Vec<TrainerData> {
     assert!(num_shares > 0 && keep <= num_shares);
     let n = match &full.target {
-        TrainTarget::Link { edges } => edges.len(),
+        TrainTarget::Link { edges } => edges.len(&full.graph),
         TrainTarget::Node { nodes, .. } => nodes.len(),
     };
     let mut order: Vec<usize> = (0..n).collect();
@@ -788,7 +870,7 @@ pub fn share_examples(
             let mine = order.iter().skip(s).step_by(num_shares).copied();
             let target = match &full.target {
                 TrainTarget::Link { edges } => TrainTarget::Link {
-                    edges: mine.map(|i| edges[i]).collect(),
+                    edges: LinkExamples::List(mine.map(|i| edges.get(&full.graph, i)).collect()),
                 },
                 TrainTarget::Node { nodes, targets } => TrainTarget::Node {
                     nodes: mine.map(|i| nodes[i]).collect(),
@@ -914,5 +996,31 @@ mod tests {
             test: vec![2],
         };
         assert_eq!(split_overlap_warning(&disjoint), None);
+    }
+}
+
+#[cfg(test)]
+mod link_examples_tests {
+    use super::*;
+
+    #[test]
+    fn examples_read_in_place_are_the_listed_positive_edges() {
+        // rows of in-neighbours; undirected: symmetric, with an isolated node and a full row
+        let und = Csr::from_edges(
+            6,
+            &[0, 1, 0, 2, 1, 2, 3, 4, 0, 4],
+            &[1, 0, 2, 0, 2, 1, 4, 3, 4, 0],
+        );
+        let dir = Csr::from_edges(5, &[0, 2, 4, 4, 1], &[1, 1, 0, 3, 3]);
+        for (g, directed) in [(&und, false), (&dir, true)] {
+            let list = positive_edges(g, directed);
+            let ex = LinkExamples::of_graph(g, directed);
+            assert_eq!(ex.len(g), list.len());
+            for (i, &e) in list.iter().enumerate() {
+                assert_eq!(ex.get(g, i), e, "positive {i}, directed {directed}");
+            }
+            assert_eq!(ex.to_vec(g), list);
+        }
+        assert_eq!(positive_edges(&und, false).len(), 5);
     }
 }

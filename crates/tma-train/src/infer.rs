@@ -27,8 +27,9 @@
 //! [`InferMode::Auto`] (the default) picks between full and restricted by cost: it plans the
 //! restricted groups while adding up their work ([`layer_cost`] of each layer on its sets),
 //! times [`RESTRICTED_OVERHEAD`]; when that reaches the full pass's work and the full pass fits
-//! the budget, it runs the full pass (the neighbourhoods cover most of the graph); otherwise
-//! the restricted groups.
+//! the budget, it runs the full pass (the neighbourhoods cover most of the graph), and when the
+//! full pass does not fit the budget either, the same pass layer by layer through a mapped
+//! scratch file ([`infer_all_to_file`]: one chunk in memory); otherwise the restricted groups.
 
 use tma_graph::seed::{chunk_rng, derive, Purpose};
 use tma_graph::{Csr, Features};
@@ -260,8 +261,39 @@ pub fn infer_nodes(
             };
             let groups = lw.plan(nodes);
             let planned: f64 = groups.iter().map(|g| g.cost).sum();
-            if auto && planned * RESTRICTED_OVERHEAD >= full_cost && full_bytes <= budget {
-                return full(model);
+            if auto && planned * RESTRICTED_OVERHEAD >= full_cost {
+                if full_bytes <= budget {
+                    return full(model);
+                }
+                // the neighbourhoods cover most of the graph but a whole layer does not fit the
+                // budget: the full pass through a mapped scratch file (one chunk in memory)
+                if let Ok(rows) = infer_all_to_file(model, p, graph, degrees, features, opts) {
+                    let d = model.out_dim();
+                    let all = Features::Dense {
+                        num_nodes: graph.num_nodes(),
+                        dim: d,
+                        data: rows,
+                    };
+                    let mut got = empty_features();
+                    all.gather_releasing(nodes, &mut got);
+                    let Features::Dense { data, .. } = got else {
+                        unreachable!("dense rows")
+                    };
+                    return (
+                        Mat {
+                            rows: nodes.len(),
+                            cols: d,
+                            data: data.into_vec(),
+                        },
+                        InferReport {
+                            path: InferPath::Full,
+                            chunks: 0,
+                            peak_bytes: budget / 2,
+                            cost: full_cost,
+                            full_cost,
+                        },
+                    );
+                }
             }
             let out_dim = model.out_dim();
             let mut out = Mat::zeros(nodes.len(), out_dim);

@@ -33,7 +33,7 @@ pub fn full_graph_data(prep: &Prepared, trainer: usize) -> TrainerData {
     let n = prep.graph.num_nodes() as u32;
     let target = match &prep.eval {
         EvalData::Link { split } => TrainTarget::Link {
-            edges: split.training_edges(),
+            edges: split.training_edges().into(),
         },
         EvalData::Node { split, targets } => TrainTarget::Node {
             nodes: split.train.clone(),

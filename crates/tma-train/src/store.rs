@@ -558,7 +558,8 @@ fn write_into(
         w.features(&d, &t.features)?;
         let num_train = match &t.target {
             TrainTarget::Link { edges } => {
-                w.pairs(&format!("{d}/train_edges.npy"), edges)?;
+                let edges = edges.to_vec(&t.graph);
+                w.pairs(&format!("{d}/train_edges.npy"), &edges)?;
                 edges.len()
             }
             TrainTarget::Node { nodes, targets } => {
@@ -853,7 +854,7 @@ pub fn read_part(dir: &Path, m: &Manifest, t: usize) -> Result<TrainerData, Stor
     let features = r.features(d, n)?;
     let target = if m.targets == "link" {
         TrainTarget::Link {
-            edges: r.pairs(&format!("{d}/train_edges.npy"), n)?,
+            edges: r.pairs(&format!("{d}/train_edges.npy"), n)?.into(),
         }
     } else {
         TrainTarget::Node {
@@ -989,7 +990,9 @@ mod tests {
         assert_eq!(a.global_ids, b.global_ids);
         assert_eq!((a.trainer, a.part), (b.trainer, b.part));
         match (&a.target, &b.target) {
-            (TrainTarget::Link { edges: x }, TrainTarget::Link { edges: y }) => assert_eq!(x, y),
+            (TrainTarget::Link { edges: x }, TrainTarget::Link { edges: y }) => {
+                assert_eq!(x.to_vec(&a.graph), y.to_vec(&b.graph))
+            }
             (
                 TrainTarget::Node {
                     nodes: x,

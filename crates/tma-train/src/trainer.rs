@@ -179,7 +179,7 @@ impl Trainer {
 
     fn num_examples(&self) -> usize {
         match &self.data.target {
-            TrainTarget::Link { edges } => edges.len(),
+            TrainTarget::Link { edges } => edges.len(&self.data.graph),
             TrainTarget::Node { nodes, .. } => nodes.len(),
         }
     }
@@ -235,7 +235,9 @@ impl Trainer {
             TrainTarget::Link { edges } => {
                 let n = self.data.num_nodes();
                 let k = self.cfg.num_neg;
-                let (src, dst) = link_pairs(edges, &batch, k, n, &mut self.rng);
+                let g = &self.data.graph;
+                let (src, dst) =
+                    link_pairs_with(|e| edges.get(g, e as usize), &batch, k, n, &mut self.rng);
                 let mut all = Vec::with_capacity(src.len() * 2);
                 all.extend_from_slice(&src);
                 all.extend_from_slice(&dst);
@@ -413,16 +415,28 @@ pub fn link_pairs(
     num_nodes: usize,
     rng: &mut ChaCha8Rng,
 ) -> (Vec<u32>, Vec<u32>) {
+    link_pairs_with(|e| edges[e as usize], batch, k, num_nodes, rng)
+}
+
+/// [`link_pairs`] with positive `e` given by `edge(e)` (a [`crate::data::LinkExamples`] read
+/// in place); the same pairs and random draws.
+pub fn link_pairs_with(
+    edge: impl Fn(u32) -> (u32, u32),
+    batch: &[u32],
+    k: usize,
+    num_nodes: usize,
+    rng: &mut ChaCha8Rng,
+) -> (Vec<u32>, Vec<u32>) {
     let mut src = Vec::with_capacity(batch.len() * (1 + k));
     let mut dst = Vec::with_capacity(batch.len() * (1 + k));
     for &e in batch {
-        let (u, v) = edges[e as usize];
+        let (u, v) = edge(e);
         src.push(u);
         dst.push(v);
     }
     for _ in 0..k {
         for &e in batch {
-            let (u, v) = edges[e as usize];
+            let (u, v) = edge(e);
             src.push(if rng.random::<bool>() { u } else { v });
             dst.push(rng.random_range(0..num_nodes as u32));
         }

@@ -359,12 +359,13 @@ fn llcg_correction_sees_the_whole_training_graph() {
         .trainers
         .iter()
         .map(|t| match &t.target {
-            tma_train::data::TrainTarget::Link { edges } => edges.len(),
+            tma_train::data::TrainTarget::Link { edges } => edges.len(&t.graph),
             _ => 0,
         })
         .sum();
     // METIS parts lose the cut edges; the corrector trains on all of them
-    assert!(edges.len() > parts, "{} vs {}", edges.len(), parts);
+    let edges = edges.len(&full.graph);
+    assert!(edges > parts, "{edges} vs {parts}");
 }
 
 #[test]
@@ -500,11 +501,12 @@ fn ggs_shares_are_disjoint_and_cover_the_training_examples() {
         let tma_train::data::TrainTarget::Link { edges } = &s.target else {
             panic!()
         };
-        all.extend(edges);
+        all.extend(edges.to_vec(&s.graph));
     }
     let tma_train::data::TrainTarget::Link { edges } = &full.target else {
         panic!()
     };
+    let edges = edges.to_vec(&full.graph);
     let n = all.len();
     all.sort();
     all.dedup();

@@ -173,9 +173,14 @@ fn chunks_stay_within_the_budget_and_auto_follows_the_cost() {
     // every node: the full pass is cheaper
     let (_, rb) = run(&all, InferMode::Auto, 1 << 30);
     assert_eq!(rb.path, InferPath::Full);
-    // ... unless it does not fit the budget: chunks, each within it
+    // ... and when it does not fit the budget, the full pass through a mapped scratch file
+    // (0 chunks held in memory: one layer chunk at a time)
     let budget = 400_000;
-    let (c, rc) = run(&all, InferMode::Auto, budget);
+    let (f, rf) = run(&all, InferMode::Auto, budget);
+    assert_eq!((rf.path, rf.chunks), (InferPath::Full, 0));
+    assert!(max_rel_diff(&f, &run(&all, InferMode::Full, 1 << 30).0) <= 1e-5);
+    // restricted within that budget: chunks, each within it
+    let (c, rc) = run(&all, InferMode::Restricted, budget);
     assert_eq!(rc.path, InferPath::Restricted);
     assert!(rc.chunks > 2 && rc.peak_bytes <= budget, "{rc:?}");
     // layer-wise: each needed row once per group (the groups the budget forces repeat only

@@ -835,3 +835,42 @@ fn a_generated_link_split_is_used_and_said_never_split_again() {
     let mrr = s["best_test"]["value"].as_f64().unwrap();
     assert!(mrr.is_finite() && mrr > 0.0, "test mrr {mrr}");
 }
+
+/// `tma generate --preset` sets the paper-shaped graph's flags (said in one line); flags given
+/// as well override them; without --preset, --nodes is required.
+#[test]
+fn generate_presets_set_the_shape_and_flags_override_them() {
+    let dir = tempdir();
+    let g = dir.path().join("mag");
+    let r = tma(&[
+        "generate",
+        "--preset",
+        "mag",
+        "--nodes",
+        "6000",
+        "--avg-degree",
+        "8",
+        "--link-split",
+        "0.01,0.01",
+        "--link-num-neg",
+        "5",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let err = stderr(&r);
+    assert!(
+        err.contains("preset mag: --nodes 6000 --avg-degree 8 --feat-dim 16 --link-split 0.01,0.01 --split 0.01,0.001,0.002"),
+        "{err}"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(g.join("tma-graph.json")).unwrap()).unwrap();
+    assert_eq!(m["num_nodes"], 6000);
+    assert_eq!(m["features"]["dim"], 16);
+    assert_eq!(m["link_split"], true);
+    assert_eq!(m["link_negatives"]["num_neg"], 5);
+    let train = m["files"]["train_idx.bin"]["len"].as_u64().unwrap();
+    assert!((20..150).contains(&train), "1% of 6000 nodes: {train}");
+    let r = tma(&["generate", "--out", dir.path().join("x").to_str().unwrap()]);
+    assert_fails_with(&r, 1, &["--nodes N is required (or --preset reddit|citation2|mag)"]);
+}
