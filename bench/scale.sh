@@ -98,7 +98,7 @@ STORED=$(python3 -c "import json; m = json.load(open('$WORK/graph/tma-graph.json
 GRAPH_MIB=$(du -smL "$WORK/graph" | cut -f1)
 
 # 2 + 3. partition (random, streamed to the run directory) and train; the first evaluated round
-# is the first line of rounds.jsonl, polled every 0.5 s
+# is the first line of rounds.jsonl with a validation value, polled every 0.5 s
 RUN="$WORK/run"
 # shellcheck disable=SC2086
 "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/train.time" \
@@ -111,7 +111,9 @@ FIRST=""
 # RssAnon in kB, the last line it printed): where the peak RSS is reached
 : >"$WORK/rss.tsv"
 while kill -0 "$PID" 2>/dev/null; do
-    if [ -z "$FIRST" ] && [ -s "$RUN/rounds.jsonl" ]; then FIRST=$(now); fi
+    # the first round whose validation is done (rounds without one record a null value)
+    if [ -z "$FIRST" ] && [ -s "$RUN/rounds.jsonl" ] &&
+        grep -qE '"val":\{[^}]*"value":-?[0-9]' "$RUN/rounds.jsonl"; then FIRST=$(now); fi
     CHILD=$(pgrep -P "$PID" | head -1 || true)
     if [ -n "$CHILD" ] && [ -r "/proc/$CHILD/status" ]; then
         awk -v t="$(secs "$T1" "$(now)")" -v last="$(tr '\r' '\n' <"$WORK/train.err" | grep -v '^\s*$' | tail -1 | cut -c1-60)" \
@@ -122,7 +124,7 @@ while kill -0 "$PID" 2>/dev/null; do
 done
 wait "$PID" || { cat "$WORK/train.err"; exit 1; }
 T2=$(now)
-if [ -z "$FIRST" ] && [ -s "$RUN/rounds.jsonl" ]; then FIRST=$T2; fi
+if [ -z "$FIRST" ] && grep -qE '"val":\{[^}]*"value":-?[0-9]' "$RUN/rounds.jsonl" 2>/dev/null; then FIRST=$T2; fi
 PREP=$(grep -o 'split and partition in [0-9.]*s' "$WORK/train.err" | grep -o '[0-9.]*s$' || echo "?")
 
 echo

@@ -585,10 +585,15 @@ fn write_into(
             size_bytes,
         });
     }
+    let mut data = DataConfig::of(cfg);
+    if let EvalData::Link { split } = &prep.eval {
+        // a split stored with the graph brings its own number of negatives
+        data.eval_num_neg = split.num_neg;
+    }
     let mut m = Manifest {
         format_version: FORMAT_VERSION,
         dataset: dataset.to_string(),
-        data: DataConfig::of(cfg),
+        data,
         in_dim: prep.in_dim,
         out_dim: prep.out_dim,
         directed,

@@ -872,5 +872,9 @@ fn generate_presets_set_the_shape_and_flags_override_them() {
     let train = m["files"]["train_idx.bin"]["len"].as_u64().unwrap();
     assert!((20..150).contains(&train), "1% of 6000 nodes: {train}");
     let r = tma(&["generate", "--out", dir.path().join("x").to_str().unwrap()]);
-    assert_fails_with(&r, 1, &["--nodes N is required (or --preset reddit|citation2|mag)"]);
+    assert_fails_with(
+        &r,
+        1,
+        &["--nodes N is required (or --preset reddit|citation2|mag)"],
+    );
 }
