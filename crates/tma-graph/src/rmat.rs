@@ -358,20 +358,7 @@ pub fn generate_rmat(
     }
     crate::disk::claim_out_dir(out, ".generate-staging")?;
     std::fs::create_dir_all(out).map_err(|e| io_err(out, e))?;
-    let result = generate_inner(cfg, out, progress).and_then(|mut rep| {
-        if rep.held_out != (0, 0) && cfg.link_num_neg > 0 {
-            progress.start("link negatives", 0);
-            let neg = crate::disk::add_link_negatives(out, cfg.link_num_neg, cfg.seed);
-            progress.finish();
-            let neg = neg?;
-            rep.stages.push((
-                format!("link negatives ({} per held-out pair)", neg.num_neg),
-                neg.secs,
-            ));
-            rep.link_negatives = Some(neg);
-        }
-        Ok(rep)
-    });
+    let result = generate_inner(cfg, out, progress);
     let _ = std::fs::remove_dir_all(out.join(".generate-staging"));
     if result.is_err() {
         for f in std::fs::read_dir(out).into_iter().flatten().flatten() {
@@ -596,6 +583,54 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
     }
     stages.push(("labels + split".into(), t.elapsed().as_secs_f64()));
 
+    // ---- fixed negatives of the held-out pairs, drawn on the written CSR (mapped) before the
+    // manifest: a directory with a manifest is complete
+    let mut link_negatives = None;
+    let mut neg_report = None;
+    if held && held_out != (0, 0) && cfg.link_num_neg > 0 {
+        let t = Instant::now();
+        progress.start("link negatives", 0);
+        let buf = |name: &str| -> Result<Vec<u32>> {
+            let b = std::fs::read(out.join(name)).map_err(|e| io_err(&out.join(name), e))?;
+            Ok(b.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect())
+        };
+        let pairs = |x: Vec<u32>| x.chunks_exact(2).map(|p| (p[0], p[1])).collect::<Vec<_>>();
+        let (val_pos, test_pos) = (pairs(buf("link_val.bin")?), pairs(buf("link_test.bin")?));
+        let ip = crate::buf::SharedMap::open(&out.join("indptr.bin"))?;
+        let ix = crate::buf::SharedMap::open(&out.join("indices.bin"))?;
+        let graph = crate::csr::Csr {
+            indptr: crate::buf::Buf::mapped(ip, 0, n as usize + 1)?,
+            indices: crate::buf::Buf::mapped(ix, 0, build.arcs_out as usize)?,
+        };
+        let (layout, notes) = crate::disk::link::write_negatives(
+            out,
+            &graph,
+            false,
+            &val_pos,
+            &test_pos,
+            cfg.link_num_neg,
+            cfg.seed,
+            budget,
+            &mut files,
+        )?;
+        progress.finish();
+        let secs = t.elapsed().as_secs_f64();
+        stages.push((
+            format!("link negatives ({} per held-out pair)", cfg.link_num_neg),
+            secs,
+        ));
+        neg_report = Some(crate::disk::LinkNegativesReport {
+            num_val: val_pos.len(),
+            num_test: test_pos.len(),
+            num_neg: cfg.link_num_neg,
+            notes,
+            secs,
+        });
+        link_negatives = Some(layout);
+    }
+
     let mut prov = Provenance::new(format!(
         "R-MAT nodes={n} avg_degree={} a,b,c={:?} classes={} homophily={} feat_dim={d} noise={} link={},{}",
         cfg.avg_degree, cfg.abc, cfg.num_classes, cfg.homophily, cfg.feature_noise, cfg.link_val, cfg.link_test
@@ -619,7 +654,7 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
         },
         split: SplitSource::Generated,
         link_split: held,
-        link_negatives: None,
+        link_negatives,
         files,
         provenance: prov,
     }
@@ -631,7 +666,7 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
         self_loops,
         held_out_draws,
         held_out,
-        link_negatives: None,
+        link_negatives: neg_report,
         build,
         stages,
     })

@@ -838,3 +838,61 @@ fn a_stored_link_split_with_bad_negatives_is_refused_naming_the_file() {
     let e = g.validate().unwrap_err().to_string();
     assert!(e.contains("link_test_neg.bin"), "{e}");
 }
+
+#[test]
+fn zero_length_arrays_are_stored_and_read_back() {
+    // regression: an empty array file (no validation pairs, no validation nodes) made the
+    // directory unreadable: "mapping is misaligned for its dtype"
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let rep = generate_rmat(
+        &RmatConfig {
+            link_val: 0.0,
+            link_test: 0.1,
+            val_frac: 0.0,
+            train_frac: 0.8,
+            test_frac: 0.2,
+            link_num_neg: 6,
+            ..rmat_cfg(5)
+        },
+        &out,
+        &(),
+    )
+    .unwrap();
+    assert_eq!(rep.held_out.0, 0);
+    let g = MappedGraph::open(&out).unwrap();
+    g.validate().unwrap();
+    let (val, test) = g.link_split().unwrap();
+    assert!(val.is_empty() && !test.is_empty());
+    let (_, vneg, tneg) = g.link_negatives().unwrap();
+    assert!(vneg.is_empty() && tneg.len() == test.len() / 2 * 6);
+    assert!(g.split().unwrap().1.is_empty());
+    let ds = g.to_dataset(&LoadOptions::default()).unwrap();
+    assert!(ds.link_split.unwrap().val_pos.is_empty());
+}
+
+#[test]
+fn negatives_beyond_the_memory_budget_are_refused_before_any_manifest() {
+    // regression: --link-num-neg 2^64-1 overflowed (a panic) and 2^32 grew memory without
+    // bound; the negatives are now drawn before the manifest, within --memory-budget
+    let dir = tempfile::tempdir().unwrap();
+    for k in [usize::MAX, 1 << 32] {
+        let out = dir.path().join(format!("g{k}"));
+        let e = generate_rmat(
+            &RmatConfig {
+                link_num_neg: k,
+                ..rmat_cfg(1)
+            },
+            &out,
+            &(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&format!("--link-num-neg {k}")), "{e}");
+        assert!(e.contains("--memory-budget"), "{e}");
+        assert!(
+            !out.join("tma-graph.json").exists(),
+            "no manifest for a failed generate"
+        );
+    }
+}

@@ -424,10 +424,7 @@ fn stored_split(
     }
     let (num_neg, val_neg, test_neg, how) = match stored.negatives {
         Some(n) => {
-            let how = format!(
-                "{} fixed negatives each, stored (seed {})",
-                n.num_neg, n.seed
-            );
+            let how = format!("{} stored fixed negatives each, seed {}", n.num_neg, n.seed);
             (n.num_neg, n.val, n.test, how)
         }
         None => {
@@ -446,19 +443,19 @@ fn stored_split(
                     .filter(|w| !w.contains("rounds to 0")),
             );
             let how = format!(
-                "{} negatives each drawn now (seed {}; none stored)",
+                "{} negatives each drawn now from seed {}: none stored",
                 cfg.eval_num_neg, cfg.seed
             );
             (cfg.eval_num_neg, v.into(), t.into(), how)
         }
     };
     warnings.push(format!(
-        "link split: the one stored with the graph in {} ({} validation / {} test held-out pairs, {how}); --val-frac, --test-frac and --eval-max-edges do not split it again{}",
+        "link split: stored with the graph in {} ({} validation / {} test held-out pairs, {how}); used as given, not split again (--val-frac and --test-frac do not apply){}",
         stored.source,
         stored.val_pos.len(),
         stored.test_pos.len(),
         if num_neg != cfg.eval_num_neg {
-            format!(", and its {num_neg} negatives replace --eval-num-neg {}", cfg.eval_num_neg)
+            format!("; its {num_neg} negatives per pair are used, not --eval-num-neg {}", cfg.eval_num_neg)
         } else {
             String::new()
         }

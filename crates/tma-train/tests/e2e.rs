@@ -590,7 +590,7 @@ fn a_stored_link_split_trains_bit_identical_to_the_in_ram_split() {
     assert_eq!(ram.partition_hash, mm.partition_hash);
     assert!(
         mm.warnings.iter().any(|w| w.starts_with(&format!(
-            "link split: the one stored with the graph in {} ({} validation / {} test",
+            "link split: stored with the graph in {} ({} validation / {} test",
             gdir.display(),
             split.val_pos.len(),
             split.test_pos.len()

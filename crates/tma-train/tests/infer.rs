@@ -520,7 +520,7 @@ fn a_many_chunk_link_test_split_scores_as_one_full_pass() {
     assert!(
         prep.warnings
             .iter()
-            .any(|w| w.starts_with("link split: the one stored with the graph in test (")),
+            .any(|w| w.starts_with("link split: stored with the graph in test (")),
         "{:?}",
         prep.warnings
     );

@@ -814,7 +814,7 @@ fn a_generated_link_split_is_used_and_said_never_split_again() {
     assert_success(&r);
     let err = stderr(&r);
     let want = format!(
-        "link split: the one stored with the graph in {} ({num_val} validation / {num_test} test held-out pairs, 50 fixed negatives each, stored (seed 0)); --val-frac, --test-frac and --eval-max-edges do not split it again, and its 50 negatives replace --eval-num-neg 1000",
+        "link split: stored with the graph in {} ({num_val} validation / {num_test} test held-out pairs, 50 stored fixed negatives each, seed 0); used as given, not split again (--val-frac and --test-frac do not apply); its 50 negatives per pair are used, not --eval-num-neg 1000",
         g.display()
     );
     assert!(err.contains(&want), "{err}");

@@ -11,6 +11,75 @@ use super::{
 use crate::error::{GraphError, Result};
 use crate::split::{link_negatives, LinkSplitNotes};
 
+/// Draws the negatives of `val_pos` / `test_pos` on the training graph `graph`
+/// ([`link_negatives`]) and writes `link_val_neg.bin` / `link_test_neg.bin` into `dir` (each
+/// under a temporary name, then renamed), adding their entries to `files`; returns the
+/// manifest section and what the draw adapted. The negatives are held whole while drawn: their
+/// `4 * num_neg` bytes per pair must fit `budget`, or [`NEGATIVES_MIN_BUDGET`] when that is
+/// larger (a small build budget still allows the presets' negatives).
+///
+/// # Errors
+/// [`GraphError::Invalid`] naming `dir` when `num_neg` is 0 or the negatives exceed `budget`
+/// (the message names `--link-num-neg`); [`GraphError::Io`] naming a file not written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_negatives(
+    dir: &Path,
+    graph: &crate::csr::Csr,
+    directed: bool,
+    val_pos: &[(u32, u32)],
+    test_pos: &[(u32, u32)],
+    num_neg: usize,
+    seed: u64,
+    budget: u64,
+    files: &mut std::collections::BTreeMap<String, super::FileEntry>,
+) -> Result<(LinkNegativesLayout, LinkSplitNotes)> {
+    let pairs = (val_pos.len() + test_pos.len()) as u64;
+    let bytes = pairs
+        .checked_mul(num_neg as u64)
+        .and_then(|x| x.checked_mul(4));
+    let budget = budget.max(NEGATIVES_MIN_BUDGET);
+    if num_neg == 0 || bytes.is_none_or(|b| b > budget) {
+        return Err(GraphError::Invalid {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "--link-num-neg {num_neg}: {pairs} held-out pairs x {num_neg} negatives x 4 bytes {} (must be >= 1 and fit --memory-budget, at least {} MiB)",
+                bytes.map_or("overflow".to_string(), |b| format!("= {} MiB", b >> 20)),
+                budget >> 20
+            ),
+        });
+    }
+    let (val_neg, test_neg, notes) =
+        link_negatives(graph, directed, val_pos, test_pos, num_neg, seed);
+    graph.release_pages();
+    for (name, data) in [
+        ("link_val_neg.bin", &val_neg),
+        ("link_test_neg.bin", &test_neg),
+    ] {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let mut w = ArrayWriter::<u32>::create(&tmp)?;
+        w.extend(data)?;
+        let entry = w.finish()?;
+        std::fs::rename(&tmp, dir.join(name)).map_err(|source| GraphError::Io {
+            path: dir.join(name),
+            source,
+        })?;
+        files.insert(name.to_string(), entry);
+    }
+    Ok((
+        LinkNegativesLayout {
+            version: LINK_SPLIT_VERSION,
+            kind: NEGATIVES_PER_SOURCE.into(),
+            num_neg: num_neg as u64,
+            seed,
+        },
+        notes,
+    ))
+}
+
+/// The negatives may always take this much memory while drawn (256 MiB: 64,000 held-out pairs
+/// at 1000 negatives each), whatever smaller budget the build has.
+pub const NEGATIVES_MIN_BUDGET: u64 = 256 << 20;
+
 /// What [`add_link_negatives`] wrote.
 #[derive(Clone, Debug)]
 pub struct LinkNegativesReport {
@@ -57,38 +126,21 @@ pub fn add_link_negatives(dir: &Path, num_neg: usize, seed: u64) -> Result<LinkN
     let pairs = |x: &[u32]| x.chunks_exact(2).map(|p| (p[0], p[1])).collect::<Vec<_>>();
     let (val_pos, test_pos) = (pairs(val), pairs(test));
     let graph = g.mapped_csr();
-    let (val_neg, test_neg, notes) = link_negatives(
+    let mut manifest = g.manifest().clone();
+    let (layout, notes) = write_negatives(
+        dir,
         &graph,
-        g.manifest().directed,
+        manifest.directed,
         &val_pos,
         &test_pos,
         num_neg,
         seed,
-    );
-    graph.release_pages();
-    let mut manifest = g.manifest().clone();
+        u64::MAX,
+        &mut manifest.files,
+    )?;
     drop(graph);
     drop(g);
-    for (name, data) in [
-        ("link_val_neg.bin", &val_neg),
-        ("link_test_neg.bin", &test_neg),
-    ] {
-        let tmp = dir.join(format!(".{name}.tmp"));
-        let mut w = ArrayWriter::<u32>::create(&tmp)?;
-        w.extend(data)?;
-        let entry = w.finish()?;
-        std::fs::rename(&tmp, dir.join(name)).map_err(|source| GraphError::Io {
-            path: dir.join(name),
-            source,
-        })?;
-        manifest.files.insert(name.to_string(), entry);
-    }
-    manifest.link_negatives = Some(LinkNegativesLayout {
-        version: LINK_SPLIT_VERSION,
-        kind: NEGATIVES_PER_SOURCE.into(),
-        num_neg: num_neg as u64,
-        seed,
-    });
+    manifest.link_negatives = Some(layout);
     manifest.write(dir)?;
     Ok(LinkNegativesReport {
         num_val: val_pos.len(),

@@ -27,7 +27,7 @@
 
 mod convert;
 mod extsort;
-mod link;
+pub(crate) mod link;
 mod mapped;
 mod write;
 
