@@ -957,7 +957,7 @@ fn map_file(
         ));
     }
     // an empty file has no mapping (nothing to align: a zero-length array reads as empty)
-    if map.len() > 0 && !(map.bytes().as_ptr() as usize).is_multiple_of(dtype.size()) {
+    if !map.is_empty() && !(map.bytes().as_ptr() as usize).is_multiple_of(dtype.size()) {
         return Err(invalid(&path, "mapping is misaligned for its dtype"));
     }
     Ok(Region {
