@@ -6,7 +6,7 @@
 
 use crate::config::Metric;
 use crate::data::{EvalData, NodeTargets, Prepared};
-use crate::infer::{infer_nodes, InferOptions};
+use crate::infer::{infer_nodes, infer_rows, InferOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tma_nn::{Model, ParamSet};
@@ -386,9 +386,11 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
     labelled.iter().filter(|&&y| y == major as i32).count() as f64 / labelled.len() as f64
 }
 
-/// Positives of a link split scored per inference pass ([`evaluate_with`]): with OGB's 1000
-/// negatives each, about 513,000 endpoints, whose outputs (`hidden` floats each) are what one
-/// pass holds besides its own [`InferOptions::memory_budget`].
+/// Positives of a link split whose endpoints [`evaluate_with`] lists at once (with OGB's 1000
+/// negatives each, about 513,000 ids): a split of at most this many numbers its endpoints in
+/// order of first appearance; a bigger one collects them in a bitset and lists them chunk by
+/// chunk. The outputs themselves are computed once for the whole split and read in pieces
+/// within half of [`InferOptions::memory_budget`].
 pub const LINK_EVAL_CHUNK: usize = 512;
 
 /// Evaluates `params` on the validation or test split with the default [`InferOptions`]
@@ -448,77 +450,113 @@ pub fn evaluate_with(
                 }
                 (Split::Test, _) => (&ls.test_pos, &ls.test_neg),
             };
-            // positives in chunks of LINK_EVAL_CHUNK, each with its negatives: the outputs
-            // held at once are those of one chunk's endpoints (a split stored with a big graph
-            // can hold many positives; the test split is read whole); the scores of all chunks
-            // are ranked together. A split of at most LINK_EVAL_CHUNK positives (every split
-            // tma makes in memory: --eval-max-edges 500) is one chunk.
-            let mut pos_scores = Vec::with_capacity(pos.len());
-            let mut neg_scores = Vec::with_capacity(neg.len());
-            // more than one chunk (a big stored split): every chunk's neighbourhoods cover
-            // most of the graph, so the outputs of every node are computed once, layer-wise
-            // into a mapped scratch file, and each chunk reads its endpoints' rows from it
-            let everyone = (pos.len() > LINK_EVAL_CHUNK
-                && !matches!(opts.mode, crate::infer::InferMode::Sampled(_)))
-            .then(|| {
-                crate::infer::infer_all_to_file(
-                    model,
-                    params,
-                    &prep.graph,
-                    &prep.degrees,
-                    &prep.features,
-                    opts,
-                )
-                .ok()
-            })
-            .flatten();
-            for (c, chunk) in pos.chunks(LINK_EVAL_CHUNK).enumerate() {
-                let first = c * LINK_EVAL_CHUNK;
-                let cneg = &neg[first * k..(first + chunk.len()) * k];
-                // endpoints: sources, destinations, negatives
+            // the outputs of every distinct endpoint of the split (sources, destinations,
+            // negatives) are computed once ([`infer_rows`], the way `opts` says: in memory,
+            // or mapped from scratch files when they do not fit the budget); the positives are
+            // then scored in chunks of LINK_EVAL_CHUNK, each in pieces whose rows fit half the
+            // budget, and the scores of all chunks are ranked together. A split of at most
+            // LINK_EVAL_CHUNK positives (every split tma makes in memory: --eval-max-edges
+            // 500) numbers its endpoints in order of first appearance, as one chunk always
+            // did; a bigger one (stored with a big graph: the whole test split) in id order,
+            // found by binary search.
+            let d = model.out_dim();
+            let chunk_ends = |chunk: &[(u32, u32)], cneg: &[u32]| -> Vec<u32> {
                 let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
                 ends.extend(chunk.iter().map(|p| p.1));
                 ends.extend_from_slice(cneg);
-                let (h, local) = match &everyone {
-                    Some(rows) => {
-                        let (uniq, local) = unique_with_inverse(&ends);
-                        let d = model.out_dim();
-                        let all = tma_graph::Features::Dense {
-                            num_nodes: prep.graph.num_nodes(),
-                            dim: d,
-                            data: rows.clone(),
-                        };
-                        let mut out = tma_graph::Features::Dense {
-                            num_nodes: 0,
-                            dim: d,
-                            data: Vec::new().into(),
-                        };
-                        all.gather_releasing(&uniq, &mut out);
-                        let tma_graph::Features::Dense { data, .. } = out else {
-                            unreachable!("dense rows")
-                        };
-                        (
-                            tma_nn::Mat {
-                                rows: uniq.len(),
-                                cols: d,
-                                data: data.into_vec(),
-                            },
-                            local,
-                        )
-                    }
-                    None => {
-                        let (h, _, local) = infer(&ends);
-                        (h, local)
-                    }
-                };
-                let (src, rest) = local.split_at(chunk.len());
-                let (dst, negl) = rest.split_at(chunk.len());
-                pos_scores.extend(model.score(params, &h, src, dst));
+                ends
+            };
+            let (uniq, first_local) = if pos.len() <= LINK_EVAL_CHUNK {
+                let (uniq, local) = unique_with_inverse(&chunk_ends(pos, neg));
+                (uniq, Some(local))
+            } else {
+                (distinct_sorted(prep.graph.num_nodes(), pos, neg), None)
+            };
+            let (table, _) = infer_rows(
+                model,
+                params,
+                &prep.graph,
+                &prep.degrees,
+                &prep.features,
+                &uniq,
+                opts,
+            );
+            let mut pos_scores = Vec::with_capacity(pos.len());
+            let mut neg_scores = Vec::with_capacity(neg.len());
+            let mut score = |h: &tma_nn::Mat, src: &[u32], dst: &[u32], negl: &[u32]| {
+                pos_scores.extend(model.score(params, h, src, dst));
                 let mut nsrc = Vec::with_capacity(negl.len());
                 for &s in src {
                     nsrc.extend(std::iter::repeat_n(s, k));
                 }
-                neg_scores.extend(model.score(params, &h, &nsrc, negl));
+                neg_scores.extend(model.score(params, h, &nsrc, negl));
+            };
+            // positives per piece: their rows and their negatives' fit half the budget
+            let per =
+                (opts.memory_budget / 2 / ((k as u64 + 2) * d as u64 * 4).max(1)).max(1) as usize;
+            if let (Some(local), false, true) = (&first_local, table.is_mapped(), per >= pos.len())
+            {
+                // one piece: the table itself
+                let tma_graph::Features::Dense { data, .. } = table else {
+                    unreachable!("dense rows")
+                };
+                let h = tma_nn::Mat {
+                    rows: uniq.len(),
+                    cols: d,
+                    data: data.into_vec(),
+                };
+                let (src, rest) = local.split_at(pos.len());
+                let (dst, negl) = rest.split_at(pos.len());
+                score(&h, src, dst, negl);
+            } else {
+                let mut got = tma_graph::Features::Dense {
+                    num_nodes: 0,
+                    dim: d,
+                    data: Vec::new().into(),
+                };
+                for (c, chunk) in pos.chunks(LINK_EVAL_CHUNK).enumerate() {
+                    let first = c * LINK_EVAL_CHUNK;
+                    let cneg = &neg[first * k..(first + chunk.len()) * k];
+                    // rows of the table: by first appearance (one chunk) or by id
+                    let at: Vec<u32> = match &first_local {
+                        Some(local) => local.clone(),
+                        None => chunk_ends(chunk, cneg)
+                            .iter()
+                            .map(|v| {
+                                uniq.binary_search(v).expect("an endpoint of the split") as u32
+                            })
+                            .collect(),
+                    };
+                    let (src, rest) = at.split_at(chunk.len());
+                    let (dst, negl) = rest.split_at(chunk.len());
+                    for a in (0..chunk.len()).step_by(per) {
+                        let b = (a + per).min(chunk.len());
+                        let mut idx: Vec<u32> = src[a..b].to_vec();
+                        idx.extend_from_slice(&dst[a..b]);
+                        idx.extend_from_slice(&negl[a * k..b * k]);
+                        let (rows, local) = unique_with_inverse(&idx);
+                        // mapped rows: gathered in row order, released as copied
+                        table.gather_releasing(&rows, &mut got);
+                        let empty = tma_graph::Features::Dense {
+                            num_nodes: 0,
+                            dim: d,
+                            data: Vec::new().into(),
+                        };
+                        let tma_graph::Features::Dense { data, .. } =
+                            std::mem::replace(&mut got, empty)
+                        else {
+                            unreachable!("dense rows")
+                        };
+                        let h = tma_nn::Mat {
+                            rows: rows.len(),
+                            cols: d,
+                            data: data.into_vec(),
+                        };
+                        let (ls, rest) = local.split_at(b - a);
+                        let (ld, ln) = rest.split_at(b - a);
+                        score(&h, ls, ld, ln);
+                    }
+                }
             }
             all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
         }
@@ -568,6 +606,28 @@ pub fn evaluate_with(
         all,
     }
     .select(metric)
+}
+
+/// The distinct endpoints of `pos` and of `neg` (node ids below `n`), ascending: one bit per
+/// node while they are collected (`n / 8` bytes), not a hash map of every endpoint.
+fn distinct_sorted(n: usize, pos: &[(u32, u32)], neg: &[u32]) -> Vec<u32> {
+    let mut mark = vec![0u64; n.div_ceil(64)];
+    let ends = pos
+        .iter()
+        .flat_map(|&(u, v)| [u, v])
+        .chain(neg.iter().copied());
+    for v in ends {
+        mark[v as usize / 64] |= 1 << (v % 64);
+    }
+    let mut out = Vec::new();
+    for (w, &bits) in mark.iter().enumerate() {
+        let mut b = bits;
+        while b != 0 {
+            out.push((w * 64) as u32 + b.trailing_zeros());
+            b &= b - 1;
+        }
+    }
+    out
 }
 
 /// Every link-prediction metric of positives `pos` each ranked against its `k` negatives

@@ -24,12 +24,19 @@
 //!   `seed::derive(seed, Purpose::EvalSampling)`, chunk by chunk, so it is the same at every
 //!   evaluation of a run and does not depend on the thread count.
 //!
-//! [`InferMode::Auto`] (the default) picks between full and restricted by cost: it plans the
-//! restricted groups while adding up their work ([`layer_cost`] of each layer on its sets),
-//! times [`RESTRICTED_OVERHEAD`]; when that reaches the full pass's work and the full pass fits
-//! the budget, it runs the full pass (the neighbourhoods cover most of the graph), and when the
-//! full pass does not fit the budget either, the same pass layer by layer through a mapped
-//! scratch file ([`infer_all_to_file`]: one chunk in memory); otherwise the restricted groups.
+//! [`InferMode::Auto`] (the default) picks by cost: it builds the restricted sets of all the
+//! nodes at once and adds up their work ([`layer_cost`] of each layer on its sets), times
+//! [`RESTRICTED_OVERHEAD`]; when that reaches the full pass's work (the neighbourhoods cover
+//! most of the graph), it runs the full pass if that fits the budget, and else the same pass
+//! layer by layer through a mapped scratch file ([`infer_all_to_file`]: one chunk in memory).
+//! Otherwise it runs the restricted pass on all the nodes at once, and when the stored rows of
+//! its sets do not fit half the budget, the outputs of the layers below the last go through
+//! mapped scratch files ([`InferPath::RestrictedFile`]) instead of cutting the nodes into
+//! groups that recompute the neighbourhoods they share (at 1.3 billion arcs, 500 validation
+//! positives with 1000 negatives each did not finish in 17 minutes in groups within 256 MiB).
+//! [`InferMode::Restricted`] keeps everything in memory: groups, halves recursively. Scratch
+//! files go to [`InferOptions::scratch_dir`] and are unlinked once mapped; when one cannot be
+//! written, auto falls back to the in-memory groups.
 
 use tma_graph::seed::{chunk_rng, derive, Purpose};
 use tma_graph::{Csr, Features};
@@ -96,6 +103,9 @@ pub enum InferPath {
     Full,
     /// Exact inference restricted to the nodes' neighbourhoods, in chunks.
     Restricted,
+    /// The restricted pass with the outputs of the layers below the last in mapped scratch
+    /// files (auto, when they do not fit half of [`InferOptions::memory_budget`]).
+    RestrictedFile,
     /// Sampled blocks.
     Sampled,
 }
@@ -185,13 +195,11 @@ pub fn chunk_bytes(counts: &HopCounts, dims: &[(usize, usize, usize)], blocks_ow
 
 /// The model's outputs (logits, or embeddings for link prediction) on `nodes` (distinct graph
 /// ids), row `i` for `nodes[i]`, computed on `graph` (`degrees = graph.degrees()`) from
-/// `features`, as [`InferOptions::mode`] says (module docs). Besides the budget, the restricted
-/// and sampled passes keep about 5 bytes per graph node (a one-bit set marker and the
-/// sampler's relabel marker).
+/// `features`, as [`InferOptions::mode`] says (module docs): [`infer_rows`] as a matrix in
+/// memory (rows mapped from a scratch file are copied).
 ///
 /// # Panics
-/// If a node is out of range or repeated, or `fanouts` of [`InferMode::Sampled`] do not have
-/// one entry per layer.
+/// As [`infer_rows`].
 pub fn infer_nodes(
     model: &Model,
     p: &ParamSet,
@@ -201,6 +209,40 @@ pub fn infer_nodes(
     nodes: &[u32],
     opts: &InferOptions,
 ) -> (Mat, InferReport) {
+    let (rows, report) = infer_rows(model, p, graph, degrees, features, nodes, opts);
+    let Features::Dense { dim, data, .. } = rows else {
+        unreachable!("dense outputs")
+    };
+    (
+        Mat {
+            rows: nodes.len(),
+            cols: dim,
+            data: data.into_vec(),
+        },
+        report,
+    )
+}
+
+/// The model's outputs (logits, or embeddings for link prediction) on `nodes` (distinct graph
+/// ids), `[nodes.len(), out_dim]` dense rows, row `i` for `nodes[i]`: in memory, or mapped from
+/// an unlinked scratch file ([`InferPath::RestrictedFile`], so that rows too many for the
+/// budget stay out of anonymous memory), computed on `graph` (`degrees = graph.degrees()`) from
+/// `features`, as [`InferOptions::mode`] says (module docs). Besides the budget, the restricted
+/// and sampled passes keep about 5 bytes per graph node (a one-bit set marker and the
+/// sampler's relabel marker).
+///
+/// # Panics
+/// If a node is out of range or repeated, or `fanouts` of [`InferMode::Sampled`] do not have
+/// one entry per layer.
+pub fn infer_rows(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    nodes: &[u32],
+    opts: &InferOptions,
+) -> (Features, InferReport) {
     let layers = model.cfg.num_layers;
     let dims = layer_dims(model, opts.heads);
     let n = graph.num_nodes() as u64;
@@ -224,7 +266,7 @@ pub fn infer_nodes(
         let out = gather_rows(&h, nodes);
         model.recycle(h);
         (
-            out,
+            mat_rows(out),
             InferReport {
                 path: InferPath::Full,
                 chunks: 1,
@@ -242,7 +284,7 @@ pub fn infer_nodes(
                 model, p, graph, degrees, features, nodes, fanouts, opts, &dims,
             );
             report.full_cost = full_cost;
-            (out, report)
+            (mat_rows(out), report)
         }
         mode => {
             let auto = *mode == InferMode::Auto;
@@ -259,54 +301,83 @@ pub fn infer_nodes(
                 peak: 0,
                 cost: 0.0,
             };
-            let groups = lw.plan(nodes);
-            let planned: f64 = groups.iter().map(|g| g.cost).sum();
-            if auto && planned * RESTRICTED_OVERHEAD >= full_cost {
-                if full_bytes <= budget {
-                    return full(model);
+            if auto {
+                // one group of every node: the least work any restricted pass does
+                let sets = lw.sets(nodes);
+                let single = lw.group_cost(nodes, &sets);
+                if single * RESTRICTED_OVERHEAD >= full_cost {
+                    if full_bytes <= budget {
+                        return full(model);
+                    }
+                    // the neighbourhoods cover most of the graph but a whole layer does not
+                    // fit the budget: the full pass through a mapped scratch file (one chunk in
+                    // memory)
+                    if let Ok(rows) = infer_all_to_file(model, p, graph, degrees, features, opts) {
+                        return (
+                            match gather_to_file(&rows, model.out_dim(), nodes, opts) {
+                                Some(Ok(f)) => f,
+                                _ => mat_rows(gather_mapped(
+                                    &rows,
+                                    model.out_dim(),
+                                    graph.num_nodes(),
+                                    nodes,
+                                )),
+                            },
+                            InferReport {
+                                path: InferPath::Full,
+                                chunks: 0,
+                                peak_bytes: budget / 2,
+                                cost: full_cost,
+                                full_cost,
+                            },
+                        );
+                    }
                 }
-                // the neighbourhoods cover most of the graph but a whole layer does not fit the
-                // budget: the full pass through a mapped scratch file (one chunk in memory)
-                if let Ok(rows) = infer_all_to_file(model, p, graph, degrees, features, opts) {
-                    let d = model.out_dim();
-                    let all = Features::Dense {
-                        num_nodes: graph.num_nodes(),
-                        dim: d,
-                        data: rows,
-                    };
-                    let mut got = empty_features();
-                    all.gather_releasing(nodes, &mut got);
-                    let Features::Dense { data, .. } = got else {
-                        unreachable!("dense rows")
-                    };
+                // the stored rows of the group do not fit half the budget: the layers below
+                // the last go through mapped scratch files (cutting the group into halves
+                // instead recomputes the neighbourhoods they share: on a power-law graph,
+                // most of the hubs in every half)
+                let spill = (nodes.len() > 1 && lw.stored_bytes(nodes.len(), &sets) > budget / 2)
+                    .then(|| opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir));
+                if let Ok(h) = lw.run(nodes, sets, spill.as_deref()) {
+                    model.release_buffers();
                     return (
-                        Mat {
-                            rows: nodes.len(),
-                            cols: d,
-                            data: data.into_vec(),
-                        },
+                        h,
                         InferReport {
-                            path: InferPath::Full,
-                            chunks: 0,
-                            peak_bytes: budget / 2,
-                            cost: full_cost,
+                            path: if spill.is_some() {
+                                InferPath::RestrictedFile
+                            } else {
+                                InferPath::Restricted
+                            },
+                            chunks: lw.chunks,
+                            peak_bytes: lw.peak,
+                            cost: lw.cost,
                             full_cost,
                         },
                     );
                 }
+                // a scratch file could not be written: the groups in memory below
+                (lw.chunks, lw.peak, lw.cost) = (0, 0, 0.0);
             }
+            // groups whose stored rows fit half the budget, halves recursively
+            let groups = lw.plan(nodes);
             let out_dim = model.out_dim();
             let mut out = Mat::zeros(nodes.len(), out_dim);
             for g in groups {
                 let r = g.range.clone();
-                let h = lw.run(&nodes[r.clone()], g.sets);
-                out.data[r.start * out_dim..r.end * out_dim].copy_from_slice(&h.data);
+                let h = lw
+                    .run(&nodes[r.clone()], g.sets, None)
+                    .expect("in-memory groups write no file");
+                let Features::Dense { data, .. } = h else {
+                    unreachable!("dense outputs")
+                };
+                out.data[r.start * out_dim..r.end * out_dim].copy_from_slice(&data);
             }
             // the chunks' buffers (up to half the budget each) would otherwise stay pooled
             // in the model between evaluations
             model.release_buffers();
             (
-                out,
+                mat_rows(out),
                 InferReport {
                     path: InferPath::Restricted,
                     chunks: lw.chunks,
@@ -341,7 +412,6 @@ const SETS_RELEASE_ROWS: usize = 1 << 15;
 struct Group {
     range: std::ops::Range<usize>,
     sets: Vec<Vec<u32>>,
-    cost: f64,
 }
 
 /// Layer-wise restricted inference: for a group of nodes `S_L`, the sets `S_l = S_{l+1} ∪
@@ -471,12 +541,7 @@ impl Layerwise<'_> {
                 todo.push(r.start..mid);
                 continue;
             }
-            let cost = self.group_cost(&nodes[r.clone()], &sets);
-            out.push(Group {
-                range: r,
-                sets,
-                cost,
-            });
+            out.push(Group { range: r, sets });
         }
         out
     }
@@ -524,48 +589,87 @@ impl Layerwise<'_> {
         out
     }
 
-    /// The outputs of the last layer on `nodes` (a group planned with `sets`).
-    fn run(&mut self, nodes: &[u32], sets: Vec<Vec<u32>>) -> Mat {
+    /// The outputs of the last layer on `nodes` (a group planned with `sets`), `[nodes.len(),
+    /// out_dim]`. With `spill` (a directory), every layer's outputs are written to scratch
+    /// files there and mapped back ([`ScratchLayer`]) instead of held in memory (the last
+    /// layer's too: the rows returned are mapped): the group need not fit the budget, only
+    /// one chunk does.
+    ///
+    /// # Errors
+    /// The I/O error of a scratch file (only with `spill`).
+    fn run(
+        &mut self,
+        nodes: &[u32],
+        sets: Vec<Vec<u32>>,
+        spill: Option<&std::path::Path>,
+    ) -> Result<Features, tma_graph::GraphError> {
         let layers = self.dims.len();
+        // the previous layer's outputs on sets[l]: in memory, or mapped from a scratch file
         let mut h: Option<Mat> = None;
+        let mut h_file: Option<Features> = None;
         let mut buf = empty_features();
+        let mut rows_buf = empty_features();
         for l in 0..layers {
             let (din, dout, _) = self.dims[l];
             let dst: &[u32] = if l + 1 == layers { nodes } else { &sets[l + 1] };
-            let mut out = Mat::zeros(dst.len(), dout);
-            let stored = self.stored_bytes(nodes.len(), &sets);
+            let to_file = spill;
+            let mut out_file = match to_file {
+                Some(dir) => Some(ScratchLayer::new(dir)?),
+                None => None,
+            };
+            let mut out = if out_file.is_some() {
+                Mat::zeros(0, dout)
+            } else {
+                Mat::zeros(dst.len(), dout)
+            };
+            let stored = if spill.is_some() {
+                0
+            } else {
+                self.stored_bytes(nodes.len(), &sets)
+            };
             for r in self.layer_chunks(l, dst) {
                 let mb = full_blocks(self.graph, self.degrees, &dst[r.clone()], 1);
                 let b = &mb.blocks[0];
                 let view = b.view();
-                let y = match &h {
-                    None if self.features.is_mapped() => {
+                let y = if l == 0 {
+                    if self.features.is_mapped() {
                         // scattered rows of a mapped file: gathered in row order, released
                         // as copied (a page per row would otherwise stay resident)
                         self.features.gather_releasing(&mb.input_nodes, &mut buf);
                         self.model.infer_layer(self.p, l, &view, Input::Rows(&buf))
-                    }
-                    None => {
+                    } else {
                         let x = Input::select(self.features, &mb.input_nodes, &mut buf);
                         self.model.infer_layer(self.p, l, &view, x)
                     }
-                    Some(prev) => {
-                        // the sources' rows in the stored outputs of layer l - 1 (sets[l] is
-                        // sorted and holds every source of these destinations)
-                        let rows: Vec<u32> = mb
-                            .input_nodes
-                            .iter()
-                            .map(|g| sets[l].binary_search(g).expect("source in the set") as u32)
-                            .collect();
-                        let x = Input::Indexed {
-                            all: &prev.data,
-                            dim: prev.cols,
-                            rows: &rows,
-                        };
-                        self.model.infer_layer(self.p, l, &view, x)
+                } else {
+                    // the sources' rows in the stored outputs of layer l - 1 (sets[l] is
+                    // sorted and holds every source of these destinations)
+                    let rows: Vec<u32> = mb
+                        .input_nodes
+                        .iter()
+                        .map(|g| sets[l].binary_search(g).expect("source in the set") as u32)
+                        .collect();
+                    match (&h, &h_file) {
+                        (Some(prev), _) => {
+                            let x = Input::Indexed {
+                                all: &prev.data,
+                                dim: prev.cols,
+                                rows: &rows,
+                            };
+                            self.model.infer_layer(self.p, l, &view, x)
+                        }
+                        (None, Some(prev)) => {
+                            prev.gather_releasing(&rows, &mut rows_buf);
+                            self.model
+                                .infer_layer(self.p, l, &view, Input::Rows(&rows_buf))
+                        }
+                        (None, None) => unreachable!("layer {l} has stored inputs"),
                     }
                 };
-                out.data[r.start * dout..r.end * dout].copy_from_slice(&y.data);
+                match &mut out_file {
+                    Some(f) => f.push(&y.data)?,
+                    None => out.data[r.start * dout..r.end * dout].copy_from_slice(&y.data),
+                }
                 self.model.recycle(y);
                 // a mapped graph: the pages this chunk read leave the process's RSS (they stay
                 // in the page cache), so evaluation holds one chunk's pages, not every page the
@@ -596,9 +700,83 @@ impl Layerwise<'_> {
             }
             // the stored rows of the previous layer are freed, not recycled: the model's
             // buffer pool would keep them (they are the size of a whole set, not of a chunk)
-            drop(h.replace(out));
+            drop(h.take());
+            drop(h_file.take());
+            match out_file {
+                Some(f) => h_file = Some(f.finish(dst.len(), dout)?),
+                None => h = Some(out),
+            }
         }
-        h.expect("at least one layer")
+        Ok(match (h, h_file) {
+            (Some(m), _) => Features::Dense {
+                num_nodes: m.rows,
+                dim: m.cols,
+                data: m.data.into(),
+            },
+            (None, Some(f)) => f,
+            (None, None) => unreachable!("at least one layer"),
+        })
+    }
+}
+
+/// One layer's outputs written row by row to a scratch file under `dir` and mapped back
+/// ([`ScratchLayer::finish`]): the file is unlinked once mapped, so it is freed when the
+/// mapping is dropped, and the rows stay out of anonymous memory (page cache only).
+struct ScratchLayer {
+    file: tempfile::NamedTempFile,
+    w: std::io::BufWriter<std::fs::File>,
+}
+
+impl ScratchLayer {
+    fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> tma_graph::GraphError {
+        let path = path.to_path_buf();
+        move |source| tma_graph::GraphError::Io { path, source }
+    }
+
+    fn new(dir: &std::path::Path) -> Result<ScratchLayer, tma_graph::GraphError> {
+        let file = tempfile::Builder::new()
+            .prefix(".tma-embed-")
+            .suffix(".f32")
+            .tempfile_in(dir)
+            .map_err(Self::io(dir))?;
+        let handle = file.as_file().try_clone().map_err(Self::io(file.path()))?;
+        Ok(ScratchLayer {
+            w: std::io::BufWriter::with_capacity(1 << 20, handle),
+            file,
+        })
+    }
+
+    /// Appends rows (little-endian f32, the on-disk format's byte order).
+    fn push(&mut self, rows: &[f32]) -> Result<(), tma_graph::GraphError> {
+        use std::io::Write;
+        let mut bytes = Vec::with_capacity(rows.len().min(1 << 18) * 4);
+        for part in rows.chunks(1 << 18) {
+            bytes.clear();
+            for x in part {
+                bytes.extend_from_slice(&x.to_le_bytes());
+            }
+            self.w
+                .write_all(&bytes)
+                .map_err(Self::io(self.file.path()))?;
+        }
+        Ok(())
+    }
+
+    /// The rows written, `[rows, dim]`, mapped from the file (unlinked now).
+    fn finish(self, rows: usize, dim: usize) -> Result<Features, tma_graph::GraphError> {
+        use std::io::Write;
+        let ScratchLayer { file, mut w } = self;
+        w.flush().map_err(Self::io(file.path()))?;
+        drop(w);
+        let map = tma_graph::SharedMap::open(file.path())?;
+        // unlinked now: the mapping keeps the pages until the buffer is dropped
+        drop(file);
+        let data = tma_graph::Buf::mapped(map, 0, rows * dim)?;
+        Ok(Features::Dense {
+            num_nodes: rows,
+            dim,
+            data,
+        })
     }
 }
 
@@ -625,9 +803,7 @@ pub fn infer_all_to_file(
     features: &Features,
     opts: &InferOptions,
 ) -> Result<tma_graph::Buf<f32>, tma_graph::GraphError> {
-    use std::io::Write;
     let dims = layer_dims(model, opts.heads);
-    let layers = dims.len();
     let n = graph.num_nodes();
     let lw = Layerwise {
         model,
@@ -643,20 +819,10 @@ pub fn infer_all_to_file(
         cost: 0.0,
     };
     let dir = opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let io = |path: &std::path::Path| {
-        let path = path.to_path_buf();
-        move |source| tma_graph::GraphError::Io { path, source }
-    };
     let mut prev: Option<Features> = None;
     let mut buf = empty_features();
     for (l, &(_, dout, _)) in dims.iter().enumerate() {
-        let file = tempfile::Builder::new()
-            .prefix(".tma-embed-")
-            .suffix(".f32")
-            .tempfile_in(&dir)
-            .map_err(io(&dir))?;
-        let path = file.path().to_path_buf();
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file.as_file());
+        let mut out = ScratchLayer::new(&dir)?;
         let mut start = 0usize;
         while start < n {
             // consecutive destinations whose one-layer block fits half the budget
@@ -685,25 +851,12 @@ pub fn infer_all_to_file(
                 let x = Input::select(input, &mb.input_nodes, &mut buf);
                 model.infer_layer(p, l, &view, x)
             };
-            for x in &y.data {
-                w.write_all(&x.to_le_bytes()).map_err(io(&path))?;
-            }
+            out.push(&y.data)?;
             model.recycle(y);
             graph.release_rows(start..end);
             start = end;
         }
-        w.flush().map_err(io(&path))?;
-        drop(w);
-        let map = tma_graph::SharedMap::open(&path)?;
-        // unlinked now: the mapping keeps the pages until the buffer is dropped
-        drop(file);
-        let data = tma_graph::Buf::mapped(map, 0, n * dout)?;
-        prev = Some(Features::Dense {
-            num_nodes: n,
-            dim: dout,
-            data,
-        });
-        let _ = layers;
+        prev = Some(out.finish(n, dout)?);
     }
     model.release_buffers();
     graph.release_pages();
@@ -711,6 +864,62 @@ pub fn infer_all_to_file(
     match prev {
         Some(Features::Dense { data, .. }) => Ok(data),
         _ => unreachable!("at least one layer, dense outputs"),
+    }
+}
+
+/// Rows `nodes` of `rows` (`[n, dim]`, mapped) as a matrix, gathered in row order and
+/// released as copied.
+fn gather_mapped(rows: &tma_graph::Buf<f32>, dim: usize, n: usize, nodes: &[u32]) -> Mat {
+    let all = Features::Dense {
+        num_nodes: n,
+        dim,
+        data: rows.clone(),
+    };
+    let mut got = empty_features();
+    all.gather_releasing(nodes, &mut got);
+    let Features::Dense { data, .. } = got else {
+        unreachable!("dense rows")
+    };
+    Mat {
+        rows: nodes.len(),
+        cols: dim,
+        data: data.into_vec(),
+    }
+}
+
+/// Rows `nodes` of `rows` (`[N, dim]`, mapped) into a new mapped scratch file, in pieces of
+/// at most half of `opts.memory_budget` (each gathered in row order and released as copied),
+/// when they do not fit half the budget in memory; `None` when they do (or `nodes` are not
+/// ascending, which the pieces' reads in row order need).
+fn gather_to_file(
+    rows: &tma_graph::Buf<f32>,
+    dim: usize,
+    nodes: &[u32],
+    opts: &InferOptions,
+) -> Option<Result<Features, tma_graph::GraphError>> {
+    let bytes = 4 * (nodes.len() * dim) as u64;
+    if bytes <= opts.memory_budget / 2 || !nodes.is_sorted() || dim == 0 {
+        return None;
+    }
+    let per = ((opts.memory_budget / 2) / (4 * dim as u64)).max(1) as usize;
+    let n = rows.len() / dim;
+    let dir = opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let go = || {
+        let mut out = ScratchLayer::new(&dir)?;
+        for piece in nodes.chunks(per) {
+            out.push(&gather_mapped(rows, dim, n, piece).data)?;
+        }
+        out.finish(nodes.len(), dim)
+    };
+    Some(go())
+}
+
+/// `m` as dense feature rows (no copy).
+fn mat_rows(m: Mat) -> Features {
+    Features::Dense {
+        num_nodes: m.rows,
+        dim: m.cols,
+        data: m.data.into(),
     }
 }
 
