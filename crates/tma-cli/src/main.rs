@@ -96,6 +96,14 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // diagnostics of the library (e.g. which inference path each evaluation took) on stderr
+    // when TMA_LOG asks for them (`TMA_LOG=tma_train=debug`); silent otherwise
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("TMA_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Train(o) => train_cmd::train(*o),

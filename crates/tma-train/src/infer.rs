@@ -243,6 +243,30 @@ pub fn infer_rows(
     nodes: &[u32],
     opts: &InferOptions,
 ) -> (Features, InferReport) {
+    let t = std::time::Instant::now();
+    let (rows, report) = infer_rows_inner(model, p, graph, degrees, features, nodes, opts);
+    tracing::debug!(
+        nodes = nodes.len(),
+        path = ?report.path,
+        chunks = report.chunks,
+        peak_bytes = report.peak_bytes,
+        cost_vs_full = report.cost / report.full_cost.max(1.0),
+        secs = t.elapsed().as_secs_f64(),
+        "evaluation inference"
+    );
+    (rows, report)
+}
+
+/// [`infer_rows`] without its diagnostics line.
+fn infer_rows_inner(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    nodes: &[u32],
+    opts: &InferOptions,
+) -> (Features, InferReport) {
     let layers = model.cfg.num_layers;
     let dims = layer_dims(model, opts.heads);
     let n = graph.num_nodes() as u64;
@@ -305,6 +329,12 @@ pub fn infer_rows(
                 // one group of every node: the least work any restricted pass does
                 let sets = lw.sets(nodes);
                 let single = lw.group_cost(nodes, &sets);
+                tracing::debug!(
+                    sets = ?sets.iter().map(Vec::len).collect::<Vec<_>>(),
+                    restricted_vs_full = single / full_cost.max(1.0),
+                    "restricted sets of {} nodes",
+                    nodes.len()
+                );
                 if single * RESTRICTED_OVERHEAD >= full_cost {
                     if full_bytes <= budget {
                         return full(model);
