@@ -114,6 +114,36 @@ pub struct StoredLinkSplit {
     pub negatives: Option<StoredNegatives>,
     /// Where the split was read (the graph directory), for the line that says it is used.
     pub source: String,
+    /// The protocol of the dataset the split comes from, when the dataset defines one (OGB's
+    /// link-property datasets: its name, metric and, for ogbl-collab/ppa/ddi, the negatives
+    /// shared by every positive); `None` for a split tma made (`tma generate`).
+    pub protocol: Option<LinkProtocol>,
+}
+
+/// A link-prediction protocol given by a dataset (OGB's `ogb.linkproppred.Evaluator`): the
+/// negatives are used as given, never redrawn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkProtocol {
+    /// The dataset's name, e.g. `ogbl-citation2`, `ogbl-collab`.
+    pub dataset: String,
+    /// `Some(K)`: the dataset reports Hits@K against [`LinkProtocol::shared`] (ogbl-collab 50,
+    /// ogbl-ppa 100, ogbl-ddi 20); `None`: MRR against the per-source negatives of
+    /// [`StoredLinkSplit::negatives`] (ogbl-citation2).
+    pub hits_k: Option<usize>,
+    /// Negatives shared by every positive of a split (OGB's `edge_neg`); `None` when the
+    /// negatives are per source ([`StoredLinkSplit::negatives`]).
+    pub shared: Option<SharedNegatives>,
+}
+
+/// Negative pairs shared by every positive of their split (OGB's `edge_neg` of ogbl-collab,
+/// ogbl-ppa, ogbl-ddi): Hits@K ranks each positive's score against the K-th highest score of
+/// all of them (`ogb.linkproppred.Evaluator._eval_hits`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedNegatives {
+    /// Validation negatives `(u, v)` as given, `[m_val]`.
+    pub val: Vec<(u32, u32)>,
+    /// Test negatives `(u, v)` as given, `[m_test]`.
+    pub test: Vec<(u32, u32)>,
 }
 
 /// Fixed evaluation negatives stored with a link split (per source, OGB's citation2 protocol).

@@ -429,6 +429,14 @@ pub fn evaluate_with(
     let metric = prep.metric.resolve(prep.eval.target_kind());
     let mut all = BTreeMap::new();
     match &prep.eval {
+        // negatives shared by every positive (OGB's ogbl-collab, ppa, ddi): Hits@K as OGB
+        EvalData::Link { split: ls }
+            if ls.protocol.as_ref().is_some_and(|p| p.shared.is_some()) =>
+        {
+            all.extend(evaluate_shared(
+                model, params, prep, ls, split, opts, metric,
+            ));
+        }
         EvalData::Link { split: ls } => {
             let k = ls.num_neg;
             // validation: the fixed subset of positives (`Prepared::cap_validation`), each
@@ -587,6 +595,123 @@ pub fn link_metrics(pos: &[f32], neg: &[f32], k: usize, metric: Metric) -> BTree
             .or_insert_with(|| hits_at(pos, neg, k, top));
     }
     all
+}
+
+/// The scores of `pairs` (`(u, v)`, global ids), in their order: the model's outputs on the
+/// endpoints of [`LINK_EVAL_CHUNK`] pairs at a time by [`infer_nodes`] on `prep.graph` as
+/// `opts` says, then the decoder.
+fn score_pairs(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    pairs: &[(u32, u32)],
+    opts: &InferOptions,
+) -> Vec<f32> {
+    let mut out = Vec::with_capacity(pairs.len());
+    for chunk in pairs.chunks(LINK_EVAL_CHUNK) {
+        let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
+        ends.extend(chunk.iter().map(|p| p.1));
+        let (uniq, local) = unique_with_inverse(&ends);
+        let (h, _) = infer_nodes(
+            model,
+            params,
+            &prep.graph,
+            &prep.degrees,
+            &prep.features,
+            &uniq,
+            opts,
+        );
+        let (src, dst) = local.split_at(chunk.len());
+        out.extend(model.score(params, &h, src, dst));
+    }
+    out
+}
+
+/// Evaluates a link split whose negatives are shared by every positive (a dataset's protocol,
+/// OGB's `edge_neg`: `ls.protocol.shared`): the scores of the split's positives (validation:
+/// `prep.val_subset` of them when set) and of all its shared negatives, then
+/// [`shared_link_metrics`].
+fn evaluate_shared(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    ls: &tma_graph::LinkSplit,
+    split: Split,
+    opts: &InferOptions,
+    metric: Metric,
+) -> BTreeMap<String, f64> {
+    let shared = ls
+        .protocol
+        .as_ref()
+        .and_then(|p| p.shared.as_ref())
+        .expect("a split with shared negatives");
+    let subset: Vec<(u32, u32)>;
+    let (pos, neg) = match (split, &prep.val_subset) {
+        (Split::Val, None) => (&ls.val_pos[..], &shared.val[..]),
+        (Split::Val, Some(at)) => {
+            subset = at.iter().map(|&i| ls.val_pos[i as usize]).collect();
+            (&subset[..], &shared.val[..])
+        }
+        (Split::Test, _) => (&ls.test_pos[..], &shared.test[..]),
+    };
+    let pos_scores = score_pairs(model, params, prep, pos, opts);
+    let neg_scores = score_pairs(model, params, prep, neg, opts);
+    shared_link_metrics(&pos_scores, &neg_scores, metric)
+}
+
+/// OGB's Hits@K against negatives shared by every positive
+/// (`ogb.linkproppred.Evaluator._eval_hits`): the K-th highest negative score
+/// `kth = topk(neg, K)[-1]`, then the fraction of positives scoring strictly above it; 1.0
+/// when there are fewer than K negatives (OGB's rule), NaN (undefined) for no positives and
+/// when a score is NaN (a diverged model). Shapes: `pos: [P]`, `neg: [M]`.
+///
+/// # Panics
+/// If `k == 0`.
+pub fn hits_at_shared(pos: &[f32], neg: &[f32], k: usize) -> f64 {
+    assert!(k >= 1, "Hits@K needs K >= 1");
+    if any_nan(pos) || any_nan(neg) {
+        return f64::NAN;
+    }
+    if neg.len() < k {
+        return 1.0;
+    }
+    if pos.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = neg.to_vec();
+    sorted.sort_unstable_by(|a, b| b.total_cmp(a));
+    let kth = sorted[k - 1];
+    pos.iter().filter(|&&p| p > kth).count() as f64 / pos.len() as f64
+}
+
+/// Every metric of positives `pos: [P]` against negatives shared by all of them `neg: [M]`
+/// ([`hits_at_shared`]): `hits@10`, `hits@20`, `hits@50`, `hits@100`, and `hits@K` of
+/// `metric` when it is Hits@K for another K. (MRR is not defined for shared negatives.)
+pub fn shared_link_metrics(pos: &[f32], neg: &[f32], metric: Metric) -> BTreeMap<String, f64> {
+    let mut ks = vec![10, 20, 50, 100];
+    if let Metric::HitsAt(k) = metric {
+        ks.push(k);
+    }
+    ks.into_iter()
+        .map(|k| (format!("hits@{k}"), hits_at_shared(pos, neg, k)))
+        .collect()
+}
+
+/// OGB's MRR protocol on per-source negatives (`ogb.linkproppred.Evaluator._eval_mrr`, as
+/// ogbl-citation2 reports it): rank = `0.5 * (#neg > pos + #neg >= pos) + 1`, the mean of
+/// `1 / rank` (`mrr`) and the fractions with rank <= 1, 3, 10 (`hits@1`, `hits@3`,
+/// `hits@10`), i.e. [`rank_metrics`]'s ranks. Shapes: `pos: [P]`, `neg: [P * k]` row-major.
+///
+/// # Panics
+/// If `neg.len() != pos.len() * k`.
+pub fn ogb_mrr_metrics(pos: &[f32], neg: &[f32], k: usize) -> BTreeMap<String, f64> {
+    let m = rank_metrics(pos, neg, k);
+    BTreeMap::from([
+        ("mrr".to_string(), m.mrr),
+        ("hits@1".to_string(), m.hits_at_1),
+        ("hits@3".to_string(), hits_at(pos, neg, k, 3)),
+        ("hits@10".to_string(), m.hits_at_10),
+    ])
 }
 
 /// Every node-classification metric of `logits: [N, C or L]` over `nodes` (rows indexed by

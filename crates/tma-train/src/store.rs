@@ -517,6 +517,15 @@ fn write_into(
     w.features("coordinator", &prep.features)?;
     let targets = match &prep.eval {
         EvalData::Link { split } => {
+            if let Some(p) = split.protocol.as_ref().filter(|p| p.shared.is_some()) {
+                return Err(fmt_err(
+                    staging,
+                    format!(
+                        "the link split of {} has negatives shared by every positive (OGB's edge_neg); partition directories do not store them yet: train on the dataset directory itself",
+                        p.dataset
+                    ),
+                ));
+            }
             w.pairs("coordinator/val_pos.npy", &split.val_pos)?;
             w.pairs("coordinator/test_pos.npy", &split.test_pos)?;
             w.npy(
@@ -915,6 +924,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
                 num_neg: k,
                 directed: m.directed,
                 notes: Default::default(),
+                protocol: None,
             },
         }
     } else {

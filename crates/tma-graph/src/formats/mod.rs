@@ -37,6 +37,7 @@ mod edgelist;
 mod npz;
 mod ogb;
 mod text;
+pub mod torch;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -339,6 +340,8 @@ pub(crate) struct Raw {
     pub(crate) num_splits: usize,
     pub(crate) notes: Vec<String>,
     pub(crate) node_ids: Option<Vec<u64>>,
+    /// A link split the dataset ships (OGB link-property `split/<name>/*.pt`).
+    pub(crate) link: Option<crate::dataset::StoredLinkSplit>,
 }
 
 fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
@@ -355,6 +358,7 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
         num_splits,
         mut notes,
         node_ids,
+        link,
     } = raw;
     // self-loops dropped, duplicates merged: counted on the arcs as read
     let arcs_in = src.len();
@@ -440,7 +444,7 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
             split,
             removed,
             num_splits,
-            link_split: None,
+            link_split: link,
         },
         format,
         notes,
