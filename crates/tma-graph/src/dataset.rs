@@ -220,6 +220,7 @@ impl Dataset {
         };
         let split = match &self.split {
             Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
+            None if self.link_split.is_some() => "no node split".to_string(),
             None => "no fixed split (tma train makes a seeded one: 60/20/20 of the labelled nodes for node tasks, held-out edges for link prediction)".to_string(),
         };
         let split = match &self.link_split {
@@ -227,9 +228,18 @@ impl Dataset {
                 "{split}, stored link split {}/{} held-out pairs ({}; the graph is the training graph)",
                 l.val_pos.len(),
                 l.test_pos.len(),
-                match &l.negatives {
-                    Some(n) => format!("{} fixed negatives each", n.num_neg),
-                    None => "negatives drawn by each run".into(),
+                match (&l.negatives, &l.protocol) {
+                    (_, Some(LinkProtocol { dataset, hits_k, shared: Some(sh) })) => format!(
+                        "{}/{} negative pairs shared by all, as {dataset} gives them, Hits@{}",
+                        sh.val.len(),
+                        sh.test.len(),
+                        hits_k.unwrap_or(50)
+                    ),
+                    (Some(n), Some(p)) => {
+                        format!("{} fixed negatives each, as {} gives them, MRR", n.num_neg, p.dataset)
+                    }
+                    (Some(n), None) => format!("{} fixed negatives each", n.num_neg),
+                    (None, _) => "negatives drawn by each run".into(),
                 }
             ),
             None => split,

@@ -1091,4 +1091,57 @@ mod tests {
             .to_string()
             .contains("ROC-AUC is defined for 2 classes"));
     }
+
+    /// OGB's Hits@K against shared negatives (`Evaluator._eval_hits`), by hand: negatives
+    /// sorted 0.8, 0.6, 0.5, 0.4, 0.1; the K-th is the threshold, a positive counts when it
+    /// is strictly above it; fewer than K negatives is 1.0.
+    #[test]
+    fn hits_at_shared_is_ogbs_hits_at_k() {
+        let pos = [0.9f32, 0.5, 0.3, 0.7];
+        let neg = [0.8f32, 0.6, 0.5, 0.1, 0.4];
+        assert_eq!(hits_at_shared(&pos, &neg, 1), 0.25); // > 0.8: 0.9
+        assert_eq!(hits_at_shared(&pos, &neg, 2), 0.5); // > 0.6: 0.9, 0.7
+        assert_eq!(hits_at_shared(&pos, &neg, 3), 0.5); // > 0.5: 0.9, 0.7 (0.5 ties: no)
+        assert_eq!(hits_at_shared(&pos, &neg, 4), 0.75); // > 0.4: 0.9, 0.5, 0.7
+        assert_eq!(hits_at_shared(&pos, &neg, 5), 1.0); // > 0.1: all
+        assert_eq!(hits_at_shared(&pos, &neg, 6), 1.0); // 5 negatives < 6: OGB's 1.0
+        assert!(hits_at_shared(&[], &neg, 3).is_nan());
+        assert!(hits_at_shared(&[f32::NAN], &neg, 3).is_nan());
+        let all = shared_link_metrics(&pos, &neg, Metric::HitsAt(3));
+        assert_eq!(
+            all,
+            BTreeMap::from([
+                ("hits@3".to_string(), 0.5),
+                ("hits@10".to_string(), 1.0),
+                ("hits@20".to_string(), 1.0),
+                ("hits@50".to_string(), 1.0),
+                ("hits@100".to_string(), 1.0),
+            ])
+        );
+    }
+
+    /// OGB's MRR protocol (`Evaluator._eval_mrr`, ogbl-citation2) by hand: rank =
+    /// 0.5 * (#neg > pos + #neg >= pos) + 1.
+    #[test]
+    fn ogb_mrr_metrics_are_ogbs_ranks() {
+        // row 0: 0.9 > 0.5, 0.5 >= 0.5 -> 0.5 * (1 + 2) + 1 = 2.5; row 1: rank 1
+        let pos = [0.5f32, 0.2];
+        let neg = [0.9f32, 0.5, 0.1, 0.1, 0.0, -1.0];
+        let m = ogb_mrr_metrics(&pos, &neg, 3);
+        assert_eq!(
+            m,
+            BTreeMap::from([
+                ("mrr".to_string(), (1.0 / 2.5 + 1.0) / 2.0),
+                ("hits@1".to_string(), 0.5),
+                ("hits@3".to_string(), 1.0),
+                ("hits@10".to_string(), 1.0),
+            ])
+        );
+        // tma's own ranking is the same rule
+        let r = rank_metrics(&pos, &neg, 3);
+        assert_eq!((r.mrr, r.hits_at_1), (0.7, 0.5));
+        // all tied with 3 negatives: rank 0.5 * (0 + 3) + 1 = 2.5 for both
+        let t = ogb_mrr_metrics(&[1.0, 1.0], &[1.0; 6], 3);
+        assert_eq!((t["mrr"], t["hits@1"], t["hits@3"]), (0.4, 0.0, 1.0));
+    }
 }

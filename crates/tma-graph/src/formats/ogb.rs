@@ -4,6 +4,20 @@
 //! node), `raw/node-label.csv.gz` (one class per line, or one 0/1 row per node for multi-task
 //! datasets such as ogbn-proteins), `split/<name>/{train,valid,test}.csv.gz` (node ids). No
 //! header lines. Files may also be uncompressed (`.csv`).
+//!
+//! OGB link-property directories (`dataset/ogbl_citation2/`, as `ogb.linkproppred.
+//! LinkPropPredDataset` leaves them) have the same `raw/` files, where `edge.csv.gz` holds the
+//! **training** edges only (OGB's graph object is the training graph), and
+//! `split/<name>/{train,valid,test}.pt` (`torch.save` dicts, [`super::torch::read_pt`]):
+//! * ogbl-citation2: `source_node [P]`, `target_node [P]`, `target_node_neg [P, 1000]` in
+//!   `valid.pt` / `test.pt` (MRR; the graph directed: OGB adds no inverse edges);
+//! * ogbl-collab, ogbl-ppa, ogbl-ddi: `edge [P, 2]` and `edge_neg [M, 2]`, negatives shared by
+//!   every positive (Hits@50 / @100 / @20; undirected: OGB adds inverse edges, tma stores both
+//!   directions); collab's `weight` and `year` are not read (one note says so).
+//!
+//! The split is used as given: positives and negatives as the files hold them (undirected
+//! pairs keep their order), never drawn again. `train.pt` is not read (its edges are
+//! `edge.csv.gz`'s), which a note says.
 
 use std::path::{Path, PathBuf};
 

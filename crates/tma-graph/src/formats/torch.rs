@@ -16,8 +16,8 @@
 //! and calls only `torch._utils._rebuild_tensor_v2`, `torch._utils._rebuild_tensor` and
 //! `collections.OrderedDict`: it never runs code from the file. Anything else, and every
 //! malformed input, is a [`GraphError::Invalid`] naming the file and the problem. Only
-//! contiguous (C-order) tensors are read. The legacy (pre-1.6, non-zip) format is refused
-//! with an error saying so.
+//! contiguous (C-order) tensors are read. The legacy (pre-1.6, non-zip) format, five pickles
+//! and the raw storages in one stream, is read too.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Read};
@@ -167,7 +167,7 @@ const MAX_DEPTH: usize = 32;
 ///
 /// # Errors
 /// [`GraphError::Io`] when the file cannot be opened; [`GraphError::Invalid`] naming `path`
-/// for anything else: not a zip archive (the legacy pre-1.6 format is named as such), no or
+/// for anything else: neither a zip archive nor the legacy pre-1.6 stream, no or
 /// several `data.pkl`, an opcode or global outside the module docs' list, a malformed pickle
 /// (truncated, stack underflow, a key that is not a string, a value that is not a tensor), a
 /// storage member missing, of the wrong length or unreadable, a big-endian `byteorder`, a
@@ -181,12 +181,8 @@ pub fn read_pt(path: &Path) -> Result<BTreeMap<String, TorchTensor>> {
     {
         let mut g = &f;
         let n = g.read(&mut head).unwrap_or(0);
-        if n >= 2 && head[..2] == [0x80, 0x02] {
-            return Err(invalid(
-                path,
-                "a .pt file in PyTorch's legacy (pre-1.6, non-zip) format, which tma does not \
-                 read; re-save it with torch >= 1.6 (torch.save(torch.load(f), f))",
-            ));
+        if n >= 2 && head[0] == 0x80 {
+            return read_legacy(path);
         }
         if n < 4 || &head != b"PK\x03\x04" {
             return Err(invalid(
@@ -279,9 +275,42 @@ pub fn read_pt(path: &Path) -> Result<BTreeMap<String, TorchTensor>> {
         }
     }
     let bytes = member(&mut zip, &pkl, MAX_PICKLE)?;
-    let top = Unpickler::new(&bytes)
+    let (top, _) = Unpickler::new(&bytes)
         .run()
         .map_err(|e| invalid(path, format!("{pkl}: {e}")))?;
+    tensors_of(path, &pkl, top, |t| {
+        let name = format!("{prefix}data/{}", t.key);
+        if zip.index_for_name(&name).is_none() {
+            return Err(format!("storage member {name} is missing"));
+        }
+        let want = t
+            .numel
+            .checked_mul(t.dtype.size() as u64)
+            .ok_or("storage size overflows")?;
+        let raw = member(&mut zip, &name, want).map_err(|e| match e {
+            GraphError::Invalid { reason, .. } => reason,
+            other => other.to_string(),
+        })?;
+        if raw.len() as u64 != want {
+            return Err(format!(
+                "storage {name} holds {} bytes, the pickle says {} elements of {} ({want} bytes)",
+                raw.len(),
+                t.numel,
+                t.dtype.name()
+            ));
+        }
+        Ok(raw)
+    })
+}
+
+/// The dict of str -> tensor `top` (from `pkl` of `path`), each tensor's storage bytes given
+/// by `storage` (the whole storage: `numel * size` bytes).
+fn tensors_of(
+    path: &Path,
+    pkl: &str,
+    top: Val,
+    mut storage: impl FnMut(&TensorRef) -> std::result::Result<Vec<u8>, String>,
+) -> Result<BTreeMap<String, TorchTensor>> {
     let Val::Dict(items) = top else {
         return Err(invalid(
             path,
@@ -305,49 +334,117 @@ pub fn read_pt(path: &Path) -> Result<BTreeMap<String, TorchTensor>> {
                 format!("{pkl}: value of {key:?} is {}, not a tensor", v.kind()),
             ));
         };
-        let name = format!("{prefix}data/{}", t.key);
-        if zip.index_for_name(&name).is_none() {
-            return Err(invalid(
-                path,
-                format!("tensor {key:?}: storage member {name} is missing"),
-            ));
-        }
-        let size = t.dtype.size() as u64;
-        let want = t
-            .numel
-            .checked_mul(size)
-            .ok_or_else(|| invalid(path, format!("tensor {key:?}: storage size overflows")))?;
-        let raw = member(&mut zip, &name, want)?;
-        if raw.len() as u64 != want {
-            return Err(invalid(
-                path,
-                format!(
-                    "tensor {key:?}: storage {name} holds {} bytes, the pickle says {} elements \
-                     of {} ({want} bytes)",
-                    raw.len(),
-                    t.numel,
-                    t.dtype.name()
-                ),
-            ));
-        }
+        let raw = storage(&t).map_err(|e| invalid(path, format!("tensor {key:?}: {e}")))?;
         let bytes = t
-            .contiguous_bytes(&raw)
+            .contiguous_bytes(raw)
             .map_err(|e| invalid(path, format!("tensor {key:?}: {e}")))?;
-        if out
-            .insert(
-                key.clone(),
-                TorchTensor {
-                    dtype: t.dtype,
-                    shape: t.shape,
-                    bytes,
-                },
-            )
-            .is_some()
-        {
+        let tensor = TorchTensor {
+            dtype: t.dtype,
+            shape: t.shape,
+            bytes,
+        };
+        if out.insert(key.clone(), tensor).is_some() {
             return Err(invalid(path, format!("{pkl}: key {key:?} appears twice")));
         }
     }
     Ok(out)
+}
+
+/// `torch.save`'s legacy format (PyTorch < 1.6, `_use_new_zipfile_serialization=False`): five
+/// pickles in a row (the magic number `0x1950a86a20f9469cfc6c`, the protocol version 1001,
+/// `sys_info`, the object, the sorted storage keys), then each storage in key order as an
+/// int64 element count and its little-endian bytes.
+fn read_legacy(path: &Path) -> Result<BTreeMap<String, TorchTensor>> {
+    let bytes = std::fs::read(path).map_err(|source| GraphError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |what: String| invalid(path, format!("legacy torch.save format: {what}"));
+    let mut pos = 0usize;
+    let next = |what: &str, pos: &mut usize| -> Result<Val> {
+        let (v, used) = Unpickler::new(&bytes[*pos..])
+            .run()
+            .map_err(|e| bad(format!("{what}: {e}")))?;
+        *pos += used;
+        Ok(v)
+    };
+    const MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+    match next("magic number", &mut pos)? {
+        Val::BigInt(b) if b == MAGIC => {}
+        other => {
+            return Err(bad(format!(
+                "starts with {} where torch writes its magic number (not a .pt file?)",
+                other.kind()
+            )))
+        }
+    }
+    match next("protocol version", &mut pos)? {
+        Val::Int(1001) => {}
+        other => {
+            return Err(bad(format!(
+                "protocol version {other:?} (torch writes 1001)"
+            )))
+        }
+    }
+    if let Val::Dict(info) = next("sys_info", &mut pos)? {
+        for (k, v) in info {
+            if matches!((&k, &v), (Val::Str(k), Val::Bool(false)) if k == "little_endian") {
+                return Err(bad(
+                    "written on a big-endian machine: tma reads little-endian storages only".into(),
+                ));
+            }
+        }
+    }
+    let top = next("the object", &mut pos)?;
+    let Val::List(keys) = next("storage keys", &mut pos)? else {
+        return Err(bad("the storage keys are not a list".into()));
+    };
+    // each storage: its element size from the tensors that use it
+    let mut sizes: HashMap<String, usize> = HashMap::new();
+    if let Val::Dict(items) = &top {
+        for (_, v) in items {
+            if let Val::Tensor(t) = v {
+                sizes.insert(t.key.clone(), t.dtype.size());
+            }
+        }
+    }
+    let mut storages: HashMap<String, Vec<u8>> = HashMap::new();
+    for k in keys {
+        let Val::Str(k) = k else {
+            return Err(bad(format!("a storage key is {}", k.kind())));
+        };
+        let count = bytes
+            .get(pos..pos + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            .ok_or_else(|| bad(format!("truncated before storage {k:?}")))?;
+        pos += 8;
+        let size = sizes.get(&k).copied().unwrap_or(1) as u64;
+        let len = count
+            .checked_mul(size)
+            .filter(|&l| l <= (bytes.len() - pos) as u64)
+            .ok_or_else(|| {
+                bad(format!(
+                    "storage {k:?}: {count} elements of {size} bytes exceed the file"
+                ))
+            })? as usize;
+        storages.insert(k, bytes[pos..pos + len].to_vec());
+        pos += len;
+    }
+    tensors_of(path, "the pickled object", top, |t| {
+        let raw = storages
+            .get(&t.key)
+            .ok_or_else(|| format!("storage {:?} is not in the file", t.key))?;
+        if raw.len() as u64 != t.numel * t.dtype.size() as u64 {
+            return Err(format!(
+                "storage {:?} holds {} bytes, the pickle says {} elements of {}",
+                t.key,
+                raw.len(),
+                t.numel,
+                t.dtype.name()
+            ));
+        }
+        Ok(raw.clone())
+    })
 }
 
 /// A tensor as the pickle describes it, before its storage is read.
@@ -365,7 +462,7 @@ struct TensorRef {
 impl TensorRef {
     /// The tensor's bytes out of its storage `raw`: contiguous (strides of C order, a
     /// dimension of size 1 may have any stride) and within the storage.
-    fn contiguous_bytes(&self, raw: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    fn contiguous_bytes(&self, raw: Vec<u8>) -> std::result::Result<Vec<u8>, String> {
         if self.shape.len() != self.stride.len() {
             return Err(format!(
                 "size {:?} and stride {:?} differ in length",
@@ -398,6 +495,9 @@ impl TensorRef {
         };
         let sz = self.dtype.size();
         let (a, b) = (self.offset as usize * sz, end as usize * sz);
+        if a == 0 && b == raw.len() {
+            return Ok(raw);
+        }
         raw.get(a..b)
             .map(<[u8]>::to_vec)
             .ok_or_else(|| format!("elements {a}..{b} beyond the storage's {} bytes", raw.len()))
@@ -416,6 +516,8 @@ enum Val {
     List(Vec<Val>),
     Dict(Vec<(Val, Val)>),
     Global(String, String),
+    /// An int beyond int64 (LONG1 of more than 8 bytes), little-endian two's complement.
+    BigInt(Vec<u8>),
     Storage {
         dtype: TorchDtype,
         key: String,
@@ -436,6 +538,7 @@ impl Val {
             Val::List(_) => "a list",
             Val::Dict(_) => "a dict",
             Val::Global(..) => "a class or function",
+            Val::BigInt(_) => "a big int",
             Val::Storage { .. } => "a storage",
             Val::Tensor(_) => "a tensor",
         }
@@ -493,7 +596,7 @@ impl<'a> Unpickler<'a> {
             stack: Vec::new(),
             marks: Vec::new(),
             memo: HashMap::new(),
-            budget: 4 * b.len() + 1024,
+            budget: b.len() / 4 + 4096,
         }
     }
 
@@ -592,7 +695,8 @@ impl<'a> Unpickler<'a> {
         self.push(v)
     }
 
-    fn run(mut self) -> R<Val> {
+    /// Runs to STOP: the value and the bytes consumed.
+    fn run(mut self) -> R<(Val, usize)> {
         loop {
             let at = self.pos;
             let op = self.u8()?;
@@ -631,7 +735,9 @@ impl<'a> Unpickler<'a> {
                     let n = self.u8()? as usize;
                     let b = self.take(n)?;
                     if n > 8 {
-                        return Err(format!("LONG1 of {n} bytes (more than int64)"));
+                        // beyond int64: only the legacy format's magic number
+                        self.push(Val::BigInt(b.to_vec()))?;
+                        continue;
                     }
                     let mut buf = [0u8; 8];
                     buf[..n].copy_from_slice(b);
@@ -761,7 +867,7 @@ impl<'a> Unpickler<'a> {
                             self.stack.len()
                         ));
                     }
-                    return Ok(v);
+                    return Ok((v, self.pos));
                 }
                 other => {
                     return Err(format!(

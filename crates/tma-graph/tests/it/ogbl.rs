@@ -102,6 +102,22 @@ fn pt_files_read_as_written() {
 }
 
 #[test]
+fn the_legacy_format_reads_the_same_dict() {
+    let zip = read_pt(&fixture("ogbl_collab/split/time/valid.pt")).unwrap();
+    let legacy = read_pt(&fixture("collab_valid_legacy.pt")).unwrap();
+    assert_eq!(legacy, zip);
+    // a truncated legacy stream is an error naming the file
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("cut.pt");
+    let b = std::fs::read(fixture("collab_valid_legacy.pt")).unwrap();
+    for cut in [20, 200, b.len() - 9, b.len() - 1] {
+        std::fs::write(&p, &b[..cut]).unwrap();
+        let r = invalid_reason(read_pt(&p), &p);
+        assert!(r.contains("legacy torch.save format"), "{cut}: {r}");
+    }
+}
+
+#[test]
 fn citation2_is_the_training_graph_with_its_negatives_as_given() {
     let e = expected("ogbl_citation2");
     let dir = fixture("ogbl_citation2");
@@ -343,7 +359,11 @@ fn malformed_pt_files_are_errors_naming_the_file() {
     assert!(invalid_reason(read_pt(&p), &p).contains("nested deeper"));
     // the legacy format and other files
     std::fs::write(&p, b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.").unwrap();
-    assert!(invalid_reason(read_pt(&p), &p).contains("legacy"));
+    let r = invalid_reason(read_pt(&p), &p);
+    assert!(
+        r.contains("legacy torch.save format: protocol version: truncated"),
+        "{r}"
+    );
     std::fs::write(&p, b"hello").unwrap();
     assert!(invalid_reason(read_pt(&p), &p).contains("not a torch.save zip"));
     std::fs::write(&p, b"PK\x03\x04 truncated").unwrap();
