@@ -117,7 +117,7 @@ pub struct StoredLinkSplit {
     /// The protocol of the dataset the split comes from, when the dataset defines one (OGB's
     /// link-property datasets: its name, metric and, for ogbl-collab/ppa/ddi, the negatives
     /// shared by every positive); `None` for a split tma made (`tma generate`).
-    pub protocol: Option<LinkProtocol>,
+    pub protocol: Option<Box<LinkProtocol>>,
 }
 
 /// A link-prediction protocol given by a dataset (OGB's `ogb.linkproppred.Evaluator`): the
@@ -228,7 +228,7 @@ impl Dataset {
                 "{split}, stored link split {}/{} held-out pairs ({}; the graph is the training graph)",
                 l.val_pos.len(),
                 l.test_pos.len(),
-                match (&l.negatives, &l.protocol) {
+                match (&l.negatives, l.protocol.as_deref()) {
                     (_, Some(LinkProtocol { dataset, hits_k, shared: Some(sh) })) => format!(
                         "{}/{} negative pairs shared by all, as {dataset} gives them, Hits@{}",
                         sh.val.len(),

@@ -84,7 +84,7 @@ pub struct LinkSplit {
     /// datasets, [`crate::dataset::StoredLinkSplit::protocol`]): with shared negatives
     /// (`protocol.shared`), `val_neg` / `test_neg` are empty and `num_neg` is 0, and every
     /// positive is ranked against all of them (Hits@K). `None` for a split tma made.
-    pub protocol: Option<crate::dataset::LinkProtocol>,
+    pub protocol: Option<Box<crate::dataset::LinkProtocol>>,
 }
 
 impl LinkSplit {

@@ -597,30 +597,49 @@ pub fn link_metrics(pos: &[f32], neg: &[f32], k: usize, metric: Metric) -> BTree
     all
 }
 
-/// The scores of `pairs` (`(u, v)`, global ids), in their order: the model's outputs on the
-/// endpoints of [`LINK_EVAL_CHUNK`] pairs at a time by [`infer_nodes`] on `prep.graph` as
-/// `opts` says, then the decoder.
+/// The scores of `pairs` (`(u, v)`, global ids), in their order, [`LINK_EVAL_CHUNK`] pairs at
+/// a time: the endpoints' rows of `everyone` (every node's outputs, `[N, out_dim]`) when
+/// given, else the model's outputs on them by [`infer_nodes`] on `prep.graph` as `opts`
+/// says; then the decoder.
 fn score_pairs(
     model: &Model,
     params: &ParamSet,
     prep: &Prepared,
     pairs: &[(u32, u32)],
     opts: &InferOptions,
+    everyone: Option<&tma_graph::Buf<f32>>,
 ) -> Vec<f32> {
     let mut out = Vec::with_capacity(pairs.len());
+    let d = model.out_dim();
     for chunk in pairs.chunks(LINK_EVAL_CHUNK) {
         let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
         ends.extend(chunk.iter().map(|p| p.1));
         let (uniq, local) = unique_with_inverse(&ends);
-        let (h, _) = infer_nodes(
-            model,
-            params,
-            &prep.graph,
-            &prep.degrees,
-            &prep.features,
-            &uniq,
-            opts,
-        );
+        let h = match everyone {
+            Some(rows) => {
+                let mut data = Vec::with_capacity(uniq.len() * d);
+                for &v in &uniq {
+                    data.extend_from_slice(&rows[v as usize * d..(v as usize + 1) * d]);
+                }
+                tma_nn::Mat {
+                    rows: uniq.len(),
+                    cols: d,
+                    data,
+                }
+            }
+            None => {
+                infer_nodes(
+                    model,
+                    params,
+                    &prep.graph,
+                    &prep.degrees,
+                    &prep.features,
+                    &uniq,
+                    opts,
+                )
+                .0
+            }
+        };
         let (src, dst) = local.split_at(chunk.len());
         out.extend(model.score(params, &h, src, dst));
     }
@@ -629,7 +648,8 @@ fn score_pairs(
 
 /// Evaluates a link split whose negatives are shared by every positive (a dataset's protocol,
 /// OGB's `edge_neg`: `ls.protocol.shared`): the scores of the split's positives (validation:
-/// `prep.val_subset` of them when set) and of all its shared negatives, then
+/// `prep.val_subset` of them when set) and of all its shared negatives (through every node's
+/// outputs computed once when they are more than one chunk, as the per-source path), then
 /// [`shared_link_metrics`].
 fn evaluate_shared(
     model: &Model,
@@ -654,8 +674,24 @@ fn evaluate_shared(
         }
         (Split::Test, _) => (&ls.test_pos[..], &shared.test[..]),
     };
-    let pos_scores = score_pairs(model, params, prep, pos, opts);
-    let neg_scores = score_pairs(model, params, prep, neg, opts);
+    // more than one chunk of pairs: every node's outputs once, layer-wise into a mapped
+    // scratch file (as the per-source path does for a big split), each chunk reads its rows
+    let everyone = (pos.len() + neg.len() > LINK_EVAL_CHUNK
+        && !matches!(opts.mode, crate::infer::InferMode::Sampled(_)))
+    .then(|| {
+        crate::infer::infer_all_to_file(
+            model,
+            params,
+            &prep.graph,
+            &prep.degrees,
+            &prep.features,
+            opts,
+        )
+        .ok()
+    })
+    .flatten();
+    let pos_scores = score_pairs(model, params, prep, pos, opts, everyone.as_ref());
+    let neg_scores = score_pairs(model, params, prep, neg, opts, everyone.as_ref());
     shared_link_metrics(&pos_scores, &neg_scores, metric)
 }
 

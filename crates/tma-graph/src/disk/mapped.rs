@@ -523,10 +523,12 @@ impl MappedGraph {
         let layout = self.manifest.link_negatives.as_ref();
         let shared = layout.is_some_and(|n| n.kind == super::NEGATIVES_SHARED);
         let protocol = layout.and_then(|n| {
-            n.dataset.as_ref().map(|d| LinkProtocol {
-                dataset: d.clone(),
-                hits_k: n.hits_k.map(|k| k as usize),
-                shared: None,
+            n.dataset.as_ref().map(|d| {
+                Box::new(LinkProtocol {
+                    dataset: d.clone(),
+                    hits_k: n.hits_k.map(|k| k as usize),
+                    shared: None,
+                })
             })
         });
         let (negatives, protocol) = if shared {
@@ -534,10 +536,12 @@ impl MappedGraph {
                 val: pairs(self.get("link_val_neg.bin")),
                 test: pairs(self.get("link_test_neg.bin")),
             };
-            let mut p = protocol.unwrap_or_else(|| LinkProtocol {
-                dataset: self.manifest.name.clone(),
-                hits_k: None,
-                shared: None,
+            let mut p = protocol.unwrap_or_else(|| {
+                Box::new(LinkProtocol {
+                    dataset: self.manifest.name.clone(),
+                    hits_k: None,
+                    shared: None,
+                })
             });
             p.hits_k = p.hits_k.or(Some(50));
             p.shared = Some(sh);

@@ -287,11 +287,11 @@ fn read_link_split(
                     test: tn.into(),
                 }),
                 source,
-                protocol: Some(LinkProtocol {
+                protocol: Some(Box::new(LinkProtocol {
                     dataset: name.to_string(),
                     hits_k: None,
                     shared: None,
-                }),
+                })),
             })
         }
         (LinkPart::Shared { pos: vp, neg: vn }, LinkPart::Shared { pos: tp, neg: tn }) => {
@@ -311,11 +311,11 @@ fn read_link_split(
                 test_pos: tp,
                 negatives: None,
                 source,
-                protocol: Some(LinkProtocol {
+                protocol: Some(Box::new(LinkProtocol {
                     dataset: name.to_string(),
                     hits_k: Some(hits_k),
                     shared: Some(SharedNegatives { val: vn, test: tn }),
-                }),
+                })),
             })
         }
         _ => Err(invalid(

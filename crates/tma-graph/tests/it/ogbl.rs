@@ -329,7 +329,9 @@ fn malformed_pt_files_are_errors_naming_the_file() {
         read_pt(&p).unwrap()["a"].to_i64().unwrap(),
         [0, 1, 2, 3, 4, 5]
     );
-    let cases: Vec<(Vec<u8>, Vec<u8>, Option<&[u8]>, &str)> = vec![
+    // (pickle, storage, byteorder member, what the error says)
+    type Case<'a> = (Vec<u8>, Vec<u8>, Option<&'a [u8]>, &'a str);
+    let cases: Vec<Case> = vec![
         // transposed: strides (1, 2) of a [2, 3] tensor
         (pickle(6, b"K\x02K\x03\x86", b"K\x01K\x02\x86", rebuild), store.clone(), None, "not contiguous"),
         // more elements than the storage
