@@ -125,3 +125,46 @@ fn shared_evaluation_is_ogbs_hits_at_k_of_the_models_scores() {
         assert!(!got.all.contains_key("mrr"));
     }
 }
+
+/// A partition directory keeps a dataset's protocol and its shared negatives: the coordinator
+/// read back evaluates as the prepared data did.
+#[test]
+fn a_partition_directory_keeps_shared_negatives() {
+    use tma_train::store::{read_coordinator, read_manifest, write_partition_dir};
+    let (ds, _, _) = shared_split(600);
+    let c = TrainConfig {
+        method: Method::RandomTma,
+        num_trainers: 2,
+        ..cfg(Metric::Auto)
+    };
+    let prep = prepare(ds, &c).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("parts");
+    write_partition_dir(&dir, &prep, &c, "ogbl-collab", false).unwrap();
+    let m = read_manifest(&dir).unwrap();
+    let p = m.link_protocol.as_ref().unwrap();
+    assert_eq!(
+        (p.dataset.as_str(), p.hits_k, p.shared),
+        ("ogbl-collab", Some(50), true)
+    );
+    // the option stays as given (shared negatives have no count per positive)
+    assert_eq!(m.data.eval_num_neg, c.eval_num_neg);
+    let back = read_coordinator(&dir, &m).unwrap();
+    let (
+        tma_train::data::EvalData::Link { split: a },
+        tma_train::data::EvalData::Link { split: b },
+    ) = (&back.eval, &prep.eval)
+    else {
+        panic!("link data expected")
+    };
+    assert_eq!(a.protocol, b.protocol);
+    assert_eq!((a.val_pos.clone(), a.num_neg), (b.val_pos.clone(), 0));
+    let model = build_model(&c, prep.model_shape()).unwrap();
+    let params = model.init_params(&mut ChaCha8Rng::seed_from_u64(2));
+    let o = InferOptions::default();
+    let want = evaluate_with(&model, &params, &prep, Split::Test, &o);
+    let mut back = back;
+    back.metric = prep.metric;
+    let got = evaluate_with(&model, &params, &back, Split::Test, &o);
+    assert_eq!(got.all, want.all);
+}

@@ -309,6 +309,24 @@ fn train_on_ogb_link_directories_reports_the_protocols_metric() {
         let r = tma(&["convert", "--from", s(&src), "--to", "npy", "--out", s(&npy)]);
         assert_fails_with(&r, 1, &["link split", "on-disk format"]);
     }
+    // a partition directory keeps the protocol and the shared negatives
+    let parts = dir.path().join("collab.parts");
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        s(&fixture("ogbl/ogbl_collab")),
+        "--task",
+        "link",
+        "--parts",
+        "2",
+        "--out",
+        s(&parts),
+    ]);
+    assert_success(&r);
+    let run = dir.path().join("collab.parts-run");
+    let r = train_on_partitions(s(&parts), &run, &[]);
+    assert_success(&r);
+    assert_eq!(summary(&run)["metric"], "hits@50");
     // MRR is not OGB's metric on shared negatives
     let r = tma(&[
         "train",
