@@ -529,6 +529,10 @@ pub fn evaluate_with(
                 neg_scores.extend(model.score(params, &h, &nsrc, negl));
             }
             all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
+            if ls.protocol.is_some() {
+                // a dataset's MRR protocol (ogbl-citation2) also reports hits@3
+                all.insert("hits@3".into(), hits_at(&pos_scores, &neg_scores, k, 3));
+            }
         }
         EvalData::Node { split: ns, targets } => {
             // validation: the fixed subset of its nodes (`Prepared::cap_validation`)

@@ -304,6 +304,12 @@ fn train_on_ogb_link_directories_reports_the_protocols_metric() {
             );
             let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
             assert!(rounds.contains(&format!("\"{metric}\"")), "{rounds}");
+            // OGB's Evaluator reports hits@1/3/10 beside citation2's MRR
+            assert_eq!(
+                rounds.contains("\"hits@3\""),
+                metric == "mrr",
+                "{name} {i}: {rounds}"
+            );
         }
         let npy = dir.path().join(format!("{}.npy", &name[5..]));
         let r = tma(&["convert", "--from", s(&src), "--to", "npy", "--out", s(&npy)]);

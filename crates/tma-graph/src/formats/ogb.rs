@@ -174,8 +174,8 @@ fn pairs(v: &[u32]) -> Vec<(u32, u32)> {
     v.chunks_exact(2).map(|p| (p[0], p[1])).collect()
 }
 
-/// `valid.pt` or `test.pt` of an OGB link split.
-fn link_part(path: &Path, n: usize, notes: &mut Vec<String>) -> Result<LinkPart> {
+/// `valid.pt` or `test.pt` of an OGB link split, and the keys it holds that are not read.
+fn link_part(path: &Path, n: usize) -> Result<(LinkPart, Vec<String>)> {
     let t = read_pt(path)?;
     let (part, used): (LinkPart, &[&str]) = if t.contains_key("source_node") {
         let (s, sh) = node_ids(path, &t, "source_node", &[None], n)?;
@@ -217,20 +217,12 @@ fn link_part(path: &Path, n: usize, notes: &mut Vec<String>) -> Result<LinkPart>
             ),
         ));
     };
-    let ignored: Vec<&str> = t
+    let ignored = t
         .keys()
-        .map(String::as_str)
-        .filter(|k| !used.contains(k))
+        .filter(|k| !used.contains(&k.as_str()))
+        .cloned()
         .collect();
-    if !ignored.is_empty() {
-        notes.push(format!(
-            "{}: not read: {} (tma ranks the pairs unweighted; edge weights and years are not \
-             used)",
-            path.display(),
-            ignored.join(", ")
-        ));
-    }
-    Ok(part)
+    Ok((part, ignored))
 }
 
 /// The link split of an OGB link-property directory, `split/<name>/{valid,test}.pt`, as
@@ -242,8 +234,19 @@ fn read_link_split(
     notes: &mut Vec<String>,
 ) -> Result<StoredLinkSplit> {
     let (vf, tf) = (d.join("valid.pt"), d.join("test.pt"));
-    let val = link_part(&vf, n, notes)?;
-    let test = link_part(&tf, n, notes)?;
+    let (val, mut ignored) = link_part(&vf, n)?;
+    let (test, ig) = link_part(&tf, n)?;
+    ignored.extend(ig);
+    ignored.sort();
+    ignored.dedup();
+    if !ignored.is_empty() {
+        notes.push(format!(
+            "{}: not read: {} (tma ranks the pairs unweighted; edge weights and years are not \
+             used)",
+            d.join("{valid,test}.pt").display(),
+            ignored.join(", ")
+        ));
+    }
     if d.join("train.pt").exists() {
         notes.push(format!(
             "{}: not read: the training edges are raw/edge.csv.gz (OGB's graph is the training \

@@ -186,7 +186,7 @@ fn collab_is_undirected_with_shared_negatives_as_given() {
     }
     let notes = l.notes.join("\n");
     assert!(
-        notes.contains("valid.pt: not read: weight, year"),
+        notes.contains("split/time/{valid,test}.pt: not read: weight, year"),
         "{notes}"
     );
     assert!(
