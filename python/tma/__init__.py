@@ -93,7 +93,9 @@ class Dataset:
         undirected: bool = False,
     ) -> "Dataset":
         """A dataset in any format ``tma train --dataset PATH`` reads (docs/dataset-format.md):
-        tma's ``.npy`` directory or on-disk graph, an OGB node-property directory, a SNAP edge
+        tma's ``.npy`` directory or on-disk graph, an OGB node-property directory, an OGB
+        link-property directory (``dataset/ogbl_citation2``, ``ogbl_collab``, ...: its
+        ``split/<type>/*.pt`` split and negatives used as given, OGB's metric), a SNAP edge
         list (``.txt``/``.txt.gz``), a gnn-benchmark/PyG ``.npz`` file or a CSV edge list with a
         header. ``format`` (``"tma"``, ``"ogb"``, ``"snap"``, ``"npz"``, ``"csv"``) is detected
         when ``None``; ``undirected=True`` adds the reverse of every arc of an edge list

@@ -114,6 +114,36 @@ pub struct StoredLinkSplit {
     pub negatives: Option<StoredNegatives>,
     /// Where the split was read (the graph directory), for the line that says it is used.
     pub source: String,
+    /// The protocol of the dataset the split comes from, when the dataset defines one (OGB's
+    /// link-property datasets: its name, metric and, for ogbl-collab/ppa/ddi, the negatives
+    /// shared by every positive); `None` for a split tma made (`tma generate`).
+    pub protocol: Option<Box<LinkProtocol>>,
+}
+
+/// A link-prediction protocol given by a dataset (OGB's `ogb.linkproppred.Evaluator`): the
+/// negatives are used as given, never redrawn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkProtocol {
+    /// The dataset's name, e.g. `ogbl-citation2`, `ogbl-collab`.
+    pub dataset: String,
+    /// `Some(K)`: the dataset reports Hits@K against [`LinkProtocol::shared`] (ogbl-collab 50,
+    /// ogbl-ppa 100, ogbl-ddi 20); `None`: MRR against the per-source negatives of
+    /// [`StoredLinkSplit::negatives`] (ogbl-citation2).
+    pub hits_k: Option<usize>,
+    /// Negatives shared by every positive of a split (OGB's `edge_neg`); `None` when the
+    /// negatives are per source ([`StoredLinkSplit::negatives`]).
+    pub shared: Option<SharedNegatives>,
+}
+
+/// Negative pairs shared by every positive of their split (OGB's `edge_neg` of ogbl-collab,
+/// ogbl-ppa, ogbl-ddi): Hits@K ranks each positive's score against the K-th highest score of
+/// all of them (`ogb.linkproppred.Evaluator._eval_hits`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedNegatives {
+    /// Validation negatives `(u, v)` as given, `[m_val]`.
+    pub val: Vec<(u32, u32)>,
+    /// Test negatives `(u, v)` as given, `[m_test]`.
+    pub test: Vec<(u32, u32)>,
 }
 
 /// Fixed evaluation negatives stored with a link split (per source, OGB's citation2 protocol).
@@ -190,6 +220,7 @@ impl Dataset {
         };
         let split = match &self.split {
             Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
+            None if self.link_split.is_some() => "no node split".to_string(),
             None => "no fixed split (tma train makes a seeded one: 60/20/20 of the labelled nodes for node tasks, held-out edges for link prediction)".to_string(),
         };
         let split = match &self.link_split {
@@ -197,9 +228,18 @@ impl Dataset {
                 "{split}, stored link split {}/{} held-out pairs ({}; the graph is the training graph)",
                 l.val_pos.len(),
                 l.test_pos.len(),
-                match &l.negatives {
-                    Some(n) => format!("{} fixed negatives each", n.num_neg),
-                    None => "negatives drawn by each run".into(),
+                match (&l.negatives, l.protocol.as_deref()) {
+                    (_, Some(LinkProtocol { dataset, hits_k, shared: Some(sh) })) => format!(
+                        "{}/{} negative pairs shared by all, as {dataset} gives them, Hits@{}",
+                        sh.val.len(),
+                        sh.test.len(),
+                        hits_k.unwrap_or(50)
+                    ),
+                    (Some(n), Some(p)) => {
+                        format!("{} fixed negatives each, as {} gives them, MRR", n.num_neg, p.dataset)
+                    }
+                    (Some(n), None) => format!("{} fixed negatives each", n.num_neg),
+                    (None, _) => "negatives drawn by each run".into(),
                 }
             ),
             None => split,

@@ -67,8 +67,9 @@ pub mod split;
 pub use buf::{Buf, Pod, SharedMap};
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
-    load_dataset, structural_features, Dataset, Labels, LoadOptions, NodeSplit, RemovedArcs,
-    StoredLinkSplit, StoredNegatives, DENSIFY_DENSITY, DENSIFY_MAX_DIM,
+    load_dataset, structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit,
+    RemovedArcs, SharedNegatives, StoredLinkSplit, StoredNegatives, DENSIFY_DENSITY,
+    DENSIFY_MAX_DIM,
 };
 pub use disk::{is_disk_graph, CsrRef, MappedGraph};
 pub use error::{GraphError, Result};

@@ -80,6 +80,11 @@ pub struct LinkSplit {
     pub directed: bool,
     /// What the split had to adapt to the graph (all zero / false on an ordinary graph).
     pub notes: LinkSplitNotes,
+    /// The dataset's own protocol when the split is one a dataset gives (OGB link-property
+    /// datasets, [`crate::dataset::StoredLinkSplit::protocol`]): with shared negatives
+    /// (`protocol.shared`), `val_neg` / `test_neg` are empty and `num_neg` is 0, and every
+    /// positive is ranked against all of them (Hits@K). `None` for a split tma made.
+    pub protocol: Option<Box<crate::dataset::LinkProtocol>>,
 }
 
 impl LinkSplit {
@@ -387,6 +392,7 @@ pub fn link_split(
         num_neg,
         directed,
         notes,
+        protocol: None,
     }
 }
 

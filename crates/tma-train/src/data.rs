@@ -248,6 +248,21 @@ impl EvalData {
     /// fits.
     pub fn check_metric(&self, metric: Metric, eval_num_neg: usize) -> Result<Metric, TrainError> {
         let kind = self.target_kind();
+        // a dataset's own protocol with shared negatives (OGB's ogbl-collab, ppa, ddi):
+        // Hits@K only, `auto` its K
+        if let EvalData::Link { split } = self {
+            if let Some(p) = split.protocol.as_ref().filter(|p| p.shared.is_some()) {
+                let k = p.hits_k.unwrap_or(50);
+                return match metric {
+                    Metric::Auto => Ok(Metric::HitsAt(k)),
+                    Metric::HitsAt(_) => Ok(metric),
+                    other => Err(TrainError::Config(format!(
+                        "metric {other}: {} ranks every positive against negatives shared by all of them (its edge_neg), where OGB reports Hits@K; use --metric hits@{k} (its own) or another hits@K",
+                        p.dataset
+                    ))),
+                };
+            }
+        }
         // a link split stored with the graph brings its own negatives
         let eval_num_neg = match self {
             EvalData::Link { split } => split.num_neg,
@@ -422,12 +437,35 @@ fn stored_split(
             stored.source
         )));
     }
-    let (num_neg, val_neg, test_neg, how) = match stored.negatives {
-        Some(n) => {
+    let shared = stored.protocol.as_ref().and_then(|p| p.shared.as_ref());
+    let (num_neg, val_neg, test_neg, how) = match (stored.negatives, shared) {
+        (_, Some(sh)) => {
+            let p = stored
+                .protocol
+                .as_ref()
+                .expect("shared negatives come with a protocol");
+            let how = format!(
+                "{} / {} negative pairs shared by every positive, as {} gives them (its edge_neg), Hits@{}",
+                sh.val.len(),
+                sh.test.len(),
+                p.dataset,
+                p.hits_k.unwrap_or(50)
+            );
+            (0, Vec::new().into(), Vec::new().into(), how)
+        }
+        (Some(n), None) if stored.protocol.is_some() => {
+            let p = stored.protocol.as_ref().expect("checked");
+            let how = format!(
+                "{} fixed negatives each, as {} gives them, MRR",
+                n.num_neg, p.dataset
+            );
+            (n.num_neg, n.val, n.test, how)
+        }
+        (Some(n), None) => {
             let how = format!("{} stored fixed negatives each, seed {}", n.num_neg, n.seed);
             (n.num_neg, n.val, n.test, how)
         }
-        None => {
+        (None, None) => {
             let (v, t, notes) = tma_graph::link_negatives(
                 graph,
                 directed,
@@ -454,7 +492,9 @@ fn stored_split(
         stored.source,
         stored.val_pos.len(),
         stored.test_pos.len(),
-        if num_neg != cfg.eval_num_neg {
+        if shared.is_some() {
+            format!("; --eval-num-neg {} does not apply", cfg.eval_num_neg)
+        } else if num_neg != cfg.eval_num_neg {
             format!("; its {num_neg} negatives per pair are used, not --eval-num-neg {}", cfg.eval_num_neg)
         } else {
             String::new()
@@ -478,6 +518,7 @@ fn stored_split(
             num_edges,
             ..Default::default()
         },
+        protocol: stored.protocol,
     })
 }
 

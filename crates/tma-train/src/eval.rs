@@ -431,6 +431,14 @@ pub fn evaluate_with(
     let metric = prep.metric.resolve(prep.eval.target_kind());
     let mut all = BTreeMap::new();
     match &prep.eval {
+        // negatives shared by every positive (OGB's ogbl-collab, ppa, ddi): Hits@K as OGB
+        EvalData::Link { split: ls }
+            if ls.protocol.as_ref().is_some_and(|p| p.shared.is_some()) =>
+        {
+            all.extend(evaluate_shared(
+                model, params, prep, ls, split, opts, metric,
+            ));
+        }
         EvalData::Link { split: ls } => {
             let k = ls.num_neg;
             // validation: the fixed subset of positives (`Prepared::cap_validation`), each
@@ -559,6 +567,10 @@ pub fn evaluate_with(
                 }
             }
             all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
+            if ls.protocol.is_some() {
+                // a dataset's MRR protocol (ogbl-citation2) also reports hits@3
+                all.insert("hits@3".into(), hits_at(&pos_scores, &neg_scores, k, 3));
+            }
         }
         EvalData::Node { split: ns, targets } => {
             // validation: the fixed subset of its nodes (`Prepared::cap_validation`)
@@ -647,6 +659,159 @@ pub fn link_metrics(pos: &[f32], neg: &[f32], k: usize, metric: Metric) -> BTree
             .or_insert_with(|| hits_at(pos, neg, k, top));
     }
     all
+}
+
+/// The scores of `pairs` (`(u, v)`, global ids), in their order, [`LINK_EVAL_CHUNK`] pairs at
+/// a time: the endpoints' rows of `everyone` (every node's outputs, `[N, out_dim]`) when
+/// given, else the model's outputs on them by [`infer_nodes`] on `prep.graph` as `opts`
+/// says; then the decoder.
+fn score_pairs(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    pairs: &[(u32, u32)],
+    opts: &InferOptions,
+    everyone: Option<&tma_graph::Buf<f32>>,
+) -> Vec<f32> {
+    let mut out = Vec::with_capacity(pairs.len());
+    let d = model.out_dim();
+    for chunk in pairs.chunks(LINK_EVAL_CHUNK) {
+        let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
+        ends.extend(chunk.iter().map(|p| p.1));
+        let (uniq, local) = unique_with_inverse(&ends);
+        let h = match everyone {
+            Some(rows) => {
+                let mut data = Vec::with_capacity(uniq.len() * d);
+                for &v in &uniq {
+                    data.extend_from_slice(&rows[v as usize * d..(v as usize + 1) * d]);
+                }
+                tma_nn::Mat {
+                    rows: uniq.len(),
+                    cols: d,
+                    data,
+                }
+            }
+            None => {
+                infer_nodes(
+                    model,
+                    params,
+                    &prep.graph,
+                    &prep.degrees,
+                    &prep.features,
+                    &uniq,
+                    opts,
+                )
+                .0
+            }
+        };
+        let (src, dst) = local.split_at(chunk.len());
+        out.extend(model.score(params, &h, src, dst));
+    }
+    out
+}
+
+/// Evaluates a link split whose negatives are shared by every positive (a dataset's protocol,
+/// OGB's `edge_neg`: `ls.protocol.shared`): the scores of the split's positives (validation:
+/// `prep.val_subset` of them when set) and of all its shared negatives (through every node's
+/// outputs computed once when they are more than one chunk, as the per-source path), then
+/// [`shared_link_metrics`].
+fn evaluate_shared(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    ls: &tma_graph::LinkSplit,
+    split: Split,
+    opts: &InferOptions,
+    metric: Metric,
+) -> BTreeMap<String, f64> {
+    let shared = ls
+        .protocol
+        .as_ref()
+        .and_then(|p| p.shared.as_ref())
+        .expect("a split with shared negatives");
+    let subset: Vec<(u32, u32)>;
+    let (pos, neg) = match (split, &prep.val_subset) {
+        (Split::Val, None) => (&ls.val_pos[..], &shared.val[..]),
+        (Split::Val, Some(at)) => {
+            subset = at.iter().map(|&i| ls.val_pos[i as usize]).collect();
+            (&subset[..], &shared.val[..])
+        }
+        (Split::Test, _) => (&ls.test_pos[..], &shared.test[..]),
+    };
+    // more than one chunk of pairs: every node's outputs once, layer-wise into a mapped
+    // scratch file (as the per-source path does for a big split), each chunk reads its rows
+    let everyone = (pos.len() + neg.len() > LINK_EVAL_CHUNK
+        && !matches!(opts.mode, crate::infer::InferMode::Sampled(_)))
+    .then(|| {
+        crate::infer::infer_all_to_file(
+            model,
+            params,
+            &prep.graph,
+            &prep.degrees,
+            &prep.features,
+            opts,
+        )
+        .ok()
+    })
+    .flatten();
+    let pos_scores = score_pairs(model, params, prep, pos, opts, everyone.as_ref());
+    let neg_scores = score_pairs(model, params, prep, neg, opts, everyone.as_ref());
+    shared_link_metrics(&pos_scores, &neg_scores, metric)
+}
+
+/// OGB's Hits@K against negatives shared by every positive
+/// (`ogb.linkproppred.Evaluator._eval_hits`): the K-th highest negative score
+/// `kth = topk(neg, K)[-1]`, then the fraction of positives scoring strictly above it; 1.0
+/// when there are fewer than K negatives (OGB's rule), NaN (undefined) for no positives and
+/// when a score is NaN (a diverged model). Shapes: `pos: [P]`, `neg: [M]`.
+///
+/// # Panics
+/// If `k == 0`.
+pub fn hits_at_shared(pos: &[f32], neg: &[f32], k: usize) -> f64 {
+    assert!(k >= 1, "Hits@K needs K >= 1");
+    if any_nan(pos) || any_nan(neg) {
+        return f64::NAN;
+    }
+    if neg.len() < k {
+        return 1.0;
+    }
+    if pos.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = neg.to_vec();
+    sorted.sort_unstable_by(|a, b| b.total_cmp(a));
+    let kth = sorted[k - 1];
+    pos.iter().filter(|&&p| p > kth).count() as f64 / pos.len() as f64
+}
+
+/// Every metric of positives `pos: [P]` against negatives shared by all of them `neg: [M]`
+/// ([`hits_at_shared`]): `hits@10`, `hits@20`, `hits@50`, `hits@100`, and `hits@K` of
+/// `metric` when it is Hits@K for another K. (MRR is not defined for shared negatives.)
+pub fn shared_link_metrics(pos: &[f32], neg: &[f32], metric: Metric) -> BTreeMap<String, f64> {
+    let mut ks = vec![10, 20, 50, 100];
+    if let Metric::HitsAt(k) = metric {
+        ks.push(k);
+    }
+    ks.into_iter()
+        .map(|k| (format!("hits@{k}"), hits_at_shared(pos, neg, k)))
+        .collect()
+}
+
+/// OGB's MRR protocol on per-source negatives (`ogb.linkproppred.Evaluator._eval_mrr`, as
+/// ogbl-citation2 reports it): rank = `0.5 * (#neg > pos + #neg >= pos) + 1`, the mean of
+/// `1 / rank` (`mrr`) and the fractions with rank <= 1, 3, 10 (`hits@1`, `hits@3`,
+/// `hits@10`), i.e. [`rank_metrics`]'s ranks. Shapes: `pos: [P]`, `neg: [P * k]` row-major.
+///
+/// # Panics
+/// If `neg.len() != pos.len() * k`.
+pub fn ogb_mrr_metrics(pos: &[f32], neg: &[f32], k: usize) -> BTreeMap<String, f64> {
+    let m = rank_metrics(pos, neg, k);
+    BTreeMap::from([
+        ("mrr".to_string(), m.mrr),
+        ("hits@1".to_string(), m.hits_at_1),
+        ("hits@3".to_string(), hits_at(pos, neg, k, 3)),
+        ("hits@10".to_string(), m.hits_at_10),
+    ])
 }
 
 /// Every node-classification metric of `logits: [N, C or L]` over `nodes` (rows indexed by
@@ -1025,5 +1190,58 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("ROC-AUC is defined for 2 classes"));
+    }
+
+    /// OGB's Hits@K against shared negatives (`Evaluator._eval_hits`), by hand: negatives
+    /// sorted 0.8, 0.6, 0.5, 0.4, 0.1; the K-th is the threshold, a positive counts when it
+    /// is strictly above it; fewer than K negatives is 1.0.
+    #[test]
+    fn hits_at_shared_is_ogbs_hits_at_k() {
+        let pos = [0.9f32, 0.5, 0.3, 0.7];
+        let neg = [0.8f32, 0.6, 0.5, 0.1, 0.4];
+        assert_eq!(hits_at_shared(&pos, &neg, 1), 0.25); // > 0.8: 0.9
+        assert_eq!(hits_at_shared(&pos, &neg, 2), 0.5); // > 0.6: 0.9, 0.7
+        assert_eq!(hits_at_shared(&pos, &neg, 3), 0.5); // > 0.5: 0.9, 0.7 (0.5 ties: no)
+        assert_eq!(hits_at_shared(&pos, &neg, 4), 0.75); // > 0.4: 0.9, 0.5, 0.7
+        assert_eq!(hits_at_shared(&pos, &neg, 5), 1.0); // > 0.1: all
+        assert_eq!(hits_at_shared(&pos, &neg, 6), 1.0); // 5 negatives < 6: OGB's 1.0
+        assert!(hits_at_shared(&[], &neg, 3).is_nan());
+        assert!(hits_at_shared(&[f32::NAN], &neg, 3).is_nan());
+        let all = shared_link_metrics(&pos, &neg, Metric::HitsAt(3));
+        assert_eq!(
+            all,
+            BTreeMap::from([
+                ("hits@3".to_string(), 0.5),
+                ("hits@10".to_string(), 1.0),
+                ("hits@20".to_string(), 1.0),
+                ("hits@50".to_string(), 1.0),
+                ("hits@100".to_string(), 1.0),
+            ])
+        );
+    }
+
+    /// OGB's MRR protocol (`Evaluator._eval_mrr`, ogbl-citation2) by hand: rank =
+    /// 0.5 * (#neg > pos + #neg >= pos) + 1.
+    #[test]
+    fn ogb_mrr_metrics_are_ogbs_ranks() {
+        // row 0: 0.9 > 0.5, 0.5 >= 0.5 -> 0.5 * (1 + 2) + 1 = 2.5; row 1: rank 1
+        let pos = [0.5f32, 0.2];
+        let neg = [0.9f32, 0.5, 0.1, 0.1, 0.0, -1.0];
+        let m = ogb_mrr_metrics(&pos, &neg, 3);
+        assert_eq!(
+            m,
+            BTreeMap::from([
+                ("mrr".to_string(), (1.0 / 2.5 + 1.0) / 2.0),
+                ("hits@1".to_string(), 0.5),
+                ("hits@3".to_string(), 1.0),
+                ("hits@10".to_string(), 1.0),
+            ])
+        );
+        // tma's own ranking is the same rule
+        let r = rank_metrics(&pos, &neg, 3);
+        assert_eq!((r.mrr, r.hits_at_1), (0.7, 0.5));
+        // all tied with 3 negatives: rank 0.5 * (0 + 3) + 1 = 2.5 for both
+        let t = ogb_mrr_metrics(&[1.0, 1.0], &[1.0; 6], 3);
+        assert_eq!((t["mrr"], t["hits@1"], t["hits@3"]), (0.4, 0.0, 1.0));
     }
 }

@@ -14,6 +14,8 @@
 //!     indices.npy        u32 [E]     removed; node: whole graph), row v = in-neighbours of v
 //!     features           see below
 //!     link: val_pos.npy, test_pos.npy  u32 [P,2];  val_neg.npy, test_neg.npy u32 [P*num_neg]
+//!           val_neg_shared.npy, test_neg_shared.npy u32 [M,2]: negatives shared by every
+//!           positive (a dataset's protocol, `link_protocol` of the manifest; OGB's edge_neg)
 //!     node: y.npy (i32 [N] classes, -1 unlabelled | u8 [N,L] multi-label),
 //!           train.npy, val.npy, test.npy  u32 node ids
 //!   part-000/ ...        one folder per trainer (index t = folder number)
@@ -233,12 +235,30 @@ pub struct Manifest {
     pub report: Option<serde_json::Value>,
     /// sha256 (hex) of every other file, by path relative to the directory.
     pub files: BTreeMap<String, String>,
+    /// The protocol of a link split a dataset gave (OGB link-property datasets,
+    /// `tma_graph::LinkProtocol`); absent otherwise, and in directories written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_protocol: Option<StoredProtocol>,
     /// sha256 of `manifest.json` itself (not stored in the file; filled in when read/written).
     #[serde(skip)]
     pub hash: String,
 }
 
 use crate::spill::hex;
+
+/// A dataset's link protocol as a partition directory records it (`Manifest::link_protocol`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StoredProtocol {
+    /// The dataset (`ogbl-collab`).
+    pub dataset: String,
+    /// The Hits@K it reports; `None`: MRR.
+    pub hits_k: Option<usize>,
+    /// Whether its negatives are shared by every positive: then in
+    /// `coordinator/{val,test}_neg_shared.npy` (u32 `[M, 2]`), and `coordinator/val_neg.npy` /
+    /// `test_neg.npy` are empty.
+    pub shared: bool,
+}
 
 /// Writes files into a staging directory, recording their hashes.
 struct Writer {
@@ -517,6 +537,10 @@ fn write_into(
     w.features("coordinator", &prep.features)?;
     let targets = match &prep.eval {
         EvalData::Link { split } => {
+            if let Some(sh) = split.protocol.as_ref().and_then(|p| p.shared.as_ref()) {
+                w.pairs("coordinator/val_neg_shared.npy", &sh.val)?;
+                w.pairs("coordinator/test_neg_shared.npy", &sh.test)?;
+            }
             w.pairs("coordinator/val_pos.npy", &split.val_pos)?;
             w.pairs("coordinator/test_pos.npy", &split.test_pos)?;
             w.npy(
@@ -586,9 +610,18 @@ fn write_into(
         });
     }
     let mut data = DataConfig::of(cfg);
+    let mut link_protocol = None;
     if let EvalData::Link { split } = &prep.eval {
-        // a split stored with the graph brings its own number of negatives
-        data.eval_num_neg = split.num_neg;
+        // a split stored with the graph brings its own number of negatives (shared ones have
+        // none per positive: the option stays as given, it does not apply)
+        if split.num_neg > 0 {
+            data.eval_num_neg = split.num_neg;
+        }
+        link_protocol = split.protocol.as_ref().map(|p| StoredProtocol {
+            dataset: p.dataset.clone(),
+            hits_k: p.hits_k,
+            shared: p.shared.is_some(),
+        });
     }
     let mut m = Manifest {
         format_version: FORMAT_VERSION,
@@ -611,6 +644,7 @@ fn write_into(
             .as_ref()
             .map(|r| serde_json::to_value(r).expect("report serializes")),
         files: w.files.clone(),
+        link_protocol,
         hash: String::new(),
     };
     let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
@@ -892,7 +926,23 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         let test_pos = r.pairs("coordinator/test_pos.npy", n)?;
         let val_neg = r.ids("coordinator/val_neg.npy", n)?;
         let test_neg = r.ids("coordinator/test_neg.npy", n)?;
-        let k = m.data.eval_num_neg;
+        let shared = m.link_protocol.as_ref().is_some_and(|p| p.shared);
+        let k = if shared { 0 } else { m.data.eval_num_neg };
+        let protocol = match &m.link_protocol {
+            None => None,
+            Some(p) => Some(Box::new(tma_graph::LinkProtocol {
+                dataset: p.dataset.clone(),
+                hits_k: p.hits_k,
+                shared: if p.shared {
+                    Some(tma_graph::SharedNegatives {
+                        val: r.pairs("coordinator/val_neg_shared.npy", n)?,
+                        test: r.pairs("coordinator/test_neg_shared.npy", n)?,
+                    })
+                } else {
+                    None
+                },
+            })),
+        };
         if val_neg.len() != val_pos.len() * k || test_neg.len() != test_pos.len() * k {
             return Err(fmt_err(
                 &dir.join("coordinator/val_neg.npy"),
@@ -915,6 +965,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
                 num_neg: k,
                 directed: m.directed,
                 notes: Default::default(),
+                protocol,
             },
         }
     } else {

@@ -568,6 +568,7 @@ fn a_stored_link_split_trains_bit_identical_to_the_in_ram_split() {
             test: split.test_neg.clone(),
         }),
         source: "planetoid_cora".into(),
+        protocol: None,
     });
     let tmp = tempfile::tempdir().unwrap();
     let gdir = tmp.path().join("graph");

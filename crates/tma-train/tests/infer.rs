@@ -507,6 +507,7 @@ fn a_many_chunk_link_test_split_scores_as_one_full_pass() {
             test: ls.test_neg.clone(),
         }),
         source: "test".into(),
+        protocol: None,
     });
     let cfg = TrainConfig {
         task: Task::Link,

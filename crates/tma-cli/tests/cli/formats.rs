@@ -242,3 +242,110 @@ fn convert_to_npy_and_to_disk_read_back_the_same_dataset() {
     ]);
     assert_fails_with(&r, 1, &["not empty"]);
 }
+
+/// `tma train --task link` on an OGB link-property directory (the fixtures of
+/// `make_ogbl.py`): the split and negatives as given, the protocol's metric (ogbl-citation2:
+/// MRR on its per-source negatives; ogbl-collab: Hits@50 on its shared negatives), the line
+/// that says so; the on-disk format keeps them, the `.npy` layout refuses them.
+#[test]
+fn train_on_ogb_link_directories_reports_the_protocols_metric() {
+    let dir = tempdir();
+    for (name, metric, line) in [
+        (
+            "ogbl/ogbl_citation2",
+            "mrr",
+            "5 validation / 5 test held-out pairs, 20 fixed negatives each, as ogbl-citation2 gives them, MRR",
+        ),
+        (
+            "ogbl/ogbl_collab",
+            "hits@50",
+            "4 validation / 4 test held-out pairs, 10 / 10 negative pairs shared by every positive, as ogbl-collab gives them (its edge_neg), Hits@50",
+        ),
+    ] {
+        let src = fixture(name);
+        let info = tma(&["info", "--dataset", s(&src)]);
+        assert_success(&info);
+        assert!(
+            stdout(&info).contains("stored link split"),
+            "{name}: {}",
+            text(&info)
+        );
+        let disk = dir.path().join(format!("{}.disk", &name[5..]));
+        let r = tma(&["convert", "--dataset", s(&src), "--out", s(&disk)]);
+        assert_success(&r);
+        for (i, data) in [src.clone(), disk].iter().enumerate() {
+            let out = dir.path().join(format!("{}-run{i}", &name[5..]));
+            let r = tma(&[
+                "train",
+                "--dataset",
+                s(data),
+                "--task",
+                "link",
+                "--out",
+                s(&out),
+                "--trainers",
+                "2",
+                "--hidden",
+                "8",
+                "--sync-every",
+                "300ms",
+                "--time-limit",
+                "900ms",
+                "--quiet",
+            ]);
+            assert_success(&r);
+            let sm = summary(&out);
+            assert_eq!(sm["metric"], metric, "{name} {i}: {sm}");
+            let warnings = sm["warnings"].to_string();
+            assert!(warnings.contains(line), "{name} {i}: {warnings}");
+            assert!(
+                warnings.contains("used as given, not split again"),
+                "{name} {i}: {warnings}"
+            );
+            let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
+            assert!(rounds.contains(&format!("\"{metric}\"")), "{rounds}");
+            // OGB's Evaluator reports hits@1/3/10 beside citation2's MRR
+            assert_eq!(
+                rounds.contains("\"hits@3\""),
+                metric == "mrr",
+                "{name} {i}: {rounds}"
+            );
+        }
+        let npy = dir.path().join(format!("{}.npy", &name[5..]));
+        let r = tma(&["convert", "--from", s(&src), "--to", "npy", "--out", s(&npy)]);
+        assert_fails_with(&r, 1, &["link split", "on-disk format"]);
+    }
+    // a partition directory keeps the protocol and the shared negatives
+    let parts = dir.path().join("collab.parts");
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        s(&fixture("ogbl/ogbl_collab")),
+        "--task",
+        "link",
+        "--parts",
+        "2",
+        "--out",
+        s(&parts),
+    ]);
+    assert_success(&r);
+    let run = dir.path().join("collab.parts-run");
+    let r = train_on_partitions(s(&parts), &run, &[]);
+    assert_success(&r);
+    assert_eq!(summary(&run)["metric"], "hits@50");
+    // MRR is not OGB's metric on shared negatives
+    let r = tma(&[
+        "train",
+        "--dataset",
+        s(&fixture("ogbl/ogbl_collab")),
+        "--task",
+        "link",
+        "--metric",
+        "mrr",
+        "--out",
+        s(&dir.path().join("mrr")),
+        "--time-limit",
+        "300ms",
+    ]);
+    assert_fails_with(&r, 1, &["metric mrr", "hits@50"]);
+}

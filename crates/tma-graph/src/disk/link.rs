@@ -71,6 +71,8 @@ pub(crate) fn write_negatives(
             kind: NEGATIVES_PER_SOURCE.into(),
             num_neg: num_neg as u64,
             seed,
+            dataset: None,
+            hits_k: None,
         },
         notes,
     ))

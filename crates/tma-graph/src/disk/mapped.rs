@@ -14,7 +14,8 @@ use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource,
 use crate::buf::{Buf, Pod, SharedMap};
 use crate::csr::Csr;
 use crate::dataset::{
-    structural_features, Dataset, Labels, LoadOptions, NodeSplit, StoredLinkSplit, StoredNegatives,
+    structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit, SharedNegatives,
+    StoredLinkSplit, StoredNegatives,
 };
 use crate::error::{GraphError, Result};
 use crate::features::Features;
@@ -274,16 +275,22 @@ impl MappedGraph {
                     ),
                 ));
             }
-            if neg.kind != super::NEGATIVES_PER_SOURCE || neg.num_neg == 0 {
+            let per_source = neg.kind == super::NEGATIVES_PER_SOURCE && neg.num_neg >= 1;
+            let shared = neg.kind == super::NEGATIVES_SHARED && neg.num_neg == 0;
+            if !per_source && !shared {
                 return Err(invalid(
                     &mp,
                     format!(
-                        "link_negatives: kind {:?} with num_neg {} (this build reads kind {:?} with num_neg >= 1)",
+                        "link_negatives: kind {:?} with num_neg {} (this build reads kind {:?} with num_neg >= 1, or {:?} with num_neg 0)",
                         neg.kind,
                         neg.num_neg,
-                        super::NEGATIVES_PER_SOURCE
+                        super::NEGATIVES_PER_SOURCE,
+                        super::NEGATIVES_SHARED
                     ),
                 ));
+            }
+            if neg.hits_k == Some(0) {
+                return Err(invalid(&mp, "link_negatives: hits_k 0 (must be >= 1)"));
             }
             split_files.extend(["link_val_neg.bin", "link_test_neg.bin"]);
         }
@@ -327,7 +334,22 @@ impl MappedGraph {
                 ));
             }
         }
-        for name in ["link_val.bin", "link_test.bin"] {
+        let shared = g
+            .manifest
+            .link_negatives
+            .as_ref()
+            .is_some_and(|n| n.kind == super::NEGATIVES_SHARED);
+        let pair_files: &[&str] = if shared {
+            &[
+                "link_val.bin",
+                "link_test.bin",
+                "link_val_neg.bin",
+                "link_test_neg.bin",
+            ]
+        } else {
+            &["link_val.bin", "link_test.bin"]
+        };
+        for &name in pair_files {
             if g.regions
                 .get(name)
                 .is_some_and(|r| !r.len.is_multiple_of(2))
@@ -338,7 +360,7 @@ impl MappedGraph {
                 ));
             }
         }
-        if let Some(neg) = &g.manifest.link_negatives {
+        if let Some(neg) = g.manifest.link_negatives.as_ref().filter(|_| !shared) {
             for (pairs, name) in [
                 ("link_val.bin", "link_val_neg.bin"),
                 ("link_test.bin", "link_test_neg.bin"),
@@ -498,18 +520,49 @@ impl MappedGraph {
     pub fn stored_link_split(&self) -> Option<StoredLinkSplit> {
         let (a, b) = self.link_split()?;
         let pairs = |x: &[u32]| x.chunks_exact(2).map(|p| (p[0], p[1])).collect::<Vec<_>>();
-        Some(StoredLinkSplit {
-            val_pos: pairs(a),
-            test_pos: pairs(b),
-            negatives: self
+        let layout = self.manifest.link_negatives.as_ref();
+        let shared = layout.is_some_and(|n| n.kind == super::NEGATIVES_SHARED);
+        let protocol = layout.and_then(|n| {
+            n.dataset.as_ref().map(|d| {
+                Box::new(LinkProtocol {
+                    dataset: d.clone(),
+                    hits_k: n.hits_k.map(|k| k as usize),
+                    shared: None,
+                })
+            })
+        });
+        let (negatives, protocol) = if shared {
+            let sh = SharedNegatives {
+                val: pairs(self.get("link_val_neg.bin")),
+                test: pairs(self.get("link_test_neg.bin")),
+            };
+            let mut p = protocol.unwrap_or_else(|| {
+                Box::new(LinkProtocol {
+                    dataset: self.manifest.name.clone(),
+                    hits_k: None,
+                    shared: None,
+                })
+            });
+            p.hits_k = p.hits_k.or(Some(50));
+            p.shared = Some(sh);
+            (None, Some(p))
+        } else {
+            let n = self
                 .link_negatives()
                 .map(|(num_neg, val, test)| StoredNegatives {
                     num_neg,
-                    seed: self.manifest.link_negatives.as_ref().map_or(0, |n| n.seed),
+                    seed: layout.map_or(0, |n| n.seed),
                     val,
                     test,
-                }),
+                });
+            (n, protocol)
+        };
+        Some(StoredLinkSplit {
+            val_pos: pairs(a),
+            test_pos: pairs(b),
+            negatives,
             source: self.dir.display().to_string(),
+            protocol,
         })
     }
 
@@ -839,7 +892,19 @@ impl MappedGraph {
                 a.len() / 2,
                 b.len() / 2,
                 match &m.link_negatives {
-                    Some(n) => format!("{} fixed negatives each, seed {}", n.num_neg, n.seed),
+                    Some(n) if n.kind == super::NEGATIVES_SHARED => format!(
+                        "{}/{} shared negative pairs{}",
+                        self.get::<u32>("link_val_neg.bin").len() / 2,
+                        self.get::<u32>("link_test_neg.bin").len() / 2,
+                        n.dataset
+                            .as_ref()
+                            .map(|d| format!(" as {d} gives them, Hits@{}", n.hits_k.unwrap_or(50)))
+                            .unwrap_or_default()
+                    ),
+                    Some(n) => match &n.dataset {
+                        Some(d) => format!("{} fixed negatives each as {d} gives them", n.num_neg),
+                        None => format!("{} fixed negatives each, seed {}", n.num_neg, n.seed),
+                    },
                     None => "no stored negatives".into(),
                 }
             ),

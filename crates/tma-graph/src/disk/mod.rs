@@ -202,15 +202,32 @@ pub struct LinkNegativesLayout {
     /// pairs `(u, w)` (OGB's ogbl-citation2 protocol: MRR); `link_val_neg.bin` is u32
     /// `[num_val * num_neg]` row-major, `link_test_neg.bin` likewise. Never a true edge of the
     /// whole graph (training graph + held-out pairs) nor a self-loop.
+    ///
+    /// `"shared"` ([`NEGATIVES_SHARED`]): negative pairs shared by every positive of their
+    /// split (OGB's `edge_neg`: ogbl-collab, ppa, ddi; Hits@K), `link_val_neg.bin` u32
+    /// `[m_val * 2]` = `(u, v)` pairs as the dataset gives them, `link_test_neg.bin` likewise.
     pub kind: String,
-    /// Negatives per positive.
+    /// Negatives per positive (`per_source`); 0 for `shared`.
     pub num_neg: u64,
-    /// The seed they were drawn with ([`crate::link_negatives`]).
+    /// The seed they were drawn with ([`crate::link_negatives`]); 0 for negatives a dataset
+    /// gives ([`LinkNegativesLayout::dataset`] set).
     pub seed: u64,
+    /// The dataset whose protocol the negatives are (e.g. `ogbl-collab`), when a dataset
+    /// gave them (an OGB link directory converted); absent for negatives tma drew. Absent in
+    /// directories written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// The K of the Hits@K the dataset reports (`shared` negatives; ogbl-collab 50); absent
+    /// for MRR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hits_k: Option<u64>,
 }
 
-/// The only [`LinkNegativesLayout::kind`] of version 1.
+/// The [`LinkNegativesLayout::kind`] of per-source negatives (OGB's ogbl-citation2 protocol).
 pub const NEGATIVES_PER_SOURCE: &str = "per_source";
+/// The [`LinkNegativesLayout::kind`] of negatives shared by every positive of their split
+/// (OGB's ogbl-collab, ppa, ddi protocol: Hits@K).
+pub const NEGATIVES_SHARED: &str = "shared";
 
 /// The manifest `tma-graph.json`. See `docs/graph-format.md` for every field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

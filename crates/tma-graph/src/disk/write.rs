@@ -241,7 +241,24 @@ pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Resul
         let flat = |p: &[(u32, u32)]| p.iter().flat_map(|&(u, v)| [u, v]).collect::<Vec<_>>();
         write_array(dir, "link_val.bin", &flat(&ls.val_pos), &mut files)?;
         write_array(dir, "link_test.bin", &flat(&ls.test_pos), &mut files)?;
-        if let Some(n) = &ls.negatives {
+        let dataset = ls.protocol.as_ref().map(|p| p.dataset.clone());
+        let hits_k = ls
+            .protocol
+            .as_ref()
+            .and_then(|p| p.hits_k)
+            .map(|k| k as u64);
+        if let Some(sh) = ls.protocol.as_ref().and_then(|p| p.shared.as_ref()) {
+            write_array(dir, "link_val_neg.bin", &flat(&sh.val), &mut files)?;
+            write_array(dir, "link_test_neg.bin", &flat(&sh.test), &mut files)?;
+            link_negatives = Some(super::LinkNegativesLayout {
+                version: super::LINK_SPLIT_VERSION,
+                kind: super::NEGATIVES_SHARED.into(),
+                num_neg: 0,
+                seed: 0,
+                dataset,
+                hits_k,
+            });
+        } else if let Some(n) = &ls.negatives {
             write_array(dir, "link_val_neg.bin", &n.val, &mut files)?;
             write_array(dir, "link_test_neg.bin", &n.test, &mut files)?;
             link_negatives = Some(super::LinkNegativesLayout {
@@ -249,6 +266,8 @@ pub fn write_dataset(ds: &Dataset, dir: &Path, provenance: &Provenance) -> Resul
                 kind: super::NEGATIVES_PER_SOURCE.into(),
                 num_neg: n.num_neg as u64,
                 seed: n.seed,
+                dataset,
+                hits_k,
             });
         }
     }

@@ -71,6 +71,7 @@ fn remap(
         num_splits: 0,
         notes,
         node_ids: Some(ids),
+        link: None,
     })
 }
 

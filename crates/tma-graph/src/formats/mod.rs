@@ -4,7 +4,7 @@
 //! | [`Format`] | what | detected from |
 //! |---|---|---|
 //! | `tma` | tma's `.npy` directory ([`crate::load_dataset`]) or the on-disk format | a directory with `meta.json` or `tma-graph.json` |
-//! | `ogb` | an OGB node-property directory (`raw/edge.csv.gz`, `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz`; ogbn-arxiv, ogbn-products, ogbn-proteins) | a directory with `raw/edge.csv.gz` (or the `raw/` directory itself) |
+//! | `ogb` | an OGB node-property directory (`raw/edge.csv.gz`, `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, `split/<name>/{train,valid,test}.csv.gz`; ogbn-arxiv, ogbn-products, ogbn-proteins), or an OGB link-property directory (`raw/edge.csv.gz` = the training edges, `raw/num-node-list.csv.gz`, `raw/node-feat.csv.gz`, `split/<name>/{train,valid,test}.pt`, PyTorch files read by [`torch::read_pt`]; ogbl-citation2, ogbl-collab, ogbl-ppa, ogbl-ddi): [`Dataset::link_split`] holds the split and its negatives as given, with the [`crate::LinkProtocol`] | a directory with `raw/edge.csv.gz` (or the `raw/` directory itself); link-property when its `split/<name>/` holds `valid.pt` |
 //! | `snap` | a SNAP edge list (`.txt`, `.txt.gz`): `#` comments, two ids per line separated by tabs, spaces or a comma (a headerless CSV), any 64-bit ids | a file named `*.txt`, `*.edges`, `*.el`, `*.edgelist` (optionally `.gz`) |
 //! | `npz` | a gnn-benchmark / PyG `.npz` (`adj_data/adj_indices/adj_indptr/adj_shape`, `attr_data/attr_indices/attr_indptr/attr_shape` or `attr_matrix`, `labels`), compressed or not | a file named `*.npz` |
 //! | `csv` | a CSV edge list with a header (`src,dst`, `source,target`, ... or any two named columns; a `weight` column is ignored and said) | a file named `*.csv`, `*.tsv` (optionally `.gz`) |
@@ -37,6 +37,7 @@ mod edgelist;
 mod npz;
 mod ogb;
 mod text;
+pub mod torch;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -278,7 +279,9 @@ pub fn detect(path: &Path) -> Result<Format> {
 /// Returns what was read (its notes, for the caller to print).
 ///
 /// # Errors
-/// As [`read`]; [`write_npy_dir`]'s errors for `out`.
+/// As [`read`]; [`write_npy_dir`]'s errors for `out`; [`GraphError::Invalid`] naming `src`
+/// when the dataset ships a link split (an OGB link-property directory): the `.npy` layout
+/// has no place for it, the on-disk format ([`crate::disk::write_dataset`]) keeps it.
 pub fn convert_to_npy(
     src: &Path,
     ropts: &ReadOptions,
@@ -286,6 +289,19 @@ pub fn convert_to_npy(
     out: &Path,
 ) -> Result<Loaded> {
     let mut loaded = read(src, ropts, lopts)?;
+    if let Some(ls) = &loaded.dataset.link_split {
+        return Err(invalid(
+            src,
+            format!(
+                "the dataset ships a link split ({}, {} / {} held-out pairs and their \
+                 negatives), which tma's .npy layout cannot hold: convert to the on-disk \
+                 format instead (tma convert --dataset SRC --out DIR), which keeps it",
+                ls.source,
+                ls.val_pos.len(),
+                ls.test_pos.len()
+            ),
+        ));
+    }
     if loaded.dataset.num_splits > 1 {
         loaded.notes.push(format!(
             "the dataset has {} fixed splits; only split {} is written",
@@ -339,6 +355,8 @@ pub(crate) struct Raw {
     pub(crate) num_splits: usize,
     pub(crate) notes: Vec<String>,
     pub(crate) node_ids: Option<Vec<u64>>,
+    /// A link split the dataset ships (OGB link-property `split/<name>/*.pt`).
+    pub(crate) link: Option<crate::dataset::StoredLinkSplit>,
 }
 
 fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
@@ -355,6 +373,7 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
         num_splits,
         mut notes,
         node_ids,
+        link,
     } = raw;
     // self-loops dropped, duplicates merged: counted on the arcs as read
     let arcs_in = src.len();
@@ -440,7 +459,7 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
             split,
             removed,
             num_splits,
-            link_split: None,
+            link_split: link,
         },
         format,
         notes,
@@ -491,7 +510,7 @@ pub(crate) fn classes(
                     "{}: label {c} of node {v} would mean {} classes for {n} nodes (class ids \
                      must be < min(num_nodes, {MAX_CLASSES}))",
                     where_(v),
-                    c + 1
+                    c as u64 + 1
                 ),
             ));
         }

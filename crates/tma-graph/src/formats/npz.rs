@@ -463,5 +463,6 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
         num_splits: 0,
         notes,
         node_ids: None,
+        link: None,
     })
 }

@@ -4,12 +4,29 @@
 //! node), `raw/node-label.csv.gz` (one class per line, or one 0/1 row per node for multi-task
 //! datasets such as ogbn-proteins), `split/<name>/{train,valid,test}.csv.gz` (node ids). No
 //! header lines. Files may also be uncompressed (`.csv`).
+//!
+//! OGB link-property directories (`dataset/ogbl_citation2/`, as `ogb.linkproppred.
+//! LinkPropPredDataset` leaves them) have the same `raw/` files, where `edge.csv.gz` holds the
+//! **training** edges only (OGB's graph object is the training graph), and
+//! `split/<name>/{train,valid,test}.pt` (`torch.save` dicts, [`super::torch::read_pt`]):
+//! * ogbl-citation2: `source_node [P]`, `target_node [P]`, `target_node_neg [P, 1000]` in
+//!   `valid.pt` / `test.pt` (MRR; the graph directed: OGB adds no inverse edges);
+//! * ogbl-collab, ogbl-ppa, ogbl-ddi: `edge [P, 2]` and `edge_neg [M, 2]`, negatives shared by
+//!   every positive (Hits@50 / @100 / @20; undirected: OGB adds inverse edges, tma stores both
+//!   directions); collab's `weight` and `year` are not read (one note says so).
+//!
+//! The split is used as given: positives and negatives as the files hold them (undirected
+//! pairs keep their order), never drawn again. `train.pt` is not read (its edges are
+//! `edge.csv.gz`'s), which a note says.
 
 use std::path::{Path, PathBuf};
 
 use super::text::{block_lines, parse_f32, parse_id, scan, scan_blocks, show, trim};
+use super::torch::{read_pt, TorchTensor};
 use super::{at_line, classes, invalid, node_count, Direction, Raw, RawSplit, ReadOptions};
-use crate::dataset::{Labels, LoadOptions};
+use crate::dataset::{
+    Labels, LinkProtocol, LoadOptions, SharedNegatives, StoredLinkSplit, StoredNegatives,
+};
 use crate::error::Result;
 use crate::features::Features;
 
@@ -50,6 +67,268 @@ fn add_inverse_edge(name: &str) -> Option<bool> {
         "products" | "proteins" | "proteinfunc-v4" => Some(true),
         "arxiv" | "papers100m" | "papers100m-bin" => Some(false),
         _ => None,
+    }
+}
+
+/// Whether OGB adds inverse edges for this link-property dataset (its `linkproppred/
+/// master.csv`: ogbl-collab, ogbl-ppa, ogbl-ddi yes; ogbl-citation2 no), by the root
+/// directory's name (`ogbl_collab`, `ogbl-collab` or `collab`); `None` if unknown.
+fn add_inverse_edge_link(name: &str) -> Option<bool> {
+    let n = name.to_ascii_lowercase().replace('_', "-");
+    match n.strip_prefix("ogbl-").unwrap_or(&n) {
+        "collab" | "ppa" | "ddi" => Some(true),
+        "citation2" => Some(false),
+        _ => None,
+    }
+}
+
+/// The Hits@K OGB reports for a shared-negative link dataset (`master.csv` `eval metric`):
+/// ogbl-collab 50, ogbl-ppa 100, ogbl-ddi 20; `None` if unknown.
+fn ogb_hits_k(name: &str) -> Option<usize> {
+    let n = name.to_ascii_lowercase().replace('_', "-");
+    match n.strip_prefix("ogbl-").unwrap_or(&n) {
+        "collab" => Some(50),
+        "ppa" => Some(100),
+        "ddi" => Some(20),
+        _ => None,
+    }
+}
+
+/// One split file of an OGB link dataset, as read.
+enum LinkPart {
+    /// `source_node [P]`, `target_node [P]`, `target_node_neg [P, K]` (ogbl-citation2).
+    PerSource {
+        pos: Vec<(u32, u32)>,
+        neg: Vec<u32>,
+        k: usize,
+    },
+    /// `edge [P, 2]`, `edge_neg [M, 2]` (ogbl-collab, ogbl-ppa, ogbl-ddi).
+    Shared {
+        pos: Vec<(u32, u32)>,
+        neg: Vec<(u32, u32)>,
+    },
+}
+
+/// Node ids of tensor `key` of `path`: an integer tensor of `shape` (checked), ids `< n`.
+fn node_ids(
+    path: &Path,
+    t: &std::collections::BTreeMap<String, TorchTensor>,
+    key: &str,
+    shape: &[Option<u64>],
+    n: usize,
+) -> Result<(Vec<u32>, Vec<u64>)> {
+    let Some(x) = t.get(key) else {
+        return Err(invalid(
+            path,
+            format!(
+                "no tensor {key:?} (the file holds: {})",
+                t.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    };
+    let fits = x.shape.len() == shape.len()
+        && x.shape
+            .iter()
+            .zip(shape)
+            .all(|(&a, b)| b.is_none_or(|b| a == b));
+    if !fits {
+        let want: Vec<String> = shape
+            .iter()
+            .map(|d| d.map_or("_".to_string(), |d| d.to_string()))
+            .collect();
+        return Err(invalid(
+            path,
+            format!(
+                "tensor {key:?} has shape {:?}, expected [{}]",
+                x.shape,
+                want.join(", ")
+            ),
+        ));
+    }
+    let Some(v) = x.to_i64() else {
+        return Err(invalid(
+            path,
+            format!(
+                "tensor {key:?} is {}, not an integer tensor of node ids",
+                x.dtype.name()
+            ),
+        ));
+    };
+    let mut out = Vec::with_capacity(v.len());
+    for (i, &id) in v.iter().enumerate() {
+        if id < 0 || id as u64 >= n as u64 {
+            return Err(invalid(
+                path,
+                format!(
+                    "tensor {key:?}: entry {i} is node id {id}, out of range (the graph has {n} \
+                     nodes)"
+                ),
+            ));
+        }
+        out.push(id as u32);
+    }
+    Ok((out, x.shape.clone()))
+}
+
+fn pairs(v: &[u32]) -> Vec<(u32, u32)> {
+    v.chunks_exact(2).map(|p| (p[0], p[1])).collect()
+}
+
+/// `valid.pt` or `test.pt` of an OGB link split, and the keys it holds that are not read.
+fn link_part(path: &Path, n: usize) -> Result<(LinkPart, Vec<String>)> {
+    let t = read_pt(path)?;
+    let (part, used): (LinkPart, &[&str]) = if t.contains_key("source_node") {
+        let (s, sh) = node_ids(path, &t, "source_node", &[None], n)?;
+        let p = sh[0];
+        let (d, _) = node_ids(path, &t, "target_node", &[Some(p)], n)?;
+        let (neg, nsh) = node_ids(path, &t, "target_node_neg", &[Some(p), None], n)?;
+        let k = nsh[1] as usize;
+        if k == 0 && p > 0 {
+            return Err(invalid(
+                path,
+                "tensor \"target_node_neg\" has 0 negatives per source",
+            ));
+        }
+        (
+            LinkPart::PerSource {
+                pos: s.into_iter().zip(d).collect(),
+                neg,
+                k,
+            },
+            &["source_node", "target_node", "target_node_neg"],
+        )
+    } else if t.contains_key("edge") {
+        let (e, _) = node_ids(path, &t, "edge", &[None, Some(2)], n)?;
+        let (neg, _) = node_ids(path, &t, "edge_neg", &[None, Some(2)], n)?;
+        (
+            LinkPart::Shared {
+                pos: pairs(&e),
+                neg: pairs(&neg),
+            },
+            &["edge", "edge_neg"],
+        )
+    } else {
+        return Err(invalid(
+            path,
+            format!(
+                "neither source_node/target_node/target_node_neg (ogbl-citation2) nor \
+                 edge/edge_neg (ogbl-collab, ppa, ddi): the file holds {}",
+                t.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    };
+    let ignored = t
+        .keys()
+        .filter(|k| !used.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    Ok((part, ignored))
+}
+
+/// The link split of an OGB link-property directory, `split/<name>/{valid,test}.pt`, as
+/// given: positives and negatives never redrawn.
+fn read_link_split(
+    d: &Path,
+    name: &str,
+    n: usize,
+    notes: &mut Vec<String>,
+) -> Result<StoredLinkSplit> {
+    let (vf, tf) = (d.join("valid.pt"), d.join("test.pt"));
+    let (val, mut ignored) = link_part(&vf, n)?;
+    let (test, ig) = link_part(&tf, n)?;
+    ignored.extend(ig);
+    ignored.sort();
+    ignored.dedup();
+    if !ignored.is_empty() {
+        notes.push(format!(
+            "{}: not read: {} (tma ranks the pairs unweighted; edge weights and years are not \
+             used)",
+            d.join("{valid,test}.pt").display(),
+            ignored.join(", ")
+        ));
+    }
+    if d.join("train.pt").exists() {
+        notes.push(format!(
+            "{}: not read: the training edges are raw/edge.csv.gz (OGB's graph is the training \
+             graph)",
+            d.join("train.pt").display()
+        ));
+    }
+    let source = d.display().to_string();
+    match (val, test) {
+        (
+            LinkPart::PerSource {
+                pos: vp,
+                neg: vn,
+                k: vk,
+            },
+            LinkPart::PerSource {
+                pos: tp,
+                neg: tn,
+                k: tk,
+            },
+        ) => {
+            let k = if vp.is_empty() { tk } else { vk };
+            if !vp.is_empty() && !tp.is_empty() && vk != tk {
+                return Err(invalid(
+                    &tf,
+                    format!(
+                        "target_node_neg has {tk} negatives per source, {} has {vk}: tma \
+                         stores one count for both",
+                        vf.display()
+                    ),
+                ));
+            }
+            let k = k.max(1);
+            Ok(StoredLinkSplit {
+                val_pos: vp,
+                test_pos: tp,
+                negatives: Some(StoredNegatives {
+                    num_neg: k,
+                    seed: 0,
+                    val: vn.into(),
+                    test: tn.into(),
+                }),
+                source,
+                protocol: Some(Box::new(LinkProtocol {
+                    dataset: name.to_string(),
+                    hits_k: None,
+                    shared: None,
+                })),
+            })
+        }
+        (LinkPart::Shared { pos: vp, neg: vn }, LinkPart::Shared { pos: tp, neg: tn }) => {
+            let hits_k = match ogb_hits_k(name) {
+                Some(k) => k,
+                None => {
+                    notes.push(format!(
+                        "{name}: not an ogbl dataset tma knows (collab, ppa, ddi): its shared \
+                         negatives are ranked by Hits@50 (ogbl-collab's); pass --metric hits@K \
+                         for another K"
+                    ));
+                    50
+                }
+            };
+            Ok(StoredLinkSplit {
+                val_pos: vp,
+                test_pos: tp,
+                negatives: None,
+                source,
+                protocol: Some(Box::new(LinkProtocol {
+                    dataset: name.to_string(),
+                    hits_k: Some(hits_k),
+                    shared: Some(SharedNegatives { val: vn, test: tn }),
+                })),
+            })
+        }
+        _ => Err(invalid(
+            &tf,
+            format!(
+                "holds the other kind of split than {} (one has per-source target_node_neg, \
+                 the other shared edge_neg)",
+                vf.display()
+            ),
+        )),
     }
 }
 
@@ -142,9 +421,13 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "ogb".into());
-    let name = match dir_name.strip_prefix("ogbn_") {
-        Some(rest) => format!("ogbn-{rest}"),
-        None => dir_name.clone(),
+    let name = match (
+        dir_name.strip_prefix("ogbn_"),
+        dir_name.strip_prefix("ogbl_"),
+    ) {
+        (Some(rest), _) => format!("ogbn-{rest}"),
+        (_, Some(rest)) => format!("ogbl-{rest}"),
+        _ => dir_name.clone(),
     };
     if !raw.join("edge.csv.gz").exists() && !raw.join("edge.csv").exists() {
         return Err(invalid(
@@ -415,6 +698,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         Err(_) => Vec::new(),
     };
     names.sort();
+    let mut link = None;
     let (split, num_splits) = if names.is_empty() {
         if lopts.split_index > 0 {
             return Err(invalid(
@@ -440,6 +724,25 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
             ));
         };
         let d = split_root.join(chosen);
+        if d.join("valid.pt").exists() || d.join("test.pt").exists() {
+            link = Some(read_link_split(&d, &name, n, &mut notes)?);
+            return finish(
+                root,
+                raw,
+                name,
+                n,
+                src,
+                dst,
+                edge_path,
+                features,
+                labels,
+                None,
+                names.len(),
+                notes,
+                link,
+                ropts,
+            );
+        }
         let files = [
             csv_file(&d, "train"),
             csv_file(&d, "valid"),
@@ -453,6 +756,30 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         (Some(RawSplit { lists, files }), names.len())
     };
 
+    finish(
+        root, raw, name, n, src, dst, edge_path, features, labels, split, num_splits, notes, link,
+        ropts,
+    )
+}
+
+/// The notes on what is not read, the direction, and the [`Raw`] of an OGB directory.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    root: PathBuf,
+    raw: PathBuf,
+    name: String,
+    n: usize,
+    src: Vec<u32>,
+    dst: Vec<u32>,
+    edge_path: PathBuf,
+    features: Option<Features>,
+    labels: Labels,
+    split: Option<RawSplit>,
+    num_splits: usize,
+    mut notes: Vec<String>,
+    link: Option<StoredLinkSplit>,
+    ropts: &ReadOptions,
+) -> Result<Raw> {
     // ---- what is not read
     if let Ok(rd) = std::fs::read_dir(&raw) {
         let known = [
@@ -483,12 +810,25 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         }
     }
 
-    let direction = match (ropts.undirected, add_inverse_edge(&name)) {
+    let inverse = if link.is_some() {
+        add_inverse_edge_link(&name)
+    } else {
+        add_inverse_edge(&name)
+    };
+    let direction = match (ropts.undirected, inverse) {
         (true, _) | (false, Some(true)) => Direction::Undirected,
         (false, Some(false)) => {
             notes.push(format!(
                 "{name}: edges read as directed arcs, as OGB stores this dataset (pass \
                  --undirected for the symmetrized graph)"
+            ));
+            Direction::Directed
+        }
+        (false, None) if link.is_some() => {
+            notes.push(format!(
+                "{}: not an ogbl dataset tma knows (citation2, collab, ppa, ddi): edges read as \
+                 directed arcs (pass --undirected if OGB adds inverse edges for it)",
+                root.display()
             ));
             Direction::Directed
         }
@@ -516,5 +856,6 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         num_splits,
         notes,
         node_ids: None,
+        link,
     })
 }

@@ -232,6 +232,58 @@ pub fn ogb_file(root: &Path, rel: &str, data: &[u8]) -> Outcome {
     r
 }
 
+/// `.pt` (crates/tma-graph/src/formats/torch.rs): `read_pt` on the file `dir/fuzz.pt` and
+/// every typed view of what it read.
+pub fn pt_file(dir: &Path, data: &[u8]) -> Outcome {
+    let path = dir.join("fuzz.pt");
+    std::fs::write(&path, data).unwrap();
+    let r = formats::torch::read_pt(&path);
+    if let Ok(t) = &r {
+        for x in t.values() {
+            let _ = (x.to_i64(), x.to_f64(), x.numel());
+        }
+    }
+    text(r)
+}
+
+/// An OGB link-property directory (`ogbl_citation2/` or `ogbl_collab/` under `root`, the one
+/// `rel` is in) with file `rel` replaced by `data`: `formats::load` on it, and the on-disk
+/// format written from it and opened back.
+pub fn ogbl_file(root: &Path, rel: &str, data: &[u8]) -> Outcome {
+    let path = root.join(rel);
+    let ds_root = root.join(rel.split('/').next().unwrap());
+    let old = std::fs::read(&path).ok();
+    std::fs::write(&path, data).unwrap();
+    let loaded = formats::load(&ds_root, None);
+    let side = match &loaded {
+        Ok(ds) => {
+            let out = root.join("..").join("ogbl-disk");
+            let _ = std::fs::remove_dir_all(&out);
+            tma_graph::disk::write_dataset(ds, &out, &tma_graph::disk::Provenance::new("fuzz"))
+                .unwrap();
+            let back = MappedGraph::open(&out)
+                .and_then(|g| {
+                    g.validate()
+                        .and_then(|_| g.to_dataset(&LoadOptions::default()))
+                })
+                .unwrap();
+            assert_eq!(
+                back.link_split.map(|l| (l.val_pos, l.protocol)),
+                ds.link_split.clone().map(|l| (l.val_pos, l.protocol))
+            );
+            std::fs::remove_dir_all(&out).unwrap();
+            vec![]
+        }
+        Err(_) => vec![],
+    };
+    let r = also(text(loaded), side, &ds_root);
+    match old {
+        Some(b) => std::fs::write(&path, b).unwrap(),
+        None => std::fs::remove_file(&path).unwrap(),
+    }
+    r
+}
+
 /// Copies the directory tree `src` to `dst`.
 pub fn copy_tree(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();

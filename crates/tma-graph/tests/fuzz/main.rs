@@ -63,6 +63,55 @@ const TEXT_DICT: &[&[u8]] = &[
     b"1e9",
 ];
 
+/// Tokens of the pickles in `.pt` files (opcodes torch emits, the globals it names).
+const PICKLE_DICT: &[&[u8]] = &[
+    b"\x80\x02",
+    b"}",
+    b"(",
+    b"t",
+    b"\x85",
+    b"\x86",
+    b"R",
+    b"Q",
+    b"u",
+    b"s",
+    b"q\x00",
+    b"h\x01",
+    b"j\xff\xff\xff\xff",
+    b"K\xff",
+    b"J\xff\xff\xff\x7f",
+    b"\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f",
+    b"X\xff\xff\xff\xff",
+    b"ctorch\nLongStorage\n",
+    b"ctorch._utils\n_rebuild_tensor_v2\n",
+    b"ccollections\nOrderedDict\n",
+    b".",
+];
+
+/// One mutation of a `.pt` file: of the zip itself, a member's name, the pickle, or a storage.
+fn mutate_pt(rng: &mut ChaCha8Rng, seed: &[u8]) -> Vec<u8> {
+    if rng.random_bool(0.3) {
+        return mutate(rng, seed, &[b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06"]);
+    }
+    let mut m = harness::unzip_members(seed);
+    let i = rng.random_range(0..m.len());
+    match rng.random_range(0..8) {
+        0 => {
+            m.remove(i);
+        }
+        1 => m[i].0 = format!("x{}", m[i].0),
+        _ => {
+            let pkl = m
+                .iter()
+                .position(|(n, _)| n.ends_with("data.pkl"))
+                .unwrap_or(i);
+            let j = if rng.random_bool(0.7) { pkl } else { i };
+            m[j].1 = mutate(rng, &m[j].1, PICKLE_DICT);
+        }
+    }
+    harness::zip_members(&m, rng.random_bool(0.3))
+}
+
 /// One mutation of an input of `target` (in its encoding: see `targets`).
 fn mutate_input(target: &str, rng: &mut ChaCha8Rng, seed: &[u8]) -> Vec<u8> {
     match target {
@@ -82,6 +131,7 @@ fn mutate_input(target: &str, rng: &mut ChaCha8Rng, seed: &[u8]) -> Vec<u8> {
             }
             harness::zip_members(&m, rng.random_bool(0.5))
         }
+        "pt" => mutate_pt(rng, seed),
         "snap" | "csv" => {
             let (&sel, rest) = seed.split_first().unwrap();
             let body = if rest.starts_with(&[0x1f, 0x8b]) && rng.random_bool(0.7) {
@@ -104,6 +154,8 @@ fn mutate_input(target: &str, rng: &mut ChaCha8Rng, seed: &[u8]) -> Vec<u8> {
                 }
             } else if rel.ends_with(".npy") {
                 mutate_npy(rng, rest)
+            } else if rel.ends_with(".pt") {
+                mutate_pt(rng, rest)
             } else if rel.ends_with(".json") {
                 mutate_json(rng, rest)
             } else {
@@ -132,7 +184,7 @@ fn fuzz(target: &str, n: usize, seed: u64) {
         // the valid inputs themselves must load (else the mutations start from nothing)
         let (_, out) = targets::run(target, s);
         assert!(out.is_ok(), "{target}: seed {i} does not load: {out:?}");
-        let dir_target = !matches!(target, "npy" | "npz");
+        let dir_target = !matches!(target, "npy" | "npz" | "pt");
         // every cut of the small files (headers); a directory target has a seed per file
         let (all, random) = match target {
             "convert" => (16, 4),
@@ -193,6 +245,16 @@ fn fuzz_convert() {
 #[test]
 fn fuzz_disk_graph() {
     fuzz("disk", 1500, 8);
+}
+
+#[test]
+fn fuzz_pt() {
+    fuzz("pt", 2000, 9);
+}
+
+#[test]
+fn fuzz_ogbl() {
+    fuzz("ogbl", 600, 10);
 }
 
 /// The mutation engine itself is deterministic for a seed (a failure reproduces) and changes

@@ -92,3 +92,15 @@ fn npy_refuses_structured_dtypes_with_overflowing_fields() {
     let dict = "{'descr': [('a', '<i8', (4294967296, 4294967296))], 'fortran_order': False, 'shape': (1,), }";
     refused("npy", &npy_with_header(dict, &[0; 8]), "fuzz.npy");
 }
+
+/// A class id of i64::MAX in an OGB `node-label.csv.gz` overflowed `c + 1` in the error
+/// message (found by `TMA_FUZZ_SCALE=10`, mutation 7423 of `ogb`).
+#[test]
+fn ogb_refuses_a_class_id_of_i64_max() {
+    let input = targets::encode(
+        "ogb",
+        "raw/node-label.csv.gz",
+        b"0\n1\n2\n0\n1\n9223372036854775807\n",
+    );
+    refused("ogb", &input, "would mean 9223372036854775808 classes");
+}

@@ -12,7 +12,7 @@ use super::harness::{self, Outcome};
 
 /// The names of the targets, in order.
 pub const TARGETS: &[&str] = &[
-    "npy", "npz", "snap", "csv", "ogb", "dataset", "convert", "disk",
+    "npy", "npz", "snap", "csv", "ogb", "dataset", "convert", "disk", "pt", "ogbl",
 ];
 
 /// One thread's valid directories (built on first use).
@@ -22,6 +22,8 @@ struct Scratch {
     dataset: PathBuf,
     disk: PathBuf,
     ogb: PathBuf,
+    /// `ogbl_citation2/` and `ogbl_collab/` (OGB link-property directories).
+    ogbl: PathBuf,
     files: PathBuf,
 }
 
@@ -66,6 +68,10 @@ fn with_scratch<T>(f: impl FnOnce(&Scratch) -> T) -> T {
             .unwrap();
             let ogb = root.join("ogbn_tiny");
             harness::copy_tree(&harness::fixture("ogbn_tiny"), &ogb);
+            let ogbl = root.join("ogbl");
+            for d in ["ogbl_citation2", "ogbl_collab"] {
+                harness::copy_tree(&harness::fixture(&format!("ogbl/{d}")), &ogbl.join(d));
+            }
             let files = root.join("files");
             std::fs::create_dir_all(&files).unwrap();
             Scratch {
@@ -74,6 +80,7 @@ fn with_scratch<T>(f: impl FnOnce(&Scratch) -> T) -> T {
                 dataset,
                 disk,
                 ogb,
+                ogbl,
                 files,
             }
         });
@@ -87,6 +94,7 @@ pub fn dir_files(target: &str) -> Vec<String> {
         "dataset" | "convert" => harness::files_of(&s.dataset),
         "disk" => harness::files_of(&s.disk),
         "ogb" => harness::files_of(&s.ogb),
+        "ogbl" => harness::files_of(&s.ogbl),
         _ => vec![],
     })
 }
@@ -97,6 +105,7 @@ pub fn dir_file_bytes(target: &str, rel: &str) -> Vec<u8> {
         let d = match target {
             "dataset" | "convert" => &s.dataset,
             "disk" => &s.disk,
+            "ogbl" => &s.ogbl,
             _ => &s.ogb,
         };
         std::fs::read(d.join(rel)).unwrap()
@@ -148,6 +157,20 @@ pub fn run(name: &str, input: &[u8]) -> (String, Outcome) {
                 let _ = std::fs::remove_file(s.files.join(file));
                 (s.files.join(file).display().to_string(), out)
             }
+            "pt" => (
+                s.files.join("fuzz.pt").display().to_string(),
+                harness::pt_file(&s.files, input),
+            ),
+            "ogbl" => match pick(harness::files_of(&s.ogbl)) {
+                Some((rel, b)) => (
+                    s.ogbl
+                        .join(rel.split('/').next().unwrap())
+                        .display()
+                        .to_string(),
+                    harness::ogbl_file(&s.ogbl, &rel, b),
+                ),
+                None => none(),
+            },
             "ogb" => match pick(harness::files_of(&s.ogb)) {
                 Some((rel, b)) => (
                     s.ogb.display().to_string(),
@@ -214,7 +237,16 @@ pub fn seeds(name: &str) -> Vec<Vec<u8>> {
                 [&[2u8][..], &harness::gzip(&t)].concat(),
             ]
         }
-        "ogb" | "dataset" | "convert" | "disk" => {
+        "pt" => [
+            "ogbl_citation2/split/time/valid.pt",
+            "ogbl_citation2/split/time/train.pt",
+            "ogbl_collab/split/time/valid.pt",
+            "ogbl_collab/split/time/train.pt",
+        ]
+        .iter()
+        .map(|f| read(&format!("ogbl/{f}")))
+        .collect(),
+        "ogb" | "dataset" | "convert" | "disk" | "ogbl" => {
             let files = dir_files(name);
             files
                 .iter()

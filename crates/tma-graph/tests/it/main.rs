@@ -5,5 +5,6 @@ mod formats;
 mod generate;
 mod load_real;
 mod malformed;
+mod ogbl;
 mod split;
 mod util;
