@@ -74,6 +74,57 @@ impl NodeTargets {
     }
 }
 
+/// Running counts `c[0] = 0 <= c[1] <= ...` (`[n + 1]`): 4 bytes each while the last fits in
+/// 32 bits (every part tma makes below 2^32 positives), else 8.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Offsets {
+    /// Counts below 2^32.
+    U32(Vec<u32>),
+    /// Larger counts.
+    U64(Vec<u64>),
+}
+
+impl Offsets {
+    /// `c[v]`.
+    #[inline]
+    pub fn get(&self, v: usize) -> u64 {
+        match self {
+            Offsets::U32(c) => c[v] as u64,
+            Offsets::U64(c) => c[v],
+        }
+    }
+
+    /// The last count (0 when empty).
+    pub fn last(&self) -> u64 {
+        match self {
+            Offsets::U32(c) => c.last().copied().unwrap_or(0) as u64,
+            Offsets::U64(c) => c.last().copied().unwrap_or(0),
+        }
+    }
+
+    /// The first `v` with `c[v] > i` (as `slice::partition_point(|&c| c <= i)`).
+    #[inline]
+    pub fn first_above(&self, i: u64) -> usize {
+        match self {
+            Offsets::U32(c) => c.partition_point(|&x| x as u64 <= i),
+            Offsets::U64(c) => c.partition_point(|&x| x <= i),
+        }
+    }
+
+    /// Number of counts.
+    pub fn len(&self) -> usize {
+        match self {
+            Offsets::U32(c) => c.len(),
+            Offsets::U64(c) => c.len(),
+        }
+    }
+
+    /// Whether there are no counts.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The positive training edges of a link-prediction trainer, in local ids, by index
 /// `0..len()`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,13 +135,14 @@ pub enum LinkExamples {
     /// The arcs of the trainer's own graph (`TrainerData::graph`), in CSR order: every arc if
     /// `directed`, else each undirected edge once as `(u, v)` with `u < v` (the leading part of
     /// each sorted row `v`), exactly the list [`positive_edges`] makes, without storing it:
-    /// `before[v]` counts the positives of rows `< v` (`[n + 1]`, 8 bytes per node; empty when
-    /// directed: positive `i` is arc `i`). A part of a mapped graph keeps its positives mapped.
+    /// `before[v]` counts the positives of rows `< v` (`[n + 1]`, 4 bytes per node below 2^32
+    /// positives, else 8; empty when directed: positive `i` is arc `i`). A part of a mapped
+    /// graph keeps its positives mapped.
     Graph {
         /// Arcs of a directed graph, or undirected edges.
         directed: bool,
         /// Positives before each row (undirected only).
-        before: Vec<u64>,
+        before: Offsets,
     },
 }
 
@@ -98,16 +150,29 @@ impl LinkExamples {
     /// [`LinkExamples::Graph`] over `graph`'s arcs.
     pub fn of_graph(graph: &Csr, directed: bool) -> LinkExamples {
         let before = if directed {
-            Vec::new()
+            Offsets::U32(Vec::new())
         } else {
-            let mut b = Vec::with_capacity(graph.num_nodes() + 1);
-            let mut c = 0u64;
-            b.push(0);
-            for v in 0..graph.num_nodes() {
-                c += graph.neighbors(v).partition_point(|&u| u < v as u32) as u64;
-                b.push(c);
+            let row = |v: usize| graph.neighbors(v).partition_point(|&u| u < v as u32) as u64;
+            // at most one positive per arc
+            if (graph.num_edges() as u64) < u32::MAX as u64 {
+                let mut b = Vec::with_capacity(graph.num_nodes() + 1);
+                let mut c = 0u64;
+                b.push(0u32);
+                for v in 0..graph.num_nodes() {
+                    c += row(v);
+                    b.push(c as u32);
+                }
+                Offsets::U32(b)
+            } else {
+                let mut b = Vec::with_capacity(graph.num_nodes() + 1);
+                let mut c = 0u64;
+                b.push(0u64);
+                for v in 0..graph.num_nodes() {
+                    c += row(v);
+                    b.push(c);
+                }
+                Offsets::U64(b)
             }
-            b
         };
         LinkExamples::Graph { directed, before }
     }
@@ -117,7 +182,7 @@ impl LinkExamples {
         match self {
             LinkExamples::List(e) => e.len(),
             LinkExamples::Graph { directed: true, .. } => graph.num_edges(),
-            LinkExamples::Graph { before, .. } => before.last().copied().unwrap_or(0) as usize,
+            LinkExamples::Graph { before, .. } => before.last() as usize,
         }
     }
 
@@ -134,8 +199,8 @@ impl LinkExamples {
                 (graph.indices[i], v as u32)
             }
             LinkExamples::Graph { before, .. } => {
-                let v = before.partition_point(|&c| c as usize <= i) - 1;
-                let a = graph.indptr[v] as usize + (i - before[v] as usize);
+                let v = before.first_above(i as u64) - 1;
+                let a = graph.indptr[v] as usize + (i - before.get(v) as usize);
                 (graph.indices[a], v as u32)
             }
         }
@@ -1060,5 +1125,23 @@ mod link_examples_tests {
             assert_eq!(ex.to_vec(g), list);
         }
         assert_eq!(positive_edges(&und, false).len(), 5);
+        // the counts are 4 bytes each below 2^32 positives; the 8-byte form reads the same
+        let LinkExamples::Graph {
+            before: Offsets::U32(b),
+            ..
+        } = LinkExamples::of_graph(&und, false)
+        else {
+            panic!("32-bit counts expected")
+        };
+        // rows 0..6 have 0, 1, 2, 0, 2, 0 in-neighbours below themselves
+        assert_eq!(b, vec![0, 0, 1, 3, 3, 5, 5]);
+        let wide = LinkExamples::Graph {
+            directed: false,
+            before: Offsets::U64(b.iter().map(|&c| c as u64).collect()),
+        };
+        assert_eq!(wide.to_vec(&und), positive_edges(&und, false));
+        for i in 0..5 {
+            assert_eq!(wide.get(&und, i), positive_edges(&und, false)[i]);
+        }
     }
 }
