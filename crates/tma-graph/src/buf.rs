@@ -65,13 +65,27 @@ impl SharedMap {
             source,
         };
         let file = File::open(path).map_err(io)?;
+        Self::from_file(&file, path)
+    }
+
+    /// Maps the open `file` read-only, e.g. an unnamed temporary file; `name` is what errors
+    /// and [`SharedMap::path`] say. Same rules as [`SharedMap::open`].
+    ///
+    /// # Errors
+    /// [`GraphError::Io`] naming `name`.
+    pub fn from_file(file: &File, name: &Path) -> Result<Arc<SharedMap>> {
+        let path = name;
+        let io = |source| GraphError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let len = file.metadata().map_err(io)?.len();
         let map = if len == 0 {
             None
         } else {
             // SAFETY: the mapping is read-only; tma's contract for mapped files (on-disk
             // graphs, partition directories) is that they are not modified while open.
-            Some(unsafe { Mmap::map(&file) }.map_err(io)?)
+            Some(unsafe { Mmap::map(file) }.map_err(io)?)
         };
         Ok(Arc::new(SharedMap {
             map,

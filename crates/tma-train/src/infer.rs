@@ -35,7 +35,8 @@
 //! groups that recompute the neighbourhoods they share (at 1.3 billion arcs, 500 validation
 //! positives with 1000 negatives each did not finish in 17 minutes in groups within 256 MiB).
 //! [`InferMode::Restricted`] keeps everything in memory: groups, halves recursively. Scratch
-//! files go to [`InferOptions::scratch_dir`] and are unlinked once mapped; when one cannot be
+//! files go to [`InferOptions::scratch_dir`] and never have a name (a killed run leaves none
+//! behind); when one cannot be
 //! written, auto falls back to the in-memory groups.
 
 use tma_graph::seed::{chunk_rng, derive, Purpose};
@@ -70,7 +71,7 @@ pub struct InferOptions {
     pub heads: usize,
     /// The run's seed (sampled mode).
     pub seed: u64,
-    /// Where [`infer_all_to_file`] writes its layer outputs (unlinked once mapped); `None`:
+    /// Where [`infer_all_to_file`] writes its layer outputs (unnamed files); `None`:
     /// the system's temporary directory.
     pub scratch_dir: Option<std::path::PathBuf>,
 }
@@ -225,7 +226,7 @@ pub fn infer_nodes(
 
 /// The model's outputs (logits, or embeddings for link prediction) on `nodes` (distinct graph
 /// ids), `[nodes.len(), out_dim]` dense rows, row `i` for `nodes[i]`: in memory, or mapped from
-/// an unlinked scratch file ([`InferPath::RestrictedFile`], so that rows too many for the
+/// an unnamed scratch file ([`InferPath::RestrictedFile`], so that rows too many for the
 /// budget stay out of anonymous memory), computed on `graph` (`degrees = graph.degrees()`) from
 /// `features`, as [`InferOptions::mode`] says (module docs). Besides the budget, the restricted
 /// and sampled passes keep about 5 bytes per graph node (a one-bit set marker and the
@@ -750,10 +751,12 @@ impl Layerwise<'_> {
 }
 
 /// One layer's outputs written row by row to a scratch file under `dir` and mapped back
-/// ([`ScratchLayer::finish`]): the file is unlinked once mapped, so it is freed when the
-/// mapping is dropped, and the rows stay out of anonymous memory (page cache only).
+/// ([`ScratchLayer::finish`]). The file never has a name (an unnamed temporary file:
+/// `O_TMPFILE` on Linux, elsewhere unlinked as soon as created), so it is freed when the
+/// mapping is dropped or the process ends, killed or not, and the rows stay out of anonymous
+/// memory (page cache only).
 struct ScratchLayer {
-    file: tempfile::NamedTempFile,
+    name: std::path::PathBuf,
     w: std::io::BufWriter<std::fs::File>,
 }
 
@@ -764,15 +767,11 @@ impl ScratchLayer {
     }
 
     fn new(dir: &std::path::Path) -> Result<ScratchLayer, tma_graph::GraphError> {
-        let file = tempfile::Builder::new()
-            .prefix(".tma-embed-")
-            .suffix(".f32")
-            .tempfile_in(dir)
-            .map_err(Self::io(dir))?;
-        let handle = file.as_file().try_clone().map_err(Self::io(file.path()))?;
+        let name = dir.join("(unnamed evaluation scratch file)");
+        let file = tempfile::tempfile_in(dir).map_err(Self::io(&name))?;
         Ok(ScratchLayer {
-            w: std::io::BufWriter::with_capacity(1 << 20, handle),
-            file,
+            w: std::io::BufWriter::with_capacity(1 << 20, file),
+            name,
         })
     }
 
@@ -785,22 +784,18 @@ impl ScratchLayer {
             for x in part {
                 bytes.extend_from_slice(&x.to_le_bytes());
             }
-            self.w
-                .write_all(&bytes)
-                .map_err(Self::io(self.file.path()))?;
+            self.w.write_all(&bytes).map_err(Self::io(&self.name))?;
         }
         Ok(())
     }
 
-    /// The rows written, `[rows, dim]`, mapped from the file (unlinked now).
+    /// The rows written, `[rows, dim]`, mapped from the file.
     fn finish(self, rows: usize, dim: usize) -> Result<Features, tma_graph::GraphError> {
-        use std::io::Write;
-        let ScratchLayer { file, mut w } = self;
-        w.flush().map_err(Self::io(file.path()))?;
-        drop(w);
-        let map = tma_graph::SharedMap::open(file.path())?;
-        // unlinked now: the mapping keeps the pages until the buffer is dropped
-        drop(file);
+        let ScratchLayer { name, w } = self;
+        let file = w
+            .into_inner()
+            .map_err(|e| Self::io(&name)(e.into_error()))?;
+        let map = tma_graph::SharedMap::from_file(&file, &name)?;
         let data = tma_graph::Buf::mapped(map, 0, rows * dim)?;
         Ok(Features::Dense {
             num_nodes: rows,
@@ -821,7 +816,7 @@ impl ScratchLayer {
 /// copied, and the graph's rows are released behind each chunk. Values: those of
 /// [`Model::infer_full`] (the same neighbours in the same order; dense products may round
 /// differently with other row counts). Returns the last layer's outputs, `[N, out_dim]`
-/// row-major, mapped from a file already unlinked (it is freed when the buffer is dropped).
+/// row-major, mapped from an unnamed file (freed when the buffer is dropped).
 ///
 /// # Errors
 /// The I/O error of the scratch file, naming it.
@@ -1048,5 +1043,29 @@ fn empty_features() -> Features {
         num_nodes: 0,
         dim: 0,
         data: Vec::new().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a scratch file had a name in its directory while it was written, so a run
+    /// killed then (SIGKILL) left `.tma-embed-*.f32` behind. It has none at any time now.
+    #[test]
+    fn a_scratch_layer_never_has_a_name_in_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let count = || std::fs::read_dir(dir.path()).unwrap().count();
+        let mut l = ScratchLayer::new(dir.path()).unwrap();
+        assert_eq!(count(), 0, "while open");
+        l.push(&[1.0, -2.5, 3.25, 0.0, 7.0, 8.5]).unwrap();
+        assert_eq!(count(), 0, "while written");
+        let f = l.finish(3, 2).unwrap();
+        assert_eq!(count(), 0, "once mapped");
+        assert!(f.is_mapped());
+        let Features::Dense { data, .. } = f else {
+            panic!("dense rows")
+        };
+        assert_eq!(&data[..], &[1.0, -2.5, 3.25, 0.0, 7.0, 8.5]);
     }
 }
