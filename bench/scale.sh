@@ -18,7 +18,11 @@
 # GRAPH (an existing graph directory to train on instead of generating one; never removed),
 # TASK (node or link; link generates the graph with a stored link split, `--link-split
 # LINK_SPLIT`, default 0.0005,0.0005 of the edges, 1000 fixed negatives per held-out pair, and
-# trains `--task link` on it), METHOD (random-tma; e.g. super-tma, centralized).
+# trains `--task link` on it), METHOD (random-tma; e.g. super-tma, centralized),
+# ENGINE (in-process, or mpi: `tma partition --out WORKDIR/parts` within PART_BUDGET (2GiB), then
+# `mpirun -np TRAINERS+1 tma train --engine mpi --partitions WORKDIR/parts`, with MPIRUN_FLAGS
+# (default --enable-recovery, plus --allow-run-as-root --oversubscribe as root); needs a build
+# with --features mpi; every rank's peak memory is read from summary.json).
 #
 # Disk: the graph takes 4 bytes per arc + (8 + 4 * FEAT_DIM) per node, the generator's
 # temporary buckets 8 bytes per arc, the spilled parts about 1/M of the arcs and all features.
@@ -40,6 +44,14 @@ EXTRA=${EXTRA:-}
 TASK=${TASK:-node}
 LINK_SPLIT=${LINK_SPLIT:-0.0005,0.0005}
 METHOD=${METHOD:-random-tma}
+ENGINE=${ENGINE:-in-process}
+PART_BUDGET=${PART_BUDGET:-2GiB}
+if [ "$(id -u)" = 0 ]; then ROOT_FLAGS="--allow-run-as-root --oversubscribe"; else ROOT_FLAGS=""; fi
+MPIRUN_FLAGS=${MPIRUN_FLAGS:---enable-recovery $ROOT_FLAGS}
+case "$ENGINE" in
+    in-process | mpi) ;;
+    *) echo "ENGINE=$ENGINE: expected in-process or mpi" >&2; exit 2 ;;
+esac
 case "$TASK" in
     node) GEN_LINK=() ;;
     link) GEN_LINK=(--link-split "$LINK_SPLIT") ;;
@@ -94,17 +106,35 @@ else
         { cat "$WORK/gen.log"; exit 1; }
     T1=$(now)
 fi
+TG=$T1
 STORED=$(python3 -c "import json; m = json.load(open('$WORK/graph/tma-graph.json')); print(m['num_arcs'])")
 GRAPH_MIB=$(du -smL "$WORK/graph" | cut -f1)
 
 # 2 + 3. partition (random, streamed to the run directory) and train; the first evaluated round
 # is the first line of rounds.jsonl with a validation value, polled every 0.5 s
 RUN="$WORK/run"
+PART_LINE=""
+if [ "$ENGINE" = mpi ]; then
+    # the partition directory first (streamed within PART_BUDGET), then one process per rank
+    TP0=$(now)
+    "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/part.time" \
+        "$TMA" partition --dataset "$WORK/graph" --task "$TASK" --method "${PART_METHOD:-random}" \
+        --parts "$TRAINERS" --memory-budget "$PART_BUDGET" --out "$WORK/parts" >"$WORK/part.log" 2>&1 ||
+        { cat "$WORK/part.log"; exit 1; }
+    PART_LINE="| partition --out (${PART_METHOD:-random}, $(du -smL "$WORK/parts" | cut -f1) MiB on disk, --memory-budget $PART_BUDGET) | $(secs "$TP0" "$(now)") s | $(time_rss "$WORK/part.time") MiB | - |"
+    T1=$(now)
+    # shellcheck disable=SC2086
+    mpirun $MPIRUN_FLAGS -np $((TRAINERS + 1)) \
+        "$TMA" train --engine mpi --partitions "$WORK/parts" \
+        --sync-every "$SYNC_EVERY" --time-limit "$TIME_LIMIT" --hidden "$HIDDEN" --out "$RUN" $EXTRA \
+        >"$WORK/train.out" 2>"$WORK/train.err" &
+else
 # shellcheck disable=SC2086
 "$(command -v time || echo /usr/bin/time)" -v -o "$WORK/train.time" \
     "$TMA" train --dataset "$WORK/graph" --task "$TASK" --method "$METHOD" --trainers "$TRAINERS" \
     --sync-every "$SYNC_EVERY" --time-limit "$TIME_LIMIT" --hidden "$HIDDEN" --out "$RUN" $EXTRA \
     >"$WORK/train.out" 2>"$WORK/train.err" &
+fi
 PID=$!
 FIRST=""
 # the train process's resident memory over time (s since train started, VmRSS, RssFile,
@@ -130,7 +160,8 @@ PREP=$(grep -o 'split and partition in [0-9.]*s' "$WORK/train.err" | grep -o '[0
 echo
 echo "| stage | wall time | peak RSS | peak anonymous |"
 echo "|---|---|---|---|"
-echo "| generate ($STORED arcs stored, ${GRAPH_MIB} MiB on disk, --memory-budget $BUDGET) | $(secs "$T0" "$T1") s | $(time_rss "$WORK/gen.time") MiB | - |"
+echo "| generate ($STORED arcs stored, ${GRAPH_MIB} MiB on disk, --memory-budget $BUDGET) | $(secs "$T0" "$TG") s | $(time_rss "$WORK/gen.time") MiB | - |"
+if [ -n "$PART_LINE" ]; then echo "$PART_LINE"; fi
 python3 - "$RUN/summary.json" "$(secs "$T1" "$T2")" "$PREP" "$WORK/train.time" <<'PY'
 import json, re, sys
 s = json.load(open(sys.argv[1]))
@@ -139,6 +170,9 @@ mib = lambda b: "?" if b is None else f"{b / 2**20:.0f} MiB"
 for m in s["memory"]:
     who = m["role"] + (f" rank {m['rank']}" if m["rank"] is not None else "")
     print(f"| train: {who} (partition inside: {prep}; {s['rounds']} rounds) | {wall} s | {mib(m['peak_rss_bytes'])} | {mib(m['peak_anon_bytes'])} |")
+if len(s["memory"]) > 1:
+    tot = lambda k: None if any(m[k] is None for m in s["memory"]) else sum(m[k] for m in s["memory"])
+    print(f"| train: sum over {len(s['memory'])} processes | {wall} s | {mib(tot('peak_rss_bytes'))} | {mib(tot('peak_anon_bytes'))} |")
 PY
 echo
 if [ -n "$FIRST" ]; then
@@ -146,7 +180,7 @@ if [ -n "$FIRST" ]; then
 else
     echo "first evaluated round: none (no round in rounds.jsonl)"
 fi
-if [ -s "$WORK/rss.tsv" ]; then
+if [ "$ENGINE" != mpi ] && [ -s "$WORK/rss.tsv" ]; then
     sort -t$'\t' -k2,2n "$WORK/rss.tsv" | tail -1 |
         awk -F'\t' '{printf "largest sampled RSS of tma train: %.0f MiB (file pages %.0f MiB, anonymous %.0f MiB) at %s s, after: %s\n", $2/1024, $3/1024, $4/1024, $1, $5}'
 fi

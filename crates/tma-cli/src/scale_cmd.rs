@@ -3,7 +3,7 @@
 //! directory in that format (read from its manifest and mapped files, nothing copied).
 //! Format: docs/graph-format.md; decisions: docs/decisions/0008-on-disk-graph.md.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -130,7 +130,7 @@ pub enum ConvertTo {
 }
 
 /// Options of `tma convert`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct ConvertOpts {
     /// Source: a dataset in any format tma reads: a .npy directory (docs/dataset-format.md),
     /// an OGB directory, a SNAP or CSV edge list, a .npz file (also --from).
@@ -159,12 +159,135 @@ pub struct ConvertOpts {
     /// sorted by name). Default: 0.
     #[arg(long, value_name = "S", default_value_t = 0)]
     pub split_index: usize,
+    /// Hold link pairs out for validation and test (VAL,TEST: fractions of the undirected
+    /// pairs, chosen by a seeded hash of the pair) and write the link-split section of the
+    /// on-disk format: the held-out pairs, their fixed negatives, and the graph without them
+    /// (both directions), in streaming passes within --memory-budget; `tma train --task link`
+    /// then uses this split. Needs --to disk and a source without a link split. Default: none.
+    #[arg(long, value_name = "VAL,TEST", allow_hyphen_values = true)]
+    pub link_split: Option<String>,
+    /// With --link-split: fixed evaluation negatives per held-out pair (OGB's ogbl-citation2
+    /// protocol: 1000, never a true edge or a self-loop); 0 = none stored (each run draws
+    /// them from its seed when it starts).
+    #[arg(long, value_name = "K", default_value_t = 1000)]
+    pub link_num_neg: usize,
+    /// With --link-split: seed of the held-out pairs and their negatives.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// `tma convert`: a `.npy` directory to the on-disk format within `--memory-budget`
 /// ([`convert_npy_dir`]); any other source, or `--to npy`, through the in-memory dataset
 /// ([`tma_graph::formats`]).
 pub fn convert(o: ConvertOpts) -> Result<()> {
+    let Some(ls) = &o.link_split else {
+        return convert_graph(o);
+    };
+    let v = floats("--link-split", ls, 2)?;
+    if o.to == ConvertTo::Npy {
+        bail!("--link-split writes the link-split section of the on-disk format: use --to disk (the .npy layout has none)");
+    }
+    if o.out.exists() && std::fs::read_dir(&o.out).map_or(true, |mut d| d.next().is_some()) {
+        bail!(
+            "--out {}: the directory exists and is not empty (choose a new one)",
+            o.out.display()
+        );
+    }
+    let t = Instant::now();
+    let format = match o.format {
+        Some(f) => f,
+        None => formats::detect(&o.dataset)
+            .with_context(|| format!("tma convert --dataset {}", o.dataset.display()))?,
+    };
+    if format == Format::Tma && !o.undirected && disk::is_disk_graph(&o.dataset) {
+        return split_links_cmd(&o.dataset, &o, v[0], v[1], t);
+    }
+    // any other source: converted to the on-disk format next to --out first, then split
+    let name = o
+        .out
+        .file_name()
+        .map_or_else(|| "out".to_string(), |n| n.to_string_lossy().into_owned());
+    let staging = o
+        .out
+        .parent()
+        .unwrap_or(Path::new(""))
+        .join(format!(".{name}.convert-staging"));
+    if staging.exists() {
+        // a staging directory of an interrupted `tma convert --link-split` to the same --out
+        std::fs::remove_dir_all(&staging)
+            .with_context(|| format!("removing {}", staging.display()))?;
+    }
+    eprintln!(
+        "converting {} to the on-disk format in {} first (removed at the end)",
+        o.dataset.display(),
+        staging.display()
+    );
+    let inner = ConvertOpts {
+        out: staging.clone(),
+        link_split: None,
+        ..o.clone()
+    };
+    let r = convert_graph(inner).and_then(|()| split_links_cmd(&staging, &o, v[0], v[1], t));
+    let _ = std::fs::remove_dir_all(&staging);
+    r
+}
+
+/// `tma convert --link-split` of an on-disk graph `src` into `o.out` ([`disk::split_links`]).
+fn split_links_cmd(src: &Path, o: &ConvertOpts, val: f64, test: f64, t: Instant) -> Result<()> {
+    let budget = build_budget(o.memory_budget)?;
+    let rep = disk::split_links(
+        src,
+        &o.out,
+        &disk::LinkSplitOptions {
+            val,
+            test,
+            num_neg: o.link_num_neg,
+            seed: o.seed,
+            memory_budget: budget,
+        },
+        &Bars(Mutex::new(None)),
+    )
+    .with_context(|| format!("tma convert --link-split --dataset {}", o.dataset.display()))?;
+    println!(
+        "link split -> {}: {} validation and {} test pairs held out (seed {}); the stored graph is the training graph: {} of {} arcs ({} removed, both directions of each held-out pair); `tma train --task link --dataset {}` uses this split",
+        o.out.display(),
+        rep.held_out.0,
+        rep.held_out.1,
+        o.seed,
+        rep.arcs_out,
+        rep.arcs_in,
+        rep.arcs_in - rep.arcs_out,
+        o.out.display()
+    );
+    if rep.held_out.0 == 0 || rep.held_out.1 == 0 {
+        eprintln!(
+            "warning: --link-split {val},{test} held out no {} pair on this graph: a run cannot evaluate that split",
+            if rep.held_out.0 == 0 { "validation" } else { "test" }
+        );
+    }
+    match &rep.negatives {
+        Some(n) => {
+            println!("{} fixed negatives per held-out pair stored", n.num_neg);
+            for w in n
+                .notes
+                .warnings(val, test, n.num_neg)
+                .into_iter()
+                .filter(|w| !w.contains("rounds to 0"))
+            {
+                eprintln!("warning: {w}");
+            }
+        }
+        None => {
+            println!("no negatives stored: each run draws them from its seed when it starts")
+        }
+    }
+    print_stages(&rep.stages, t.elapsed().as_secs_f64());
+    print_peak(o.memory_budget);
+    Ok(())
+}
+
+/// `tma convert` without `--link-split`.
+fn convert_graph(o: ConvertOpts) -> Result<()> {
     let ropts = ReadOptions {
         format: o.format,
         undirected: o.undirected,

@@ -36,7 +36,6 @@
 //! build sorts, and every other file is written in node order).
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, Read};
 use std::path::Path;
 use std::time::Instant;
 
@@ -228,17 +227,7 @@ impl Keys {
     /// 0 = in the graph, 1 = link validation, 2 = link test.
     #[inline]
     fn link_kind(&self, u: u32, v: u32, cfg: &RmatConfig) -> u8 {
-        let (a, b) = if u < v { (u, v) } else { (v, u) };
-        let x = unit(splitmix64(splitmix64(
-            self.link_key ^ ((a as u64) << 32 | b as u64),
-        )));
-        if x < cfg.link_val {
-            1
-        } else if x < cfg.link_val + cfg.link_test {
-            2
-        } else {
-            0
-        }
+        crate::disk::pair_kind(self.link_key, u, v, cfg.link_val, cfg.link_test)
     }
 }
 
@@ -454,32 +443,24 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
 
     // ---- held-out pairs: built as a CSR (row max holds min), then split by the pair hash
     let mut held_out = (0, 0);
+    let mut held_pairs = (vec![], vec![]);
     if let Some(lb) = links {
         let t = Instant::now();
         let (lp, lx) = (staging.join("links-indptr"), staging.join("links-indices"));
         lb.finish(&lp, &lx, &())?;
-        let mut wv = ArrayWriter::<u32>::create(&out.join("link_val.bin"))?;
-        let mut wt = ArrayWriter::<u32>::create(&out.join("link_test.bin"))?;
-        let mut rp = Reader::open(&lp)?;
-        let mut rx = Reader::open(&lx)?;
-        let mut prev = rp.u64()?;
-        for v in 0..n as u32 {
-            let end = rp.u64()?;
-            for _ in prev..end {
-                let u = rx.u32()?;
-                let w = if keys.link_kind(u, v, cfg) == 1 {
-                    &mut wv
-                } else {
-                    &mut wt
-                };
-                w.push(u)?;
-                w.push(v)?;
-            }
-            prev = end;
-        }
-        held_out = (wv.len() / 2, wt.len() / 2);
-        files.insert("link_val.bin".into(), wv.finish()?);
-        files.insert("link_test.bin".into(), wt.finish()?);
+        let h = crate::disk::write_held_pairs(
+            &lp,
+            &lx,
+            n,
+            keys.link_key,
+            cfg.link_val,
+            cfg.link_test,
+            out,
+            cfg.link_num_neg > 0,
+            &mut files,
+        )?;
+        held_out = h.counts;
+        held_pairs = (h.val_pos, h.test_pos);
         stages.push(("held-out links".into(), t.elapsed().as_secs_f64()));
     }
 
@@ -590,20 +571,8 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
     if held && held_out != (0, 0) && cfg.link_num_neg > 0 {
         let t = Instant::now();
         progress.start("link negatives", 0);
-        let buf = |name: &str| -> Result<Vec<u32>> {
-            let b = std::fs::read(out.join(name)).map_err(|e| io_err(&out.join(name), e))?;
-            Ok(b.chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect())
-        };
-        let pairs = |x: Vec<u32>| x.chunks_exact(2).map(|p| (p[0], p[1])).collect::<Vec<_>>();
-        let (val_pos, test_pos) = (pairs(buf("link_val.bin")?), pairs(buf("link_test.bin")?));
-        let ip = crate::buf::SharedMap::open(&out.join("indptr.bin"))?;
-        let ix = crate::buf::SharedMap::open(&out.join("indices.bin"))?;
-        let graph = crate::csr::Csr {
-            indptr: crate::buf::Buf::mapped(ip, 0, n as usize + 1)?,
-            indices: crate::buf::Buf::mapped(ix, 0, build.arcs_out as usize)?,
-        };
+        let (val_pos, test_pos) = held_pairs;
+        let graph = crate::disk::link::mapped_training_csr(out, n, build.arcs_out)?;
         let (layout, notes) = crate::disk::link::write_negatives(
             out,
             &graph,
@@ -673,35 +642,6 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
 }
 
 /// A little-endian reader of a temporary array file.
-struct Reader {
-    path: std::path::PathBuf,
-    r: BufReader<std::fs::File>,
-}
-
-impl Reader {
-    fn open(path: &Path) -> Result<Reader> {
-        let f = std::fs::File::open(path).map_err(|e| io_err(path, e))?;
-        Ok(Reader {
-            path: path.to_path_buf(),
-            r: BufReader::with_capacity(1 << 20, f),
-        })
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let mut b = [0u8; 8];
-        self.r
-            .read_exact(&mut b)
-            .map_err(|e| io_err(&self.path, e))?;
-        Ok(u64::from_le_bytes(b))
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let mut b = [0u8; 4];
-        self.r
-            .read_exact(&mut b)
-            .map_err(|e| io_err(&self.path, e))?;
-        Ok(u32::from_le_bytes(b))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

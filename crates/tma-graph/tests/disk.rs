@@ -896,3 +896,250 @@ fn negatives_beyond_the_memory_budget_are_refused_before_any_manifest() {
         );
     }
 }
+
+fn link_opts(val: f64, test: f64, num_neg: usize, seed: u64) -> disk::LinkSplitOptions {
+    disk::LinkSplitOptions {
+        val,
+        test,
+        num_neg,
+        seed,
+        // small: the held-out pairs' sort takes several runs
+        memory_budget: 64 << 10,
+    }
+}
+
+/// Checks that `out` is `src` with the pairs of `out`'s link split held out: every arc of
+/// `src` is either in `out` or an arc of a held-out pair (never both), held-out pairs are
+/// `(min, max)`, sorted by `max` then `min`, unique; returns the held-out pairs.
+fn check_held_out(src: &MappedGraph, out: &MappedGraph) -> Vec<(u32, u32)> {
+    let (val, test) = out.link_split().expect("a link split");
+    let pairs: Vec<(u32, u32)> = val
+        .chunks(2)
+        .chain(test.chunks(2))
+        .map(|p| (p[0], p[1]))
+        .collect();
+    let held: std::collections::HashSet<(u32, u32)> = pairs.iter().copied().collect();
+    assert_eq!(held.len(), pairs.len(), "every pair once");
+    for side in [val, test] {
+        let v: Vec<(u32, u32)> = side.chunks(2).map(|p| (p[0], p[1])).collect();
+        assert!(v.iter().all(|p| p.0 < p.1), "pairs are (min, max)");
+        assert!(
+            v.windows(2).all(|w| (w[0].1, w[0].0) < (w[1].1, w[1].0)),
+            "sorted by max, then min"
+        );
+    }
+    let (a, b) = (src.csr(), out.csr());
+    let mut removed = 0;
+    for v in 0..src.num_nodes() {
+        let kept = b.neighbors(v);
+        let mut expect = vec![];
+        for &u in a.neighbors(v) {
+            if held.contains(&(u.min(v as u32), u.max(v as u32))) {
+                removed += 1;
+            } else {
+                expect.push(u);
+            }
+        }
+        assert_eq!(
+            kept,
+            &expect[..],
+            "row {v}: the source's arcs less the held-out pairs"
+        );
+    }
+    assert_eq!(out.num_arcs(), src.num_arcs() - removed);
+    for &(u, v) in &pairs {
+        assert!(
+            a.neighbors(v as usize).binary_search(&u).is_ok()
+                || a.neighbors(u as usize).binary_search(&v).is_ok(),
+            "held-out pair ({u}, {v}) is an arc of the source"
+        );
+    }
+    pairs
+}
+
+#[test]
+fn a_link_split_of_a_stored_graph_holds_pairs_out_in_both_directions_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("g");
+    generate_rmat(
+        &RmatConfig {
+            link_val: 0.0,
+            link_test: 0.0,
+            ..rmat_cfg(1)
+        },
+        &src,
+        &(),
+    )
+    .unwrap();
+    let out = dir.path().join("split");
+    let rep = disk::split_links(&src, &out, &link_opts(0.05, 0.1, 20, 3), &()).unwrap();
+    let (s, o) = (
+        MappedGraph::open(&src).unwrap(),
+        MappedGraph::open(&out).unwrap(),
+    );
+    o.validate().unwrap();
+    o.verify_checksums().unwrap();
+    let pairs = check_held_out(&s, &o);
+    let (val, test) = o.link_split().unwrap();
+    assert_eq!(
+        (rep.held_out.0 as usize, rep.held_out.1 as usize),
+        (val.len() / 2, test.len() / 2)
+    );
+    assert_eq!(rep.arcs_in as usize, s.num_arcs());
+    assert_eq!(rep.arcs_out as usize, o.num_arcs());
+    // undirected: both arcs of every held-out pair removed
+    assert_eq!(rep.arcs_in - rep.arcs_out, 2 * pairs.len() as u64);
+    let undirected_pairs = s.num_arcs() as f64 / 2.0;
+    let fv = (val.len() / 2) as f64 / undirected_pairs;
+    let ft = (test.len() / 2) as f64 / undirected_pairs;
+    assert!((0.035..0.065).contains(&fv), "validation fraction {fv}");
+    assert!((0.08..0.12).contains(&ft), "test fraction {ft}");
+    // the node data is the source's, byte for byte
+    for f in [
+        "features.bin",
+        "labels.bin",
+        "train_idx.bin",
+        "val_idx.bin",
+        "test_idx.bin",
+    ] {
+        assert_eq!(
+            std::fs::read(src.join(f)).unwrap(),
+            std::fs::read(out.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // negatives: per source, never an arc of the source graph, never a self-loop
+    let m = o.manifest().link_negatives.clone().unwrap();
+    assert_eq!((m.kind.as_str(), m.num_neg, m.seed), ("per_source", 20, 3));
+    let (k, vneg, tneg) = o.link_negatives().unwrap();
+    let a = s.csr();
+    for (pos, negs) in [(val, &vneg), (test, &tneg)] {
+        assert_eq!(negs.len(), pos.len() / 2 * k);
+        for (p, row) in pos.chunks(2).zip(negs.chunks(k)) {
+            for &w in row {
+                assert!(w != p[0], "self-loop negative of {p:?}");
+                assert!(
+                    a.neighbors(p[0] as usize).binary_search(&w).is_err(),
+                    "negative ({}, {w}) is an arc of the source",
+                    p[0]
+                );
+            }
+        }
+    }
+    assert!(o
+        .manifest()
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("--link-split 0.05,0.1, seed 3")));
+    // same seed -> same bytes; another seed -> other pairs
+    let again = dir.path().join("again");
+    disk::split_links(&src, &again, &link_opts(0.05, 0.1, 20, 3), &()).unwrap();
+    assert_eq!(dir_bytes(&out), dir_bytes(&again));
+    let other = dir.path().join("other");
+    disk::split_links(&src, &other, &link_opts(0.05, 0.1, 0, 4), &()).unwrap();
+    assert_ne!(
+        std::fs::read(out.join("link_val.bin")).unwrap(),
+        std::fs::read(other.join("link_val.bin")).unwrap()
+    );
+    let og = MappedGraph::open(&other).unwrap();
+    assert!(og.manifest().link_negatives.is_none() && !other.join("link_val_neg.bin").exists());
+    check_held_out(&s, &og);
+    // the loader hands the stored split on
+    let ds = o.to_dataset(&LoadOptions::default()).unwrap();
+    assert_eq!(ds.link_split.as_ref().unwrap().val_pos.len(), val.len() / 2);
+}
+
+#[test]
+fn a_link_split_of_a_directed_graph_removes_either_arc_and_stores_the_pair_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("g");
+    let budget = ConvertOptions {
+        memory_budget: 1 << 20,
+        split_index: 0,
+    };
+    convert_npy_dir(&shared("hetero_chameleon_directed"), &src, &budget, &()).unwrap();
+    let s = MappedGraph::open(&src).unwrap();
+    assert!(s.manifest().directed);
+    let a = s.csr();
+    // the source has arcs without their reverse and arcs with one
+    let one_way = (0..s.num_nodes())
+        .flat_map(|v| a.neighbors(v).iter().map(move |&u| (u, v as u32)))
+        .filter(|&(u, v)| a.neighbors(u as usize).binary_search(&v).is_err())
+        .count();
+    assert!(
+        one_way > 0 && one_way < s.num_arcs(),
+        "{one_way} one-way arcs"
+    );
+    let out = dir.path().join("split");
+    let rep = disk::split_links(&src, &out, &link_opts(0.1, 0.1, 5, 0), &()).unwrap();
+    let o = MappedGraph::open(&out).unwrap();
+    o.validate().unwrap();
+    assert!(o.manifest().directed);
+    let pairs = check_held_out(&s, &o);
+    assert_eq!(
+        rep.held_out.0 + rep.held_out.1,
+        pairs.len() as u64,
+        "a pair joined both ways is held out once"
+    );
+    let both_ways = pairs
+        .iter()
+        .filter(|&&(u, v)| {
+            a.neighbors(v as usize).binary_search(&u).is_ok()
+                && a.neighbors(u as usize).binary_search(&v).is_ok()
+        })
+        .count() as u64;
+    assert_eq!(rep.arcs_in - rep.arcs_out, pairs.len() as u64 + both_ways);
+    assert!(o
+        .manifest()
+        .provenance
+        .notes
+        .iter()
+        .any(|n| n.contains("without the arc's direction")));
+}
+
+#[test]
+fn a_link_split_is_refused_with_the_reason_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("g");
+    generate_rmat(&rmat_cfg(2), &src, &()).unwrap(); // already has a link split
+    let out = dir.path().join("out");
+    let err = disk::split_links(&src, &out, &link_opts(0.1, 0.1, 5, 0), &())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tma-graph.json") && err.contains("already holds a link split"),
+        "{err}"
+    );
+    let bare = dir.path().join("bare");
+    generate_rmat(
+        &RmatConfig {
+            link_val: 0.0,
+            link_test: 0.0,
+            ..rmat_cfg(2)
+        },
+        &bare,
+        &(),
+    )
+    .unwrap();
+    for (v, t) in [(0.0, 0.0), (0.6, 0.4), (-0.1, 0.2), (f64::NAN, 0.1)] {
+        let err = disk::split_links(&bare, &out, &link_opts(v, t, 5, 0), &())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--link-split") && err.contains("[0, 1)"),
+            "{err}"
+        );
+    }
+    // negatives that cannot fit the budget: refused before any pass, naming the flag
+    let err = disk::split_links(&bare, &out, &link_opts(0.4, 0.4, 1_000_000, 0), &())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--link-num-neg 1000000"), "{err}");
+    assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none());
+    // a non-empty output directory is refused
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), b"mine").unwrap();
+    assert!(disk::split_links(&bare, &out, &link_opts(0.1, 0.1, 5, 0), &()).is_err());
+    assert_eq!(std::fs::read(out.join("keep.txt")).unwrap(), b"mine");
+}

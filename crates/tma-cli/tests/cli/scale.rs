@@ -878,3 +878,167 @@ fn generate_presets_set_the_shape_and_flags_override_them() {
         &["--nodes N is required (or --preset reddit|citation2|mag)"],
     );
 }
+
+/// `tma convert --link-split` gives any dataset the link-split section: a .npy source is
+/// converted next to --out first (then removed), an on-disk source split in place of a copy;
+/// `tma train --task link` uses the stored split and says so; refusals name the flag.
+#[test]
+fn convert_link_split_stores_a_split_that_train_uses() {
+    let src = shared_dataset("planetoid_cora");
+    let dir = tempdir();
+    let out = dir.path().join("cora-link");
+    let o = out.to_str().unwrap();
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        src.to_str().unwrap(),
+        "--link-split",
+        "0.05,0.1",
+        "--link-num-neg",
+        "100",
+        "--seed",
+        "7",
+        "--out",
+        o,
+    ]);
+    assert_success(&r);
+    let text = stdout(&r);
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("tma-graph.json")).unwrap())
+            .unwrap();
+    let nv = m["files"]["link_val.bin"]["len"].as_u64().unwrap() / 2;
+    let nt = m["files"]["link_test.bin"]["len"].as_u64().unwrap() / 2;
+    let arcs = m["num_arcs"].as_u64().unwrap();
+    // Cora: 5278 undirected edges (10556 arcs), 5% / 10% of them held out
+    assert!(
+        (180..360).contains(&nv) && (400..660).contains(&nt),
+        "{nv} / {nt}"
+    );
+    assert_eq!(arcs, 10556 - 2 * (nv + nt));
+    assert!(
+        text.contains(&format!(
+            "{nv} validation and {nt} test pairs held out (seed 7); the stored graph is the training graph: {arcs} of 10556 arcs"
+        )) && text.contains("100 fixed negatives per held-out pair stored"),
+        "{text}"
+    );
+    assert_eq!(m["link_negatives"]["num_neg"], 100);
+    // the staging conversion is gone
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("cora-link")],
+        "{left:?}"
+    );
+    // an on-disk source without a split is split directly; the same seed gives the same pairs
+    let disk = dir.path().join("cora-disk");
+    assert_success(&tma(&[
+        "convert",
+        "--dataset",
+        src.to_str().unwrap(),
+        "--out",
+        disk.to_str().unwrap(),
+    ]));
+    let again = dir.path().join("again");
+    assert_success(&tma(&[
+        "convert",
+        "--dataset",
+        disk.to_str().unwrap(),
+        "--link-split",
+        "0.05,0.1",
+        "--link-num-neg",
+        "100",
+        "--seed",
+        "7",
+        "--out",
+        again.to_str().unwrap(),
+    ]));
+    for f in [
+        "link_val.bin",
+        "link_test.bin",
+        "link_val_neg.bin",
+        "indices.bin",
+    ] {
+        assert_eq!(
+            std::fs::read(out.join(f)).unwrap(),
+            std::fs::read(again.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // train uses it, says so
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        o,
+        "--task",
+        "link",
+        "--trainers",
+        "2",
+        "--hidden",
+        "16",
+        "--time-limit",
+        "2s",
+        "--sync-every",
+        "1s",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let err = stderr(&r);
+    assert!(
+        err.contains(&format!(
+            "link split: stored with the graph in {o} ({nv} validation / {nt} test held-out pairs, 100 stored fixed negatives each, seed 7); used as given, not split again"
+        )),
+        "{err}"
+    );
+    // refusals
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        o,
+        "--link-split",
+        "0.1,0.1",
+        "--out",
+        dir.path().join("twice").to_str().unwrap(),
+    ]);
+    assert_fails_with(&r, 1, &["already holds a link split"]);
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        src.to_str().unwrap(),
+        "--link-split",
+        "0.1",
+        "--out",
+        dir.path().join("bad").to_str().unwrap(),
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["--link-split \"0.1\": expected 2 comma-separated numbers"],
+    );
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        src.to_str().unwrap(),
+        "--link-split",
+        "0.1,0.1",
+        "--to",
+        "npy",
+        "--out",
+        dir.path().join("npy").to_str().unwrap(),
+    ]);
+    assert_fails_with(&r, 1, &["--link-split", "--to disk"]);
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        src.to_str().unwrap(),
+        "--link-split",
+        "0.1,0.1",
+        "--out",
+        o,
+    ]);
+    assert_fails_with(&r, 1, &["exists and is not empty"]);
+}

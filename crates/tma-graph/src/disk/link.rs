@@ -78,6 +78,22 @@ pub(crate) fn write_negatives(
     ))
 }
 
+/// The training CSR just written to `dir` (`indptr.bin`, `indices.bin`: `n` nodes, `arcs` arcs),
+/// mapped, before a manifest exists (the negatives are drawn on it and the manifest is written
+/// last).
+///
+/// # Errors
+/// [`GraphError::Io`] naming a file that cannot be mapped; [`GraphError::Invalid`] when a
+/// file is shorter than `n + 1` / `arcs` elements.
+pub(crate) fn mapped_training_csr(dir: &Path, n: u64, arcs: u64) -> Result<crate::csr::Csr> {
+    let ip = crate::buf::SharedMap::open(&dir.join("indptr.bin"))?;
+    let ix = crate::buf::SharedMap::open(&dir.join("indices.bin"))?;
+    Ok(crate::csr::Csr {
+        indptr: crate::buf::Buf::mapped(ip, 0, n as usize + 1)?,
+        indices: crate::buf::Buf::mapped(ix, 0, arcs as usize)?,
+    })
+}
+
 /// The negatives may always take this much memory while drawn (256 MiB: 64,000 held-out pairs
 /// at 1000 negatives each), whatever smaller budget the build has.
 pub const NEGATIVES_MIN_BUDGET: u64 = 256 << 20;

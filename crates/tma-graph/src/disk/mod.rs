@@ -28,12 +28,15 @@
 mod convert;
 mod extsort;
 pub(crate) mod link;
+mod link_split;
 mod mapped;
 mod write;
 
 pub use convert::{convert_npy_dir, ConvertOptions, ConvertReport};
 pub use extsort::{BuildStats, ExternalCsrBuilder};
 pub use link::{add_link_negatives, LinkNegativesReport};
+pub(crate) use link_split::{pair_kind, write_held_pairs};
+pub use link_split::{split_links, LinkSplitOptions, LinkSplitReport};
 pub use mapped::{CsrRef, FeaturesRef, MappedGraph};
 pub use write::{write_dataset, ArrayWriter};
 
