@@ -187,9 +187,22 @@ pub fn write_partitions(
         .warnings
         .iter()
         .filter(|w| !w.starts_with("edge_index.npy:"))
-        .cloned()
+        .map(|w| without_train_flags(w))
         .collect();
     Ok((m, warnings))
+}
+
+/// The stored-split line of the preparation names `tma train`'s split flags, which `tma
+/// partition` does not have: said without them there.
+fn without_train_flags(w: &str) -> String {
+    if !w.starts_with("link split: stored with the graph") {
+        return w.to_string();
+    }
+    let w = w.replace(" (--val-frac and --test-frac do not apply)", "");
+    match w.find("; its ").or_else(|| w.find("; --eval-num-neg ")) {
+        Some(i) => w[..i].to_string(),
+        None => w,
+    }
 }
 
 /// Memory this process may still use, bytes: the least of the machine's available memory

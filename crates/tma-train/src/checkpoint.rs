@@ -1,6 +1,7 @@
 //! Checkpoints: after every validated round the coordinator writes the averaged model and the
 //! run's state into `RUN_DIR/checkpoint/`, so `tma train --resume RUN_DIR` continues from the
-//! last round (losing at most the round in flight).
+//! last round (losing at most the round in flight and the rounds whose checkpoint the disk had
+//! not written yet: [`Checkpointer`] writes off the round loop).
 //!
 //! ```text
 //! RUN_DIR/checkpoint/
@@ -176,15 +177,23 @@ pub fn resume_differences(saved: &serde_json::Value, now: &serde_json::Value) ->
         .collect()
 }
 
-/// Writes a checkpoint after every round (an [`Observer`]).
+/// Writes a checkpoint after every round (an [`Observer`]), off the round loop: the round's
+/// bookkeeping is done at once and the files are written by a writer thread of its own, so
+/// the next round never waits for a disk (a slow or shared disk once held the coordinator in
+/// `fsync` for 29-62 s while the trainers trained unaveraged). While a write is in progress
+/// only the newest round waits for the disk: an older pending one is superseded (its state is
+/// contained in the newer one; [`Checkpointer::superseded`] counts them). A kill therefore
+/// loses at most the rounds since the last write completed, and what is on disk is always a
+/// whole, consistent checkpoint. [`Checkpointer::flush`] waits for the disk; dropping the
+/// checkpointer waits for the last write.
 pub struct Checkpointer {
-    dir: PathBuf,
-    template: ParamSet,
     seed: u64,
     segment: u64,
     partition_hash: Option<String>,
     manifest_sha256: Option<String>,
     best: Option<SavedBest>,
+    /// The best model's parameters, until its file is written (None: already on disk).
+    best_params: Option<Arc<Vec<f32>>>,
     /// Steps since the start of the run of each trainer, by index (see [`CheckpointState::steps`]).
     steps: Vec<u64>,
     /// Epochs of each trainer, by index (see [`CheckpointState::epochs`]).
@@ -193,6 +202,109 @@ pub struct Checkpointer {
     /// The last round's checkpoint (model file, round, time), which a best check between
     /// rounds keeps when it rewrites `state.json`.
     last: Option<(String, u64, f64)>,
+    /// Its parameters, until its file is written (None: already on disk).
+    last_params: Option<Arc<Vec<f32>>>,
+    shared: Arc<WriterShared>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// One checkpoint for the writer thread: the model files the state names (with their
+/// parameters where the file may not exist yet), then `state.json` (None: a best check before
+/// the first round, whose model is saved without a state to resume from).
+struct WriteJob {
+    models: Vec<(String, Option<Arc<Vec<f32>>>)>,
+    state: Option<CheckpointState>,
+}
+
+#[derive(Default)]
+struct WriterSlot {
+    pending: Option<WriteJob>,
+    busy: bool,
+    closed: bool,
+    error: Option<TrainError>,
+    superseded: u64,
+}
+
+struct WriterShared {
+    slot: std::sync::Mutex<WriterSlot>,
+    cv: std::sync::Condvar,
+    /// Added before every write (tests: a slow disk).
+    delay: std::sync::Mutex<Duration>,
+}
+
+impl WriterShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WriterSlot> {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The writer thread: takes the newest job, writes it, until closed with nothing pending.
+fn writer_loop(shared: Arc<WriterShared>, dir: PathBuf, mut template: ParamSet) {
+    loop {
+        let job = {
+            let mut slot = shared.lock();
+            while slot.pending.is_none() && !slot.closed {
+                slot = shared.cv.wait(slot).unwrap_or_else(|e| e.into_inner());
+            }
+            let Some(job) = slot.pending.take() else {
+                return; // closed, nothing left
+            };
+            slot.busy = true;
+            job
+        };
+        let delay = *shared.delay.lock().unwrap_or_else(|e| e.into_inner());
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        let r = write_job(&dir, &mut template, job);
+        let mut slot = shared.lock();
+        slot.busy = false;
+        if let Err(e) = r {
+            slot.error.get_or_insert(e);
+        }
+        shared.cv.notify_all();
+    }
+}
+
+/// Writes a job's model files that are not on disk yet, then `state.json`, then removes the
+/// model files the new state no longer names.
+fn write_job(dir: &Path, template: &mut ParamSet, job: WriteJob) -> Result<(), TrainError> {
+    for (name, params) in &job.models {
+        let path = dir.join(name);
+        if let Some(p) = params {
+            // model files are named by their round: one already there is this one, whole
+            // (written under a temporary name and renamed)
+            if !path.exists() {
+                template.data.copy_from_slice(p);
+                template
+                    .save_safetensors(&path)
+                    .map_err(TrainError::Model)?;
+            }
+        }
+    }
+    let Some(state) = job.state else {
+        return Ok(());
+    };
+    write_atomic(
+        &dir.join("state.json"),
+        &serde_json::to_vec_pretty(&state).expect("state serializes"),
+    )?;
+    let keep: Vec<&str> = [
+        Some(state.model.as_str()),
+        state.best.as_ref().map(|b| b.model.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.ends_with(".safetensors") && !keep.contains(&name.as_str()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Ok(())
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> TrainError {
@@ -219,9 +331,19 @@ impl Checkpointer {
     ) -> Result<Self, TrainError> {
         let dir = run_dir.join("checkpoint");
         std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let shared = Arc::new(WriterShared {
+            slot: std::sync::Mutex::new(WriterSlot::default()),
+            cv: std::sync::Condvar::new(),
+            delay: std::sync::Mutex::new(Duration::ZERO),
+        });
+        let writer = {
+            let (shared, dir) = (shared.clone(), dir.clone());
+            std::thread::Builder::new()
+                .name("tma-checkpoint".into())
+                .spawn(move || writer_loop(shared, dir, template))
+                .map_err(|e| io_err(run_dir, e))?
+        };
         Ok(Checkpointer {
-            dir,
-            template,
             seed,
             segment,
             partition_hash,
@@ -231,6 +353,10 @@ impl Checkpointer {
             epochs: resumed.map(|s| s.epochs.clone()).unwrap_or_default(),
             config: None,
             last: resumed.map(|s| (s.model.clone(), s.round, s.elapsed_s)),
+            best_params: None,
+            last_params: None,
+            shared,
+            writer: Some(writer),
         })
     }
 
@@ -240,11 +366,85 @@ impl Checkpointer {
         self
     }
 
-    fn save_model(&mut self, name: &str, params: &[f32]) -> Result<(), TrainError> {
-        self.template.data.copy_from_slice(params);
-        self.template
-            .save_safetensors(&self.dir.join(name))
-            .map_err(TrainError::Model)
+    /// Waits until every checkpoint handed over so far is on disk; returns the first error
+    /// the writer met (once), which also ends the run at the next round.
+    ///
+    /// # Errors
+    /// The [`TrainError::Io`] / [`TrainError::Model`] of a file that could not be written.
+    pub fn flush(&mut self) -> Result<(), TrainError> {
+        let mut slot = self.shared.lock();
+        while slot.pending.is_some() || slot.busy {
+            slot = self.shared.cv.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+        match slot.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Rounds whose checkpoint was superseded by a newer round before the disk wrote it.
+    pub fn superseded(&self) -> u64 {
+        self.shared.lock().superseded
+    }
+
+    /// Hands a checkpoint to the writer thread (superseding one still pending); returns an
+    /// error the writer met earlier.
+    fn submit(&mut self, job: WriteJob) -> Result<(), TrainError> {
+        let mut slot = self.shared.lock();
+        if let Some(e) = slot.error.take() {
+            return Err(e);
+        }
+        if slot.pending.replace(job).is_some() {
+            slot.superseded += 1;
+        }
+        self.shared.cv.notify_all();
+        Ok(())
+    }
+
+    /// The models and state of the checkpoint as it stands.
+    fn job(&self) -> WriteJob {
+        let mut models = vec![];
+        if let Some((m, _, _)) = &self.last {
+            models.push((m.clone(), self.last_params.clone()));
+        }
+        if let Some(b) = &self.best {
+            models.push((b.model.clone(), self.best_params.clone()));
+        }
+        let state = self
+            .last
+            .clone()
+            .map(|(model, round, elapsed_s)| CheckpointState {
+                format_version: CHECKPOINT_VERSION,
+                round,
+                elapsed_s,
+                seed: self.seed,
+                segment: self.segment,
+                partition_hash: self.partition_hash.clone(),
+                manifest_sha256: self.manifest_sha256.clone(),
+                model,
+                best: self.best.clone(),
+                steps: self.steps.clone(),
+                epochs: self.epochs.clone(),
+                config: self.config.clone(),
+            });
+        WriteJob { models, state }
+    }
+
+    #[cfg(test)]
+    fn with_write_delay(self, d: Duration) -> Self {
+        *self.shared.delay.lock().unwrap() = d;
+        self
+    }
+}
+
+impl Drop for Checkpointer {
+    /// Waits for the last checkpoint to reach the disk, then ends the writer thread.
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.cv.notify_all();
+        if let Some(h) = self.writer.take() {
+            let _ = h.join();
+        }
     }
 }
 
@@ -266,19 +466,20 @@ impl Observer for Checkpointer {
             self.epochs[t] = e;
         }
         let model = format!("round-{:06}.safetensors", r.round);
-        self.save_model(&model, params)?;
-        self.last = Some((model.clone(), r.round, r.elapsed_s));
+        let params = Arc::new(params.to_vec());
+        self.last = Some((model, r.round, r.elapsed_s));
+        self.last_params = Some(params.clone());
         if r.is_best {
-            let name = format!("best-{:06}.safetensors", r.round);
-            self.save_model(&name, params)?;
             self.best = Some(SavedBest {
                 round: r.round,
                 val: (&r.val).into(),
-                model: name,
+                model: format!("best-{:06}.safetensors", r.round),
                 check: false,
             });
+            self.best_params = Some(params);
         }
-        self.write_state()
+        let job = self.job();
+        self.submit(job)
     }
 }
 
@@ -290,61 +491,15 @@ impl Checkpointer {
         if !r.is_best {
             return Ok(());
         }
-        let name = format!("best-{:06}-check.safetensors", r.round);
-        self.save_model(&name, params)?;
         self.best = Some(SavedBest {
             round: r.round,
             val: (&r.val).into(),
-            model: name,
+            model: format!("best-{:06}-check.safetensors", r.round),
             check: true,
         });
-        if self.last.is_some() {
-            self.write_state()?;
-        }
-        Ok(())
-    }
-
-    /// Writes `state.json` for the last round (and the best model so far), then removes the
-    /// model files it no longer names.
-    fn write_state(&mut self) -> Result<(), TrainError> {
-        let Some((model, round, elapsed_s)) = self.last.clone() else {
-            return Ok(());
-        };
-        let state = CheckpointState {
-            format_version: CHECKPOINT_VERSION,
-            round,
-            elapsed_s,
-            seed: self.seed,
-            segment: self.segment,
-            partition_hash: self.partition_hash.clone(),
-            manifest_sha256: self.manifest_sha256.clone(),
-            model: model.clone(),
-            best: self.best.clone(),
-            steps: self.steps.clone(),
-            epochs: self.epochs.clone(),
-            config: self.config.clone(),
-        };
-        write_atomic(
-            &self.dir.join("state.json"),
-            &serde_json::to_vec_pretty(&state).expect("state serializes"),
-        )?;
-        // remove model files the new state no longer names
-        let keep: Vec<&str> = [
-            Some(model.as_str()),
-            self.best.as_ref().map(|b| b.model.as_str()),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if let Ok(rd) = std::fs::read_dir(&self.dir) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().to_string();
-                if name.ends_with(".safetensors") && !keep.contains(&name.as_str()) {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        Ok(())
+        self.best_params = Some(Arc::new(params.to_vec()));
+        let job = self.job();
+        self.submit(job)
     }
 }
 
@@ -543,17 +698,20 @@ mod tests {
         };
         // a best check before the first round: its model is saved, no state to resume from
         c.on_check_model(&check(0, 0.4, true), &[0.5; 4]).unwrap();
+        c.flush().unwrap();
         assert!(!tmp.path().join("checkpoint/state.json").exists());
         c.on_round_model(&record(1, 0.3, false), &[1.0; 4]).unwrap();
         // a check that is not the best changes nothing; a best one becomes the best model while
         // the run still resumes from round 1 (and its step counts)
         c.on_round_model(&check(1, 0.2, false), &[1.5; 4]).unwrap();
+        c.flush().unwrap();
         let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!(
             state.best.as_ref().unwrap().model,
             "best-000000-check.safetensors"
         );
         c.on_round_model(&check(1, 0.9, true), &[1.7; 4]).unwrap();
+        c.flush().unwrap();
         let (state2, resume2) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!((state.round, state2.round), (1, 1));
         assert_eq!(resume.params, vec![1.0; 4]);
@@ -563,6 +721,7 @@ mod tests {
         assert_eq!((br, bv.value, bp), (1, 0.9, vec![1.7; 4]));
         // regression: a resumed run said its best (a check) was round 1's average
         assert!(resume2.best_check && state2.best.as_ref().unwrap().check);
+        c.flush().unwrap();
         assert_eq!(
             checkpoint_files(tmp.path()),
             vec![
@@ -573,6 +732,7 @@ mod tests {
         );
         // a round that beats it is the best again
         c.on_round_model(&record(2, 0.95, true), &[2.0; 4]).unwrap();
+        c.flush().unwrap();
         let (_, resume3) = load_checkpoint(tmp.path(), &template).unwrap();
         assert!(!resume3.best_check);
     }
@@ -594,6 +754,7 @@ mod tests {
         c.on_round_model(&record(1, 0.5, true), &[1.0; 4]).unwrap();
         c.on_round_model(&record(2, 0.7, true), &[2.0; 4]).unwrap();
         c.on_round_model(&record(3, 0.6, false), &[3.0; 4]).unwrap();
+        c.flush().unwrap();
         let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!(state.round, 3);
         assert_eq!(state.elapsed_s, 6.0);
@@ -604,6 +765,7 @@ mod tests {
         assert_eq!(resume.steps, vec![3]);
         let (br, bv, bp) = resume.best.unwrap();
         assert_eq!((br, bv.value, bp), (2, 0.7, vec![2.0; 4]));
+        c.flush().unwrap();
         assert_eq!(
             checkpoint_files(tmp.path()),
             vec![
@@ -645,6 +807,7 @@ mod tests {
             .unwrap();
         c.on_round_model(&joined(6, vec![0, 1], vec![60, 61]), &[0.0; 2])
             .unwrap();
+        c.flush().unwrap();
         let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!(state.steps, vec![60, 61, 52]);
         assert_eq!(resume.steps, vec![60, 61, 52]);
@@ -664,11 +827,87 @@ mod tests {
         v.as_object_mut().unwrap().remove("steps").unwrap();
         v.as_object_mut().unwrap().remove("epochs").unwrap();
         std::fs::write(&sp, serde_json::to_vec(&v).unwrap()).unwrap();
+        c.flush().unwrap();
         let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!(state.round, 6);
         assert!(resume.steps.is_empty());
         assert!(resume.epochs.is_empty());
         assert_eq!(Resume::step_offsets(Some(&resume), 3), vec![0, 0, 0]);
+    }
+
+    /// Regression (issue 29, item 3): a checkpoint `fsync` on a shared disk held the round loop
+    /// for 29-62 s. With every write delayed 1 s, four rounds are handed over while the first
+    /// is written (they took >= 4 s when each waited for its write), the newest reaches the disk and supersedes
+    /// those still pending, and what is on disk is whole.
+    #[test]
+    fn a_slow_disk_never_holds_the_round_loop() {
+        let tmp = tempfile::tempdir().unwrap();
+        let template = ParamSet::from_shapes(&[("w".into(), vec![2, 2])]);
+        let mut c = Checkpointer::new(tmp.path(), template.clone(), 7, 0, None, None, None)
+            .unwrap()
+            .with_write_delay(Duration::from_secs(1));
+        c.on_round_model(&record(1, 0.1, false), &[1.0; 4]).unwrap();
+        // the writer has taken round 1 and waits on the disk
+        std::thread::sleep(Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        for round in 2..=5 {
+            let best = round == 2;
+            c.on_round_model(
+                &record(round, round as f64 / 10.0, best),
+                &[round as f32; 4],
+            )
+            .unwrap();
+        }
+        let handed_over = t.elapsed();
+        assert!(
+            handed_over < Duration::from_millis(900),
+            "four rounds waited {handed_over:?} for a 1 s disk"
+        );
+        c.flush().unwrap();
+        // round 1 was being written; rounds 2-4 were superseded by round 5 before the disk
+        // took them; round 2 stays the best model (its file written with round 5's state)
+        assert_eq!(c.superseded(), 3);
+        let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!(state.round, 5);
+        assert_eq!(resume.params, vec![5.0; 4]);
+        let (br, _, bp) = resume.best.unwrap();
+        assert_eq!((br, bp), (2, vec![2.0; 4]));
+        assert_eq!(
+            checkpoint_files(tmp.path()),
+            vec![
+                "best-000002.safetensors",
+                "round-000005.safetensors",
+                "state.json"
+            ]
+        );
+    }
+
+    /// A write that fails is reported: by `flush`, else at the next round (which ends the run
+    /// as a failed synchronous write did).
+    #[test]
+    fn a_failed_checkpoint_write_is_reported_naming_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let template = ParamSet::from_shapes(&[("w".into(), vec![2])]);
+        let mut c = Checkpointer::new(tmp.path(), template, 7, 0, None, None, None).unwrap();
+        // the checkpoint directory replaced by a file: nothing can be written into it
+        std::fs::remove_dir_all(tmp.path().join("checkpoint")).unwrap();
+        std::fs::write(tmp.path().join("checkpoint"), b"not a directory").unwrap();
+        c.on_round_model(&record(1, 0.5, false), &[1.0; 2]).unwrap();
+        let err = c.flush().unwrap_err().to_string();
+        assert!(err.contains("round-000001.safetensors"), "{err}");
+        c.on_round_model(&record(2, 0.5, false), &[1.0; 2]).unwrap();
+        // the writer failed again meanwhile: the round after says so
+        let t = std::time::Instant::now();
+        let next = loop {
+            match c.on_round_model(&record(3, 0.5, false), &[1.0; 2]) {
+                Err(e) => break e.to_string(),
+                Ok(()) if t.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(()) => panic!("no error reported"),
+            }
+        };
+        assert!(next.contains("round-00000"), "{next}");
     }
 
     #[test]

@@ -151,16 +151,29 @@ pub trait CoordinatorEndpoint {
 /// * Any other contribution (to an older round, or between rounds) is **stale**: it is answered
 ///   at once with the current averaged model ([`Verdict::CatchUp`]) and the trainer is expected
 ///   from the next round on.
+/// * A trainer that missed the deadline of [`LATE_LIMIT`] rounds it was expected in, without
+///   a fresh contribution in between, **stays slow**: no round waits for it until it is back
+///   in step, i.e. until a contribution of its reaches a round in time (fresh, it enters that
+///   round as any other). A slow link once made every third round wait a full
+///   `--round-timeout` for the same trainer each time it caught up.
 #[derive(Clone, Debug)]
 pub struct Roster {
     /// The round each trainer is expected to contribute to next.
     next: Vec<u64>,
+    /// Deadlines each trainer missed since its last fresh contribution.
+    misses: Vec<u32>,
+    /// Whether each trainer's contribution entered the round being gathered.
+    fresh: Vec<bool>,
     /// The round being gathered, or the last one gathered between rounds.
     round: u64,
     /// Whether a round is being gathered (between rounds every contribution is stale).
     gathering: bool,
     started: bool,
 }
+
+/// Deadlines a trainer may miss, without a fresh contribution in between, before rounds stop
+/// waiting for it ([`Roster`]).
+pub const LATE_LIMIT: u32 = 2;
 
 /// What [`Roster::admit`] makes of a contribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +192,8 @@ impl Roster {
     pub fn new(n: usize) -> Roster {
         Roster {
             next: vec![0; n],
+            misses: vec![0; n],
+            fresh: vec![false; n],
             round: 0,
             gathering: false,
             started: false,
@@ -193,23 +208,41 @@ impl Roster {
         }
         self.round = round;
         self.gathering = true;
+        self.fresh.iter_mut().for_each(|f| *f = false);
     }
 
     /// The round has formed: contributions from now on are stale until the next
-    /// [`Roster::begin`].
+    /// [`Roster::begin`]. A trainer it expected that did not answer in time has missed a
+    /// deadline.
     pub fn end(&mut self) {
+        if self.gathering {
+            for t in 0..self.next.len() {
+                if self.next[t] == self.round && !self.fresh[t] {
+                    self.misses[t] = self.misses[t].saturating_add(1);
+                }
+            }
+        }
         self.gathering = false;
     }
 
-    /// Whether the round being gathered waits for trainer `t` (liveness aside).
+    /// Whether the round being gathered waits for trainer `t` (liveness aside): it is due in
+    /// this round and has not missed [`LATE_LIMIT`] deadlines since its last fresh
+    /// contribution.
     pub fn expects(&self, t: usize) -> bool {
-        self.gathering && self.next[t] == self.round
+        self.gathering && self.next[t] == self.round && self.misses[t] < LATE_LIMIT
+    }
+
+    /// Whether trainer `t` stays slow: no round waits for it until it is back in step.
+    pub fn is_slow(&self, t: usize) -> bool {
+        self.misses[t] >= LATE_LIMIT
     }
 
     /// Trainer `t` answered round `round`: see [`Verdict`]. A trainer that is not fresh is
     /// expected from the next round on.
     pub fn admit(&mut self, t: usize, round: u64) -> Verdict {
         if self.gathering && round == self.round && self.next[t] == self.round {
+            self.fresh[t] = true;
+            self.misses[t] = 0;
             return Verdict::Fresh;
         }
         self.next[t] = self.round + 1;
@@ -604,6 +637,64 @@ mod tests {
         r.begin(7);
         assert!((0..3).all(|t| r.expects(t)));
         assert_eq!(r.admit(2, 7), Verdict::Fresh);
+    }
+
+    /// Regression (issue 29, item 4): a trainer that stays slow (impaired link) was waited for a
+    /// full `--round-timeout` every time it caught up. After two missed deadlines no round
+    /// waits for it; a contribution that reaches a round in time still enters it, and from
+    /// then on it is waited for again.
+    #[test]
+    fn a_trainer_late_twice_is_not_waited_for_until_back_in_step() {
+        let mut r = Roster::new(2);
+        let round = |r: &mut Roster, k: u64, fresh: &[usize]| {
+            r.begin(k);
+            for &t in fresh {
+                assert_eq!(r.admit(t, k), Verdict::Fresh, "round {k} trainer {t}");
+            }
+            r.end();
+            for &t in fresh {
+                r.took_part(t);
+            }
+        };
+        round(&mut r, 1, &[0, 1]);
+        // trainer 1 misses round 2's deadline (waited for: its first miss)
+        r.begin(2);
+        assert!(r.expects(1));
+        assert_eq!(r.admit(0, 2), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        // its round-2 answer comes during round 3: stale, caught up, expected in round 4
+        r.begin(3);
+        assert!(!r.expects(1));
+        assert_eq!(r.admit(1, 2), Verdict::CatchUp);
+        assert_eq!(r.admit(0, 3), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        // round 4 waits for it once more, and it misses again: slow from now on
+        r.begin(4);
+        assert!(r.expects(1) && !r.is_slow(1));
+        assert_eq!(r.admit(0, 4), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        assert!(r.is_slow(1));
+        r.begin(5);
+        assert_eq!(r.admit(1, 4), Verdict::CatchUp);
+        assert_eq!(r.admit(0, 5), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        // due in round 6 but not waited for (before the fix: waited a full deadline again)
+        r.begin(6);
+        assert!(!r.expects(1), "a slow trainer is not waited for");
+        assert!(r.expects(0));
+        // ... yet its answer in time is fresh: back in step, waited for again
+        assert_eq!(r.admit(1, 6), Verdict::Fresh);
+        assert_eq!(r.admit(0, 6), Verdict::Fresh);
+        r.end();
+        r.took_part(0);
+        r.took_part(1);
+        assert!(!r.is_slow(1));
+        r.begin(7);
+        assert!(r.expects(0) && r.expects(1));
     }
 
     /// Joins `round` on a thread; the thread returns the endpoint and the reply.

@@ -559,6 +559,7 @@ fn finish_run(
         warnings: Vec::new(),
         removed_on_load: prep.removed,
         memory: Vec::new(),
+        checkpoints_superseded: 0,
     };
     Ok(RunResult {
         rounds: records,

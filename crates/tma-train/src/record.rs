@@ -126,6 +126,11 @@ pub struct Summary {
     /// the coordinator rank and each trainer rank that said goodbye), filled in when the run
     /// ends.
     pub memory: Vec<crate::memory::ProcessMemory>,
+    /// Rounds whose checkpoint a newer round superseded before the disk had written it (the
+    /// checkpoint is written off the round loop: a slow disk skips rounds, never delays
+    /// them); absent from `summary.json` when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub checkpoints_superseded: u64,
 }
 
 /// Why a run ended before its time limit ([`Summary::interrupted_by`]).

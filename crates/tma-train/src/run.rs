@@ -721,6 +721,10 @@ impl Run {
             segment,
             stop: self.stop.clone(),
         })?;
+        // the last checkpoint on disk before the summary says the run ended
+        recorder.ckpt.flush()?;
+        result.summary.checkpoints_superseded = recorder.ckpt.superseded();
+        drop(recorder);
         result.summary.warnings = self.warnings.clone();
         // a diverged run is recorded once, at the first round it showed in
         result.summary.warnings.extend(

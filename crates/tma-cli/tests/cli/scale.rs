@@ -994,6 +994,28 @@ fn convert_link_split_stores_a_split_that_train_uses() {
         )),
         "{err}"
     );
+    // a partition directory keeps it; the line names no flag `tma partition` lacks
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        o,
+        "--task",
+        "link",
+        "--method",
+        "random",
+        "--parts",
+        "2",
+        "--out",
+        dir.path().join("parts").to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let err = stderr(&r);
+    assert!(
+        err.contains(&format!(
+            "link split: stored with the graph in {o} ({nv} validation / {nt} test held-out pairs, 100 stored fixed negatives each, seed 7); used as given, not split again\n"
+        )) && !err.contains("--val-frac") && !err.contains("--eval-num-neg"),
+        "{err}"
+    );
     // refusals
     let r = tma(&[
         "convert",
