@@ -2,7 +2,7 @@
 //! Rank 0 runs the coordinator (`coordinate` over [`MpiCoordinator`]) on the partition
 //! directory's `coordinator/` data; rank `t + 1` runs trainer `t` on `part-{t:03}/` only.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,11 +36,17 @@ impl MpiContext {
     /// Initializes MPI (`MPI_THREAD_SERIALIZED`: on rank 0 the heartbeat thread calls MPI too,
     /// under one lock; see `tma_train::mpi_cluster`); `join_timeout`
     /// (`--join-timeout`, default 120 s) bounds the waits for ranks to join and to exit.
+    ///
+    /// A start-up watchdog bounds `MPI_Init` itself by `join_timeout` too: a rank lost before
+    /// or during it (killed, out of memory, its host unreachable) leaves every other rank
+    /// waiting inside `MPI_Init` forever under `mpirun --enable-recovery`, so after
+    /// `join_timeout` this rank prints why and exits with status [`STARTUP_EXIT`].
     pub fn init(join_timeout: Option<Duration>) -> Result<MpiContext> {
         let join_timeout = join_timeout.unwrap_or(Duration::from_secs(120));
-        let Some((universe, _threading)) =
-            tma_train::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized)
-        else {
+        let watchdog = startup_watchdog(join_timeout);
+        let init = tma_train::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized);
+        drop(watchdog); // MPI_Init returned: the watchdog thread ends
+        let Some((universe, _threading)) = init else {
             bail!("MPI could not be initialized (already initialized?)");
         };
         let world = universe.world();
@@ -72,6 +78,48 @@ impl MpiContext {
     pub fn abort_job(&self, message: &str, code: i32) -> ! {
         tma_train::mpi_cluster::abort_job(&self.world(), message, code)
     }
+}
+
+/// Exit status of a rank whose `MPI_Init` did not return within `--join-timeout`.
+pub const STARTUP_EXIT: i32 = 3;
+
+/// Starts the thread that ends this process when `MPI_Init` has not returned within
+/// `timeout`; dropping the returned sender (after `MPI_Init`) ends the thread instead.
+fn startup_watchdog(timeout: Duration) -> std::sync::mpsc::Sender<()> {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("tma-mpi-start".into())
+        .spawn(move || {
+            if rx.recv_timeout(timeout) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                eprintln!("{}", startup_timeout_message(timeout));
+                std::process::exit(STARTUP_EXIT);
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!("warning: no MPI start-up watchdog ({e}): a rank lost during MPI_Init would leave this one waiting");
+    }
+    tx
+}
+
+/// What a rank stuck in `MPI_Init` prints: its rank (from the launcher's environment, since
+/// MPI cannot say yet), its host, the timeout, and what to do.
+fn startup_timeout_message(timeout: Duration) -> String {
+    let rank = [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok())
+    .unwrap_or_else(|| "?".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "error: rank {rank} on {host}: MPI start-up (MPI_Init) did not finish within --join-timeout {}: a rank of this job was lost before or during start-up (killed, out of memory, or its host unreachable); exiting with status {STARTUP_EXIT}. Check that every rank can start (the same tma binary and partition directory on every host), then launch the job again",
+        humantime::format_duration(timeout)
+    )
 }
 
 /// Threads of one rank: `--threads` if set, else this host's cores shared by the ranks on it
@@ -224,7 +272,7 @@ fn aborted(ctx: MpiContext, ep: MpiTrainer) -> Result<()> {
 /// `MPI_Finalize` (which would wait for the dead rank forever).
 fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result<()> {
     let msg = format!(
-        "rank {} (trainer {}) on {}: lost the coordinator (rank 0): nothing heard from it for {} ({when}); exiting. Continue the run with {resume} under mpirun",
+        "rank {} (trainer {}) on {}: lost contact with the coordinator (rank 0): nothing heard from it for {} ({when}); exiting. If the coordinator died, continue the run with {resume} under mpirun; if only this rank was cut off (its link), the coordinator finishes the run without it and lists it in summary.json failed_trainers",
         ctx.rank,
         ctx.rank - 1,
         ctx.host,
@@ -239,15 +287,28 @@ fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result
 /// coordinator loop, waits for every trainer to exit. A rank that fails to load, join or exit
 /// in time is reported by rank and host and the job is aborted (after the run directory is
 /// written, when the run itself completed).
+///
+/// When a rank was lost (dead, or its host unreachable), the second value is the job's end:
+/// the caller prints the run's result, then [`JobEnd::end`] ends every rank and the
+/// launcher, since Open MPI's `mpirun` would otherwise wait for a lost host's daemon forever.
 pub fn run_coordinator(
     ctx: MpiContext,
     run: Run,
     observer: &mut dyn Observer,
-) -> Result<RunResult> {
-    let m = run
-        .partitions()
-        .map(|(_, m)| m.clone())
-        .context("--engine mpi trains on a partition directory")?;
+) -> (Result<RunResult>, Option<JobEnd>) {
+    let Some(m) = run.partitions().map(|(_, m)| m.clone()) else {
+        let msg = "--engine mpi trains on a partition directory";
+        eprintln!("error: {msg}");
+        ctx.abort_job(msg, 2);
+    };
+    // a job aborted before its first round puts the run directory back as it found it (the
+    // abort ends this process without dropping `run`)
+    let unstarted = (run.dir().to_path_buf(), run.dir_existed());
+    let discard = move || {
+        if let (dir, Some(existed)) = &unstarted {
+            tma_train::run::discard_unstarted(dir, *existed);
+        }
+    };
     let want = m.parts.len() + 1;
     if ctx.size != want {
         let msg = format!(
@@ -257,6 +318,7 @@ pub fn run_coordinator(
             ctx.size
         );
         eprintln!("error: {msg}");
+        discard();
         ctx.abort_job(&msg, 2);
     }
     if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
@@ -286,6 +348,7 @@ pub fn run_coordinator(
                 problems.len()
             );
             let msg: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            discard();
             coord.abort_job(&msg.join("; "), 3);
         }
         let n = m.parts.len();
@@ -363,6 +426,7 @@ pub fn run_coordinator(
     if let (Err(e), false) = (&result, coord.started()) {
         eprintln!("error: {e}");
         eprintln!("error: rank 0 failed before training; aborting the MPI job");
+        discard();
         coord.abort_job(&e.to_string(), 1);
     }
     // the run directory is complete (or the run failed): now let the trainer ranks go
@@ -374,16 +438,82 @@ pub fn run_coordinator(
     if coord.close() {
         drop(coord);
         drop(ctx); // MPI_Finalize
+        (result.map_err(anyhow::Error::from), None)
     } else {
         // no MPI_Finalize (it would wait for the lost ranks); the surviving trainer ranks were
         // told to exit without it too
-        if finished.is_err() {
-            eprintln!(
-                "warning: exiting without MPI_Finalize (a lost rank would make it wait forever); under mpirun without --enable-recovery the launcher ends the remaining ranks"
-            );
-        }
         std::mem::forget(coord);
-        std::mem::forget(ctx);
+        (result.map_err(anyhow::Error::from), Some(JobEnd(ctx)))
     }
-    Ok(result?)
+}
+
+/// The end of an MPI job that lost a rank (see [`run_coordinator`]).
+pub struct JobEnd(MpiContext);
+
+/// How long rank 0's launcher watcher gives `mpirun` to exit on its own after rank 0 exits.
+pub const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
+
+impl JobEnd {
+    /// Ends rank 0 once everything is written and printed, with exit status `code` (0
+    /// complete, 1 incomplete, 130/143 interrupted), without `MPI_Finalize` (which would wait
+    /// for the lost rank; the surviving trainer ranks were told the same). Open MPI's `mpirun
+    /// --enable-recovery` exits by itself once a lost *process* is gone, but waits forever for
+    /// the processes of a lost *host* (its daemon is gone too; measured: still running after
+    /// 90 s, `MPI_Abort` did not end it either). So when rank 0 is a child of `mpirun`
+    /// (`orterun`: the usual placement, rank 0 on the launching host), it leaves a watcher
+    /// process that sends `mpirun` SIGTERM if it is still there [`LAUNCHER_GRACE`] after rank
+    /// 0 exits (`mpirun` then exits with status 1); otherwise it says how to end the launcher.
+    /// Never returns.
+    pub fn end(self, code: i32) -> ! {
+        use std::io::Write;
+        match launcher() {
+            Some((pid, exe)) => match watch_launcher(pid, &exe) {
+                Ok(()) => eprintln!(
+                    "note: rank(s) were lost: if mpirun (pid {pid}) still waits for them {} after rank 0 exits (a lost host), rank 0's watcher ends it (SIGTERM; mpirun's status is then 1); the run directory is complete",
+                    humantime::format_duration(LAUNCHER_GRACE)
+                ),
+                Err(e) => eprintln!(
+                    "note: rank(s) were lost and no watcher for mpirun could start ({e}): if mpirun waits for a lost host, end it (kill {pid}); the run directory is complete"
+                ),
+            },
+            None => eprintln!(
+                "note: rank(s) were lost: if the launcher waits for a lost host after every rank exited, end it (Ctrl-C, scancel); the run directory is complete"
+            ),
+        }
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        std::mem::forget(self.0);
+        std::process::exit(code)
+    }
+}
+
+/// Rank 0's parent process when it is Open MPI's launcher (`orterun`, `mpirun`, `prterun`):
+/// its pid and executable.
+fn launcher() -> Option<(u32, std::path::PathBuf)> {
+    std::env::var_os("OMPI_COMM_WORLD_SIZE")?;
+    // SAFETY: getppid has no preconditions and cannot fail.
+    let ppid = unsafe { libc::getppid() };
+    let exe = std::fs::read_link(format!("/proc/{ppid}/exe")).ok()?;
+    let name = exe.file_name()?.to_str()?;
+    matches!(name, "orterun" | "mpirun" | "mpiexec" | "prterun").then_some((ppid as u32, exe))
+}
+
+/// Starts a detached process (own process group, no inherited output) that sends `pid`
+/// SIGTERM after [`LAUNCHER_GRACE`] if `pid` is still the launcher `exe`.
+fn watch_launcher(pid: u32, exe: &Path) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let script = format!(
+        "sleep {}; [ \"$(readlink /proc/{pid}/exe)\" = \"$1\" ] && kill -TERM {pid}",
+        LAUNCHER_GRACE.as_secs()
+    );
+    Command::new("/bin/sh")
+        .args(["-c", &script, "tma-launcher-watch"])
+        .arg(exe)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
 }

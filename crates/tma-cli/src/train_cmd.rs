@@ -992,12 +992,13 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         said_diverged: false,
     };
     #[cfg(feature = "mpi")]
-    let result = match mpi_slot.take().filter(|_| mpi_ctx) {
+    let (result, job_end) = match mpi_slot.take().filter(|_| mpi_ctx) {
         Some(ctx) => crate::mpi_run::run_coordinator(ctx, run, &mut printer),
-        None => run.train(&mut printer).map_err(anyhow::Error::from),
+        None => (run.train(&mut printer).map_err(anyhow::Error::from), None),
     };
     #[cfg(not(feature = "mpi"))]
-    let result = run.train(&mut printer).map_err(anyhow::Error::from);
+    let (result, job_end): (_, JobEndSlot) =
+        (run.train(&mut printer).map_err(anyhow::Error::from), None);
     done.store(true, Ordering::Relaxed);
     if let Some(t) = ticker {
         let _ = t.join();
@@ -1005,7 +1006,16 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let result = result?;
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if job_end.is_some() {
+                eprintln!("error: {e:#}");
+                end_mpi_job(job_end, 1);
+            }
+            return Err(e);
+        }
+    };
     let s = &result.summary;
     println!(
         "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best ({}) val={:.4} test={:.4}",
@@ -1082,13 +1092,36 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         use std::io::Write;
         let _ = std::io::stdout().flush();
         // 130 / 143: stopped on request (Ctrl-C / SIGTERM); 1: an incomplete run, an error
-        std::process::exit(if lost {
+        let code = if lost {
             1
         } else {
             crate::interrupt::exit_code()
-        });
+        };
+        end_mpi_job(job_end, code);
+        std::process::exit(code);
     }
+    end_mpi_job(job_end, 0);
     Ok(())
+}
+
+/// Rank 0 of an MPI job that lost a rank: the job's end, which rank 0 carries out once the
+/// run is printed (`crate::mpi_run::JobEnd`); never anything without the `mpi` feature.
+#[cfg(feature = "mpi")]
+type JobEndSlot = Option<crate::mpi_run::JobEnd>;
+#[cfg(not(feature = "mpi"))]
+type JobEndSlot = Option<std::convert::Infallible>;
+
+/// Ends the MPI job with exit status `code` when `job_end` holds one (never returns then).
+fn end_mpi_job(job_end: JobEndSlot, code: i32) {
+    #[cfg(feature = "mpi")]
+    if let Some(j) = job_end {
+        j.end(code)
+    }
+    #[cfg(not(feature = "mpi"))]
+    if let Some(never) = job_end {
+        let _ = code;
+        match never {}
+    }
 }
 
 /// What happens to `--split-index` when it was given on the command line (`flags`) and does

@@ -195,7 +195,12 @@ fn mpi_job_matches_in_process_and_refuses_a_corrupt_part() {
         log.contains("part-002/indices.npy") && log.contains("hash mismatch"),
         "{log}"
     );
-    assert!(!bad_run.join("summary.json").exists());
+    // issue 29 item 5: a job aborted at the join leaves no run directory behind
+    assert!(
+        !bad_run.exists(),
+        "{:?}",
+        std::fs::read_dir(&bad_run).map(|d| d.count())
+    );
 }
 
 /// `mpirun --enable-recovery` on localhost (shared memory between the ranks, the runtime on
@@ -583,7 +588,9 @@ fn mpi_coordinator_killed_trainers_exit_then_resume_completes() {
         let line = format!("rank {} (trainer {t}) on ", t + 1);
         assert!(
             log.lines().any(|l| l.contains(&line)
-                && l.contains("lost the coordinator (rank 0): nothing heard from it for 12s")),
+                && l.contains(
+                    "lost contact with the coordinator (rank 0): nothing heard from it for 12s"
+                )),
             "{log}"
         );
     }
@@ -660,7 +667,7 @@ fn mpi_rank0_error_before_training_aborts_the_job_with_the_error() {
             "{err}"
         );
     }
-    assert!(!err.contains("lost the coordinator"), "{err}");
+    assert!(!err.contains("lost contact with the coordinator"), "{err}");
     assert!(!err.contains("--resume"), "{err}");
     assert!(
         ranks_of(&out).is_empty(),
@@ -690,7 +697,7 @@ fn mpi_slow_coordinator_is_not_taken_for_lost() {
     let job = spawn_job_with(&parts, &run, "6s", &["--debug-slow-round", "15s"]);
     let (status, log) = job.finish(Duration::from_secs(90), "run with a slow coordinator");
     assert!(status.success(), "{log}");
-    assert!(!log.contains("lost the coordinator"), "{log}");
+    assert!(!log.contains("lost contact with the coordinator"), "{log}");
     assert!(
         ranks_of(&run).is_empty(),
         "left behind: {:?}",
@@ -802,4 +809,176 @@ fn mpi_step_count_never_reached_ends_at_the_time_limit() {
     let t = s["train_time_s"].as_f64().unwrap();
     assert!((3.0..15.0).contains(&t), "{s}");
     assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
+}
+
+/// Issue 29 item 1: a rank lost before or during `MPI_Init` (here rank 3 SIGKILLs itself
+/// before it starts tma) left every other rank waiting inside `MPI_Init` forever under
+/// `--enable-recovery`, silently. With the start-up watchdog each of them says why and exits
+/// after `--join-timeout`, and mpirun ends.
+#[test]
+fn mpi_rank_lost_during_start_up_ends_the_job_within_the_join_timeout() {
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let wrapper = tmp.path().join("rank.sh");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\n[ \"$OMPI_COMM_WORLD_RANK\" = 3 ] && kill -9 $$\nexec {TMA} \"$@\"\n"),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&wrapper, perm).unwrap();
+    let run = tmp.path().join("run");
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--enable-recovery", "--oversubscribe"])
+        .args(LOCALHOST)
+        .args(["-np", "4"])
+        .arg(&wrapper)
+        .args(["train", "--engine", "mpi", "--partitions"])
+        .arg(&parts)
+        .arg("--out")
+        .arg(&run)
+        .args(FT_TRAIN)
+        .args(["--time-limit", "4s", "--join-timeout", "5s"]);
+    let t0 = Instant::now();
+    // without the watchdog mpirun is still running here (finish panics)
+    let (_status, log) = Job::spawn(cmd, tmp.path(), "startup")
+        .finish(Duration::from_secs(40), "job with a rank lost at start-up");
+    let took = t0.elapsed();
+    for r in 0..3 {
+        assert!(
+            log.contains(&format!(
+                "error: rank {r} on {}: MPI start-up (MPI_Init) did not finish within --join-timeout 5s",
+                hostname()
+            )),
+            "rank {r}: {log}"
+        );
+    }
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(!run.exists(), "a run directory was left behind");
+    assert!(
+        ranks_of(&run).is_empty(),
+        "left behind: {:?}",
+        ranks_of(&run)
+    );
+}
+
+/// This machine's host name (what the ranks report).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Issue 29 item 2: a lost *host* (its Open MPI daemon and ranks SIGKILLed) kept
+/// `mpirun --enable-recovery` running forever after tma had finished and every tma rank had
+/// exited. Two hosts are simulated on this machine: this one (rank 0 and trainer 0) and
+/// `hostB`, whose daemon an rsh agent starts here under its own host name (a UTS namespace;
+/// needs root, as CI has). After the run's summary is written, rank 0's launcher watcher ends
+/// mpirun within seconds.
+#[test]
+fn mpi_host_lost_mpirun_exits_within_seconds_of_the_run() {
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let agent = tmp.path().join("fake-rsh.sh");
+    let pids = tmp.path().join("daemons");
+    std::fs::create_dir(&pids).unwrap();
+    // `fake-rsh.sh HOST [options] COMMAND...`: runs the daemon's command line here (a shell
+    // parses it, as on a remote host) with HOST as its host name; its pid (kept by exec) in
+    // daemons/HOST
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\nhost=$1; shift\nwhile [ \"${{1#-}}\" != \"$1\" ]; do shift; done\necho $$ > {}/$host\nexec unshare --uts sh -c \"hostname $host && exec $*\"\n",
+            pids.display()
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&agent).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&agent, perm).unwrap();
+    let hosts = tmp.path().join("hosts");
+    std::fs::write(&hosts, format!("{} slots=2\nhostB slots=2\n", hostname())).unwrap();
+    let run = tmp.path().join("run");
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--enable-recovery", "--hostfile"])
+        .arg(&hosts)
+        .arg("--mca")
+        .arg("plm_rsh_agent")
+        .arg(&agent)
+        .args([
+            "--mca",
+            "btl",
+            "self,tcp",
+            "--mca",
+            "btl_tcp_if_include",
+            "lo",
+        ])
+        .args(["--mca", "oob_tcp_if_include", "lo", "-np", "4", TMA])
+        .args(["train", "--engine", "mpi", "--partitions"])
+        .arg(&parts)
+        .arg("--out")
+        .arg(&run)
+        .args(FT_TRAIN)
+        .args(["--time-limit", "6s"]);
+    let job = Job::spawn(cmd, tmp.path(), "hostloss");
+    wait_rounds(&run, 2);
+    // hostB is lost: its daemon and both its ranks (trainers 1 and 2)
+    let daemon: i32 = std::fs::read_to_string(pids.join("hostB"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ranks: Vec<i32> = ranks_of(&run)
+        .into_iter()
+        .filter(|(_, r)| matches!(r, Some(2) | Some(3)))
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(ranks.len(), 2, "{:?}", ranks_of(&run));
+    signal(daemon, libc::SIGKILL);
+    for p in ranks {
+        signal(p, libc::SIGKILL);
+    }
+    let t0 = Instant::now();
+    while !run.join("summary.json").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no summary.json\n{}",
+            job.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let written = Instant::now();
+    // without the watcher mpirun is still running at the limit (and is ended by `finish`)
+    let (_status, log) = job.finish(Duration::from_secs(30), "job that lost a host");
+    let after = written.elapsed();
+    assert!(
+        after < Duration::from_secs(15),
+        "mpirun exited {after:?} after the summary\n{log}"
+    );
+    assert!(log.contains("rank 0's watcher ends it"), "{log}");
+    let s = summary(&run);
+    let failed: Vec<u64> = s["failed_trainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["trainer"].as_u64().unwrap())
+        .collect();
+    assert_eq!(failed, vec![1, 2], "{s}");
+    assert_eq!(s["interrupted"].as_bool(), Some(false), "{s}");
+    assert!(
+        ranks_of(&run).is_empty(),
+        "left behind: {:?}",
+        ranks_of(&run)
+    );
 }
