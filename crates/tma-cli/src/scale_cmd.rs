@@ -179,7 +179,37 @@ pub struct ConvertOpts {
 /// `tma convert`: a `.npy` directory to the on-disk format within `--memory-budget`
 /// ([`convert_npy_dir`]); any other source, or `--to npy`, through the in-memory dataset
 /// ([`tma_graph::formats`]).
+///
+/// A conversion that fails (a full disk, bad input found midway) leaves `--out` as it found
+/// it: removed when it created it, emptied when it was an empty directory.
 pub fn convert(o: ConvertOpts) -> Result<()> {
+    let out = o.out.clone();
+    undo_on_error(&out, || convert_to(o))
+}
+
+/// Runs `write`, which fills the directory `out`; on error puts `out` back as it was before
+/// (removed if it did not exist, emptied if it was empty; a non-empty `out` is refused by
+/// the writers before they write, and is left alone), saying so.
+fn undo_on_error(out: &Path, write: impl FnOnce() -> Result<()>) -> Result<()> {
+    let existed_empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).ok();
+    let r = write();
+    if r.is_err() {
+        let touched = match existed_empty {
+            None => std::fs::remove_dir_all(out).is_ok(),
+            Some(true) => tma_train::run::discard_unstarted(out, true),
+            Some(false) => false,
+        };
+        if touched {
+            eprintln!(
+                "removed what was written to {} (the write failed)",
+                out.display()
+            );
+        }
+    }
+    r
+}
+
+fn convert_to(o: ConvertOpts) -> Result<()> {
     let Some(ls) = &o.link_split else {
         return convert_graph(o);
     };
@@ -540,7 +570,14 @@ fn floats(flag: &str, s: &str, k: usize) -> Result<Vec<f64>> {
 }
 
 /// `tma generate`.
+///
+/// A generation that fails midway (a full disk) leaves `--out` as it found it.
 pub fn generate(o: GenerateOpts) -> Result<()> {
+    let out = o.out.clone();
+    undo_on_error(&out, || generate_to(o))
+}
+
+fn generate_to(o: GenerateOpts) -> Result<()> {
     let budget = build_budget(o.memory_budget)?;
     no_huge_pages();
     let abc = floats("--rmat", &o.rmat, 3)?;

@@ -55,6 +55,7 @@ pub mod buf;
 pub mod csr;
 pub mod dataset;
 pub mod disk;
+pub mod durable;
 pub mod error;
 pub mod features;
 pub mod formats;

@@ -16,8 +16,9 @@
 //! # Writing
 //! [`encode`] produces a little-endian `.npy` v1.0 file whose header is padded so the payload
 //! starts at a multiple of 64 bytes (`numpy.load(f, mmap_mode="r")` can memory-map it);
-//! [`write()`] writes it **atomically** ([`write_atomic`]: a temporary file in the same directory,
-//! fsync'd, then renamed over `path`), so a reader never sees a half-written array.
+//! [`write()`] writes it **atomically** ([`crate::durable::write`]: a temporary file in the same
+//! directory, fsync'd, renamed over `path`, the directory fsync'd), so a reader never sees a
+//! half-written array.
 //!
 //! # Errors
 //! [`GraphError::Io`] (cannot read, write or rename), [`GraphError::Npy`] (bad magic, version,
@@ -36,7 +37,6 @@
 //! assert!(e.to_string().contains("edges.npy: wrong dtype: expected <f4, found <i8"), "{e}");
 //! ```
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{GraphError, Result};
@@ -634,8 +634,8 @@ pub fn encode_header(descr: &str, shape: &[usize], order: Order) -> Vec<u8> {
     out
 }
 
-/// Writes `data` (C order) with `shape` to `path` as `.npy` ([`encode`]), atomically
-/// ([`write_atomic`]).
+/// Writes `data` (C order) with `shape` to `path` as `.npy` ([`encode`]), durably and
+/// atomically ([`crate::durable::write`]).
 ///
 /// # Errors
 /// [`GraphError::Io`] naming the file that could not be written or renamed.
@@ -643,43 +643,7 @@ pub fn encode_header(descr: &str, shape: &[usize], order: Order) -> Vec<u8> {
 /// # Panics
 /// If `data.len()` is not the product of `shape`.
 pub fn write<T: Element>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
-    write_atomic(path, &encode(data, shape))
-}
-
-/// Writes `bytes` to `path` atomically: to a temporary file `.NAME.tmp-PID-K` in the same
-/// directory (`K` counts this process's calls), fsync'd, then renamed over `path`. A reader sees the old file or the new one,
-/// never a partial one; on error the temporary file is removed.
-///
-/// # Errors
-/// [`GraphError::Io`] naming the file (the temporary one for write errors, `path` for the
-/// rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| GraphError::Io { path: p, source }
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| GraphError::Invalid {
-            path: path.to_path_buf(),
-            reason: "not a file name".into(),
-        })?
-        .to_string_lossy();
-    // unique per process and call, so concurrent writers of one path never share a temp file
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let k = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}-{k}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        f.write_all(bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(io(path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::durable::write(path, &encode(data, shape))
 }
 
 #[cfg(test)]

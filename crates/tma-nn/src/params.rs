@@ -144,16 +144,13 @@ impl ParamSet {
                 path: path.to_path_buf(),
                 reason: e.to_string(),
             })?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        std::fs::write(&tmp, &buf).map_err(|source| NnError::Io {
-            path: tmp.clone(),
-            source,
-        })?;
-        std::fs::rename(&tmp, path).map_err(|source| NnError::Io {
-            path: path.to_path_buf(),
-            source,
+        // durably: a model renamed into place is whole after a crash
+        tma_graph::durable::write(path, &buf).map_err(|e| match e {
+            tma_graph::GraphError::Io { path, source } => NnError::Io { path, source },
+            other => NnError::Format {
+                path: path.to_path_buf(),
+                reason: other.to_string(),
+            },
         })
     }
 

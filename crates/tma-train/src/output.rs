@@ -32,17 +32,19 @@ fn io_err(path: &Path, e: std::io::Error) -> TrainError {
     }
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same folder, then rename).
+/// Writes `bytes` to `path` durably and atomically ([`tma_graph::durable::write`]: temporary
+/// file in the same folder, fsync, rename, fsync of the folder).
+///
+/// # Errors
+/// [`TrainError::Io`] naming the file (or its folder) and the OS error (e.g. a full disk).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("")
-    ));
-    let mut f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
-    f.sync_all().map_err(|e| io_err(&tmp, e))?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(|e| io_err(path, e))
+    tma_graph::durable::write(path, bytes).map_err(|e| match e {
+        tma_graph::GraphError::Io { path, source } => TrainError::Io { path, source },
+        other => TrainError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    })
 }
 
 impl RunDir {
@@ -127,6 +129,14 @@ impl RunDir {
             }
         }
         write_atomic(&rp, kept.as_bytes())?;
+        // temporary files of writes a killed run did not finish (the whole old versions are
+        // in place)
+        for d in [path.to_path_buf(), path.join("checkpoint")] {
+            tma_graph::durable::remove_temps(&d).map_err(|e| match e {
+                tma_graph::GraphError::Io { path, source } => TrainError::Io { path, source },
+                other => TrainError::Config(other.to_string()),
+            })?;
+        }
         let rounds = OpenOptions::new()
             .append(true)
             .open(&rp)

@@ -278,7 +278,7 @@ impl Writer {
     /// A small file written whole (the manifest).
     fn file(&mut self, rel: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.root.join(rel);
-        npy::write_atomic(&path, bytes)?;
+        tma_graph::durable::write(&path, bytes)?;
         self.record(
             rel,
             &crate::spill::Written {
@@ -505,7 +505,11 @@ impl PartitionWriter {
         if self.abort.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(io(dir)(std::io::ErrorKind::Interrupted.into()));
         }
-        fs::rename(&self.staging, dir).map_err(io(dir))?;
+        // durably: the parts' files were fsync'd as written; the rename and both folders now
+        tma_graph::durable::rename(&self.staging, dir).map_err(|e| match e {
+            tma_graph::GraphError::Io { path, source } => io(&path)(source),
+            other => io(dir)(std::io::Error::other(other.to_string())),
+        })?;
         self.done = true;
         Ok(m)
     }

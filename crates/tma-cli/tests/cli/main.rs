@@ -4,6 +4,7 @@
 //! * `commands`: train / info / partition / bench as a user runs them (outputs, exit codes,
 //!   messages);
 //! * `compare`: `tma compare` end to end;
+//! * `durability`: SIGKILL at random instants and a full disk (issue 29 item 9);
 //! * `metrics`: `--metric` (model selection) and `--split-index all`;
 //! * `resume`: partition directories, a run killed with SIGKILL and resumed;
 //! * `formats`: `--dataset` in OGB / SNAP / npz / CSV, `--format`, `tma convert --to npy`;
@@ -15,6 +16,7 @@ mod harness;
 
 mod commands;
 mod compare;
+mod durability;
 mod edge_cases;
 mod formats;
 mod metrics;

@@ -59,10 +59,7 @@ pub(crate) fn write_negatives(
         let mut w = ArrayWriter::<u32>::create(&tmp)?;
         w.extend(data)?;
         let entry = w.finish()?;
-        std::fs::rename(&tmp, dir.join(name)).map_err(|source| GraphError::Io {
-            path: dir.join(name),
-            source,
-        })?;
+        crate::durable::rename(&tmp, &dir.join(name))?;
         files.insert(name.to_string(), entry);
     }
     Ok((

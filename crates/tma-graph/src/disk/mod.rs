@@ -308,7 +308,7 @@ impl Manifest {
     /// [`GraphError::Io`] naming the manifest.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).expect("manifest serializes");
-        crate::npy::write_atomic(&dir.join(MANIFEST), text.as_bytes())
+        crate::durable::write(&dir.join(MANIFEST), text.as_bytes())
     }
 }
 

@@ -131,5 +131,5 @@ pub fn write_npy_dir(
         meta["source"] = src;
     }
     let text = serde_json::to_vec_pretty(&meta).expect("meta.json serializes");
-    npy::write_atomic(&out.join("meta.json"), &text)
+    crate::durable::write(&out.join("meta.json"), &text)
 }

@@ -28,7 +28,7 @@ pub fn write_f64(dir: &Path, name: &str, shape: &[usize], v: &[f64]) {
 
 /// One-byte elements under dtype `descr` (`|u1`, `|b1`, or a wrong one), C or Fortran order.
 pub fn write_u8(dir: &Path, name: &str, descr: &str, shape: &[usize], fortran: bool, v: &[u8]) {
-    npy::write_atomic(&dir.join(name), &npy_bytes(descr, shape, fortran, v)).unwrap();
+    tma_graph::durable::write(&dir.join(name), &npy_bytes(descr, shape, fortran, v)).unwrap();
 }
 
 /// The fixture: 4 nodes, undirected path 0-1-2-3 (both directions) plus a self-loop 3-3,
