@@ -157,6 +157,9 @@ pub fn partition_config(
 /// called once per part; the coordinator's graph and features are streamed from the mapping.
 /// Otherwise the parts are built in memory and written (the in-RAM path). Same seed, same
 /// bytes either way.
+/// Made for the layout only (`tma_train::data::Purpose::Layout`): the metric is not checked,
+/// and data training could not use (no labels, no part with a training example) is written
+/// with a warning line, `tma train --partitions` refusing it.
 /// Also returns what preparation changed or dropped in the data (warnings, one line each;
 /// the load's own and the partition report's are among them).
 pub fn write_partitions(
@@ -174,10 +177,10 @@ pub fn write_partitions(
         if let Some(b) = budget {
             spill = spill.memory_budget(b);
         }
-        let prep = tma_train::methods::prepare_spilled(ds, cfg, Some(&spill))?;
+        let prep = tma_train::methods::prepare_layout(ds, cfg, Some(&spill))?;
         (prep, Some(spill))
     } else {
-        (tma_train::prepare(ds, cfg)?, None)
+        (tma_train::methods::prepare_layout(ds, cfg, None)?, None)
     };
     let m = out
         .finish(&prep, cfg, &name, directed, spill.as_ref())

@@ -1491,7 +1491,8 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             .filter(|p| p.num_train == 0)
             .map(|p| p.dir.as_str())
             .collect();
-        if !idle.is_empty() {
+        // none with training examples: the preparation's line above says so (and why)
+        if !idle.is_empty() && idle.len() < m.parts.len() {
             eprintln!(
                 "warning: {} {} no training {}: written anyway; `tma train` runs such a trainer with weight 0",
                 idle.join(", "),

@@ -322,6 +322,31 @@ pub const DENSIFY_DENSITY: f64 = 0.2;
 /// Features with at most this many columns are stored dense.
 pub const DENSIFY_MAX_DIM: usize = 64;
 
+/// The files of tma's .npy layout that mark a directory as one (`meta.json` aside).
+pub(crate) const NPY_LAYOUT_FILES: [&str; 5] = [
+    "edge_index.npy",
+    "y.npy",
+    "x_indptr.npy",
+    "train_idx.npy",
+    "train_masks.npy",
+];
+
+/// The error of a .npy layout directory `dir` without its `meta.json`: called missing
+/// (`NotFound`), naming the directory and what the file must hold.
+pub(crate) fn meta_json_missing(dir: &Path) -> GraphError {
+    GraphError::Io {
+        path: dir.join("meta.json"),
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "meta.json not found in {}: tma's .npy layout needs it next to edge_index.npy, \
+                 with at least {{\"directed\": false}} or true (docs/dataset-format.md)",
+                dir.display()
+            ),
+        ),
+    }
+}
+
 /// Load a dataset directory (layout of `docs/dataset-format.md`, summarized in the module docs).
 ///
 /// A directory in the on-disk graph format (`docs/graph-format.md`, marked by its
@@ -365,9 +390,15 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
         return crate::disk::MappedGraph::open(dir)?.to_dataset(opts);
     }
     let meta_path = dir.join("meta.json");
-    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| GraphError::Io {
-        path: meta_path.clone(),
-        source,
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            meta_json_missing(dir)
+        } else {
+            GraphError::Io {
+                path: meta_path.clone(),
+                source,
+            }
+        }
     })?;
     let meta: serde_json::Value = serde_json::from_str(&meta_text)
         .map_err(|e| invalid(&meta_path, format!("not valid JSON: {e}")))?;

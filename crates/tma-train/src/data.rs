@@ -309,9 +309,14 @@ impl EvalData {
 
     /// Checks that `metric` can select the best model on this data and resolves `auto`: the
     /// metric must fit the task ([`Metric::fits`]), and ROC-AUC needs validation nodes of both
-    /// classes (otherwise it is undefined every round). The error names the option and what
-    /// fits.
-    pub fn check_metric(&self, metric: Metric, eval_num_neg: usize) -> Result<Metric, TrainError> {
+    /// classes (otherwise it is undefined every round). Where `auto` would mean an undefined
+    /// ROC-AUC, accuracy is taken instead and the line saying so returned with it; a requested
+    /// `roc_auc` is refused. The error names the option and what fits.
+    pub fn check_metric(
+        &self,
+        metric: Metric,
+        eval_num_neg: usize,
+    ) -> Result<(Metric, Option<String>), TrainError> {
         let kind = self.target_kind();
         // a dataset's own protocol with shared negatives (OGB's ogbl-collab, ppa, ddi):
         // Hits@K only, `auto` its K
@@ -319,8 +324,8 @@ impl EvalData {
             if let Some(p) = split.protocol.as_ref().filter(|p| p.shared.is_some()) {
                 let k = p.hits_k.unwrap_or(50);
                 return match metric {
-                    Metric::Auto => Ok(Metric::HitsAt(k)),
-                    Metric::HitsAt(_) => Ok(metric),
+                    Metric::Auto => Ok((Metric::HitsAt(k), None)),
+                    Metric::HitsAt(_) => Ok((metric, None)),
                     other => Err(TrainError::Config(format!(
                         "metric {other}: {} ranks every positive against negatives shared by all of them (its edge_neg), where OGB reports Hits@K; use --metric hits@{k} (its own) or another hits@K",
                         p.dataset
@@ -337,25 +342,38 @@ impl EvalData {
             .fits(kind, eval_num_neg)
             .map_err(TrainError::Config)?;
         let m = metric.resolve(kind);
-        if let (
-            Metric::RocAuc,
-            EvalData::Node {
-                split,
-                targets: NodeTargets::Classes { y, .. },
-            },
-        ) = (m, self)
-        {
-            let has = |c: i32| split.val.iter().any(|&v| y[v as usize] == c);
-            if !has(0) || !has(1) {
-                return Err(TrainError::Config(format!(
-                    "metric roc_auc{}: the validation nodes hold only class {} ({} labelled), so ROC-AUC is undefined; use --metric accuracy",
-                    if metric == Metric::Auto { " (auto for 2 classes)" } else { "" },
-                    if has(0) { 0 } else { 1 },
-                    split.val.iter().filter(|&&v| y[v as usize] >= 0).count()
-                )));
-            }
+        match (m == Metric::RocAuc).then(|| self.roc_auc_undefined()).flatten() {
+            None => Ok((m, None)),
+            Some(why) if metric == Metric::Auto => Ok((
+                Metric::Accuracy,
+                Some(format!(
+                    "metric auto: {why}, so ROC-AUC (auto's metric for 2 classes) is undefined; accuracy selects the model instead"
+                )),
+            )),
+            Some(why) => Err(TrainError::Config(format!(
+                "metric roc_auc: {why}, so ROC-AUC is undefined; use --metric accuracy"
+            ))),
         }
-        Ok(m)
+    }
+
+    /// Why ROC-AUC is undefined on the validation nodes of 2 classes ("the validation nodes
+    /// hold only class 1 (2 labelled)"); None where both classes are there (or not classes).
+    fn roc_auc_undefined(&self) -> Option<String> {
+        let EvalData::Node {
+            split,
+            targets: NodeTargets::Classes { y, .. },
+        } = self
+        else {
+            return None;
+        };
+        let has = |c: i32| split.val.iter().any(|&v| y[v as usize] == c);
+        (!has(0) || !has(1)).then(|| {
+            format!(
+                "the validation nodes hold only class {} ({} labelled)",
+                if has(0) { 0 } else { 1 },
+                split.val.iter().filter(|&&v| y[v as usize] >= 0).count()
+            )
+        })
     }
 }
 
@@ -615,10 +633,38 @@ pub fn prepare_with(
 /// or mapped; [`TrainError::Data`] when the spill's memory budget
 /// ([`crate::spill::Spill::memory_budget`]) cannot hold the build of the parts.
 pub fn prepare_spilled(
+    ds: Dataset,
+    cfg: &TrainConfig,
+    layout: DataLayout,
+    spill: Option<&crate::spill::Spill>,
+) -> Result<Prepared, TrainError> {
+    prepare_for(ds, cfg, layout, spill, Purpose::Training)
+}
+
+/// What a preparation is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// A run: the data must allow training (labels, a metric defined on the validation data,
+    /// a trainer with training examples), or preparation fails saying why.
+    Training,
+    /// The layout of a partition directory (`tma partition --out`): the split and the parts
+    /// only. What would stop a run (no labels, no training example in any part) is said in one
+    /// warning line and the parts are made anyway; `tma train --partitions` refuses them then
+    /// ([`check_partitions`]). The metric is not checked ([`Prepared::metric`] is left `auto`).
+    Layout,
+}
+
+/// [`prepare_spilled`] for `purpose`.
+///
+/// # Errors
+/// As [`prepare_spilled`]; under [`Purpose::Layout`] only what stops the split or the
+/// partition itself.
+pub fn prepare_for(
     mut ds: Dataset,
     cfg: &TrainConfig,
     layout: DataLayout,
     spill: Option<&crate::spill::Spill>,
+    purpose: Purpose,
 ) -> Result<Prepared, TrainError> {
     if cfg.normalize_features && !ds.structural_features {
         ds.features.row_normalize();
@@ -629,6 +675,8 @@ pub fn prepare_spilled(
     if let Some(w) = node_split.and_then(split_overlap_warning) {
         warnings.push(w);
     }
+    // a node task whose data cannot be trained on, made for its layout (said in one line)
+    let mut untrainable = false;
     let (graph, eval, node_targets) = match cfg.task {
         Task::Link => {
             let split = match ds.link_split.take() {
@@ -680,72 +728,8 @@ pub fn prepare_spilled(
             (g, EvalData::Link { split }, None)
         }
         Task::Node => {
-            let targets = match &ds.labels {
-                tma_graph::Labels::Classes { num_classes: 0, .. } => {
-                    return Err(TrainError::Data(format!(
-                        "dataset '{}' has y.npy but every node is unlabelled (-1); use --task link",
-                        ds.name
-                    )))
-                }
-                tma_graph::Labels::Classes { y, num_classes } => NodeTargets::Classes {
-                    y: y.clone(),
-                    num_classes: *num_classes,
-                },
-                tma_graph::Labels::MultiLabel { num_labels, y } => NodeTargets::MultiLabel {
-                    y: y.clone(),
-                    num_labels: *num_labels,
-                },
-                tma_graph::Labels::None => {
-                    return Err(TrainError::Data(format!(
-                        "dataset '{}' has no node labels (no y.npy); use --task link",
-                        ds.name
-                    )))
-                }
-            };
-            let split = match &ds.split {
-                Some(s) => s.clone(),
-                None => {
-                    tma_graph::random_node_split(&ds.labels, ds.num_nodes(), 0.6, 0.2, cfg.seed)
-                }
-            };
-            if split.train.is_empty() || split.val.is_empty() {
-                return Err(TrainError::Data(format!(
-                    "dataset '{}' has an empty train or validation split",
-                    ds.name
-                )));
-            }
-            if let NodeTargets::Classes { y, num_classes } = &targets {
-                let mut count = vec![0usize; *num_classes];
-                for &c in y.iter().filter(|&&c| c >= 0) {
-                    count[c as usize] += 1;
-                }
-                let unused = count.iter().filter(|&&c| c == 0).count();
-                if unused > 0 {
-                    warnings.push(format!(
-                        "y.npy: {unused} of the {num_classes} classes (ids 0..{}, from the largest label) have no node; the model still outputs {num_classes} classes",
-                        num_classes - 1
-                    ));
-                }
-                let unl = |l: &[u32]| l.iter().filter(|&&v| y[v as usize] < 0).count();
-                let (a, b, c) = (unl(&split.train), unl(&split.val), unl(&split.test));
-                if a + b + c > 0 {
-                    warnings.push(format!(
-                        "split: {a} train / {b} val / {c} test nodes are unlabelled (y = -1) and are skipped; training and metrics use labelled nodes only ({} / {} / {})",
-                        split.train.len() - a,
-                        split.val.len() - b,
-                        split.test.len() - c
-                    ));
-                }
-                if split.train.len() == a || split.val.len() == b {
-                    return Err(TrainError::Data(format!(
-                        "dataset '{}' has no labelled {} node (train {} of which {a} unlabelled, val {} of which {b} unlabelled)",
-                        ds.name,
-                        if split.train.len() == a { "training" } else { "validation" },
-                        split.train.len(),
-                        split.val.len()
-                    )));
-                }
-            }
+            let (split, targets, refused) = node_data(&ds, cfg, purpose, &mut warnings)?;
+            untrainable = refused;
             (
                 ds.graph.clone(),
                 EvalData::Node {
@@ -756,8 +740,16 @@ pub fn prepare_spilled(
             )
         }
     };
-    // before the partition: a metric that does not fit the data is refused at once
-    let metric = eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
+    // before the partition: a metric that does not fit the data is refused at once (a
+    // partition directory's layout does not depend on it: `tma train --partitions` checks it)
+    let metric = match purpose {
+        Purpose::Training => {
+            let (m, note) = eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
+            warnings.extend(note);
+            m
+        }
+        Purpose::Layout => Metric::default(),
+    };
     let degrees = graph.degrees();
     let in_dim = ds.features.dim();
     let out_dim = match &node_targets {
@@ -843,7 +835,10 @@ pub fn prepare_spilled(
             let budget = spill.and_then(|s| s.budget());
             let partition = tma_partition::partition_ref_within(graph.view(), &pcfg, budget)?;
             let labels = match &node_targets {
-                Some(NodeTargets::Classes { y, num_classes }) => Some((y.as_slice(), *num_classes)),
+                // a layout without labels (no class) has no label divergence to report
+                Some(NodeTargets::Classes { y, num_classes }) if num_classes > &0 => {
+                    Some((y.as_slice(), *num_classes))
+                }
                 _ => None,
             };
             let report = tma_partition::partition_report(&graph, &partition, labels);
@@ -910,22 +905,18 @@ pub fn prepare_spilled(
         .filter(|t| t.num_examples() == 0)
         .map(|t| t.trainer)
         .collect();
-    let what = if cfg.task == Task::Link {
-        "edges"
-    } else {
-        "nodes"
+    let num_examples = match &eval {
+        EvalData::Node { split, .. } => split.train.len(),
+        EvalData::Link { split } => split.num_train_edges(),
     };
-    if !idle.is_empty() && (idle.len() == trainers.len() || !cfg.method.averages_models()) {
-        return Err(TrainError::Data(format!(
-            "trainer{} {} got no training {what} ({} trainers on {} training {what}); use fewer --trainers",
-            if idle.len() == 1 { "" } else { "s" },
-            idle.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
-            cfg.num_trainers,
-            match &eval {
-                EvalData::Node { split, .. } => split.train.len(),
-                EvalData::Link { split } => split.num_train_edges(),
-            }
-        )));
+    match purpose {
+        Purpose::Training => check_idle(&idle, trainers.len(), cfg, num_examples)?,
+        // where the node data cannot be trained on, its own line says why no part has a
+        // training node
+        Purpose::Layout if idle.len() == trainers.len() && !untrainable => {
+            warnings.push(no_part_trains_line(trainers.len(), cfg.task, num_examples))
+        }
+        Purpose::Layout => {}
     }
     Ok(Prepared {
         graph,
@@ -942,6 +933,204 @@ pub fn prepare_spilled(
         metric,
         val_subset: None,
     })
+}
+
+/// What `tma partition --out` says after a reason training could not run on the parts.
+pub const WRITTEN_BUT_REFUSED: &str =
+    "the parts are written anyway, but `tma train --partitions` refuses them";
+
+/// Refuses trainers without a training example where training cannot run them: all of
+/// them (nothing would train), or any under a method that does not average models (GGS).
+/// `num_examples`: the training examples of the split.
+///
+/// # Errors
+/// [`TrainError::Data`] naming the trainers and the counts.
+pub fn check_idle(
+    idle: &[usize],
+    num_trainers: usize,
+    cfg: &TrainConfig,
+    num_examples: usize,
+) -> Result<(), TrainError> {
+    if idle.is_empty() || (idle.len() < num_trainers && cfg.method.averages_models()) {
+        return Ok(());
+    }
+    let what = examples_word(cfg.task);
+    Err(TrainError::Data(format!(
+        "trainer{} {} got no training {what} ({} trainers on {num_examples} training {what}); use fewer --trainers",
+        if idle.len() == 1 { "" } else { "s" },
+        idle.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+        cfg.num_trainers,
+    )))
+}
+
+/// The checks of [`Purpose::Training`] that a partition directory made for its layout may
+/// fail (`tma partition --out` wrote it saying so in a line): node data that cannot be trained
+/// on, or no part with a training example. `num_train`: each part's training examples (the
+/// manifest's).
+///
+/// # Errors
+/// [`TrainError::Data`] saying why.
+pub fn check_partitions(
+    name: &str,
+    eval: &EvalData,
+    task: Task,
+    num_train: &[usize],
+) -> Result<(), TrainError> {
+    if let EvalData::Node { split, targets } = eval {
+        if let NodeTargets::Classes { num_classes: 0, .. } = targets {
+            return Err(TrainError::Data(format!(
+                "dataset '{name}' has no labelled node (written without labels for its layout): nothing to train on; re-run `tma partition --out` with --task link"
+            )));
+        }
+        if let (_, Some(e)) = check_node_split(name, split, targets) {
+            return Err(TrainError::Data(e));
+        }
+    }
+    if num_train.iter().all(|&n| n == 0) {
+        let what = examples_word(task);
+        return Err(TrainError::Data(format!(
+            "no part holds a training {} ({} parts): nothing to train on; re-run `tma partition --out` with fewer --parts",
+            &what[..what.len() - 1],
+            num_train.len()
+        )));
+    }
+    Ok(())
+}
+
+/// "edges" (link) or "nodes" (node task): what a training example is.
+fn examples_word(task: Task) -> &'static str {
+    match task {
+        Task::Link => "edges",
+        Task::Node => "nodes",
+    }
+}
+
+/// The line of `tma partition --out` when no part holds a training example.
+fn no_part_trains_line(num_parts: usize, task: Task, num_examples: usize) -> String {
+    let what = examples_word(task);
+    format!(
+        "no part holds a training {} ({num_parts} parts on {num_examples} training {what}{}): {WRITTEN_BUT_REFUSED} (nothing to train on); use fewer --parts",
+        &what[..what.len() - 1],
+        if task == Task::Link { ", every one crossing parts" } else { "" },
+    )
+}
+
+/// The node task's targets of `ds`, or why it has none ("has no node labels (no y.npy)").
+fn node_targets(ds: &Dataset) -> Result<NodeTargets, &'static str> {
+    match &ds.labels {
+        tma_graph::Labels::Classes { num_classes: 0, .. } => {
+            Err("has y.npy but every node is unlabelled (-1)")
+        }
+        tma_graph::Labels::Classes { y, num_classes } => Ok(NodeTargets::Classes {
+            y: y.clone(),
+            num_classes: *num_classes,
+        }),
+        tma_graph::Labels::MultiLabel { num_labels, y } => Ok(NodeTargets::MultiLabel {
+            y: y.clone(),
+            num_labels: *num_labels,
+        }),
+        tma_graph::Labels::None => Err("has no node labels (no y.npy)"),
+    }
+}
+
+/// The node task's split and targets of `ds` (its stored split, else a seeded 60/20/20 one of
+/// the labelled nodes), the split's warnings pushed to `warnings`. Under [`Purpose::Layout`]
+/// data that cannot be trained on (no labels, no labelled training or validation node) is said
+/// in one warning line (no labels: every node unlabelled, no node in the split) and `true`
+/// returned with it.
+///
+/// # Errors
+/// [`TrainError::Data`] under [`Purpose::Training`] where training cannot run.
+fn node_data(
+    ds: &Dataset,
+    cfg: &TrainConfig,
+    purpose: Purpose,
+    warnings: &mut Vec<String>,
+) -> Result<(NodeSplit, NodeTargets, bool), TrainError> {
+    let targets = match (node_targets(ds), purpose) {
+        (Ok(t), _) => t,
+        (Err(why), Purpose::Training) => {
+            return Err(TrainError::Data(format!(
+                "dataset '{}' {why}; use --task link",
+                ds.name
+            )))
+        }
+        (Err(why), Purpose::Layout) => {
+            warnings.push(format!(
+                "dataset '{}' {why}, so no part has a training node; {WRITTEN_BUT_REFUSED} (nothing to train on); use --task link to train on this graph",
+                ds.name
+            ));
+            let unlabelled = NodeTargets::Classes {
+                y: vec![-1; ds.num_nodes()],
+                num_classes: 0,
+            };
+            return Ok((ds.split.clone().unwrap_or_default(), unlabelled, true));
+        }
+    };
+    let split = match &ds.split {
+        Some(s) => s.clone(),
+        None => tma_graph::random_node_split(&ds.labels, ds.num_nodes(), 0.6, 0.2, cfg.seed),
+    };
+    let (notes, refusal) = check_node_split(&ds.name, &split, &targets);
+    warnings.extend(notes);
+    match (refusal, purpose) {
+        (None, _) => Ok((split, targets, false)),
+        (Some(e), Purpose::Training) => Err(TrainError::Data(e)),
+        (Some(e), Purpose::Layout) => {
+            warnings.push(format!("{e}: {WRITTEN_BUT_REFUSED}"));
+            Ok((split, targets, true))
+        }
+    }
+}
+
+/// Checks a node split against its targets: returns the warnings (classes without a node,
+/// unlabelled split nodes skipped; one line each) and, where training cannot run, why (an
+/// empty train or validation split, no labelled training or validation node). Targets with
+/// classes have at least one (`num_classes > 0`).
+pub fn check_node_split(
+    name: &str,
+    split: &NodeSplit,
+    targets: &NodeTargets,
+) -> (Vec<String>, Option<String>) {
+    let mut warnings = Vec::new();
+    if split.train.is_empty() || split.val.is_empty() {
+        let e = format!("dataset '{name}' has an empty train or validation split");
+        return (warnings, Some(e));
+    }
+    let NodeTargets::Classes { y, num_classes } = targets else {
+        return (warnings, None);
+    };
+    let mut count = vec![0usize; *num_classes];
+    for &c in y.iter().filter(|&&c| c >= 0) {
+        count[c as usize] += 1;
+    }
+    let unused = count.iter().filter(|&&c| c == 0).count();
+    if unused > 0 {
+        warnings.push(format!(
+            "y.npy: {unused} of the {num_classes} classes (ids 0..{}, from the largest label) have no node; the model still outputs {num_classes} classes",
+            num_classes - 1
+        ));
+    }
+    let unl = |l: &[u32]| l.iter().filter(|&&v| y[v as usize] < 0).count();
+    let (a, b, c) = (unl(&split.train), unl(&split.val), unl(&split.test));
+    if a + b + c > 0 {
+        warnings.push(format!(
+            "split: {a} train / {b} val / {c} test nodes are unlabelled (y = -1) and are skipped; training and metrics use labelled nodes only ({} / {} / {})",
+            split.train.len() - a,
+            split.val.len() - b,
+            split.test.len() - c
+        ));
+    }
+    if split.train.len() == a || split.val.len() == b {
+        let e = format!(
+            "dataset '{name}' has no labelled {} node (train {} of which {a} unlabelled, val {} of which {b} unlabelled)",
+            if split.train.len() == a { "training" } else { "validation" },
+            split.train.len(),
+            split.val.len()
+        );
+        return (warnings, Some(e));
+    }
+    (warnings, None)
 }
 
 /// Splits the training examples of `full` (edges or nodes) into `num_shares` disjoint shares of
@@ -1099,6 +1288,141 @@ mod tests {
             test: vec![2],
         };
         assert_eq!(split_overlap_warning(&disjoint), None);
+    }
+
+    /// `n` nodes, the undirected `edges`, 2-d features, no labels, no split.
+    fn unlabelled(n: usize, edges: &[(u32, u32)]) -> Dataset {
+        let src: Vec<u32> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+        let dst: Vec<u32> = edges.iter().flat_map(|&(a, b)| [b, a]).collect();
+        Dataset {
+            name: "tiny".into(),
+            directed: false,
+            graph: Csr::from_edges(n, &src, &dst),
+            features: Features::Dense {
+                num_nodes: n,
+                dim: 2,
+                data: vec![1.0; 2 * n].into(),
+            },
+            structural_features: false,
+            labels: tma_graph::Labels::None,
+            split: None,
+            removed: Default::default(),
+            num_splits: 0,
+            link_split: None,
+        }
+    }
+
+    fn random_tma(task: Task, seed: u64) -> TrainConfig {
+        TrainConfig {
+            task,
+            method: crate::Method::RandomTma,
+            num_trainers: 2,
+            seed,
+            ..TrainConfig::default()
+        }
+    }
+
+    fn prepare_as(ds: Dataset, cfg: &TrainConfig, p: Purpose) -> Result<Prepared, TrainError> {
+        let layout = DataLayout::Partitioned(PartitionMethod::Random);
+        prepare_for(ds, cfg, layout, None, p)
+    }
+
+    #[test]
+    fn a_layout_without_labels_is_made_and_said_and_training_on_it_refused() {
+        // regression (issue 29): `tma partition --out` refused an unlabelled graph's node task
+        let ring: Vec<(u32, u32)> = (0..30).map(|v| (v, (v + 1) % 30)).collect();
+        let cfg = random_tma(Task::Node, 0);
+        let prep = prepare_as(unlabelled(30, &ring), &cfg, Purpose::Layout).unwrap();
+        assert_eq!(
+            prep.warnings,
+            ["dataset 'tiny' has no node labels (no y.npy), so no part has a training node; the parts are written anyway, but `tma train --partitions` refuses them (nothing to train on); use --task link to train on this graph"]
+        );
+        assert_eq!(prep.idle_trainers(), [0, 1]);
+        assert_eq!((prep.out_dim, prep.metric), (0, Metric::Auto));
+        assert_eq!(prep.report.as_ref().unwrap().parts.len(), 2);
+        // training on those parts, or on the dataset, is refused saying why
+        let e = check_partitions("tiny", &prep.eval, Task::Node, &[0, 0]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "dataset 'tiny' has no labelled node (written without labels for its layout): nothing to train on; re-run `tma partition --out` with --task link"
+        );
+        let e = prepare_as(unlabelled(30, &ring), &cfg, Purpose::Training)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "dataset 'tiny' has no node labels (no y.npy); use --task link"
+        );
+    }
+
+    #[test]
+    fn a_layout_where_no_part_holds_a_training_edge_is_made_and_said() {
+        // regression (issue 29): "trainers 0, 1 got no training edges" stopped `tma partition
+        // --out` on a sparse graph: 3 edges, 1 held out for validation, 1 for test, and the
+        // training edge between the 2 parts (seed 2 of the random partition)
+        let edges = [(0, 1), (2, 3), (4, 5)];
+        let cfg = random_tma(Task::Link, 2);
+        let e = prepare_as(unlabelled(6, &edges), &cfg, Purpose::Training)
+            .err()
+            .expect("no trainer has a training edge");
+        assert_eq!(
+            e.to_string(),
+            "trainers 0, 1 got no training edges (2 trainers on 1 training edges); use fewer --trainers"
+        );
+        let prep = prepare_as(unlabelled(6, &edges), &cfg, Purpose::Layout).unwrap();
+        assert_eq!(
+            prep.warnings.last().unwrap(),
+            "no part holds a training edge (2 parts on 1 training edges, every one crossing parts): the parts are written anyway, but `tma train --partitions` refuses them (nothing to train on); use fewer --parts"
+        );
+        assert_eq!(prep.idle_trainers(), [0, 1]);
+        let e = check_partitions("tiny", &prep.eval, Task::Link, &[0, 0]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no part holds a training edge (2 parts): nothing to train on; re-run `tma partition --out` with fewer --parts"
+        );
+        // one part with a training edge: the parts train
+        assert!(check_partitions("tiny", &prep.eval, Task::Link, &[0, 1]).is_ok());
+    }
+
+    #[test]
+    fn the_layout_does_not_check_the_metric_and_auto_falls_back_to_accuracy() {
+        // regression (issue 29): ROC-AUC undefined on the validation nodes stopped `tma
+        // partition --out` (which has no --metric) and `tma train` without --metric
+        let ring: Vec<(u32, u32)> = (0..10).map(|v| (v, (v + 1) % 10)).collect();
+        let two_classes = || {
+            let mut ds = unlabelled(10, &ring);
+            ds.labels = tma_graph::Labels::Classes {
+                y: (0..10).map(|v| v % 2).collect(),
+                num_classes: 2,
+            };
+            ds.split = Some(NodeSplit {
+                train: vec![0, 2, 4, 5],
+                val: vec![1, 3],
+                test: vec![6, 7],
+            });
+            ds
+        };
+        let cfg = random_tma(Task::Node, 0);
+        let layout = prepare_as(two_classes(), &cfg, Purpose::Layout).unwrap();
+        assert_eq!(layout.metric, Metric::Auto);
+        assert!(layout.warnings.is_empty(), "{:?}", layout.warnings);
+        let run = prepare_as(two_classes(), &cfg, Purpose::Training).unwrap();
+        assert_eq!(run.metric, Metric::Accuracy);
+        assert_eq!(
+            run.warnings,
+            ["metric auto: the validation nodes hold only class 1 (2 labelled), so ROC-AUC (auto's metric for 2 classes) is undefined; accuracy selects the model instead"]
+        );
+        let roc = TrainConfig {
+            metric: Metric::RocAuc,
+            ..cfg
+        };
+        let e = prepare_as(two_classes(), &roc, Purpose::Training)
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "invalid configuration: metric roc_auc: the validation nodes hold only class 1 (2 labelled), so ROC-AUC is undefined; use --metric accuracy"
+        );
     }
 }
 

@@ -1165,25 +1165,40 @@ mod tests {
             targets: NodeTargets::Classes { y, num_classes },
         };
         let ok = node(vec![0, 1, 0, 1, -1, 1], 2);
-        assert_eq!(ok.check_metric(Metric::Auto, 1000).unwrap(), Metric::RocAuc);
+        assert_eq!(
+            ok.check_metric(Metric::Auto, 1000).unwrap(),
+            (Metric::RocAuc, None)
+        );
         assert_eq!(
             ok.check_metric(Metric::Accuracy, 1000).unwrap(),
-            Metric::Accuracy
+            (Metric::Accuracy, None)
         );
         // validation nodes 2, 3, 4: class 0, class 0, unlabelled -> ROC-AUC undefined
         let one_class = node(vec![0, 1, 0, 0, -1, 1], 2);
+        // regression (issue 29): `auto` refused here; it falls back to accuracy, said in a line
+        assert_eq!(
+            one_class.check_metric(Metric::Auto, 1000).unwrap(),
+            (
+                Metric::Accuracy,
+                Some("metric auto: the validation nodes hold only class 0 (2 labelled), so ROC-AUC (auto's metric for 2 classes) is undefined; accuracy selects the model instead".to_string())
+            )
+        );
+        // a requested roc_auc is still refused
         assert_eq!(
             one_class
-                .check_metric(Metric::Auto, 1000)
+                .check_metric(Metric::RocAuc, 1000)
                 .unwrap_err()
                 .to_string(),
-            "invalid configuration: metric roc_auc (auto for 2 classes): the validation nodes hold only class 0 (2 labelled), so ROC-AUC is undefined; use --metric accuracy"
+            "invalid configuration: metric roc_auc: the validation nodes hold only class 0 (2 labelled), so ROC-AUC is undefined; use --metric accuracy"
         );
-        assert!(one_class.check_metric(Metric::Accuracy, 1000).is_ok());
+        assert_eq!(
+            one_class.check_metric(Metric::Accuracy, 1000).unwrap(),
+            (Metric::Accuracy, None)
+        );
         let three = node(vec![0, 1, 2, 0, 1, 2], 3);
         assert_eq!(
             three.check_metric(Metric::Auto, 1000).unwrap(),
-            Metric::Accuracy
+            (Metric::Accuracy, None)
         );
         assert!(three
             .check_metric(Metric::RocAuc, 1000)

@@ -60,6 +60,21 @@ pub fn prepare_spilled(
     crate::data::prepare_spilled(ds, cfg, training_method(cfg.method).layout(cfg), spill)
 }
 
+/// [`prepare_spilled`] for the layout of a partition directory (`tma partition --out`,
+/// [`crate::data::Purpose::Layout`]): what would stop training is said in a warning line, not
+/// refused.
+///
+/// # Errors
+/// As [`crate::data::prepare_for`].
+pub fn prepare_layout(
+    ds: Dataset,
+    cfg: &TrainConfig,
+    spill: Option<&crate::spill::Spill>,
+) -> Result<Prepared, TrainError> {
+    let layout = training_method(cfg.method).layout(cfg);
+    crate::data::prepare_for(ds, cfg, layout, spill, crate::data::Purpose::Layout)
+}
+
 /// Runs a prepared job of `cfg.method` with in-process trainers
 /// ([`crate::engine::run_in_process`]).
 ///

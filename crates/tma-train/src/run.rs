@@ -504,10 +504,19 @@ impl Run {
                     (prep, pj)
                 }
                 Opened::Partitions { dir, manifest: m } => {
-                    let prep = match self.engine {
+                    let mut prep = match self.engine {
                         Engine::Mpi => store::read_coordinator(&dir, &m)?,
                         Engine::InProcess => store::read_all(&dir, &m)?,
                     };
+                    // made for its layout (`tma partition --out`): checked for training here
+                    let num_train: Vec<usize> = m.parts.iter().map(|p| p.num_train).collect();
+                    crate::data::check_partitions(&m.dataset, &prep.eval, cfg.task, &num_train)
+                        .map_err(|e| {
+                            TrainError::Data(format!("--partitions {}: {e}", dir.display()))
+                        })?;
+                    let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
+                    prep.metric = metric;
+                    prep.warnings.extend(note);
                     let pj = serde_json::json!({
                         "method": cfg.method.to_string(),
                         "seed": cfg.seed,
@@ -524,7 +533,6 @@ impl Run {
                 }
                 Opened::Prepared => unreachable!("prepared is None"),
             };
-            prep.metric = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
             if let Some(budget) = self.memory_budget {
                 crate::memory::check(cfg, &prep, budget)?;
             }

@@ -753,3 +753,185 @@ fn matmul_precision_medium_trains_or_says_why_not() {
         .any(|w| w.as_str().unwrap().contains("AMX-BF16"));
     assert_eq!(recorded, warned, "{s}");
 }
+
+/// The `warnings` of RUN/summary.json.
+fn summary_warnings(run: &Path) -> Vec<String> {
+    summary(run)["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `tma partition --dataset d --out out` with `extra` options.
+fn partition_out(d: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "partition",
+        "--dataset",
+        d.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    tma(&args)
+}
+
+#[test]
+fn partition_out_never_checks_the_metric_and_train_falls_back_to_accuracy() {
+    // regression (issue 29): ROC-AUC undefined on the validation nodes (class 1 only) stopped
+    // `tma partition --out`, which has no --metric, and `tma train` without --metric
+    let dir = tempdir();
+    let d = write_dataset(
+        &dir.path().join("d"),
+        10,
+        &ring(10),
+        [&[0, 2, 4, 5], &[1, 3], &[6, 7]],
+    );
+    let parts = dir.path().join("parts");
+    let r = partition_out(&d, &parts, &["--parts", "2"]);
+    assert_success(&r);
+    assert!(!text(&r).contains("metric"), "{}", text(&r));
+    let line = "metric auto: the validation nodes hold only class 1 (2 labelled), so ROC-AUC (auto's metric for 2 classes) is undefined; accuracy selects the model instead";
+    let quick = [
+        "--hidden",
+        "8",
+        "--sync-every",
+        "200ms",
+        "--time-limit",
+        "600ms",
+        "--quiet",
+    ];
+    let run = dir.path().join("run");
+    let mut args = vec!["train", "--dataset", d.to_str().unwrap(), "--trainers", "2"];
+    args.extend(quick);
+    args.extend(["--out", run.to_str().unwrap()]);
+    let r = tma(&args);
+    assert_success(&r);
+    assert_eq!(
+        stderr(&r).matches("warning: metric auto").count(),
+        1,
+        "{}",
+        text(&r)
+    );
+    assert!(
+        stderr(&r).contains(&format!("warning: {line}\n")),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(summary_warnings(&run), [line]);
+    assert_eq!(summary(&run)["best_val"]["metric"], "accuracy");
+    // the same on the partition directory
+    let run_p = dir.path().join("run-p");
+    let r = train_on_partitions(parts.to_str().unwrap(), &run_p, &[]);
+    assert_success(&r);
+    assert_eq!(summary_warnings(&run_p), [line]);
+    // a requested roc_auc is still refused, naming the remedy
+    let mut args = vec![
+        "train",
+        "--dataset",
+        d.to_str().unwrap(),
+        "--metric",
+        "roc_auc",
+    ];
+    args.extend(quick);
+    let r = tma(&args);
+    assert_fails_with(
+        &r,
+        1,
+        &["error: invalid configuration: metric roc_auc: the validation nodes hold only class 1 (2 labelled), so ROC-AUC is undefined; use --metric accuracy"],
+    );
+    // what partitioning itself cannot do is said as that, naming the flag
+    let r = partition_out(&d, &dir.path().join("p16"), &["--parts", "16"]);
+    assert_fails_with(
+        &r,
+        1,
+        &["error: partitioning failed: 16 parts (num_parts + drop_parts: --trainers or --parts, plus --drop-parts) for a graph of 10 nodes: at most one part per node"],
+    );
+}
+
+#[test]
+fn partition_out_writes_parts_of_unlabelled_and_sparse_graphs_and_says_so() {
+    // regression (issue 29): `tma partition --out` refused the node task of a graph without
+    // labels, and a sparse link graph whose parts hold no training edge
+    let dir = tempdir();
+    let d = write_dataset(&dir.path().join("d"), 30, &ring(30), [&[], &[], &[]]);
+    for f in ["y.npy", "train_idx.npy", "val_idx.npy", "test_idx.npy"] {
+        std::fs::remove_file(d.join(f)).unwrap();
+    }
+    let parts = dir.path().join("parts");
+    let r = partition_out(&d, &parts, &["--parts", "2"]);
+    assert_success(&r);
+    let e = stderr(&r);
+    let warned: Vec<&str> = e.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(
+        warned,
+        ["warning: dataset 'tiny' has no node labels (no y.npy), so no part has a training node; the parts are written anyway, but `tma train --partitions` refuses them (nothing to train on); use --task link to train on this graph"]
+    );
+    let m = json_file(&parts.join("manifest.json"));
+    assert_eq!(m["parts"][0]["num_train"], 0);
+    assert_eq!(m["parts"][1]["num_train"], 0);
+    let run = dir.path().join("run");
+    let r = train_on_partitions(parts.to_str().unwrap(), &run, &[]);
+    let msg = format!(
+        "error: --partitions {}: dataset 'tiny' has no labelled node (written without labels for its layout): nothing to train on; re-run `tma partition --out` with --task link",
+        parts.display()
+    );
+    assert_fails_with(&r, 1, &[&msg]);
+    assert!(!run.exists());
+    // a sparse graph of 70,000 nodes and 3 edges: 1 held out for validation, 1 for test, and
+    // the training edge crosses the 2 parts of seed 2
+    let sparse = write_dataset(
+        &dir.path().join("sparse"),
+        70_000,
+        &[(0, 1), (2, 3), (4, 5)],
+        [&[0], &[1], &[2]],
+    );
+    let link = ["--parts", "2", "--task", "link", "--seed", "2"];
+    let plain = tma(&[
+        "partition",
+        "--dataset",
+        sparse.to_str().unwrap(),
+        "--parts",
+        "2",
+    ]);
+    assert_success(&plain);
+    let parts = dir.path().join("link-parts");
+    let r = partition_out(&sparse, &parts, &link);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains("warning: no part holds a training edge (2 parts on 1 training edges, every one crossing parts): the parts are written anyway, but `tma train --partitions` refuses them (nothing to train on); use fewer --parts\n"),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        !stderr(&r).contains("written anyway; `tma train` runs"),
+        "{}",
+        text(&r)
+    );
+    let m = json_file(&parts.join("manifest.json"));
+    assert_eq!(m["parts"].as_array().unwrap().len(), 2);
+    let r = train_on_partitions(parts.to_str().unwrap(), &run, &[]);
+    let msg = format!(
+        "error: --partitions {}: no part holds a training edge (2 parts): nothing to train on; re-run `tma partition --out` with fewer --parts",
+        parts.display()
+    );
+    assert_fails_with(&r, 1, &[&msg]);
+}
+
+#[test]
+fn a_npy_layout_without_meta_json_is_called_missing() {
+    // regression (issue 29): "cannot tell the dataset format ... holds neither meta.json ..."
+    let dir = tempdir();
+    let d = write_dataset(&dir.path().join("d"), 6, &ring(6), [&[0], &[1], &[2]]);
+    std::fs::remove_file(d.join("meta.json")).unwrap();
+    let want = format!(
+        "error: cannot load dataset {d}: {d}/meta.json: I/O error: meta.json not found in {d}: tma's .npy layout needs it next to edge_index.npy",
+        d = d.display()
+    );
+    for cmd in ["info", "partition"] {
+        let r = tma(&[cmd, "--dataset", d.to_str().unwrap()]);
+        assert_fails_with(&r, 1, &[&want]);
+        assert!(!stderr(&r).contains("holds neither"), "{}", stderr(&r));
+    }
+}

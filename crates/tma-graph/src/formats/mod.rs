@@ -238,6 +238,12 @@ pub fn detect(path: &Path) -> Result<Format> {
         if ogb::root(path).is_some() {
             return Ok(Format::Ogb);
         }
+        if crate::dataset::NPY_LAYOUT_FILES
+            .iter()
+            .any(|f| path.join(f).is_file())
+        {
+            return Err(crate::dataset::meta_json_missing(path));
+        }
         return Err(invalid(
             path,
             "cannot tell the dataset format of this directory: it holds neither meta.json \

@@ -116,6 +116,32 @@ fn missing_file_is_io() {
 }
 
 #[test]
+fn a_npy_layout_without_meta_json_is_called_missing() {
+    // regression (issue 29): format detection said "holds neither meta.json ... nor ..." of a
+    // directory that has the .npy layout's files
+    let d = fixture();
+    std::fs::remove_file(d.path().join("meta.json")).unwrap();
+    let want = format!(
+        "{dir}/meta.json: I/O error: meta.json not found in {dir}: tma's .npy layout needs it next to edge_index.npy, with at least {{\"directed\": false}} or true (docs/dataset-format.md)",
+        dir = d.path().display()
+    );
+    let e = tma_graph::formats::detect(d.path()).unwrap_err();
+    assert!(
+        matches!(&e, GraphError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), want);
+    // the same words when the format is given (the loader reads the directory itself)
+    assert_eq!(load(d.path()).unwrap_err().to_string(), want);
+    let e = tma_graph::formats::load(d.path(), None).unwrap_err();
+    assert_eq!(e.to_string(), want);
+    // a directory of none of the layouts still says what was looked for
+    let empty = tempfile::tempdir().unwrap();
+    let e = tma_graph::formats::detect(empty.path()).unwrap_err();
+    assert!(e.to_string().contains("holds neither meta.json"), "{e}");
+}
+
+#[test]
 fn wrong_dtype() {
     let d = fixture();
     write_f64(d.path(), "edge_index.npy", &[2, 2], &[0., 1., 1., 0.]);
