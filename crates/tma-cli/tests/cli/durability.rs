@@ -192,6 +192,26 @@ impl SmallDisk {
     }
 }
 
+impl SmallDisk {
+    /// `o` failed naming this disk and "No space left on device", without a panic, and left
+    /// nothing on it.
+    fn assert_full_and_empty(&self, o: &std::process::Output) {
+        assert!(!o.status.success(), "{}", text(o));
+        let e = stderr(o);
+        let d = self.0.to_str().unwrap();
+        assert!(e.contains(d) && e.contains(FULL), "{e}");
+        assert!(!e.contains("panicked"), "{e}");
+        assert!(
+            self.names().is_empty(),
+            "left on the disk: {:?}",
+            self.names()
+        );
+    }
+}
+
+/// The OS error of a full disk.
+const FULL: &str = "No space left on device";
+
 impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.0).status();
@@ -203,7 +223,6 @@ impl Drop for SmallDisk {
 fn a_full_disk_fails_train_partition_and_convert_naming_the_file_and_leaves_nothing_partial() {
     let ds = shared_dataset("planetoid_cora");
     let tmp = tempdir();
-    let full = "No space left on device";
 
     // partition --out (1 MiB: Cora's parts, its coordinator data and their features take more)
     let disk = SmallDisk::mount(&tmp.path().join("disk1"), "1m");
@@ -217,15 +236,7 @@ fn a_full_disk_fails_train_partition_and_convert_naming_the_file_and_leaves_noth
         "--dataset",
         ds.to_str().unwrap(),
     ]);
-    assert!(!o.status.success(), "{}", text(&o));
-    let e = stderr(&o);
-    assert!(e.contains(&d) && e.contains(full), "{e}");
-    assert!(!e.contains("panicked"), "{e}");
-    assert!(
-        disk.names().is_empty(),
-        "left on the disk: {:?}",
-        disk.names()
-    );
+    disk.assert_full_and_empty(&o);
 
     // convert to the on-disk format (its files take 512 KiB)
     let disk = SmallDisk::mount(&tmp.path().join("disk2"), "256k");
@@ -237,15 +248,7 @@ fn a_full_disk_fails_train_partition_and_convert_naming_the_file_and_leaves_noth
         "--out",
         &format!("{d}/g"),
     ]);
-    assert!(!o.status.success(), "{}", text(&o));
-    let e = stderr(&o);
-    assert!(e.contains(&d) && e.contains(full), "{e}");
-    assert!(!e.contains("panicked"), "{e}");
-    assert!(
-        disk.names().is_empty(),
-        "left on the disk: {:?}",
-        disk.names()
-    );
+    disk.assert_full_and_empty(&o);
 
     // train: the run directory's first files fit, its checkpoints and models (1.4 MB of
     // weights at --hidden 256) do not
@@ -268,7 +271,7 @@ fn a_full_disk_fails_train_partition_and_convert_naming_the_file_and_leaves_noth
     ]);
     assert!(!o.status.success(), "{}", text(&o));
     let e = stderr(&o);
-    assert!(e.contains(&run) && e.contains(full), "{e}");
+    assert!(e.contains(&run) && e.contains(FULL), "{e}");
     assert!(!e.contains("panicked"), "{e}");
     let run = PathBuf::from(run);
     if run.exists() {

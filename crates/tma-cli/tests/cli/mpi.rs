@@ -827,9 +827,7 @@ fn mpi_rank_lost_during_start_up_ends_the_job_within_the_join_timeout() {
         format!("#!/bin/sh\n[ \"$OMPI_COMM_WORLD_RANK\" = 3 ] && kill -9 $$\nexec {TMA} \"$@\"\n"),
     )
     .unwrap();
-    let mut perm = std::fs::metadata(&wrapper).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&wrapper, perm).unwrap();
+    make_executable(&wrapper);
     let run = tmp.path().join("run");
     let mut cmd = Command::new("mpirun");
     cmd.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
@@ -868,6 +866,13 @@ fn mpi_rank_lost_during_start_up_ends_the_job_within_the_join_timeout() {
     );
 }
 
+/// Makes the script `p` executable (mode 755).
+fn make_executable(p: &Path) {
+    let mut perm = std::fs::metadata(p).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(p, perm).unwrap();
+}
+
 /// This machine's host name (what the ranks report).
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -902,9 +907,7 @@ fn mpi_host_lost_mpirun_exits_within_seconds_of_the_run() {
         ),
     )
     .unwrap();
-    let mut perm = std::fs::metadata(&agent).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-    std::fs::set_permissions(&agent, perm).unwrap();
+    make_executable(&agent);
     let hosts = tmp.path().join("hosts");
     std::fs::write(&hosts, format!("{} slots=2\nhostB slots=2\n", hostname())).unwrap();
     let run = tmp.path().join("run");

@@ -55,7 +55,7 @@ pub(crate) fn write_negatives(
         ("link_val_neg.bin", &val_neg),
         ("link_test_neg.bin", &test_neg),
     ] {
-        let tmp = dir.join(format!(".{name}.tmp"));
+        let tmp = crate::durable::temp_path(&dir.join(name))?;
         let mut w = ArrayWriter::<u32>::create(&tmp)?;
         w.extend(data)?;
         let entry = w.finish()?;
