@@ -254,13 +254,7 @@ impl Sizes {
 
 /// Total memory of this machine in bytes (`MemTotal` of /proc/meminfo; 0 when unknown).
 fn mem_total_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("MemTotal:"))?;
-            l.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kb| kb * 1024)
+    tma_graph::memory::machine_total_bytes().unwrap_or(0)
 }
 
 /// Rows of the products on which the `gemm` ceilings are measured, at least: a product's rate
@@ -291,10 +285,7 @@ pub struct Figure {
 
 /// Peak RSS (VmHWM) of this process in MiB.
 fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    tma_graph::memory::peak_rss_bytes().map(tma_graph::memory::mib)
 }
 
 /// Reset the peak-RSS counter (Linux `clear_refs` = 5); false where unsupported.

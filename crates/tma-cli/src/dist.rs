@@ -214,18 +214,8 @@ fn without_train_flags(w: &str) -> String {
 pub fn available_memory_bytes() -> Option<u64> {
     let mut best: Option<u64> = None;
     let mut take = |b: u64| best = Some(best.map_or(b, |x: u64| x.min(b)));
-    let kb_field = |text: &str, key: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(key))?;
-        line.split_whitespace()
-            .nth(1)?
-            .parse::<u64>()
-            .ok()
-            .map(|kb| kb * 1024)
-    };
-    if let Ok(t) = std::fs::read_to_string("/proc/meminfo") {
-        if let Some(b) = kb_field(&t, "MemAvailable:") {
-            take(b);
-        }
+    if let Some(b) = tma_graph::memory::machine_available_bytes() {
+        take(b);
     }
     let read_u64 =
         |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
@@ -245,10 +235,7 @@ pub fn available_memory_bytes() -> Option<u64> {
         if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
             && lim.rlim_cur != libc::RLIM_INFINITY
         {
-            let used = std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|t| kb_field(&t, "VmSize:"))
-                .unwrap_or(0);
+            let used = tma_graph::memory::virtual_bytes().unwrap_or(0);
             take(lim.rlim_cur.saturating_sub(used));
         }
     }
@@ -259,8 +246,5 @@ pub fn available_memory_bytes() -> Option<u64> {
 /// ranks' one-line reports).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    tma_graph::memory::peak_rss_bytes().map(tma_graph::memory::mib)
 }

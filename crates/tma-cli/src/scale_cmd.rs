@@ -110,9 +110,14 @@ fn print_stages(stages: &[(String, f64)], total: f64) {
 }
 
 fn print_peak(budget: u64) {
-    if let Some(p) = disk::peak_rss_bytes() {
+    if let Some(p) = tma_graph::memory::peak_rss_bytes() {
+        // (the sampler started with the command: the peak of the heap, which the budget bounds;
+        // VmHWM counts the touched pages of mapped files too)
+        let anon = tma_train::memory::peak_anon_bytes().map_or(String::new(), |a| {
+            format!("peak anonymous {:.1} MiB, ", mib(a))
+        });
         eprintln!(
-            "peak RSS {:.1} MiB (VmHWM; --memory-budget {:.1} MiB)",
+            "{anon}peak RSS {:.1} MiB (VmHWM, pages of mapped files included; --memory-budget {:.1} MiB)",
             mib(p),
             mib(budget)
         );
@@ -183,6 +188,7 @@ pub struct ConvertOpts {
 /// A conversion that fails (a full disk, bad input found midway) leaves `--out` as it found
 /// it: removed when it created it, emptied when it was an empty directory.
 pub fn convert(o: ConvertOpts) -> Result<()> {
+    tma_train::memory::start_sampler();
     let out = o.out.clone();
     undo_on_error(&out, || convert_to(o))
 }
@@ -573,6 +579,7 @@ fn floats(flag: &str, s: &str, k: usize) -> Result<Vec<f64>> {
 ///
 /// A generation that fails midway (a full disk) leaves `--out` as it found it.
 pub fn generate(o: GenerateOpts) -> Result<()> {
+    tma_train::memory::start_sampler();
     let out = o.out.clone();
     undo_on_error(&out, || generate_to(o))
 }

@@ -1591,15 +1591,9 @@ fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
     for w in &rep.warnings {
         eprintln!("warning: {w}");
     }
-    if let Some(peak) = tma_graph::disk::peak_rss_bytes() {
-        let file = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|t| {
-                let l = t.lines().find(|l| l.starts_with("RssFile:"))?;
-                l.split_whitespace().nth(1)?.parse::<u64>().ok()
-            })
-            .map_or(0, |kb| kb * 1024);
-        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    if let Some(peak) = tma_graph::memory::peak_rss_bytes() {
+        let file = tma_graph::memory::file_bytes().unwrap_or(0);
+        let mib = tma_graph::memory::mib;
         eprintln!(
             "peak RSS {:.1} MiB (VmHWM), of which mapped file pages {:.1} MiB (RssFile now): about {:.1} MiB anonymous",
             mib(peak),

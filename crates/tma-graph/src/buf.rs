@@ -468,9 +468,7 @@ mod tests {
 
     /// This process's resident file-backed memory (`RssFile`), bytes.
     fn rss_file() -> u64 {
-        let t = std::fs::read_to_string("/proc/self/status").unwrap();
-        let l = t.lines().find(|l| l.starts_with("RssFile:")).unwrap();
-        l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+        crate::memory::file_bytes().expect("RssFile in /proc/self/status")
     }
 
     #[test]

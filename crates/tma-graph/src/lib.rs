@@ -60,6 +60,7 @@ pub mod error;
 pub mod features;
 pub mod formats;
 pub mod generate;
+pub mod memory;
 pub mod npy;
 pub mod rmat;
 pub mod seed;

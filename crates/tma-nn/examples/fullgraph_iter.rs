@@ -14,10 +14,7 @@ use tma_nn::{softmax_cross_entropy, Adam, EncoderKind, Head, Model, ModelConfig}
 use tma_sample::BlockView;
 
 fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    tma_graph::memory::peak_rss_bytes().map(tma_graph::memory::mib)
 }
 
 /// CPU seconds (user + system) used by this process so far, from /proc/self/stat.

@@ -1246,16 +1246,32 @@ pub(crate) fn dropout_apply(x: &mut [f32], mask: &[u8], p: f32) {
 /// A small pool of large `f32` buffers reused across iterations. Fresh large allocations are
 /// mmap'd by the allocator and every first touch of a page faults (measured: ~20% of a
 /// full-graph iteration's CPU time); recycling activations and gradients avoids that.
-/// Holds at most [`BufferPool::MAX`] buffers; buffers under [`BufferPool::MIN_LEN`] elements
-/// are not pooled.
+/// Holds at most [`BufferPool::MAX`] buffers per sharer ([`BufferPool::shared`]); buffers under
+/// [`BufferPool::MIN_LEN`] elements are not pooled.
 #[derive(Default)]
 pub(crate) struct BufferPool {
-    bufs: std::sync::Mutex<Vec<Vec<f32>>>,
+    bufs: std::sync::Arc<std::sync::Mutex<Vec<Vec<f32>>>>,
+    /// Models that take from this pool at the same time (0 and 1: one).
+    sharers: usize,
 }
 
 impl BufferPool {
     pub(crate) const MAX: usize = 32;
     pub(crate) const MIN_LEN: usize = 1 << 16;
+
+    /// A handle on the same buffers for one more user, the pool now holding up to
+    /// `sharers * MAX` buffers (about one iteration's activations for each of `sharers`
+    /// iterations running at once).
+    pub(crate) fn shared(&self, sharers: usize) -> BufferPool {
+        BufferPool {
+            bufs: self.bufs.clone(),
+            sharers,
+        }
+    }
+
+    fn max_buffers(&self) -> usize {
+        Self::MAX * self.sharers.max(1)
+    }
 
     /// A buffer of `len` elements with **unspecified contents** (callers overwrite it).
     pub(crate) fn take(&self, len: usize) -> Vec<f32> {
@@ -1311,7 +1327,7 @@ impl BufferPool {
         }
         let mut bufs = self.bufs.lock().unwrap_or_else(|e| e.into_inner());
         bufs.push(v);
-        if bufs.len() > Self::MAX {
+        if bufs.len() > self.max_buffers() {
             let (i, _) = bufs
                 .iter()
                 .enumerate()

@@ -413,6 +413,18 @@ impl Model {
         self.pool.clear();
     }
 
+    /// A copy of this model that reuses buffers from the same pool as this one (and as every
+    /// other copy made so): for `sharers` models that run iterations at most `sharers` at a
+    /// time (e.g. in-process trainers behind a step gate), so that the buffers kept between
+    /// iterations are those of `sharers` iterations, not one per model. The pool then holds
+    /// up to `32 * sharers` buffers. [`Clone`] gives a model its own empty pool.
+    pub fn sharing_buffers(&self, sharers: usize) -> Model {
+        Model {
+            pool: self.pool.shared(sharers),
+            ..self.clone()
+        }
+    }
+
     /// Hand a matrix this model returned (the output of [`Model::forward`], the `dL/dh` of
     /// [`Model::decode_backward`]) back for reuse by the next iteration, instead of freeing
     /// it: a fresh large buffer costs a page fault per page on first touch.

@@ -40,7 +40,10 @@ mod part;
 mod report;
 
 pub use error::PartitionError;
-pub use lpa::{label_propagation, LpaStats, LPA_MAX_PASSES};
+pub use lpa::{
+    label_propagation, super_node_clusters, LpaStats, MergeLevel, LPA_MAX_MERGE_LEVELS,
+    LPA_MAX_PASSES,
+};
 pub use method::{
     lpa_peak_bytes, metis_peak_bytes, partition, partition_ref, partition_ref_within, Clustering,
     ClusteringChoice, Partition, PartitionConfig, PartitionMethod, PartitionNotes,

@@ -11,7 +11,10 @@ use sha2::{Digest, Sha256};
 use tma_graph::seed::{self, Purpose};
 use tma_graph::{Csr, CsrRef};
 
-use crate::lpa::{label_propagation, pack_largest_first, LpaStats, LPA_MAX_PASSES};
+use crate::lpa::{
+    compact_ids, label_propagation, pack_largest_first, super_node_clusters, LpaStats,
+    LPA_MAX_PASSES,
+};
 use crate::metis_call::{part_kway, symmetrize};
 use crate::PartitionError;
 
@@ -33,7 +36,8 @@ pub enum PartitionMethod {
     Random,
     /// SuperTMA: METIS k-way into `num_super_nodes` (`K`, `K >> num_parts`; clamped to the node
     /// count) clusters without balance weights (or, by [`PartitionConfig::clustering`], label
-    /// propagation into clusters of at most `ceil(N / K)` nodes), then the non-empty clusters are shuffled (seeded)
+    /// propagation into clusters of at most `ceil(N / K)` nodes, merged by their arcs and packed
+    /// by size to `K`: [`crate::super_node_clusters`]), then the non-empty clusters are shuffled (seeded)
     /// and cut into `num_parts + drop_parts` groups whose counts differ by at most one (which groups
     /// get the remainder is random, seeded). A node's part is its cluster's group.
     #[serde(rename = "super")]
@@ -103,7 +107,8 @@ pub enum Clustering {
     /// and several times the graph's memory.
     Metis,
     /// Size-constrained label propagation ([`crate::label_propagation`]) over the CSR in place,
-    /// `8 N` bytes beyond the graph. Super-nodes: clusters of at most `ceil(N / K)` nodes.
+    /// `8 N` bytes beyond the graph. Super-nodes: clusters of at most `ceil(N / K)` nodes,
+    /// merged by their arcs and packed by size to `K` ([`crate::super_node_clusters`], `16 N`).
     /// PSGD-PA parts: clusters of at most `ceil(N / (16 (M + d)))` nodes packed largest first
     /// onto the lightest part by weight (in-degree + 1, as METIS' vertex weights).
     Lpa,
@@ -215,7 +220,8 @@ pub const METIS_BYTES_PER_NODE: u64 = 64;
 
 /// Anonymous memory of label propagation per node at its peak, bytes: a `u32` label and a
 /// `u32` cluster size, then the compaction map and the assignment
-/// ([`crate::label_propagation`]).
+/// ([`crate::label_propagation`]); a super-node merge level's labels, members and 16 bytes per
+/// cluster for at most `N / 2` clusters ([`crate::super_node_clusters`]).
 pub const LPA_BYTES_PER_NODE: u64 = 16;
 
 /// The estimated peak anonymous memory of clustering `num_nodes` nodes and `num_edges` stored
@@ -360,14 +366,6 @@ impl PartitionNotes {
                         "--super-nodes {num_super_nodes} exceeds the graph's {num_nodes} nodes: clamped to {num_nodes} (every node is its own super-node)"
                     ));
                 }
-                if let (Some(Clustering::Lpa), Some(l)) = (self.clustering, &self.lpa) {
-                    if l.num_clusters > self.clusters_requested {
-                        w.push(format!(
-                            "label propagation formed {} super-nodes where --super-nodes asked for {} (each at most {} nodes = ceil(N / K); it leaves many smaller ones, which are dealt to the parts like the others)",
-                            l.num_clusters, self.clusters_requested, l.max_cluster_size
-                        ));
-                    }
-                }
                 if self.clusters_filled > 0 {
                     w.push(format!(
                         "{} returned {} non-empty super-nodes of {} requested, fewer than the parts need; split the largest into {} more",
@@ -421,15 +419,44 @@ impl PartitionNotes {
             _ => String::new(),
         };
         Some(match (&self.lpa, used) {
-            (Some(l), Clustering::Lpa) => format!(
-                "clustering: lpa (size-constrained label propagation{why}): {} clusters of at most {} nodes (largest {}), {} pass{}, {:.1}% of arcs inside clusters",
-                l.num_clusters,
-                l.max_cluster_size,
-                l.largest_cluster,
-                l.passes,
-                if l.passes == 1 { "" } else { "es" },
-                if num_edges == 0 { 0.0 } else { 100.0 * l.intra_cluster_arcs as f64 / num_edges as f64 }
-            ),
+            (Some(l), Clustering::Lpa) => {
+                let inside = if num_edges == 0 {
+                    0.0
+                } else {
+                    100.0 * l.intra_cluster_arcs as f64 / num_edges as f64
+                };
+                let passes = format!("{} pass{}", l.passes, if l.passes == 1 { "" } else { "es" });
+                if l.merge_levels.is_empty() && l.packed_from == 0 {
+                    format!(
+                        "clustering: lpa (size-constrained label propagation{why}): {} clusters of at most {} nodes (largest {}), {passes}, {inside:.1}% of arcs inside clusters",
+                        l.num_clusters, l.max_cluster_size, l.largest_cluster,
+                    )
+                } else {
+                    let mut steps = format!(
+                        "{} clusters of at most {} nodes in {passes}",
+                        l.clusters_before_merging, l.max_cluster_size
+                    );
+                    if let Some(last) = l.merge_levels.last() {
+                        let levels = l.merge_levels.len();
+                        steps += &if last.clusters == l.clusters_before_merging {
+                            ", none could merge within the cap".to_string()
+                        } else {
+                            format!(
+                                ", merged by their arcs to {} in {levels} level{}",
+                                last.clusters,
+                                if levels == 1 { "" } else { "s" }
+                            )
+                        };
+                    }
+                    if l.packed_from > 0 {
+                        steps += &format!(", packed by size onto {}", l.num_clusters);
+                    }
+                    format!(
+                        "clustering: lpa (size-constrained label propagation{why}): {} super-nodes (largest {} nodes; {steps}), {inside:.1}% of arcs inside super-nodes",
+                        l.num_clusters, l.largest_cluster,
+                    )
+                }
+            }
             _ => format!(
                 "clustering: metis (METIS k-way{why}): {} clusters requested, {} obtained",
                 self.clusters_requested, self.clusters_obtained
@@ -627,11 +654,9 @@ pub fn partition_ref_within(
             let mut super_of = if num_super_nodes >= n {
                 (0..n as u32).collect()
             } else if used == Clustering::Lpa {
-                let cap = n.div_ceil(num_super_nodes.max(1));
-                let (c, st) = label_propagation(
+                let (c, st) = super_node_clusters(
                     graph,
-                    cap,
-                    LPA_MAX_PASSES,
+                    num_super_nodes.max(1),
                     seed::derive(cfg.seed, Purpose::SuperNodes),
                 );
                 notes.lpa = Some(st);
@@ -702,27 +727,6 @@ pub fn partition_ref_within(
         num_assigned_parts: parts,
         notes,
     })
-}
-
-/// Renumbers the cluster ids in `ids` to `0..k` in order of first id (the non-empty clusters
-/// keep their relative order) and returns `k`.
-pub(crate) fn compact_ids(ids: &mut [u32]) -> usize {
-    let max = ids.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
-    let mut map = vec![u32::MAX; max];
-    for &s in ids.iter() {
-        map[s as usize] = 0;
-    }
-    let mut k = 0u32;
-    for m in map.iter_mut() {
-        if *m == 0 {
-            *m = k;
-            k += 1;
-        }
-    }
-    for s in ids.iter_mut() {
-        *s = map[*s as usize];
-    }
-    k as usize
 }
 
 /// Makes every one of the labels `0..parts` of `assign` non-empty (needs `num_nodes >= parts`):
@@ -1286,30 +1290,51 @@ pub(crate) mod tests {
             p.notes.warnings(PartitionMethod::SuperNode { num_super_nodes: 100 }, 30),
             vec!["--super-nodes 100 exceeds the graph's 30 nodes: clamped to 30 (every node is its own super-node)".to_string()]
         );
-        // regression: label propagation formed 232x the super-nodes asked for, silently
-        let lpa_notes = |num_clusters| PartitionNotes {
-            clusters_requested: 1000,
-            clusters_obtained: num_clusters,
-            clustering: Some(Clustering::Lpa),
-            lpa: Some(crate::LpaStats {
-                max_cluster_size: 1300,
-                num_clusters,
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        // regression (issue 32): label propagation formed 972,462 super-nodes where 1000 were
+        // asked (on graphs without communities it stops at small clusters); now merged by
+        // their arcs and packed to the count asked, every node in exactly one
+        let g = test_graph(20_000);
         let k = PartitionMethod::SuperNode {
-            num_super_nodes: 1000,
+            num_super_nodes: 50,
         };
-        assert_eq!(
-            lpa_notes(232_292).warnings(k, 1_300_000),
-            vec!["label propagation formed 232292 super-nodes where --super-nodes asked for 1000 (each at most 1300 nodes = ceil(N / K); it leaves many smaller ones, which are dealt to the parts like the others)".to_string()]
+        let p = partition(
+            &g,
+            &PartitionConfig {
+                clustering: Clustering::Lpa,
+                ..cfg(k, 4, 0, 0)
+            },
+        )
+        .unwrap();
+        let l = p.notes.lpa.clone().unwrap();
+        assert!(l.clusters_before_merging > 1000, "{l:?}");
+        assert!(!l.merge_levels.is_empty() && l.packed_from > 50, "{l:?}");
+        assert_eq!((l.num_clusters, p.notes.clusters_obtained), (50, 50));
+        assert!(p.notes.warnings(k, 20_000).is_empty());
+        assert_eq!(p.assignment.len(), 20_000);
+        assert_eq!(p.part_sizes().iter().sum::<usize>(), 20_000);
+        let line = p
+            .notes
+            .clustering_line(Clustering::Lpa, g.num_edges())
+            .unwrap();
+        assert!(
+            line.starts_with(&format!(
+                "clustering: lpa (size-constrained label propagation): 50 super-nodes (largest {} nodes; {} clusters of at most 400 nodes in {} passes, merged by their arcs to ",
+                l.largest_cluster, l.clusters_before_merging, l.passes
+            )),
+            "{line}"
         );
-        assert!(lpa_notes(1000).warnings(k, 1_300_000).is_empty());
-        // PSGD-PA packs its clusters into the parts: no K was asked for
-        assert!(lpa_notes(232_292)
-            .warnings(PartitionMethod::Metis, 1_300_000)
-            .is_empty());
+        assert!(line.contains(", packed by size onto 50), "), "{line}");
+        // merging keeps more arcs inside than the node-level clusters alone
+        let (_, alone) = label_propagation(
+            g.view(),
+            400,
+            LPA_MAX_PASSES,
+            seed::derive(0, Purpose::SuperNodes),
+        );
+        assert!(
+            l.intra_cluster_arcs > alone.intra_cluster_arcs,
+            "{l:?} {alone:?}"
+        );
     }
 
     #[test]

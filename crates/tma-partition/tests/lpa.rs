@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use tma_graph::npy;
 use tma_partition::{
-    label_propagation, partition, partition_ref, partition_report, Clustering, Csr,
-    PartitionConfig, PartitionMethod, LPA_MAX_PASSES,
+    label_propagation, partition, partition_ref, partition_report, super_node_clusters, Clustering,
+    Csr, PartitionConfig, PartitionMethod, LPA_MAX_PASSES,
 };
 
 fn dataset_dir(name: &str) -> PathBuf {
@@ -109,11 +109,18 @@ fn every_node_in_one_cluster_and_one_part_cap_held() {
             _ => 5000usize.div_ceil(16 * 5),         // 63
         };
         assert_eq!(st.max_cluster_size, cap);
-        assert!(st.largest_cluster <= cap);
+        if let PartitionMethod::SuperNode { .. } = method {
+            // exactly the K super-nodes asked (merged and packed: at most mean + cap nodes)
+            assert_eq!(st.num_clusters, 100);
+            assert!(st.largest_cluster <= 2 * cap, "{st:?}");
+        } else {
+            assert!(st.largest_cluster <= cap);
+        }
         // a super-node is never split between parts: recompute the clusters (same stream)
         if let PartitionMethod::SuperNode { .. } = method {
             let seed = tma_graph::seed::derive(11, tma_graph::seed::Purpose::SuperNodes);
-            let (cl, _) = label_propagation(g.view(), 50, LPA_MAX_PASSES, seed);
+            let (cl, again) = super_node_clusters(g.view(), 100, seed);
+            assert_eq!(&again, st);
             let mut part_of = vec![u32::MAX; st.num_clusters];
             for (v, &c) in cl.iter().enumerate() {
                 let a = p.assignment[v];
@@ -175,6 +182,17 @@ fn same_seed_same_bytes_on_any_thread_count() {
             .install(|| label_propagation(g.view(), 64, LPA_MAX_PASSES, 9))
     };
     assert_eq!(cl(1), cl(4));
+    // and with its merge levels and packing
+    let sn = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| super_node_clusters(g.view(), 40, 9))
+    };
+    let (one, four) = (sn(1), sn(4));
+    assert!(!one.1.merge_levels.is_empty(), "{:?}", one.1);
+    assert_eq!(one, four);
     // a borrowed CSR (the type a memory-mapped graph gives) partitions the same
     let c = cfg(SUPER_100, Clustering::Lpa, 4, 5);
     assert_eq!(
@@ -211,12 +229,19 @@ fn auto_takes_metis_on_small_graphs_and_says_which_ran() {
     assert_eq!(
         r.clustering_line.clone().unwrap(),
         format!(
-            "clustering: lpa (size-constrained label propagation): {} clusters of at most 20 nodes (largest {}), {} passes, {:.1}% of arcs inside clusters",
-            st.num_clusters,
+            "clustering: lpa (size-constrained label propagation): 100 super-nodes (largest {} nodes; {} clusters of at most 20 nodes in {} passes, merged by their arcs to {} in {} levels, packed by size onto 100), {:.1}% of arcs inside super-nodes",
             st.largest_cluster,
+            st.clusters_before_merging,
             st.passes,
+            st.merge_levels.last().unwrap().clusters,
+            st.merge_levels.len(),
             100.0 * st.intra_cluster_arcs as f64 / g.num_edges() as f64
         )
+    );
+    // the node-level pass alone left more clusters than asked
+    assert!(
+        st.clusters_before_merging > 100 && st.packed_from > 100,
+        "{st:?}"
     );
     assert!(r.to_table().contains("clustering: lpa (size-constrained"));
     // random partitions cluster nothing

@@ -23,12 +23,7 @@ use tma_train::run::{load_dataset, DataSource};
 use tma_train::{build_model, prepare, Method, Task, TrainConfig};
 
 fn status_kib(key: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    s.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    tma_graph::memory::status_bytes(key.trim_end_matches(':')).unwrap_or(0) / 1024
 }
 
 fn cpu_s() -> f64 {

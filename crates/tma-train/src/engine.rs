@@ -7,6 +7,7 @@ use crate::cluster::InProcess;
 use crate::config::{AverageWeight, TrainConfig};
 use crate::coordinator::{coordinate, Coordinated};
 use crate::data::{build_model, Prepared};
+use crate::gate::StepGate;
 use crate::method::{ExchangeInputs, TrainingMethod};
 use crate::record::{Extras, FailPlan, Observer, Resume, RunResult};
 use crate::trainer::{Trainer, TrainerExit};
@@ -17,6 +18,13 @@ use tma_graph::seed::{self, Purpose};
 /// Threads each trainer's pool gets: an equal share of `threads` (at least one).
 pub fn trainer_threads(threads: usize, num_trainers: usize) -> usize {
     (threads / num_trainers.max(1)).max(1)
+}
+
+/// The step gate of `num_trainers` in-process trainers on `threads` worker threads: `None`
+/// when every trainer has a thread of its own, else a gate of `threads` permits
+/// ([`crate::gate`]).
+pub fn step_gate(threads: usize, num_trainers: usize) -> Option<Arc<StepGate>> {
+    (num_trainers > threads.max(1)).then(|| Arc::new(StepGate::new(threads)))
 }
 
 /// Total worker threads a config asks for (0 = all cores).
@@ -98,11 +106,26 @@ pub fn run_in_process(
         init: &init,
         weights: average_weights(cfg, prep),
     });
+    // more trainers than threads: at most `threads` steps at once, the trainers' models
+    // sharing the buffers of that many steps (crate::gate)
+    let gate = step_gate(threads, m);
+    let mut models: Vec<tma_nn::Model> = match &gate {
+        Some(g) => {
+            // (the pool lives as long as a trainer's model: freed when the last one exits)
+            let base = model.clone();
+            (0..m).map(|_| base.sharing_buffers(g.permits())).collect()
+        }
+        None => (0..m).map(|_| model.clone()).collect(),
+    };
     std::thread::scope(|scope| {
         let mut handles = Vec::with_capacity(m);
         for (data, mut ep) in prep.trainers.iter().zip(endpoints) {
+            let trainer_model = models.pop().expect("one model per trainer");
             let mut trainer =
-                Trainer::with_segment(data.clone(), model.clone(), init.clone(), cfg, segment);
+                Trainer::with_segment(data.clone(), trainer_model, init.clone(), cfg, segment);
+            if let Some(g) = &gate {
+                trainer.set_step_gate(g.clone());
+            }
             trainer.continue_epochs(Resume::epochs_of(extras.resume.as_ref(), data.trainer));
             let clock = clock.clone();
             let fail_at = fail.get(&data.trainer).copied();
@@ -153,4 +176,22 @@ pub fn run_in_process(
             r
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_gate_only_when_trainers_outnumber_threads() {
+        // 4 trainers on 2 threads: 2 steps at once; on 4 or 8 threads, none
+        assert_eq!(step_gate(2, 4).map(|g| g.permits()), Some(2));
+        assert_eq!(step_gate(1, 2).map(|g| g.permits()), Some(1));
+        assert!(step_gate(4, 4).is_none());
+        assert!(step_gate(8, 4).is_none());
+        assert!(step_gate(2, 1).is_none());
+        // (0 threads is read as 1)
+        assert_eq!(step_gate(0, 3).map(|g| g.permits()), Some(1));
+        assert_eq!(trainer_threads(2, 4), 1);
+    }
 }

@@ -26,6 +26,7 @@ pub mod data;
 pub mod engine;
 pub mod eval;
 mod evaluator;
+pub mod gate;
 pub mod ggs;
 pub mod infer;
 pub mod llcg;

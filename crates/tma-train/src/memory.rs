@@ -47,7 +47,7 @@ impl ProcessMemory {
             role: role.to_string(),
             rank,
             trainer,
-            peak_rss_bytes: status_kib("VmHWM:").map(|k| k * 1024),
+            peak_rss_bytes: tma_graph::memory::peak_rss_bytes(),
             peak_anon_bytes: peak_anon_bytes(),
         }
     }
@@ -72,19 +72,12 @@ impl ProcessMemory {
     }
 }
 
-/// A field of `/proc/self/status` in KiB (`VmHWM:`, `RssAnon:`, ...).
-fn status_kib(field: &str) -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 static PEAK_ANON_KIB: AtomicU64 = AtomicU64::new(0);
 static SAMPLER: OnceLock<bool> = OnceLock::new();
 
 /// Samples `RssAnon` once now, raising the recorded peak; returns the current value (bytes).
 pub fn sample_anon() -> Option<u64> {
-    let k = status_kib("RssAnon:")?;
+    let k = tma_graph::memory::anon_bytes()? / 1024;
     PEAK_ANON_KIB.fetch_max(k, Ordering::Relaxed);
     Some(k * 1024)
 }

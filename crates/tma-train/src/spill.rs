@@ -157,16 +157,6 @@ pub fn write_array<T: Element>(
     write_npy(path, T::DESCR, shape, |w| write_le(w, data))
 }
 
-/// This process's anonymous resident memory now (`RssAnon` of `/proc/self/status`), bytes;
-/// None where that file does not exist. (Read here rather than through `crate::memory`,
-/// which imports `data`, that imports this module.)
-fn anon_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// What a spilled part reports when it is on disk ([`Spill::on_part`]).
 #[derive(Clone, Debug)]
 pub struct SpilledPart {
@@ -301,7 +291,7 @@ impl Spill {
         let Some(budget) = self.budget else {
             return Ok(());
         };
-        let Some(now) = anon_bytes() else {
+        let Some(now) = tma_graph::memory::anon_bytes() else {
             return Ok(());
         };
         let need = Spill::build_bytes(num_nodes, parts);
@@ -570,7 +560,7 @@ mod tests {
             20_000 + 8 * 501 + 12_000 + (2 << 20)
         );
         let s = Spill::kept("/nonexistent").memory_budget(1 << 20);
-        if anon_bytes().is_some() {
+        if tma_graph::memory::anon_bytes().is_some() {
             let e = s.check_budget(1000, &[(500, 3000)]).unwrap_err();
             assert!(e.starts_with("--memory-budget 1 MiB is too small"), "{e}");
         }

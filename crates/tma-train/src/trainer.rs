@@ -66,6 +66,8 @@ pub struct Trainer {
     /// Optimizer steps taken.
     pub steps: u64,
     last: StepStats,
+    /// In-process trainers on fewer cores: the gate each step passes ([`crate::gate`]).
+    gate: Option<std::sync::Arc<crate::gate::StepGate>>,
 }
 
 /// Sample the blocks of `seeds` in the trainer's graph and record, in `last`, the time since
@@ -152,7 +154,14 @@ impl Trainer {
             epochs: 0,
             steps: 0,
             last: StepStats::default(),
+            gate: None,
         }
+    }
+
+    /// Makes every step of [`Trainer::run`] pass `gate` (in-process trainers outnumbering the
+    /// cores: [`crate::gate`]).
+    pub fn set_step_gate(&mut self, gate: std::sync::Arc<crate::gate::StepGate>) {
+        self.gate = Some(gate);
     }
 
     /// Continues a resumed run's epoch count: `epochs` completed before the resume point
@@ -387,7 +396,11 @@ impl Trainer {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
-            let l = self.step();
+            let gate = self.gate.clone();
+            let l = {
+                let _pass = gate.as_ref().map(|g| g.enter());
+                self.step()
+            };
             if l.is_finite() {
                 loss_sum += l as f64;
                 loss_count += 1;

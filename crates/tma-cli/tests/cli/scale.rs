@@ -39,6 +39,15 @@ fn convert_cora_then_info_partition_and_train_read_the_new_format() {
         stdout(&r)
     );
     assert!(stderr(&r).contains("peak RSS"), "{}", stderr(&r));
+    // the heap's peak, which --memory-budget bounds, is said next to VmHWM (which counts the
+    // mapped graph's pages too)
+    let anon: f64 = stderr(&r)
+        .split("peak anonymous ")
+        .nth(1)
+        .and_then(|t| t.split(" MiB").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no peak anonymous figure: {}", stderr(&r)));
+    assert!(anon > 0.0 && anon <= 32.0, "{anon} MiB: {}", stderr(&r));
     // info maps the graph: the .npy summary plus the format, then the provenance
     let r = tma(&["info", "--dataset", o, "--verify"]);
     assert_success(&r);

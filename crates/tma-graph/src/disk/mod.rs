@@ -312,15 +312,6 @@ impl Manifest {
     }
 }
 
-/// Peak resident set size of this process in bytes (`VmHWM` of `/proc/self/status`; `None`
-/// where that file does not exist).
-pub fn peak_rss_bytes() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// Progress of a long stage (implemented by the CLI's progress bars; `()` ignores it).
 pub trait Progress: Sync {
     /// A stage named `name` starts with `total` units of work (0 = unknown).

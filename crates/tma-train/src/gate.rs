@@ -1,0 +1,146 @@
+//! The step gate of in-process trainers: at most `permits` optimizer steps at once, granted in
+//! the order asked (first come, first served, so every trainer steps at the same rate).
+//!
+//! In-process trainers are threads of one process. When there are more trainers than cores
+//! (4 trainers on a 2-core machine), the operating system interleaves all of them, and every
+//! trainer holds one step's activations (the buffers its model keeps between steps: about
+//! 190 MiB per trainer for link prediction at the release's batch of 8192 positives on a
+//! 5M-node graph, issue 32) although only `cores` steps can run at a time. Behind the gate at
+//! most `cores` steps run, and the trainers' models share one pool of buffers
+//! (`tma_nn::Model::sharing_buffers`), so the memory kept is that of `cores` steps. The
+//! trainers still train independently (nothing but CPU time is shared), and a trainer waits
+//! for the gate only between steps, never while it joins a round.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+
+/// At most `permits` holders at once, admitted in the order they asked ([`StepGate::enter`]).
+#[derive(Debug)]
+pub struct StepGate {
+    permits: usize,
+    state: Mutex<GateState>,
+    turn: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Tickets waiting, oldest first.
+    queue: VecDeque<u64>,
+    next_ticket: u64,
+    /// Holders inside.
+    inside: usize,
+}
+
+/// Held while a step runs; dropping it lets the next one in.
+#[derive(Debug)]
+pub struct GatePass<'a> {
+    gate: &'a StepGate,
+}
+
+impl StepGate {
+    /// A gate of `permits` (at least 1).
+    pub fn new(permits: usize) -> StepGate {
+        StepGate {
+            permits: permits.max(1),
+            state: Mutex::new(GateState::default()),
+            turn: Condvar::new(),
+        }
+    }
+
+    /// How many may be inside at once.
+    pub fn permits(&self) -> usize {
+        self.permits
+    }
+
+    /// Waits until fewer than `permits` are inside and every earlier caller has entered, then
+    /// enters.
+    pub fn enter(&self) -> GatePass<'_> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let ticket = s.next_ticket;
+        s.next_ticket += 1;
+        s.queue.push_back(ticket);
+        while !(s.inside < self.permits && s.queue.front() == Some(&ticket)) {
+            s = self.turn.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.queue.pop_front();
+        s.inside += 1;
+        drop(s);
+        // the next in line may enter too if a permit is left
+        self.turn.notify_all();
+        GatePass { gate: self }
+    }
+}
+
+impl Drop for GatePass<'_> {
+    fn drop(&mut self) {
+        let mut s = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.inside -= 1;
+        drop(s);
+        self.gate.turn.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn never_more_inside_than_permits_and_every_caller_gets_in() {
+        let gate = Arc::new(StepGate::new(2));
+        let inside = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..5)
+            .map(|_| {
+                let (gate, inside, most, done) =
+                    (gate.clone(), inside.clone(), most.clone(), done.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        let _p = gate.enter();
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_micros(300));
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(done.load(Ordering::SeqCst), 100);
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        assert_eq!(gate.permits(), 2);
+        assert_eq!(StepGate::new(0).permits(), 1);
+    }
+
+    #[test]
+    fn callers_enter_in_the_order_they_asked() {
+        // one permit held; three callers queue one after another; released, they enter in
+        // their order of arrival
+        let gate = Arc::new(StepGate::new(1));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let held = gate.enter();
+        let mut threads = Vec::new();
+        for i in 0..3 {
+            let (g, order) = (gate.clone(), order.clone());
+            threads.push(std::thread::spawn(move || {
+                let _p = g.enter();
+                order.lock().unwrap().push(i);
+            }));
+            // wait until caller i is queued before starting the next
+            while gate.state.lock().unwrap().queue.len() < i + 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        drop(held);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+    }
+}
