@@ -225,6 +225,41 @@ impl NpyFile {
         NpyFile::from_bytes(path, bytes)
     }
 
+    /// As [`NpyFile::read`] without reading the payload: only the preamble and header of the
+    /// file at `path` are read (the payload's length is checked against the file's size), for
+    /// readers that stream or map the payload themselves. [`NpyFile::raw`] and the other
+    /// payload accessors of the result see no data.
+    ///
+    /// # Errors
+    /// As [`NpyFile::read`].
+    pub fn read_header(path: &Path) -> Result<NpyFile> {
+        use std::io::Read;
+        let io = |source| GraphError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let file_len = f.metadata().map_err(io)?.len();
+        let mut pre = Vec::with_capacity(12);
+        (&mut f).take(12).read_to_end(&mut pre).map_err(io)?;
+        let end = header_end(path, &pre)?;
+        if end as u64 > file_len {
+            return Err(npy_err(path, "truncated header"));
+        }
+        let mut head = pre;
+        (&mut f)
+            .take(end.saturating_sub(head.len()) as u64)
+            .read_to_end(&mut head)
+            .map_err(io)?;
+        let file_len = usize::try_from(file_len).map_err(|_| npy_err(path, "file too large"))?;
+        NpyFile::parse(path, head, file_len)
+    }
+
+    /// Byte offset of the payload (the preamble and header before it).
+    pub fn data_offset(&self) -> usize {
+        self.data_offset
+    }
+
     /// As [`NpyFile::read`], on the bytes of a file already in memory; `path` names the file in
     /// errors.
     ///
@@ -238,32 +273,11 @@ impl NpyFile {
     /// Parses the container from `bytes`, the first bytes (at least the header) of a file of
     /// `file_len` bytes.
     fn parse(path: &Path, bytes: Vec<u8>, file_len: usize) -> Result<NpyFile> {
-        if bytes.len() < 10 || &bytes[..6] != MAGIC {
-            return Err(npy_err(path, "bad magic (expected \\x93NUMPY)"));
+        let data_offset = header_end(path, &bytes[..bytes.len().min(12)])?;
+        if data_offset > bytes.len() {
+            return Err(npy_err(path, "truncated header"));
         }
-        let (major, minor) = (bytes[6], bytes[7]);
-        let (hlen, hstart) = match major {
-            1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10usize),
-            2 | 3 => {
-                if bytes.len() < 12 {
-                    return Err(npy_err(path, "truncated header"));
-                }
-                (
-                    u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-                    12usize,
-                )
-            }
-            _ => {
-                return Err(npy_err(
-                    path,
-                    format!("unsupported format version {major}.{minor}"),
-                ))
-            }
-        };
-        let data_offset = hstart
-            .checked_add(hlen)
-            .filter(|&e| e <= bytes.len())
-            .ok_or_else(|| npy_err(path, "truncated header"))?;
+        let hstart = if bytes[6] == 1 { 10 } else { 12 };
         let header_text = std::str::from_utf8(&bytes[hstart..data_offset])
             .map_err(|_| npy_err(path, "header is not valid UTF-8/ASCII"))?;
         precheck_shape(path, header_text)?;
@@ -506,6 +520,26 @@ fn item_size(descr: &str) -> Option<usize> {
     }
 }
 
+/// Where the header of a `.npy` file ends (its payload's offset), from the file's first bytes
+/// `pre` (at least 10, 12 for versions 2 and 3): the one reader of the preamble (magic,
+/// version, header length). Errors name `path`.
+fn header_end(path: &Path, pre: &[u8]) -> Result<usize> {
+    if pre.len() < 10 || &pre[..6] != MAGIC {
+        return Err(npy_err(path, "bad magic (expected \\x93NUMPY)"));
+    }
+    match pre[6] {
+        1 => Ok(10 + u16::from_le_bytes([pre[8], pre[9]]) as usize),
+        2 | 3 if pre.len() >= 12 => {
+            Ok(12 + u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize)
+        }
+        2 | 3 => Err(npy_err(path, "truncated header")),
+        v => Err(npy_err(
+            path,
+            format!("unsupported format version {v}.{}", pre[7]),
+        )),
+    }
+}
+
 /// Memory-maps the `.npy` file at `path` as `T` without reading its payload: the header is
 /// parsed and checked as [`read`] does (dtype `T`, shape against `pattern`, payload length), and
 /// the payload is returned as a mapped [`crate::Buf`] (the codec's own files start it at a
@@ -520,14 +554,7 @@ pub fn map<T: Element + crate::buf::Pod>(
 ) -> Result<(crate::buf::Buf<T>, Vec<usize>)> {
     let m = crate::buf::SharedMap::open(path)?;
     let b = m.bytes();
-    let head = match b.get(..12) {
-        Some(h) if &h[..6] == MAGIC => h,
-        _ => return Err(npy_err(path, "bad magic (expected \\x93NUMPY)")),
-    };
-    let hend = match head[6] {
-        1 => 10 + u16::from_le_bytes([head[8], head[9]]) as usize,
-        _ => 12 + u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize,
-    };
+    let hend = header_end(path, &b[..b.len().min(12)])?;
     let prefix = b[..hend.min(b.len())].to_vec();
     let f = NpyFile::parse(path, prefix, b.len())?;
     f.expect_shape(pattern)?;
@@ -685,6 +712,51 @@ mod tests {
             e.contains("f.npy") && e.contains("Fortran order cannot be mapped"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_header_alone_reads_as_the_whole_file_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("e.npy");
+        write(&p, &[0i64, 1, 2, 3, 4, 5], &[2, 3]).unwrap();
+        let (h, f) = (
+            NpyFile::read_header(&p).unwrap(),
+            NpyFile::read(&p).unwrap(),
+        );
+        assert_eq!(
+            (h.descr(), h.shape(), h.fortran_order(), h.data_offset()),
+            (f.descr(), f.shape(), f.fortran_order(), f.data_offset())
+        );
+        assert_eq!((h.shape(), h.data_offset() % 64), (&[2u64, 3][..], 0));
+        // the payload's length is checked against the file's size, without reading it
+        let b = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &b[..b.len() - 8]).unwrap();
+        let e = NpyFile::read_header(&p).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "truncated data: header announces 6 elements (48 bytes), file holds 40 bytes"
+            ),
+            "{e}"
+        );
+        // preamble errors, as every reader words them
+        for (bytes, want) in [
+            (&b[..5], "bad magic"),
+            (&b[..20], "truncated header"),
+            (
+                &[0x93, b'N', b'U', b'M', b'P', b'Y', 9, 0, 0, 0][..],
+                "unsupported format version 9.0",
+            ),
+            (
+                &[0x93, b'N', b'U', b'M', b'P', b'Y', 2, 0, 0, 0][..],
+                "truncated header",
+            ),
+        ] {
+            std::fs::write(&p, bytes).unwrap();
+            let e = NpyFile::read_header(&p).unwrap_err().to_string();
+            assert!(e.contains(want) && e.contains("e.npy"), "{want}: {e}");
+            let e = NpyFile::read(&p).unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        }
     }
 
     #[test]

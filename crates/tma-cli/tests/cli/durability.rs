@@ -4,8 +4,8 @@
 //!   seeded random instants (`TMA_KILL_LOOP` runs, default 16 here; `bench/kill-loop.sh` runs
 //!   120); afterwards every JSON file parses, every safetensors file is whole, and
 //!   `tma train --resume` either completes the run or refuses naming why.
-//! * A full disk (a 1 MiB tmpfs; needs root, as CI has): `tma train`, `tma partition --out`
-//!   and `tma convert` fail naming the file and "No space left on device", and leave nothing
+//! * A full disk (a 1 MiB tmpfs; needs root, as CI has): `tma train`, `tma partition --out`,
+//!   `tma convert` and `tma generate` fail naming the file and "No space left on device", and leave nothing
 //!   half-written (no temporary or staging file, every kept file whole).
 
 use std::path::{Path, PathBuf};
@@ -218,9 +218,10 @@ impl Drop for SmallDisk {
     }
 }
 
-/// The three writers on a full disk (see the module docs).
+/// The four writers on a full disk (see the module docs).
 #[test]
-fn a_full_disk_fails_train_partition_and_convert_naming_the_file_and_leaves_nothing_partial() {
+fn a_full_disk_fails_train_partition_convert_and_generate_naming_the_file_and_leaves_nothing_partial(
+) {
     let ds = shared_dataset("planetoid_cora");
     let tmp = tempdir();
 
@@ -245,6 +246,25 @@ fn a_full_disk_fails_train_partition_and_convert_naming_the_file_and_leaves_noth
         "convert",
         "--dataset",
         ds.to_str().unwrap(),
+        "--out",
+        &format!("{d}/g"),
+    ]);
+    disk.assert_full_and_empty(&o);
+
+    // generate (20,000 nodes of 16-d features and ~200,000 arcs: about 2 MB, and its
+    // temporary edge buckets, written under --out)
+    let disk = SmallDisk::mount(&tmp.path().join("disk4"), "256k");
+    let d = disk.0.to_str().unwrap().to_string();
+    let o = tma(&[
+        "generate",
+        "--nodes",
+        "20000",
+        "--avg-degree",
+        "10",
+        "--feat-dim",
+        "16",
+        "--link-split",
+        "0.01,0.01",
         "--out",
         &format!("{d}/g"),
     ]);

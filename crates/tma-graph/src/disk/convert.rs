@@ -53,68 +53,26 @@ fn io_err(path: &Path, source: std::io::Error) -> GraphError {
     }
 }
 
-/// The header of `edge_index.npy`: payload offset, `E`, Fortran order.
+/// The header of `edge_index.npy` (read by [`crate::npy::NpyFile::read_header`], which also
+/// checks the payload's length): payload offset, `E`, Fortran order.
 fn edge_header(path: &Path) -> Result<(u64, u64, bool)> {
-    let npy = |r: &str| GraphError::Npy {
-        path: path.to_path_buf(),
-        reason: r.to_string(),
-    };
-    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
-    let file_len = f.metadata().map_err(|e| io_err(path, e))?.len();
-    let mut pre = [0u8; 12];
-    let got = f.read(&mut pre).map_err(|e| io_err(path, e))?;
-    if got < 10 || &pre[..6] != crate::npy::MAGIC {
-        return Err(npy("bad magic (expected \\x93NUMPY)"));
-    }
-    let (hlen, hstart) = match pre[6] {
-        1 => (u16::from_le_bytes([pre[8], pre[9]]) as u64, 10u64),
-        2 | 3 if got == 12 => (
-            u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as u64,
-            12u64,
-        ),
-        v => return Err(npy(&format!("unsupported format version {v}"))),
-    };
-    let off = hstart + hlen;
-    if off > file_len {
-        return Err(npy("truncated header"));
-    }
-    let mut head = vec![0u8; off as usize];
-    f.seek(SeekFrom::Start(0)).map_err(|e| io_err(path, e))?;
-    f.read_exact(&mut head).map_err(|e| io_err(path, e))?;
-    if let Ok(text) = std::str::from_utf8(&head[hstart as usize..]) {
-        crate::npy::precheck_shape(path, text)?;
-    }
-    let h = npyz::NpyHeader::from_reader(&head[..])
-        .map_err(|e| npy(&format!("unparseable header: {e}")))?;
-    let descr = match h.dtype() {
-        npyz::DType::Plain(ts) => ts.to_string(),
-        other => other.descr(),
-    };
-    if descr != "<i8" {
+    let h = crate::npy::NpyFile::read_header(path)?;
+    if h.descr() != "<i8" {
         return Err(GraphError::Dtype {
             path: path.to_path_buf(),
             expected: "<i8".into(),
-            found: descr,
+            found: h.descr().to_string(),
         });
     }
-    let shape = h.shape().to_vec();
+    let shape = h.shape();
     if shape.len() != 2 || shape[0] != 2 {
         return Err(GraphError::Shape {
             path: path.to_path_buf(),
             expected: "[2, E]".into(),
-            found: shape,
+            found: shape.to_vec(),
         });
     }
-    let e = shape[1];
-    let want = e.checked_mul(16).and_then(|b| b.checked_add(off));
-    if want != Some(file_len) {
-        return Err(npy(&format!(
-            "payload of {} bytes, the header announces {}",
-            file_len - off,
-            16 * u128::from(e)
-        )));
-    }
-    Ok((off, e, h.order() == npyz::Order::Fortran))
+    Ok((h.data_offset() as u64, shape[1], h.fortran_order()))
 }
 
 /// Streams the arcs `(src, dst)` of `edge_index.npy` (either order), 1 MiB buffers.
