@@ -8,8 +8,9 @@
 //! 5M-node graph, issue 32) although only `cores` steps can run at a time. Behind the gate at
 //! most `cores` steps run, and the trainers' models share one pool of buffers
 //! (`tma_nn::Model::sharing_buffers`), so the memory kept is that of `cores` steps. The
-//! trainers still train independently (nothing but CPU time is shared), and a trainer waits
-//! for the gate only between steps, never while it joins a round.
+//! trainers still train independently (nothing but CPU time is shared). A trainer passes the
+//! gate for the model's forward and backward pass only: its sampling (which reads the mapped
+//! part and may wait for the disk), its optimizer update and its round joins run outside.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};

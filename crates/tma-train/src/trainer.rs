@@ -158,8 +158,8 @@ impl Trainer {
         }
     }
 
-    /// Makes every step of [`Trainer::run`] pass `gate` (in-process trainers outnumbering the
-    /// cores: [`crate::gate`]).
+    /// Makes the model computation of every step ([`Trainer::compute_gradients`], after the
+    /// sampling) pass `gate` (in-process trainers outnumbering the cores: [`crate::gate`]).
     pub fn set_step_gate(&mut self, gate: std::sync::Arc<crate::gate::StepGate>) {
         self.gate = Some(gate);
     }
@@ -240,6 +240,10 @@ impl Trainer {
         self.last.update_secs = 0.0;
         let batch = self.next_batch();
         self.grads.data.iter_mut().for_each(|g| *g = 0.0);
+        // the step gate (in-process trainers outnumbering the threads) is passed after the
+        // sampling, which reads the mapped part and may wait for the disk, and held while the
+        // model computes with its pooled buffers
+        let gate = self.gate.clone();
         let loss = match &self.data.target {
             TrainTarget::Link { edges } => {
                 let n = self.data.num_nodes();
@@ -260,6 +264,7 @@ impl Trainer {
                     &mut self.last,
                     t0,
                 );
+                let _pass = gate.as_ref().map(|g| g.enter());
                 let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (h, cache) = self
@@ -293,6 +298,7 @@ impl Trainer {
                     &mut self.last,
                     t0,
                 );
+                let _pass = gate.as_ref().map(|g| g.enter());
                 let x = Input::select(&self.data.features, &mb.input_nodes, &mut self.x_buf);
                 let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
                 let (out, cache) = self
@@ -396,11 +402,7 @@ impl Trainer {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
-            let gate = self.gate.clone();
-            let l = {
-                let _pass = gate.as_ref().map(|g| g.enter());
-                self.step()
-            };
+            let l = self.step();
             if l.is_finite() {
                 loss_sum += l as f64;
                 loss_count += 1;
