@@ -724,7 +724,6 @@ fn _partition<'py>(
     String,
     Option<String>,
 )> {
-    use tma_train::method::DataLayout;
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
         .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
     let cfg = TrainConfig::from_options(&map).map_err(|e| {
@@ -736,7 +735,9 @@ fn _partition<'py>(
             },
         )
     })?;
-    let DataLayout::Partitioned(method) = tma_train::training_method(cfg.method).layout(&cfg)
+    let Some(pcfg) = tma_train::training_method(cfg.method)
+        .layout(&cfg)
+        .partition_config(&cfg)
     else {
         return Err(PyValueError::new_err(format!(
             "method '{}' does not partition the graph (random, super or metis do: random-tma, super-tma, psgd-pa)",
@@ -747,13 +748,6 @@ fn _partition<'py>(
     let (assignment, report, hash, manifest) = py.detach(|| {
         guarded(|| {
             let ds = dataset_for(d, &cfg)?;
-            let pcfg = tma_partition::PartitionConfig {
-                method,
-                num_parts: cfg.num_trainers,
-                drop_parts: cfg.drop_parts,
-                seed: cfg.seed,
-                clustering: cfg.super_clustering,
-            };
             let p = tma_partition::partition(&ds.graph, &pcfg)
                 .map_err(|e| py_err(TrainError::Partition(e)))?;
             let labels = match &ds.labels {

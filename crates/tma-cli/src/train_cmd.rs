@@ -1553,23 +1553,19 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
 /// The partitioner's configuration for `tma partition`'s options (the method's layout as
 /// `tma train` would make it).
 fn partition_config(o: &PartitionOpts) -> tma_partition::PartitionConfig {
-    use tma_train::method::DataLayout;
     let tcfg = TrainConfig {
         method: o.method.method(),
         super_nodes: o.super_nodes,
-        ..TrainConfig::default()
-    };
-    let DataLayout::Partitioned(method) = tma_train::training_method(tcfg.method).layout(&tcfg)
-    else {
-        unreachable!("every --method of tma partition partitions");
-    };
-    tma_partition::PartitionConfig {
-        method,
-        clustering: o.super_clustering.unwrap_or_default(),
-        num_parts: o.num_parts,
+        super_clustering: o.super_clustering.unwrap_or_default(),
+        num_trainers: o.num_parts,
         drop_parts: o.drop_parts,
         seed: o.seed,
-    }
+        ..TrainConfig::default()
+    };
+    tma_train::training_method(tcfg.method)
+        .layout(&tcfg)
+        .partition_config(&tcfg)
+        .expect("every --method of tma partition partitions")
 }
 
 /// `tma partition --dataset DIR` (no --out) on a graph in the on-disk format: the CSR is

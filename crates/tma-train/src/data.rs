@@ -24,6 +24,24 @@ pub enum DataLayout {
     Partitioned(PartitionMethod),
 }
 
+impl DataLayout {
+    /// The partitioner's configuration of this layout under `cfg` (the one mapping from a run's
+    /// options to `tma_partition`: `cfg.num_trainers` kept parts plus `cfg.drop_parts`,
+    /// `cfg.super_clustering`, `cfg.seed`); `None` for a layout that does not partition.
+    pub fn partition_config(&self, cfg: &TrainConfig) -> Option<PartitionConfig> {
+        match self {
+            DataLayout::Partitioned(method) => Some(PartitionConfig {
+                method: *method,
+                clustering: cfg.super_clustering,
+                num_parts: cfg.num_trainers,
+                drop_parts: cfg.drop_parts,
+                seed: cfg.seed,
+            }),
+            DataLayout::Whole | DataLayout::SharedExamples => None,
+        }
+    }
+}
+
 /// Labels of the node task, restricted to some set of nodes.
 #[derive(Clone, Debug)]
 pub enum NodeTargets {
@@ -823,13 +841,9 @@ pub fn prepare_for(
             (trainers, None, None)
         }
         DataLayout::Partitioned(method) => {
-            let pcfg = PartitionConfig {
-                method,
-                clustering: cfg.super_clustering,
-                num_parts: cfg.num_trainers,
-                drop_parts: cfg.drop_parts,
-                seed: cfg.seed,
-            };
+            let pcfg = DataLayout::Partitioned(method)
+                .partition_config(cfg)
+                .expect("a partitioned layout");
             // under the spill's memory budget (`tma partition --out --memory-budget`), `auto`
             // runs label propagation where METIS would not fit, and `metis` is refused there
             let budget = spill.and_then(|s| s.budget());
