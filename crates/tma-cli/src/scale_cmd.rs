@@ -605,6 +605,10 @@ fn generate_to(o: GenerateOpts) -> Result<()> {
         .or(preset.map(|p| p.4.to_string()))
         .unwrap_or_else(|| "0.6,0.2,0.2".into());
     let ls = floats("--link-split", &link_split, 2)?;
+    // (0,0, the default, holds nothing out; convert's rule otherwise)
+    if !ls.iter().all(|f| (0.0..1.0).contains(f)) || ls[0] + ls[1] >= 1.0 {
+        bail!("--link-split {link_split}: each fraction must be in [0, 1) and their sum below 1");
+    }
     let sp = floats("--split", &split, 3)?;
     if !sp.iter().all(|f| (0.0..=1.0).contains(f)) || sp.iter().sum::<f64>() > 1.0 + 1e-9 {
         bail!(

@@ -586,6 +586,17 @@ fn default_round_timeout() -> Duration {
 }
 
 impl TrainConfig {
+    /// Worker threads of the run: `threads`, or every core when it is 0.
+    pub fn worker_threads(&self) -> usize {
+        if self.threads > 0 {
+            self.threads
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }
+    }
+
     /// The averaging ramp this run uses: `sync_ramp`, except 0 for ggs (it synchronizes
     /// gradients every step; its rounds are validation points only) and on the step-count
     /// schedule (`sync_every_steps`), which have none.

@@ -24,18 +24,13 @@ pub fn trainer_threads(threads: usize, num_trainers: usize) -> usize {
 /// when every trainer has a thread of its own, else a gate of `threads` permits
 /// ([`crate::gate`]).
 pub fn step_gate(threads: usize, num_trainers: usize) -> Option<Arc<StepGate>> {
-    (num_trainers > threads.max(1)).then(|| Arc::new(StepGate::new(threads)))
+    (crate::gate::concurrent_steps(threads, num_trainers) < num_trainers)
+        .then(|| Arc::new(StepGate::new(threads)))
 }
 
 /// Total worker threads a config asks for (0 = all cores).
 pub fn total_threads(cfg: &TrainConfig) -> usize {
-    if cfg.threads > 0 {
-        cfg.threads
-    } else {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    }
+    cfg.worker_threads()
 }
 
 /// Averaging weight of a trainer with `num_nodes` nodes and `num_edges` arcs: 1 (uniform, the

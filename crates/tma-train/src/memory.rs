@@ -118,9 +118,11 @@ pub struct MemoryEstimate {
     /// The coordinator's copies (current, initial, best and template models, the replies and
     /// up to two rounds in validation): `8 * 4 * num_params` bytes.
     pub coordinator_params: u64,
-    /// Activations of one mini-batch step per trainer: four `width`-wide rows (value,
-    /// normalized value and both gradients) per destination node of every sampled block, and
-    /// the input rows of the outermost block.
+    /// Activations of one mini-batch step for each step that can run at once (every trainer's,
+    /// or the worker threads' count when in-process trainers outnumber them:
+    /// [`crate::gate::concurrent_steps`]): four `width`-wide rows (value, normalized value and
+    /// both gradients) per destination node of every sampled block, and the input rows of the
+    /// outermost block.
     pub activations: u64,
     /// Evaluation's activations: the full layer-wise pass (a layer's input and output, two
     /// `[N, width]` matrices) with `--eval-inference full`; otherwise at most that and at most
@@ -177,7 +179,10 @@ pub fn estimate(cfg: &TrainConfig, prep: &Prepared) -> Result<MemoryEstimate, Tr
         num_params: p,
         trainer_params: p.saturating_mul(6 * f).saturating_mul(m),
         coordinator_params: p.saturating_mul(8 * f),
-        activations: act.saturating_mul(m),
+        // one step's activations per model pass that can run at once: in-process trainers
+        // beyond the threads wait at the step gate and share one buffer pool (crate::gate)
+        activations: act
+            .saturating_mul(crate::gate::concurrent_steps(cfg.worker_threads(), m as usize) as u64),
         evaluation: {
             let full = n.saturating_mul(width).saturating_mul(2 * f);
             match cfg.infer_options().mode {

@@ -23,6 +23,28 @@ pub struct RunDir {
     /// The directory.
     pub path: PathBuf,
     rounds: File,
+    /// The directory itself, opened and locked (`flock`, exclusive) while this run writes it,
+    /// so a second `tma train --resume` of a run still going is refused instead of both
+    /// writing it ([`lock_dir`]). The lock goes with the process.
+    _lock: File,
+}
+
+/// Locks the run directory `path` for this process (an exclusive `flock` on the directory,
+/// released when the returned handle is dropped or the process ends, however it ends).
+///
+/// # Errors
+/// [`TrainError::Config`] naming `path` when another process holds it (a run still writing
+/// it); [`TrainError::Io`] when it cannot be opened.
+fn lock_dir(path: &Path) -> Result<File, TrainError> {
+    let dir = File::open(path).map_err(|e| io_err(path, e))?;
+    match dir.try_lock() {
+        Ok(()) => Ok(dir),
+        Err(fs::TryLockError::WouldBlock) => Err(TrainError::Config(format!(
+            "{} is being written by another tma process (a run still going, or resuming it): wait for it to end or stop it (Ctrl-C) before `tma train --resume`",
+            path.display()
+        ))),
+        Err(fs::TryLockError::Error(e)) => Err(io_err(path, e)),
+    }
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> TrainError {
@@ -64,6 +86,7 @@ impl RunDir {
             }
         }
         fs::create_dir_all(path).map_err(|e| io_err(path, e))?;
+        let lock = lock_dir(path)?;
         let rp = path.join("rounds.jsonl");
         let rounds = OpenOptions::new()
             .create(true)
@@ -73,6 +96,7 @@ impl RunDir {
         Ok(RunDir {
             path: path.to_path_buf(),
             rounds,
+            _lock: lock,
         })
     }
 
@@ -84,9 +108,10 @@ impl RunDir {
     ///
     /// # Errors
     /// [`TrainError::Config`] if the run already finished (`summary.json` exists and is not
-    /// marked `interrupted`);
+    /// marked `interrupted`) or another process is writing the directory (a run still going);
     /// [`TrainError::Io`].
     pub fn reopen(path: &Path, last_round: u64) -> Result<RunDir, TrainError> {
+        let lock = lock_dir(path)?;
         let sp = path.join("summary.json");
         if sp.exists() {
             // a run stopped early (Ctrl-C) wrote a summary marked interrupted: it resumes, and
@@ -144,6 +169,7 @@ impl RunDir {
         Ok(RunDir {
             path: path.to_path_buf(),
             rounds,
+            _lock: lock,
         })
     }
 
@@ -179,6 +205,31 @@ impl RunDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_directory_being_written_is_not_reopened_by_another_writer() {
+        // regression: `tma train --resume DIR` while the run in DIR was still going trained
+        // and wrote into DIR next to it; its summary replaced the first run's without a word
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let first = RunDir::create(&dir).unwrap();
+        let e = RunDir::reopen(&dir, 0).err().unwrap().to_string();
+        assert!(
+            e.contains(&dir.display().to_string())
+                && e.contains("is being written by another tma process"),
+            "{e}"
+        );
+        // a second process too (flock holds across processes: `flock -n` is refused)
+        let other = std::process::Command::new("flock")
+            .args(["-n", dir.to_str().unwrap(), "true"])
+            .status()
+            .expect("flock(1) from util-linux");
+        assert!(!other.success(), "another process took the lock");
+        drop(first);
+        // the writer gone (ended, killed), the directory reopens
+        let again = RunDir::reopen(&dir, 0).unwrap();
+        assert_eq!(again.path, dir);
+    }
 
     #[test]
     fn reopen_drops_rounds_and_checks_made_after_the_checkpointed_round() {

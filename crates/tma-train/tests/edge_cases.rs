@@ -265,6 +265,36 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     let e_small = tma_train::memory::estimate(&small, &prep).unwrap();
     assert_eq!(e_small.evaluation, 1 << 20);
     assert!(e.total() > 1 << 30);
+    // activations: one step's for each model pass that runs at once; in-process trainers
+    // beyond the threads wait at the step gate (regression: 24 trainers on 2 cores were
+    // refused for 24 steps' activations)
+    let on = |threads| {
+        let c = TrainConfig {
+            threads,
+            ..cfg.clone()
+        };
+        tma_train::memory::estimate(&c, &prep).unwrap().activations
+    };
+    let one = on(1);
+    assert!(one > 0);
+    assert_eq!((on(2), on(8)), (2 * one, 2 * one), "2 trainers");
+    let four = tma_train::prepare(
+        sbm(300),
+        &TrainConfig {
+            num_trainers: 4,
+            ..cfg.clone()
+        },
+    )
+    .unwrap();
+    let act = |threads| {
+        let c = TrainConfig {
+            threads,
+            num_trainers: 4,
+            ..cfg.clone()
+        };
+        tma_train::memory::estimate(&c, &four).unwrap().activations
+    };
+    assert_eq!((act(2), act(4), act(16)), (2 * one, 4 * one, 4 * one));
 }
 
 #[test]

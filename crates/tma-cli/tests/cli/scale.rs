@@ -171,7 +171,7 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
     );
     // bad values name the flag (a negative value once reached clap as an unknown flag:
     // "unexpected argument '-0'"); the output exists now, so a second run refuses it
-    let cases: [(&str, &str, i32, &[&str]); 6] = [
+    let cases: [(&str, &str, i32, &[&str]); 9] = [
         (
             "--split",
             "0.9,0.2,0",
@@ -208,6 +208,25 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
             1,
             &["--rmat", "3 comma-separated numbers"],
         ),
+        // regression: these blamed --out ("invalid content: probabilities must lie ...")
+        (
+            "--link-split",
+            "1.5,0",
+            1,
+            &["--link-split 1.5,0: each fraction must be in [0, 1) and their sum below 1"],
+        ),
+        (
+            "--link-split",
+            "0.6,0.6",
+            1,
+            &["--link-split 0.6,0.6: each fraction"],
+        ),
+        (
+            "--link-split",
+            "nan,0",
+            1,
+            &["--link-split nan,0: each fraction"],
+        ),
     ];
     for (flag, value, code, needles) in cases {
         let r = tma(&["generate", "--nodes", "100", flag, value, "--out", "/tmp/x"]);
@@ -223,6 +242,23 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
         dir.path().join("one").to_str().unwrap(),
     ]);
     assert_fails_with(&r, 1, &["--nodes 1 must be in 2..=4294967295"]);
+    // regression: 2 nodes, their one edge held out: its "negatives" were the source itself
+    let two = dir.path().join("two");
+    let r = tma(&[
+        "generate",
+        "--nodes",
+        "2",
+        "--link-split",
+        "0.4,0.4",
+        "--out",
+        two.to_str().unwrap(),
+    ]);
+    assert_fails_with(
+        &r,
+        1,
+        &["adjacent to every other of the graph's 2 nodes: no negative exists"],
+    );
+    assert!(!two.exists(), "a failed generate leaves no directory");
     // --validate belongs to the on-disk format
     let cora = shared_dataset("planetoid_cora");
     let r = tma(&["info", "--dataset", cora.to_str().unwrap(), "--validate"]);

@@ -51,6 +51,16 @@ pub(crate) fn write_negatives(
     let (val_neg, test_neg, notes) =
         link_negatives(graph, directed, val_pos, test_pos, num_neg, seed);
     graph.release_pages();
+    if notes.min_valid_negatives == Some(0) {
+        // (regression: a 2-node graph stored 1000 "negatives" equal to the source itself)
+        let n = graph.num_nodes();
+        return Err(GraphError::Invalid {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "a held-out pair's source is adjacent to every other of the graph's {n} nodes: no negative exists to rank it against (a negative is never a true edge or the source itself); hold out fewer pairs or use a larger graph"
+            ),
+        });
+    }
     for (name, data) in [
         ("link_val_neg.bin", &val_neg),
         ("link_test_neg.bin", &test_neg),
