@@ -96,60 +96,35 @@ pub fn label_propagation(
     assert!(max_cluster_size >= 1, "cluster size cap must be at least 1");
     let n = graph.num_nodes();
     let cap = max_cluster_size.min(u32::MAX as usize) as u32;
-    let mut label: Vec<u32> = (0..n as u32).collect();
-    let mut size: Vec<u32> = vec![1; n];
-    let block = block_len(n);
-    let num_blocks = n.div_ceil(block);
-    let per_batch = batch_blocks(n, block);
-    let mut order: Vec<u32> = (0..num_blocks as u32).collect();
-    let mut want: Vec<u32> = Vec::with_capacity(per_batch * block);
+    let label: Vec<u32> = (0..n as u32).collect();
+    let size: Vec<u32> = vec![1; n];
     let mut stats = LpaStats {
         max_cluster_size: cap as usize,
         ..LpaStats::default()
     };
-    for pass in 0..max_passes {
-        order.sort_unstable();
-        order.shuffle(&mut seed::chunk_rng(seed, pass as u64));
-        let tie_key = seed::splitmix64(seed ^ seed::splitmix64(pass as u64));
-        let mut moved = 0usize;
-        for batch in order.chunks(per_batch) {
-            want.clear();
-            // Nodes of the batch, in visiting order: block by block, ids ascending inside.
-            let ranges: Vec<(usize, usize)> = batch
-                .iter()
-                .map(|&b| {
-                    let lo = b as usize * block;
-                    (lo, (lo + block).min(n))
-                })
-                .collect();
-            let (label_r, size_r) = (&label, &size);
-            want.par_extend(
-                ranges
-                    .par_iter()
-                    .flat_map_iter(|&(lo, hi)| lo..hi)
-                    .map_init(Vec::new, |scratch: &mut Vec<u32>, v| {
-                        best_cluster(graph, v, label_r, size_r, cap, tie_key, scratch)
-                    }),
-            );
-            let mut wants = want.iter();
-            for &(lo, hi) in &ranges {
-                for (l, &to) in label[lo..hi].iter_mut().zip(wants.by_ref()) {
-                    let cur = *l;
-                    if to != cur && size[to as usize] < cap {
-                        size[cur as usize] -= 1;
-                        size[to as usize] += 1;
-                        *l = to;
-                        moved += 1;
-                    }
-                }
+    let mut state = (label, size);
+    stats.moved_per_pass = propagate(
+        &mut state,
+        n,
+        max_passes,
+        seed,
+        |(label, size), v, tie_key, scratch| {
+            best_cluster(graph, v, label, size, cap, tie_key, scratch)
+        },
+        |(label, size), v, to| {
+            let cur = label[v];
+            if to != cur && size[to as usize] < cap {
+                size[cur as usize] -= 1;
+                size[to as usize] += 1;
+                label[v] = to;
+                true
+            } else {
+                false
             }
-        }
-        stats.passes = pass + 1;
-        stats.moved_per_pass.push(moved);
-        if moved <= n / LPA_STOP_FRACTION {
-            break;
-        }
-    }
+        },
+    );
+    stats.passes = stats.moved_per_pass.len();
+    let (mut label, size) = state;
     stats.largest_cluster = size.iter().copied().max().unwrap_or(0) as usize;
     drop(size);
     stats.intra_cluster_arcs = intra_cluster_arcs(graph, &label);
@@ -298,78 +273,116 @@ fn merge_level(
     start[0] = 0;
     let own = |c: usize| start[c + 1] - start[c];
     // merged[c]: the merged cluster cluster c is in (ids of clusters); size: nodes per merged
-    let mut merged: Vec<u32> = (0..k as u32).collect();
-    let mut size: Vec<u32> = (0..k).map(own).collect();
-    let block = block_len(k);
-    let num_blocks = k.div_ceil(block);
-    let per_batch = batch_blocks(k, block);
-    let mut order: Vec<u32> = (0..num_blocks as u32).collect();
-    let mut want: Vec<u32> = Vec::with_capacity(per_batch * block);
-    let mut moved_per_pass = Vec::new();
-    for pass in 0..MERGE_MAX_PASSES {
-        order.sort_unstable();
-        order.shuffle(&mut seed::chunk_rng(seed, pass as u64));
-        let tie_key = seed::splitmix64(seed ^ seed::splitmix64(pass as u64));
-        let mut moved = 0usize;
-        for batch in order.chunks(per_batch) {
-            want.clear();
-            let ranges: Vec<(usize, usize)> = batch
-                .iter()
-                .map(|&b| {
-                    let lo = b as usize * block;
-                    (lo, (lo + block).min(k))
-                })
-                .collect();
-            let (label_r, merged_r, size_r, members_r, start_r) =
-                (&*label, &merged, &size, &members, &start);
-            want.par_extend(
-                ranges
-                    .par_iter()
-                    .flat_map_iter(|&(lo, hi)| lo..hi)
-                    .map_init(Vec::new, |scratch: &mut Vec<u32>, c| {
-                        let cur = merged_r[c];
-                        let mine = start_r[c + 1] - start_r[c];
-                        scratch.clear();
-                        for &v in &members_r[start_r[c] as usize..start_r[c + 1] as usize] {
-                            scratch.extend(
-                                graph
-                                    .neighbors(v as usize)
-                                    .iter()
-                                    .map(|&u| label_r[u as usize])
-                                    .filter(|&f| f as usize != c)
-                                    .map(|f| merged_r[f as usize]),
-                            );
-                        }
-                        most_frequent(scratch, cur, tie_key, |d| {
-                            d == cur || size_r[d as usize] + mine <= cap
-                        })
-                    }),
-            );
-            let mut wants = want.iter();
-            for &(lo, hi) in &ranges {
-                for (c, &to) in (lo..hi).zip(wants.by_ref()) {
-                    let cur = merged[c];
-                    let mine = own(c);
-                    if to != cur && size[to as usize] + mine <= cap {
-                        size[cur as usize] -= mine;
-                        size[to as usize] += mine;
-                        merged[c] = to;
-                        moved += 1;
-                    }
-                }
+    let merged: Vec<u32> = (0..k as u32).collect();
+    let size: Vec<u32> = (0..k).map(own).collect();
+    let (label_r, members_r, start_r) = (&*label, &members, &start);
+    let mut state = (merged, size);
+    let moved_per_pass = propagate(
+        &mut state,
+        k,
+        MERGE_MAX_PASSES,
+        seed,
+        |(merged, size), c, tie_key, scratch| {
+            let cur = merged[c];
+            let mine = start_r[c + 1] - start_r[c];
+            scratch.clear();
+            for &v in &members_r[start_r[c] as usize..start_r[c + 1] as usize] {
+                scratch.extend(
+                    graph
+                        .neighbors(v as usize)
+                        .iter()
+                        .map(|&u| label_r[u as usize])
+                        .filter(|&f| f as usize != c)
+                        .map(|f| merged[f as usize]),
+                );
             }
-        }
-        moved_per_pass.push(moved);
-        if moved <= k / LPA_STOP_FRACTION {
-            break;
-        }
-    }
+            most_frequent(scratch, cur, tie_key, |d| {
+                d == cur || size[d as usize] + mine <= cap
+            })
+        },
+        |(merged, size), c, to| {
+            let cur = merged[c];
+            let mine = own(c);
+            if to != cur && size[to as usize] + mine <= cap {
+                size[cur as usize] -= mine;
+                size[to as usize] += mine;
+                merged[c] = to;
+                true
+            } else {
+                false
+            }
+        },
+    );
+    let (merged, size) = state;
     drop((members, start, size));
     for l in label.iter_mut() {
         *l = merged[*l as usize];
     }
     drop(merged);
     (compact_ids(label), moved_per_pass)
+}
+
+/// The passes of label propagation over `items` items (nodes, or clusters in a merge level),
+/// at most `max_passes`; returns the moves of each pass. Pass `p` visits blocks of
+/// [`block_len`] consecutive ids in the order shuffled by [`seed::chunk_rng`]`(seed, p)`;
+/// [`batch_blocks`] blocks form a batch whose items `decide` (in parallel, from `state` as it
+/// was at the batch's start, with the pass's tie key and a scratch vector) what they want;
+/// `apply` then makes each move in visiting order, returning whether it moved. A pass that
+/// moves at most `items / LPA_STOP_FRACTION` is the last. Deterministic in `seed` whatever
+/// the thread count.
+fn propagate<S: Sync>(
+    state: &mut S,
+    items: usize,
+    max_passes: usize,
+    seed: u64,
+    decide: impl Fn(&S, usize, u64, &mut Vec<u32>) -> u32 + Sync,
+    mut apply: impl FnMut(&mut S, usize, u32) -> bool,
+) -> Vec<usize> {
+    let block = block_len(items);
+    let num_blocks = items.div_ceil(block);
+    let per_batch = batch_blocks(items, block);
+    let mut order: Vec<u32> = (0..num_blocks as u32).collect();
+    let mut want: Vec<u32> = Vec::with_capacity(per_batch * block);
+    let mut moved_per_pass = Vec::new();
+    for pass in 0..max_passes {
+        order.sort_unstable();
+        order.shuffle(&mut seed::chunk_rng(seed, pass as u64));
+        let tie_key = seed::splitmix64(seed ^ seed::splitmix64(pass as u64));
+        let mut moved = 0usize;
+        for batch in order.chunks(per_batch) {
+            want.clear();
+            // items of the batch, in visiting order: block by block, ids ascending inside
+            let ranges: Vec<(usize, usize)> = batch
+                .iter()
+                .map(|&b| {
+                    let lo = b as usize * block;
+                    (lo, (lo + block).min(items))
+                })
+                .collect();
+            let st = &*state;
+            want.par_extend(
+                ranges
+                    .par_iter()
+                    .flat_map_iter(|&(lo, hi)| lo..hi)
+                    .map_init(Vec::new, |scratch: &mut Vec<u32>, i| {
+                        decide(st, i, tie_key, scratch)
+                    }),
+            );
+            let mut wants = want.iter();
+            for &(lo, hi) in &ranges {
+                for (i, &to) in (lo..hi).zip(wants.by_ref()) {
+                    if apply(state, i, to) {
+                        moved += 1;
+                    }
+                }
+            }
+        }
+        moved_per_pass.push(moved);
+        if moved <= items / LPA_STOP_FRACTION {
+            break;
+        }
+    }
+    moved_per_pass
 }
 
 /// The most frequent value of `values` (sorted here) that is `cur` or passes `eligible`; ties
