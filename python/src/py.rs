@@ -17,8 +17,8 @@ use tma_graph::formats::{Format, ReadOptions};
 use tma_graph::{Dataset, Features};
 use tma_nn::ParamSet;
 use tma_train::{
-    build_model, DataSource, FailPlan, Observer, Prepared, RoundRecord, Run, RunResult, RunSpec,
-    TrainConfig, TrainError,
+    build_model, DataSource, Engine, FailPlan, Observer, Prepared, RoundRecord, Run, RunResult,
+    RunSpec, TrainConfig, TrainError,
 };
 
 /// Which Python exception a tma error becomes: files -> `OSError` (`FileNotFoundError`,
@@ -52,7 +52,7 @@ fn kind(e: &TrainError) -> Kind {
         | TrainError::Data(_)
         | TrainError::Partition(_)
         | TrainError::Model(_) => Kind::Value,
-        TrainError::AllTrainersFailed => Kind::Runtime,
+        TrainError::AllTrainersFailed | TrainError::Engine(_) => Kind::Runtime,
     }
 }
 
@@ -308,7 +308,7 @@ struct Forward {
 
 enum Msg {
     Round(String),
-    Done(Box<Result<Trained, (Kind, String)>>),
+    Done(Box<Result<Option<Trained>, (Kind, String)>>),
 }
 
 struct Trained {
@@ -492,9 +492,13 @@ impl PyRun {
 }
 
 /// Trains: see `tma.train`. `options` is a JSON object of option keys
-/// ([`TrainConfig::from_options`]); `fail` pairs of trainer and duration (`"10s"`).
+/// ([`TrainConfig::from_options`]); `fail` pairs of trainer and duration (`"10s"`);
+/// `partitions` a partition directory (`tma partition --out`); `engine` `in-process` (default)
+/// or `mpi` (this process is one rank of an `mpirun` job: rank 0 returns the run, a trainer
+/// rank `None`); `join_timeout` MPI's wait for the ranks (a duration, default 120 s).
 #[pyfunction]
-#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None))]
+#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None, partitions=None, engine=None, join_timeout=None))]
+#[allow(clippy::too_many_arguments)]
 fn _train(
     py: Python<'_>,
     dataset: Option<&Bound<'_, PyDataset>>,
@@ -503,7 +507,42 @@ fn _train(
     fail: Vec<(usize, String)>,
     gen_nodes: Option<usize>,
     on_round: Option<Py<PyAny>>,
-) -> PyResult<PyRun> {
+    partitions: Option<PathBuf>,
+    engine: Option<String>,
+    join_timeout: Option<String>,
+) -> PyResult<Option<PyRun>> {
+    let engine = match engine.as_deref().unwrap_or("in-process") {
+        "in-process" => Engine::InProcess,
+        "mpi" if cfg!(feature = "mpi") => Engine::Mpi,
+        "mpi" => {
+            return Err(PyValueError::new_err(
+                "engine 'mpi': this tma package was built without MPI; rebuild it with MATURIN_PEP517_ARGS=\"--features mpi\" pip install ./python (needs libopenmpi-dev and libclang-dev)",
+            ))
+        }
+        e => {
+            return Err(PyValueError::new_err(format!(
+                "engine '{e}': expected in-process or mpi"
+            )))
+        }
+    };
+    if engine == Engine::Mpi && partitions.is_none() {
+        return Err(PyValueError::new_err(
+            "engine 'mpi' trains on a partition directory: pass partitions=DIR (write one with tma.partition(..., out=DIR))",
+        ));
+    }
+    let join_timeout = match join_timeout {
+        None => None,
+        Some(s) => Some(humantime::parse_duration(&s).map_err(|e| {
+            PyValueError::new_err(format!(
+                "join_timeout '{s}': not a duration ({e}; examples: 60s, 2min)"
+            ))
+        })?),
+    };
+    if join_timeout.is_some() && engine != Engine::Mpi {
+        return Err(PyValueError::new_err(
+            "join_timeout applies only to engine='mpi'",
+        ));
+    }
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
         .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
     let config = TrainConfig::from_options(&map).map_err(|e| {
@@ -532,11 +571,24 @@ fn _train(
     }
     // a dataset built from arrays is not on disk: the CLI cannot resume its run
     let resumable = !matches!(dataset.map(|d| &d.get().source), Some(Source::Memory(_)));
-    let data = match dataset {
-        None => DataSource::Generated {
+    let data = match (dataset, &partitions) {
+        (Some(_), Some(_)) => {
+            return Err(PyValueError::new_err(
+                "partitions: a partition directory holds its dataset; drop the dataset argument",
+            ))
+        }
+        (None, Some(dir)) => {
+            if gen_nodes.is_some() {
+                return Err(PyValueError::new_err(
+                    "gen_nodes sizes the generated graph, used only without a dataset; drop gen_nodes",
+                ));
+            }
+            DataSource::Partitions(dir.clone())
+        }
+        (None, None) => DataSource::Generated {
             num_nodes: gen_nodes.unwrap_or(10_000),
         },
-        Some(d) => {
+        (Some(d), None) => {
             if gen_nodes.is_some() {
                 return Err(PyValueError::new_err(
                     "gen_nodes sizes the generated graph, used only without a dataset; drop gen_nodes",
@@ -576,18 +628,24 @@ fn _train(
                 let mut spec = RunSpec::new(cfg, data);
                 spec.fail = plan;
                 spec.out = out;
+                spec.engine = engine;
+                spec.join_timeout = join_timeout;
+                let fwd = Forward { tx };
+                if engine == Engine::Mpi {
+                    return train_mpi(spec, worker_stop, fwd);
+                }
                 let mut run = Run::start(spec)?;
                 run.stop_on(worker_stop);
                 let dir = run.dir().to_path_buf();
                 let config = run.config().clone();
-                let mut fwd = Forward { tx };
+                let mut fwd = fwd;
                 let (result, prep) = run.train_keeping_data(&mut fwd)?;
-                Ok::<_, TrainError>(Trained {
+                Ok::<_, TrainError>(Some(Trained {
                     result,
                     prep,
                     dir,
                     config,
-                })
+                }))
             }));
             let msg = match outcome {
                 Ok(Ok(t)) => Ok(t),
@@ -643,7 +701,9 @@ fn _train(
     };
     let _ = worker.join();
     let trained = match trained {
-        Ok(t) => t,
+        Ok(Some(t)) => t,
+        // an MPI trainer rank: its part is trained, the run belongs to rank 0
+        Ok(None) => return pending.map_or(Ok(None), Err),
         Err((k, msg)) => return Err(pending.unwrap_or_else(|| make_err(k, msg))),
     };
     if let Some(e) = pending {
@@ -667,7 +727,7 @@ fn _train(
     prep.trainers = Vec::new();
     let summary = serde_json::to_string(&trained.result.summary).expect("summary serializes");
     let config = serde_json::to_string(&trained.config).expect("config serializes");
-    Ok(PyRun {
+    Ok(Some(PyRun {
         rounds,
         summary,
         config,
@@ -676,7 +736,73 @@ fn _train(
         best_params: trained.result.best_params,
         prep,
         train_config: trained.config,
-    })
+    }))
+}
+
+/// One rank of an MPI job ([`tma_train::engine::mpi`]): rank 0 starts the run `spec` on its
+/// partition directory and trains it with the MPI engine (an error before the round loop ends
+/// the whole job, since the trainer ranks wait for rank 0); a trainer rank trains its part and
+/// gives `None`.
+#[cfg(feature = "mpi")]
+fn train_mpi(
+    spec: RunSpec,
+    stop: tma_train::StopFlag,
+    mut fwd: Forward,
+) -> Result<Option<Trained>, TrainError> {
+    use tma_train::engine::mpi::{launch, run_trainer, Rank};
+    let DataSource::Partitions(dir) = &spec.data else {
+        return Err(TrainError::Config(
+            "engine mpi trains on a partition directory".into(),
+        ));
+    };
+    match launch(spec.join_timeout)? {
+        Rank::Trainer(ctx) => {
+            let m = tma_train::store::read_manifest(dir)?;
+            let mut cfg = spec.config.clone();
+            m.data.apply(&mut cfg);
+            let method = tma_train::training_method(cfg.method);
+            run_trainer(ctx, method, dir, &m, &cfg, &spec.fail, spec.out.as_deref())?;
+            Ok(None)
+        }
+        Rank::Coordinator(mpi) => {
+            let mut mpi = *mpi;
+            let mut run = match Run::start(spec) {
+                Ok(r) => r,
+                Err(e) => mpi.abort(&e.to_string()),
+            };
+            run.stop_on(stop);
+            let dir = run.dir().to_path_buf();
+            let config = run.config().clone();
+            let result = run.train_keeping_data_with(&mut mpi, &mut fwd);
+            let outcome = result.as_ref().map(|(r, _)| r.summary.interrupted);
+            if let Some(end) = mpi.finish(&result) {
+                eprintln!(
+                    "tma: rank(s) of the MPI job were lost; the run directory {} is complete; ending the job",
+                    dir.display()
+                );
+                end.end(if matches!(outcome, Ok(false)) { 0 } else { 1 });
+            }
+            let (result, prep) = result?;
+            Ok(Some(Trained {
+                result,
+                prep,
+                dir,
+                config,
+            }))
+        }
+    }
+}
+
+/// Without the `mpi` feature `_train` refuses `engine='mpi'` before this is reached.
+#[cfg(not(feature = "mpi"))]
+fn train_mpi(
+    _spec: RunSpec,
+    _stop: tma_train::StopFlag,
+    _fwd: Forward,
+) -> Result<Option<Trained>, TrainError> {
+    Err(TrainError::Config(
+        "this tma package was built without MPI".into(),
+    ))
 }
 
 /// The dataset of a Python `Dataset` for a run or partition with `cfg`: a directory is
@@ -791,5 +917,7 @@ fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(_partition, m)?)?;
     m.add("OPTION_ALIASES", tma_train::config::OPTION_ALIASES.to_vec())?;
+    // whether `engine='mpi'` is available (the package built with the `mpi` feature)
+    m.add("HAS_MPI", cfg!(feature = "mpi"))?;
     Ok(())
 }

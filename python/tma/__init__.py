@@ -35,7 +35,12 @@ __all__ = [
     "option_names",
     "load_safetensors",
     "to_torch",
+    "HAS_MPI",
 ]
+
+HAS_MPI: bool = _tma.HAS_MPI
+"""Whether this build of the package can run ``engine="mpi"`` (built with the ``mpi``
+feature: ``MATURIN_PEP517_ARGS="--features mpi" pip install ./python``)."""
 
 Run = _tma.Run
 """A finished run: ``rounds`` (list of dicts), ``summary`` (dict), ``config``, ``dir``,
@@ -291,8 +296,11 @@ def train(
     out: Union[str, "_os.PathLike[str]", None] = None,
     fail: Union[Dict[int, Any], Iterable[str], None] = None,
     gen_nodes: Optional[int] = None,
+    partitions: Union[str, "_os.PathLike[str]", None] = None,
+    engine: Optional[str] = None,
+    join_timeout: Any = None,
     **options: Any,
-) -> Run:
+) -> Optional[Run]:
     """Trains a GNN and returns the finished :class:`Run`.
 
     ``dataset``: a :class:`Dataset`, a dataset directory, or None for tma's generated graph
@@ -310,6 +318,15 @@ def train(
     marked interrupted are written, and ``KeyboardInterrupt`` (or that exception) is raised.
     ``out``: the run directory (default ``runs/<dataset>-<method>-<time>``); ``fail``:
     ``{trainer: seconds}`` or ``["1@10s", ...]`` failures to inject.
+
+    ``partitions``: a partition directory (written by :func:`partition` with ``out`` or
+    ``tma partition --out``) instead of ``dataset``; its manifest fixes the data options.
+    ``engine``: ``"in-process"`` (default: trainer threads of this process) or ``"mpi"``: this
+    Python process is one rank of an ``mpirun -np M+1`` job (every rank runs the same script;
+    needs ``partitions`` and a package built with MPI, see :data:`HAS_MPI`). Rank 0 coordinates
+    and returns the :class:`Run`; ranks 1..M each train one part and return ``None``.
+    ``join_timeout``: how long MPI ranks wait for each other to start and join (default 120 s).
+    ``python -m tma train --partitions DIR --engine mpi ...`` does the same from a shell.
     """
     for k in _DURATIONS:
         if k in options:
@@ -337,7 +354,12 @@ def train(
         plan,
         gen_nodes,
         on_round,
+        None if partitions is None else _os.fspath(partitions),
+        engine,
+        None if join_timeout is None else _duration("join_timeout", join_timeout),
     )
+    if run is None:  # an MPI trainer rank: the run belongs to rank 0
+        return None
     for w in run.summary.get("warnings", []):
         _warnings.warn(w, stacklevel=2)
     return run

@@ -241,10 +241,3 @@ pub fn available_memory_bytes() -> Option<u64> {
     }
     best
 }
-
-/// Peak resident memory of this process (VmHWM), MiB; None where /proc is absent (the MPI
-/// ranks' one-line reports).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn peak_rss_mib() -> Option<f64> {
-    tma_graph::memory::peak_rss_bytes().map(tma_graph::memory::mib)
-}

@@ -7,8 +7,6 @@ mod dist;
 #[cfg(test)]
 mod fuzz_config;
 mod interrupt;
-#[cfg(feature = "mpi")]
-mod mpi_run;
 mod plot;
 mod scale_cmd;
 mod splits;

@@ -729,12 +729,10 @@ pub fn train(o: TrainOpts) -> Result<()> {
         // rank 0 under MPI: an error before the coordinator loop owns the context must end the
         // whole job (dropping the context would wait in MPI_Finalize for trainer ranks that
         // wait for it: the job would hang without a word)
-        let mut slot: Option<crate::mpi_run::MpiContext> = None;
+        let mut slot: MpiSlot = None;
         let r = train_inner(o, &mut slot);
-        if let (Err(e), Some(ctx)) = (&r, slot) {
-            eprintln!("error: {e:#}");
-            eprintln!("error: rank 0 failed before training; aborting the MPI job");
-            ctx.abort_job(&format!("{e:#}"), 1);
+        if let (Err(e), Some(mpi)) = (&r, slot) {
+            mpi.abort(&format!("{e:#}"));
         }
         r
     }
@@ -742,9 +740,9 @@ pub fn train(o: TrainOpts) -> Result<()> {
     train_inner(o, &mut None)
 }
 
-/// The MPI context of rank 0 while [`train`] owns it (`()` without the `mpi` feature).
+/// Rank 0's MPI engine while [`train`] owns it (`()` without the `mpi` feature).
 #[cfg(feature = "mpi")]
-pub(crate) type MpiSlot = Option<crate::mpi_run::MpiContext>;
+pub(crate) type MpiSlot = Option<tma_train::engine::mpi::Mpi>;
 #[cfg(not(feature = "mpi"))]
 pub(crate) type MpiSlot = Option<()>;
 
@@ -793,11 +791,22 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
             let Some((pdir, m)) = &parts else {
                 bail!("--engine mpi needs --partitions DIR (write one with `tma partition --out DIR`)");
             };
-            let ctx = crate::mpi_run::MpiContext::init(join_timeout)?;
-            if ctx.rank() != 0 {
-                return crate::mpi_run::run_trainer(ctx, pdir, m, &cfg, &fail, o.out.as_deref());
+            use tma_train::engine::mpi::{launch, run_trainer, Rank};
+            match launch(join_timeout)? {
+                Rank::Trainer(ctx) => {
+                    let method = tma_train::training_method(cfg.method);
+                    return Ok(run_trainer(
+                        ctx,
+                        method,
+                        pdir,
+                        m,
+                        &cfg,
+                        &fail,
+                        o.out.as_deref(),
+                    )?);
+                }
+                Rank::Coordinator(mpi) => *mpi_slot = Some(*mpi),
             }
-            *mpi_slot = Some(ctx);
             true
         }
         Engine::InProcess => false,
@@ -993,7 +1002,11 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     };
     #[cfg(feature = "mpi")]
     let (result, job_end) = match mpi_slot.take().filter(|_| mpi_ctx) {
-        Some(ctx) => crate::mpi_run::run_coordinator(ctx, run, &mut printer),
+        Some(mut mpi) => {
+            let result = run.train_with(&mut mpi, &mut printer);
+            let job_end = mpi.finish(&result);
+            (result.map_err(anyhow::Error::from), job_end)
+        }
         None => (run.train(&mut printer).map_err(anyhow::Error::from), None),
     };
     #[cfg(not(feature = "mpi"))]
@@ -1105,9 +1118,9 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
 }
 
 /// Rank 0 of an MPI job that lost a rank: the job's end, which rank 0 carries out once the
-/// run is printed (`crate::mpi_run::JobEnd`); never anything without the `mpi` feature.
+/// run is printed (`tma_train::engine::mpi::JobEnd`); never anything without the `mpi` feature.
 #[cfg(feature = "mpi")]
-type JobEndSlot = Option<crate::mpi_run::JobEnd>;
+type JobEndSlot = Option<tma_train::engine::mpi::JobEnd>;
 #[cfg(not(feature = "mpi"))]
 type JobEndSlot = Option<std::convert::Infallible>;
 

@@ -7,8 +7,10 @@
 //!   trainer loop and a coordinator [`method::Exchange`]. Implementations: [`averaging`]
 //!   (RandomTMA, SuperTMA, PSGD-PA, centralized), [`llcg`], [`ggs`].
 //! * [`data::prepare_with`] splits the dataset and lays it out over the trainers.
-//! * [`engine::run_in_process`] runs M trainer threads and the coordinator
-//!   ([`coordinator::coordinate`]) over the in-process transport ([`cluster::InProcess`]).
+//! * [`engine`] runs the trainers and the coordinator ([`coordinator::coordinate`]) of a
+//!   prepared run, behind one trait ([`engine::Engine`]): [`engine::InProcess`] (threads over
+//!   [`cluster::InProcess`]) or, with the crate feature `mpi`, `engine::mpi::Mpi` (one process
+//!   per rank over `mpi_cluster`); [`run::Run::train_with`] runs either.
 //! * [`eval`] holds the metrics and [`eval::evaluate`]; [`output::RunDir`] the run directory;
 //!   [`checkpoint`] the per-round state; [`store`] partition directories on disk.
 //!
@@ -80,6 +82,10 @@ pub enum TrainError {
     /// A model file could not be read or written.
     #[error("model: {0}")]
     Model(#[from] tma_nn::NnError),
+    /// The engine could not run the job: MPI ranks that cannot start, join or load their
+    /// part, a lost coordinator; the message names the rank and its host.
+    #[error("{0}")]
+    Engine(String),
     /// No trainer was left to average before the first round.
     #[error("every trainer failed before the first averaging round; nothing to average")]
     AllTrainersFailed,

@@ -26,8 +26,9 @@ use crate::checkpoint::{self, CheckpointState, Checkpointer};
 use crate::clock::{Clock, RealClock};
 use crate::config::TrainConfig;
 use crate::data::{build_model, Prepared};
+pub use crate::engine::EngineContext;
 use crate::output::RunDir;
-use crate::record::{Extras, FailPlan, Observer, RoundRecord, RunResult, StopFlag};
+use crate::record::{FailPlan, Observer, RoundRecord, RunResult, StopFlag};
 use crate::store::{self, Manifest};
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
@@ -67,11 +68,11 @@ pub enum DataSource {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Engine {
-    /// Trainers are threads of this process ([`crate::engine::run_in_process`]).
+    /// Trainers are threads of this process ([`crate::engine::InProcess`]).
     #[default]
     InProcess,
     /// One process per rank under `mpirun`/`srun` (feature `mpi`); rank 0 runs this [`Run`]
-    /// with [`Run::coordinate_with`].
+    /// with [`Run::train_with`] and the MPI engine (`engine::mpi`).
     Mpi,
 }
 
@@ -631,11 +632,12 @@ impl Run {
             .clone()
     }
 
-    /// Trains with in-process trainers ([`crate::methods::run_in_process`]); see
-    /// [`Run::coordinate_with`] for what is written.
+    /// Trains with in-process trainers ([`crate::engine::InProcess`], with the run's injected
+    /// failures); see [`Run::train_with`] for what is written.
     ///
     /// # Errors
-    /// As [`Run::coordinate_with`].
+    /// As [`Run::train_with`]; [`TrainError::Config`] for a run whose spec asks for the MPI
+    /// engine (it trains through `engine::mpi::Mpi`).
     pub fn train(self, observer: &mut dyn Observer) -> Result<RunResult, TrainError> {
         self.train_keeping_data(observer).map(|(result, _)| result)
     }
@@ -645,55 +647,60 @@ impl Run {
     /// Python package).
     ///
     /// # Errors
-    /// As [`Run::coordinate_with`].
+    /// As [`Run::train`].
     pub fn train_keeping_data(
-        mut self,
+        self,
         observer: &mut dyn Observer,
     ) -> Result<(RunResult, Prepared), TrainError> {
-        let clock = self.clock();
-        let fail = self.fail.clone();
-        let result = self.coordinate_in_place(observer, clock, |ctx| {
-            crate::methods::run_in_process(
-                ctx.prep,
-                ctx.cfg,
-                &fail,
-                ctx.clock,
-                ctx.observer,
-                Extras {
-                    resume: ctx.resume,
-                    stop: ctx.stop,
-                },
-            )
-        })?;
+        if self.engine != Engine::InProcess {
+            return Err(TrainError::Config(
+                "this run's engine is mpi: train it with Run::train_with and the MPI engine of rank 0 (engine::mpi::launch)".into(),
+            ));
+        }
+        let mut engine = crate::engine::InProcess::new(self.fail.clone());
+        self.train_keeping_data_with(&mut engine, observer)
+    }
+
+    /// As [`Run::train_with`], and hands back the prepared data (see
+    /// [`Run::train_keeping_data`]).
+    ///
+    /// # Errors
+    /// As [`Run::train_with`].
+    pub fn train_keeping_data_with(
+        mut self,
+        engine: &mut dyn crate::engine::Engine,
+        observer: &mut dyn Observer,
+    ) -> Result<(RunResult, Prepared), TrainError> {
+        let result = self.train_in_place(engine, observer)?;
         let prep = self.prepared.take().expect("a trained run is prepared");
         Ok((result, prep))
     }
 
-    /// Trains with `engine` (which runs the coordinator's loop and returns its result), while
-    /// the run appends every round to `rounds.jsonl`, checkpoints it and passes it on to
-    /// `observer`; then writes `model_final.safetensors`, `model_best.safetensors` and, last,
-    /// `summary.json`. Prepares the data first if [`Run::prepare`] was not called.
+    /// Trains with `engine` (which runs the trainers and the coordinator's loop and returns
+    /// its result), while the run appends every round to `rounds.jsonl`, checkpoints it and
+    /// passes it on to `observer`; then writes `model_final.safetensors`,
+    /// `model_best.safetensors` and, last, `summary.json`. Prepares the data first if
+    /// [`Run::prepare`] was not called. Time counts from [`Run::clock`].
     ///
     /// # Errors
     /// Preparation errors, the engine's error, or [`TrainError::Io`] for files that cannot be
     /// written.
-    pub fn coordinate_with(
+    pub fn train_with(
         mut self,
+        engine: &mut dyn crate::engine::Engine,
         observer: &mut dyn Observer,
-        clock: Arc<dyn Clock>,
-        engine: impl FnOnce(EngineContext<'_>) -> Result<RunResult, TrainError>,
     ) -> Result<RunResult, TrainError> {
-        self.coordinate_in_place(observer, clock, engine)
+        self.train_in_place(engine, observer)
     }
 
-    /// [`Run::coordinate_with`] on a borrowed run (its prepared data stays in it).
-    fn coordinate_in_place(
+    /// [`Run::train_with`] on a borrowed run (its prepared data stays in it).
+    fn train_in_place(
         &mut self,
+        engine: &mut dyn crate::engine::Engine,
         observer: &mut dyn Observer,
-        clock: Arc<dyn Clock>,
-        engine: impl FnOnce(EngineContext<'_>) -> Result<RunResult, TrainError>,
     ) -> Result<RunResult, TrainError> {
         self.prepare()?;
+        let clock = self.clock();
         let prep = self.prepared.as_ref().expect("prepared");
         let template = build_model(&self.config, prep.model_shape())?.zero_params();
         let resume = match &self.resumed {
@@ -720,8 +727,14 @@ impl Run {
             run_dir: &mut self.run_dir,
             ckpt,
         };
-        let mut result = engine(EngineContext {
+        let partitions = match &self.opened {
+            Opened::Partitions { dir, manifest } => Some((dir.as_path(), manifest)),
+            _ => None,
+        };
+        let mut result = engine.run(EngineContext {
+            method: crate::methods::training_method(self.config.method),
             prep,
+            partitions,
             cfg: &self.config,
             clock,
             observer: &mut recorder,
@@ -742,16 +755,16 @@ impl Run {
                 .find_map(crate::record::diverged_warning),
         );
         if result.summary.memory.is_empty() {
-            // in-process: one process (an MPI engine fills in every rank itself)
-            let role = match self.engine {
-                Engine::InProcess => "in-process",
-                Engine::Mpi => "coordinator",
-            };
-            let rank = (self.engine == Engine::Mpi).then_some(0);
+            // one process (an MPI engine fills in every rank itself)
+            let rank = (engine.role() == "coordinator").then_some(0);
             result
                 .summary
                 .memory
-                .push(crate::memory::ProcessMemory::this_process(role, rank, None));
+                .push(crate::memory::ProcessMemory::this_process(
+                    engine.role(),
+                    rank,
+                    None,
+                ));
         }
         self.run_dir.finish(&result)?;
         Ok(result)
@@ -846,26 +859,6 @@ fn unstarted_run_dir(dir: &Path) -> bool {
         }
     }
     has_config
-}
-
-/// What an engine gets from [`Run::coordinate_with`].
-pub struct EngineContext<'a> {
-    /// The prepared data (under MPI: the coordinator's only).
-    pub prep: &'a Prepared,
-    /// The resolved configuration (the user's seed, never changed).
-    pub cfg: &'a TrainConfig,
-    /// The training clock.
-    pub clock: Arc<dyn Clock>,
-    /// Receives every round (the run's recorder, wrapping the caller's observer).
-    pub observer: &'a mut dyn Observer,
-    /// Where a resumed run continues from.
-    pub resume: Option<crate::record::Resume>,
-    /// The seed segment of the trainers' random streams: 0 for a fresh run, the checkpointed
-    /// round for a resumed one (a resumed run does not replay the samples of its first
-    /// segment).
-    pub segment: u64,
-    /// The run's stop request ([`Run::stop_on`]), for the coordinator's loop.
-    pub stop: Option<StopFlag>,
 }
 
 /// The run's own observer: the caller's first, then `rounds.jsonl`, then the checkpoint.

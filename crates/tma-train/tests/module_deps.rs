@@ -12,13 +12,28 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
     let mut names = BTreeSet::new();
     for e in std::fs::read_dir(&src).unwrap() {
         let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "rs") {
+        if p.extension().is_some_and(|x| x == "rs") || p.join("mod.rs").is_file() {
             names.insert(p.file_stem().unwrap().to_string_lossy().to_string());
         }
     }
+    // a module in a folder (`engine/mod.rs` and its files) is read as one module
+    let source = |m: &str| -> String {
+        let file = src.join(format!("{m}.rs"));
+        if file.is_file() {
+            return std::fs::read_to_string(file).unwrap();
+        }
+        let mut text = String::new();
+        for e in std::fs::read_dir(src.join(m)).unwrap() {
+            let p = e.unwrap().path();
+            let t = std::fs::read_to_string(&p).unwrap();
+            // each file's own test module is cut off below
+            text.push_str(t.split("#[cfg(test)]").next().unwrap());
+        }
+        text
+    };
     let mut g = BTreeMap::new();
     for m in &names {
-        let text = std::fs::read_to_string(src.join(format!("{m}.rs"))).unwrap();
+        let text = source(m);
         // test modules may use anything
         let code = text.split("#[cfg(test)]").next().unwrap();
         let mut deps = BTreeSet::new();

@@ -1,67 +1,55 @@
 //! The in-process engine: M trainer threads, each in its own rayon pool, and the coordinator
-//! on the calling thread, connected by [`InProcess`]. The MPI engine (feature `mpi`) runs the
-//! same [`coordinate`] and trainer loops over `crate::mpi_cluster`.
+//! on the calling thread, connected by [`crate::cluster::InProcess`]. More trainers than
+//! threads pass a first-come step gate and share one buffer pool (docs/decisions/0020).
 
+use super::{
+    average_weights, coordinate_prepared, initial_params, step_gate, total_threads,
+    trainer_threads, Engine, EngineContext,
+};
 use crate::clock::Clock;
-use crate::cluster::InProcess;
-use crate::config::{AverageWeight, TrainConfig};
-use crate::coordinator::{coordinate, Coordinated};
+use crate::cluster::InProcess as Channels;
+use crate::config::TrainConfig;
 use crate::data::{build_model, Prepared};
-use crate::gate::StepGate;
-use crate::method::{ExchangeInputs, TrainingMethod};
+use crate::method::TrainingMethod;
 use crate::record::{Extras, FailPlan, Observer, Resume, RunResult};
 use crate::trainer::{Trainer, TrainerExit};
 use crate::TrainError;
 use std::sync::Arc;
-use tma_graph::seed::{self, Purpose};
 
-/// Threads each trainer's pool gets: an equal share of `threads` (at least one).
-pub fn trainer_threads(threads: usize, num_trainers: usize) -> usize {
-    (threads / num_trainers.max(1)).max(1)
+/// The in-process [`Engine`]: trainer threads of this process. `fail` injects trainer
+/// failures (`--fail`): trainer `t` stops at the given training time.
+#[derive(Clone, Debug, Default)]
+pub struct InProcess {
+    /// Injected failures.
+    pub fail: FailPlan,
 }
 
-/// The step gate of `num_trainers` in-process trainers on `threads` worker threads: `None`
-/// when every trainer has a thread of its own, else a gate of `threads` permits
-/// ([`crate::gate`]).
-pub fn step_gate(threads: usize, num_trainers: usize) -> Option<Arc<StepGate>> {
-    (crate::gate::concurrent_steps(threads, num_trainers) < num_trainers)
-        .then(|| Arc::new(StepGate::new(threads)))
-}
-
-/// Total worker threads a config asks for (0 = all cores).
-pub fn total_threads(cfg: &TrainConfig) -> usize {
-    cfg.worker_threads()
-}
-
-/// Averaging weight of a trainer with `num_nodes` nodes and `num_edges` arcs: 1 (uniform, the
-/// paper's plain mean), its nodes, or its arcs, per `w`. The coordinator normalizes over the
-/// trainers present in a round.
-pub fn average_weight(w: AverageWeight, num_nodes: usize, num_edges: usize) -> f64 {
-    match w {
-        AverageWeight::Uniform => 1.0,
-        AverageWeight::Nodes => num_nodes as f64,
-        AverageWeight::Edges => num_edges as f64,
+impl InProcess {
+    /// An in-process engine with the failures `fail` injected.
+    pub fn new(fail: FailPlan) -> InProcess {
+        InProcess { fail }
     }
 }
 
-/// [`average_weight`] of every trainer of `prep`; 0 for a trainer without training examples
-/// (it joins every round, but its parameters, the last average, do not enter the mean).
-pub fn average_weights(cfg: &TrainConfig, prep: &Prepared) -> Vec<f64> {
-    prep.trainers
-        .iter()
-        .map(|t| {
-            if t.num_examples() == 0 {
-                0.0
-            } else {
-                average_weight(cfg.average_weight, t.num_nodes(), t.num_edges())
-            }
-        })
-        .collect()
-}
+impl Engine for InProcess {
+    fn run(&mut self, ctx: EngineContext<'_>) -> Result<RunResult, TrainError> {
+        run_in_process(
+            ctx.method,
+            ctx.prep,
+            ctx.cfg,
+            &self.fail,
+            ctx.clock,
+            ctx.observer,
+            Extras {
+                resume: ctx.resume,
+                stop: ctx.stop,
+            },
+        )
+    }
 
-/// The initial parameters of a run: drawn from the [`Purpose::ModelInit`] stream of `cfg.seed`.
-pub fn initial_params(cfg: &TrainConfig, model: &tma_nn::Model) -> tma_nn::ParamSet {
-    model.init_params(&mut seed::rng(cfg.seed, Purpose::ModelInit))
+    fn role(&self) -> &'static str {
+        "in-process"
+    }
 }
 
 /// Runs a prepared job of `method` with in-process trainers (threads): one thread per
@@ -86,21 +74,9 @@ pub fn run_in_process(
     let init = initial_params(cfg, &model);
     let m = prep.trainers.len();
     let segment = extras.resume.as_ref().map_or(0, |r| r.round);
-    let (mut coord, endpoints) = InProcess::new(m);
+    let (mut coord, endpoints) = Channels::new(m);
     let threads = total_threads(cfg);
     let share = trainer_threads(threads, m);
-    let eval_pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("tma-eval-{i}"))
-        .build()
-        .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
-    let mut exchange = method.exchange(ExchangeInputs {
-        prep,
-        cfg,
-        model: &model,
-        init: &init,
-        weights: average_weights(cfg, prep),
-    });
     // more trainers than threads: at most `threads` steps at once, the trainers' models
     // sharing the buffers of that many steps (crate::gate)
     let gate = step_gate(threads, m);
@@ -142,22 +118,18 @@ pub fn run_in_process(
                     .expect("spawn trainer thread"),
             );
         }
-        let ctx = Coordinated {
+        let ctx = EngineContext {
+            method,
             prep,
+            partitions: None,
             cfg,
-            model: &model,
-            clock: &*clock,
-            eval_pool: &eval_pool,
-            stop: extras.stop.as_deref(),
-        };
-        let result = coordinate(
-            &mut coord,
-            &mut *exchange,
-            &ctx,
-            init.clone(),
+            clock: clock.clone(),
             observer,
-            extras.resume,
-        );
+            resume: extras.resume,
+            segment,
+            stop: extras.stop,
+        };
+        let result = coordinate_prepared(&mut coord, ctx, average_weights(cfg, prep), threads);
         let mut failed = Vec::new();
         for (t, h) in handles.into_iter().enumerate() {
             match h.join() {
@@ -171,22 +143,4 @@ pub fn run_in_process(
             r
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn step_gate_only_when_trainers_outnumber_threads() {
-        // 4 trainers on 2 threads: 2 steps at once; on 4 or 8 threads, none
-        assert_eq!(step_gate(2, 4).map(|g| g.permits()), Some(2));
-        assert_eq!(step_gate(1, 2).map(|g| g.permits()), Some(1));
-        assert!(step_gate(4, 4).is_none());
-        assert!(step_gate(8, 4).is_none());
-        assert!(step_gate(2, 1).is_none());
-        // (0 threads is read as 1)
-        assert_eq!(step_gate(0, 3).map(|g| g.permits()), Some(1));
-        assert_eq!(trainer_threads(2, 4), 1);
-    }
 }

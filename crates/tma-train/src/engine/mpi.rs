@@ -1,27 +1,82 @@
-//! `tma train --engine mpi`: what each rank does under `mpirun -np M+1` / `srun`.
-//! Rank 0 runs the coordinator (`coordinate` over [`MpiCoordinator`]) on the partition
-//! directory's `coordinator/` data; rank `t + 1` runs trainer `t` on `part-{t:03}/` only.
+//! The MPI engine (crate feature `mpi`): one process per rank under `mpirun -np M+1` / `srun`.
+//! Rank 0 runs the coordinator ([`Mpi`], an [`Engine`] that [`crate::run::Run::train_with`]
+//! drives) on the partition directory's `coordinator/` data; rank `t + 1` runs trainer `t` on
+//! `part-{t:03}/` only ([`run_trainer`]). [`launch`] initializes MPI and tells a process which
+//! of the two it is. The transport is [`crate::mpi_cluster`]; the round loop, the exchange and
+//! the averaging weights are those of every engine ([`super::coordinate_prepared`],
+//! [`super::manifest_weights`]).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), tma_train::TrainError> {
+//! use tma_train::engine::mpi::{launch, Rank};
+//! use tma_train::{DataSource, Engine, Quiet, Run, RunSpec, TrainConfig};
+//! let dir = std::path::PathBuf::from("parts");
+//! let cfg = TrainConfig::default();
+//! match launch(None)? {
+//!     Rank::Trainer(ctx) => {
+//!         let m = tma_train::store::read_manifest(&dir)?;
+//!         let method = tma_train::training_method(cfg.method);
+//!         tma_train::engine::mpi::run_trainer(ctx, method, &dir, &m, &cfg, &Default::default(), None)?;
+//!     }
+//!     Rank::Coordinator(mut mpi) => {
+//!         let mut spec = RunSpec::new(cfg, DataSource::Partitions(dir));
+//!         spec.engine = Engine::Mpi;
+//!         let result = Run::start(spec).and_then(|run| run.train_with(&mut *mpi, &mut Quiet));
+//!         if let Some(end) = mpi.finish(&result) {
+//!             end.end(0); // ranks were lost: ends the job (never returns)
+//!         }
+//!         result?;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
-use anyhow::{bail, Result};
+use super::{coordinate_prepared, manifest_weights, Engine, EngineContext};
+use crate::clock::{Clock, RealClock};
+use crate::config::TrainConfig;
+use crate::data::{build_model, ModelShape};
+use crate::method::TrainingMethod;
+use crate::mpi_cluster::mpi::environment::Universe;
+use crate::mpi_cluster::mpi::topology::SimpleCommunicator;
+use crate::mpi_cluster::mpi::traits::Communicator;
+use crate::mpi_cluster::mpi::Threading;
+use crate::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer, StartFailure};
+use crate::record::{FailPlan, RunResult};
+use crate::store::{self, Manifest};
+use crate::trainer::{Trainer, TrainerExit};
+use crate::TrainError;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tma_nn::Head;
-use tma_train::coordinator::{coordinate, Coordinated};
-use tma_train::data::ModelShape;
-use tma_train::engine::{average_weight, initial_params};
-use tma_train::method::ExchangeInputs;
-use tma_train::mpi_cluster::mpi::environment::Universe;
-use tma_train::mpi_cluster::mpi::topology::SimpleCommunicator;
-use tma_train::mpi_cluster::mpi::traits::Communicator;
-use tma_train::mpi_cluster::mpi::Threading;
-use tma_train::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer, StartFailure};
-use tma_train::store::{self, Manifest};
-use tma_train::trainer::{Trainer, TrainerExit};
-use tma_train::{
-    build_model, training_method, Clock, FailPlan, Observer, RealClock, Run, RunResult,
-    TrainConfig, TrainError,
-};
+
+/// Peak RSS of this process in MiB (NaN when /proc cannot say).
+fn peak_rss_mib() -> f64 {
+    tma_graph::memory::peak_rss_bytes().map_or(f64::NAN, tma_graph::memory::mib)
+}
+
+/// What this process is in an MPI job ([`launch`]).
+pub enum Rank {
+    /// Rank 0: the coordinator's engine; train a [`crate::run::Run`] with it.
+    Coordinator(Box<Mpi>),
+    /// Rank `t + 1`: trainer `t`; run it with [`run_trainer`].
+    Trainer(MpiContext),
+}
+
+/// Initializes MPI for this process ([`MpiContext::init`], bounded by `join_timeout`, default
+/// 120 s) and says which role it has: rank 0 coordinates, every other rank trains one part.
+///
+/// # Errors
+/// [`TrainError::Engine`] when MPI cannot be initialized.
+pub fn launch(join_timeout: Option<Duration>) -> Result<Rank, TrainError> {
+    let ctx = MpiContext::init(join_timeout)?;
+    Ok(if ctx.rank() == 0 {
+        Rank::Coordinator(Box::new(Mpi::new(ctx)))
+    } else {
+        Rank::Trainer(ctx)
+    })
+}
 
 /// MPI initialized for this process.
 pub struct MpiContext {
@@ -34,26 +89,28 @@ pub struct MpiContext {
 
 impl MpiContext {
     /// Initializes MPI (`MPI_THREAD_SERIALIZED`: on rank 0 the heartbeat thread calls MPI too,
-    /// under one lock; see `tma_train::mpi_cluster`); `join_timeout`
+    /// under one lock; see [`crate::mpi_cluster`]); `join_timeout`
     /// (`--join-timeout`, default 120 s) bounds the waits for ranks to join and to exit.
     ///
     /// A start-up watchdog bounds `MPI_Init` itself by `join_timeout` too: a rank lost before
     /// or during it (killed, out of memory, its host unreachable) leaves every other rank
     /// waiting inside `MPI_Init` forever under `mpirun --enable-recovery`, so after
     /// `join_timeout` this rank prints why and exits with status [`STARTUP_EXIT`].
-    pub fn init(join_timeout: Option<Duration>) -> Result<MpiContext> {
+    pub fn init(join_timeout: Option<Duration>) -> Result<MpiContext, TrainError> {
         let join_timeout = join_timeout.unwrap_or(Duration::from_secs(120));
         let watchdog = startup_watchdog(join_timeout);
-        let init = tma_train::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized);
+        let init = crate::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized);
         drop(watchdog); // MPI_Init returned: the watchdog thread ends
         let Some((universe, _threading)) = init else {
-            bail!("MPI could not be initialized (already initialized?)");
+            return Err(TrainError::Engine(
+                "MPI could not be initialized (already initialized in this process?)".into(),
+            ));
         };
         let world = universe.world();
         // a failure on the link to one peer must not abort every rank
-        tma_train::mpi_cluster::errors_return(&world);
-        let host = tma_train::mpi_cluster::mpi::environment::processor_name()
-            .unwrap_or_else(|_| "?".into());
+        crate::mpi_cluster::errors_return(&world);
+        let host =
+            crate::mpi_cluster::mpi::environment::processor_name().unwrap_or_else(|_| "?".into());
         Ok(MpiContext {
             rank: world.rank() as usize,
             size: world.size() as usize,
@@ -68,6 +125,16 @@ impl MpiContext {
         self.rank
     }
 
+    /// Ranks in the job (1 coordinator + M trainers).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The host name MPI gives for this process.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     fn world(&self) -> SimpleCommunicator {
         self.universe.world()
     }
@@ -76,7 +143,7 @@ impl MpiContext {
     /// with an error, which is what ends it under `mpirun --enable-recovery`), then
     /// `MPI_Abort(code)`; never returns.
     pub fn abort_job(&self, message: &str, code: i32) -> ! {
-        tma_train::mpi_cluster::abort_job(&self.world(), message, code)
+        crate::mpi_cluster::abort_job(&self.world(), message, code)
     }
 }
 
@@ -157,21 +224,31 @@ fn manifest_shape(m: &Manifest) -> ModelShape {
     }
 }
 
-/// Rank `t + 1`: loads part `t` only, trains, exits when told.
+/// Rank `t + 1` (`ctx.rank() > 0`): loads part `t` of the partition directory `dir` (manifest
+/// `m`) only, trains it with `method` (`crate::methods::training_method(cfg.method)`) until the coordinator ends the run, and exits;
+/// `fail` injects this trainer's failure; `run_dir` (the run directory, when known) is named in
+/// the resume hint of a rank that lost the coordinator. Consumes the MPI context:
+/// `MPI_Finalize` when every rank said goodbye, none when a peer was lost (it would wait for
+/// it forever).
+///
+/// # Errors
+/// [`TrainError::Engine`] naming the rank and host: its part cannot be read (the coordinator
+/// reports it and aborts the job), the coordinator failed or was lost.
 pub fn run_trainer(
     ctx: MpiContext,
+    method: &dyn TrainingMethod,
     dir: &Path,
     m: &Manifest,
     cfg: &TrainConfig,
     fail: &FailPlan,
     run_dir: Option<&Path>,
-) -> Result<()> {
+) -> Result<(), TrainError> {
     let t = ctx.rank - 1;
     let resume = match run_dir {
         Some(d) => format!("`tma train --resume {}`", d.display()),
         None => "`tma train --resume RUN_DIR`".to_string(),
     };
-    tma_train::memory::start_sampler();
+    crate::memory::start_sampler();
     let mut ep = MpiTrainer::new(ctx.world(), cfg);
     let loaded = if t < m.parts.len() {
         store::read_part(dir, m, t).map_err(|e| e.to_string())
@@ -192,7 +269,10 @@ pub fn run_trainer(
         Err(e) => {
             ep.ready(Err(e.clone()));
             // the coordinator reports it and aborts the job
-            bail!("rank {} on {}: {e}", ctx.rank, ctx.host);
+            return Err(TrainError::Engine(format!(
+                "rank {} on {}: {e}",
+                ctx.rank, ctx.host
+            )));
         }
     };
     let threads = rank_threads(cfg);
@@ -214,12 +294,7 @@ pub fn run_trainer(
     trainer.continue_epochs(epochs);
     let clock: Arc<dyn Clock> = Arc::new(RealClock::start());
     // on this (MPI) thread; the steps' parallel work goes to the global pool
-    let exit = training_method(cfg.method).run_trainer(
-        trainer,
-        &mut ep,
-        clock.clone(),
-        fail.get(&t).copied(),
-    );
+    let exit = method.run_trainer(trainer, &mut ep, clock.clone(), fail.get(&t).copied());
     let kind = match exit {
         TrainerExit::Stopped => ByeKind::Stopped,
         TrainerExit::Failed(_) => ByeKind::Failed,
@@ -231,7 +306,7 @@ pub fn run_trainer(
         ctx.host,
         nodes,
         edges,
-        crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
+        peak_rss_mib()
     );
     if kind == ByeKind::Orphaned && ep.coordinator_error().is_some() {
         return aborted(ctx, ep);
@@ -255,7 +330,7 @@ pub fn run_trainer(
 
 /// A trainer rank whose coordinator failed and ended the job (`ABORT`): exits with an error
 /// naming the coordinator's error, without `MPI_Finalize`.
-fn aborted(ctx: MpiContext, ep: MpiTrainer) -> Result<()> {
+fn aborted(ctx: MpiContext, ep: MpiTrainer) -> Result<(), TrainError> {
     let msg = format!(
         "rank {} (trainer {}) on {}: the coordinator (rank 0) failed and ended the job: {}; exiting",
         ctx.rank,
@@ -265,12 +340,12 @@ fn aborted(ctx: MpiContext, ep: MpiTrainer) -> Result<()> {
     );
     std::mem::forget(ep);
     std::mem::forget(ctx);
-    bail!(msg)
+    Err(TrainError::Engine(msg))
 }
 
 /// A trainer rank that lost the coordinator: exits with an error naming it, without
 /// `MPI_Finalize` (which would wait for the dead rank forever).
-fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result<()> {
+fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result<(), TrainError> {
     let msg = format!(
         "rank {} (trainer {}) on {}: lost contact with the coordinator (rank 0): nothing heard from it for {} ({when}); exiting. If the coordinator died, continue the run with {resume} under mpirun; if only this rank was cut off (its link), the coordinator finishes the run without it and lists it in summary.json failed_trainers",
         ctx.rank,
@@ -280,128 +355,152 @@ fn orphaned(ctx: MpiContext, ep: MpiTrainer, when: &str, resume: &str) -> Result
     );
     std::mem::forget(ep);
     std::mem::forget(ctx);
-    bail!(msg)
+    Err(TrainError::Engine(msg))
 }
 
-/// Rank 0: runs `run` with the MPI engine: waits for every trainer to join, runs the
-/// coordinator loop, waits for every trainer to exit. A rank that fails to load, join or exit
-/// in time is reported by rank and host and the job is aborted (after the run directory is
-/// written, when the run itself completed).
-///
-/// When a rank was lost (dead, or its host unreachable), the second value is the job's end:
-/// the caller prints the run's result, then [`JobEnd::end`] ends every rank and the
-/// launcher, since Open MPI's `mpirun` would otherwise wait for a lost host's daemon forever.
-pub fn run_coordinator(
-    ctx: MpiContext,
-    run: Run,
-    observer: &mut dyn Observer,
-) -> (Result<RunResult>, Option<JobEnd>) {
-    let Some(m) = run.partitions().map(|(_, m)| m.clone()) else {
-        let msg = "--engine mpi trains on a partition directory";
-        eprintln!("error: {msg}");
-        ctx.abort_job(msg, 2);
-    };
-    // a job aborted before its first round puts the run directory back as it found it (the
-    // abort ends this process without dropping `run`)
-    let unstarted = (run.dir().to_path_buf(), run.dir_existed());
-    let discard = move || {
-        if let (dir, Some(existed)) = &unstarted {
-            tma_train::run::discard_unstarted(dir, *existed);
+/// Rank 0's [`Engine`]: waits for every trainer rank to join, runs the round loop over
+/// [`MpiCoordinator`], waits for every trainer to exit, and records every rank's memory. A
+/// rank that fails to load, join or exit in time is reported by rank and host. Until
+/// [`Mpi::finish`] (or [`Mpi::abort`]) the job's MPI context lives here: a caller that fails
+/// before training ends the job with [`Mpi::abort`], since the trainer ranks wait for rank 0.
+pub struct Mpi {
+    ctx: Option<MpiContext>,
+    coord: Option<MpiCoordinator>,
+    /// The exit status an error of [`Engine::run`] ends the job with (2: wrong rank count, 3:
+    /// ranks not ready, 1: anything else).
+    abort_code: i32,
+    finished: Result<(), Vec<crate::mpi_cluster::RankProblem>>,
+}
+
+impl Mpi {
+    /// Rank 0's engine over the initialized `ctx` (see [`launch`]).
+    pub fn new(ctx: MpiContext) -> Mpi {
+        Mpi {
+            ctx: Some(ctx),
+            coord: None,
+            abort_code: 1,
+            finished: Ok(()),
         }
-    };
-    let want = m.parts.len() + 1;
-    if ctx.size != want {
-        let msg = format!(
-            "the partition directory has {} parts: launch {want} ranks (1 coordinator + {} trainers), not {}",
-            m.parts.len(),
-            m.parts.len(),
-            ctx.size
-        );
-        eprintln!("error: {msg}");
-        discard();
-        ctx.abort_job(&msg, 2);
     }
-    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
-        && std::env::var("OMPI_MCA_orte_enable_recovery").as_deref() != Ok("1")
-    {
-        eprintln!(
-            "note: mpirun was started without --enable-recovery: if any rank dies, Open MPI ends the whole job (then `tma train --resume {}` continues it); with it, the run goes on without a lost trainer",
-            run.dir().display()
-        );
+
+    /// The MPI context (None once [`Mpi::finish`] gave it up).
+    pub fn context(&self) -> Option<&MpiContext> {
+        self.ctx.as_ref()
     }
-    let clock = run.clock();
-    let mut coord = MpiCoordinator::new(ctx.world(), run.config(), clock.clone());
-    if !coord.has_heartbeat() {
-        eprintln!(
-            "warning: this MPI library does not give MPI_THREAD_SERIALIZED: no heartbeats from rank 0, so a coordinator busy for longer than {} (a checkpoint on a slow disk, a long evaluation) is taken for lost by its trainers",
-            humantime::format_duration(run.config().peer_timeout())
-        );
+
+    /// Ends every rank of the job after an error of rank 0 outside the round loop: prints
+    /// `error` and that the job is aborted, tells every trainer rank (they print it and exit),
+    /// then `MPI_Abort`. Never returns.
+    pub fn abort(mut self, error: &str) -> ! {
+        eprintln!("error: {error}");
+        eprintln!("error: rank 0 failed before training; aborting the MPI job");
+        let code = self.abort_code;
+        if let Some(c) = self.coord.as_mut() {
+            c.abort_job(error, code);
+        }
+        match self.ctx.take() {
+            Some(ctx) => ctx.abort_job(error, code),
+            None => std::process::exit(code),
+        }
     }
-    let mut finished = Ok(());
-    let result = run.coordinate_with(observer, clock, |e| {
-        if let Err(problems) = coord.join(ctx.join_timeout) {
+
+    /// After [`crate::run::Run::train_with`] returned `result` (the run directory is complete,
+    /// or the run failed): a run that failed before its round loop ends the job
+    /// ([`Mpi::abort`], never returns); otherwise lets the trainer ranks go. Returns `None`
+    /// after `MPI_Finalize` (every rank said goodbye), or the job's end when a rank was lost:
+    /// the caller prints the run's result, then [`JobEnd::end`] ends every rank and the
+    /// launcher, since Open MPI's `mpirun` would otherwise wait for a lost host's daemon
+    /// forever.
+    pub fn finish<T>(mut self, result: &Result<T, TrainError>) -> Option<JobEnd> {
+        let started = self.coord.as_ref().is_some_and(|c| c.started());
+        if let (Err(e), false) = (result, started) {
+            self.abort(&e.to_string());
+        }
+        if let Err(problems) = &self.finished {
+            for p in problems {
+                eprintln!("warning: {p}; listed in summary.json failed_trainers");
+            }
+        }
+        let mut coord = self
+            .coord
+            .take()
+            .expect("a started run has its coordinator");
+        let ctx = self.ctx.take().expect("the context lives until finish");
+        if coord.close() {
+            drop(coord);
+            drop(ctx); // MPI_Finalize
+            None
+        } else {
+            // no MPI_Finalize (it would wait for the lost ranks); the surviving trainer ranks
+            // were told to exit without it too
+            std::mem::forget(coord);
+            Some(JobEnd(ctx))
+        }
+    }
+
+    /// Fails [`Engine::run`] with `msg`, to end the job with exit status `code`.
+    fn fail(&mut self, msg: String, code: i32) -> TrainError {
+        self.abort_code = code;
+        TrainError::Engine(msg)
+    }
+}
+
+impl Engine for Mpi {
+    fn run(&mut self, e: EngineContext<'_>) -> Result<RunResult, TrainError> {
+        let ctx = self.ctx.as_ref().expect("the context lives until finish");
+        let (size, join_timeout, host, world) =
+            (ctx.size, ctx.join_timeout, ctx.host.clone(), ctx.world());
+        let Some((_, m)) = e.partitions else {
+            return Err(self.fail(
+                "--engine mpi trains on a partition directory (write one with `tma partition --out DIR`)".into(),
+                2,
+            ));
+        };
+        let want = m.parts.len() + 1;
+        if size != want {
+            let msg = format!(
+                "the partition directory has {} parts: launch {want} ranks (1 coordinator + {} trainers), not {}",
+                m.parts.len(),
+                m.parts.len(),
+                size
+            );
+            return Err(self.fail(msg, 2));
+        }
+        if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
+            && std::env::var("OMPI_MCA_orte_enable_recovery").as_deref() != Ok("1")
+        {
+            eprintln!(
+                "note: mpirun was started without --enable-recovery: if any rank dies, Open MPI ends the whole job (then `tma train --resume RUN_DIR` continues it); with it, the run goes on without a lost trainer"
+            );
+        }
+        let coord = self
+            .coord
+            .insert(MpiCoordinator::new(world, e.cfg, e.clock.clone()));
+        if !coord.has_heartbeat() {
+            eprintln!(
+                "warning: this MPI library does not give MPI_THREAD_SERIALIZED: no heartbeats from rank 0, so a coordinator busy for longer than {} (a checkpoint on a slow disk, a long evaluation) is taken for lost by its trainers",
+                humantime::format_duration(e.cfg.peer_timeout())
+            );
+        }
+        if let Err(problems) = coord.join(join_timeout) {
             for p in &problems {
                 eprintln!("error: {p}");
             }
-            eprintln!(
-                "error: aborting the MPI job ({} rank(s) not ready)",
-                problems.len()
-            );
             let msg: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            discard();
-            coord.abort_job(&msg.join("; "), 3);
+            let msg = format!("{} rank(s) not ready: {}", problems.len(), msg.join("; "));
+            return Err(self.fail(msg, 3));
         }
-        let n = m.parts.len();
-        let epochs: Vec<u64> = (0..n)
-            .map(|t| tma_train::Resume::epochs_of(e.resume.as_ref(), t))
+        let epochs: Vec<u64> = (0..m.parts.len())
+            .map(|t| crate::record::Resume::epochs_of(e.resume.as_ref(), t))
             .collect();
         coord.start(e.segment, &epochs);
-        let cfg = e.cfg;
-        let model = build_model(cfg, e.prep.model_shape())?;
-        let init = initial_params(cfg, &model);
-        let weights: Vec<f64> = m
-            .parts
-            .iter()
-            // a part without training examples joins with weight 0
-            .map(|p| match p.num_train {
-                0 => 0.0,
-                _ => average_weight(cfg.average_weight, p.num_nodes, p.num_edges),
-            })
-            .collect();
-        let eval_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(rank_threads(cfg))
-            .thread_name(|i| format!("tma-eval-{i}"))
-            .build()
-            .map_err(|e| TrainError::Config(format!("thread pool: {e}")))?;
-        let mut exchange = training_method(cfg.method).exchange(ExchangeInputs {
-            prep: e.prep,
-            cfg,
-            model: &model,
-            init: &init,
-            weights,
-        });
-        let ctxc = Coordinated {
-            prep: e.prep,
-            cfg,
-            model: &model,
-            clock: &*e.clock,
-            eval_pool: &eval_pool,
-            stop: e.stop.as_deref(),
-        };
-        let result = coordinate(
-            &mut coord,
-            &mut *exchange,
-            &ctxc,
-            init.clone(),
-            e.observer,
-            e.resume,
-        );
-        finished = coord.finish(ctx.join_timeout);
-        let failed = coord.failed();
+        let weights = manifest_weights(e.cfg, m);
+        let threads = rank_threads(e.cfg);
+        let result = coordinate_prepared(coord, e, weights, threads);
+        self.finished = coord.finish(join_timeout);
         eprintln!(
-            "rank 0 (coordinator) on {}: peak RSS {:.0} MiB",
-            ctx.host,
-            crate::dist::peak_rss_mib().unwrap_or(f64::NAN)
+            "rank 0 (coordinator) on {host}: peak RSS {:.0} MiB",
+            peak_rss_mib()
         );
         if coord.dropped() > 0 {
             eprintln!(
@@ -409,7 +508,8 @@ pub fn run_coordinator(
                 coord.dropped()
             );
         }
-        let mut memory = vec![tma_train::memory::ProcessMemory::this_process(
+        let failed = coord.failed();
+        let mut memory = vec![crate::memory::ProcessMemory::this_process(
             "coordinator",
             Some(0),
             None,
@@ -420,34 +520,14 @@ pub fn run_coordinator(
             r.summary.memory = memory;
             r
         })
-    });
-    // rank 0 failed before the round loop (e.g. building the model): the trainer ranks wait
-    // for their start; end them with the error instead of leaving them to time out
-    if let (Err(e), false) = (&result, coord.started()) {
-        eprintln!("error: {e}");
-        eprintln!("error: rank 0 failed before training; aborting the MPI job");
-        discard();
-        coord.abort_job(&e.to_string(), 1);
     }
-    // the run directory is complete (or the run failed): now let the trainer ranks go
-    if let Err(problems) = &finished {
-        for p in problems {
-            eprintln!("warning: {p}; listed in summary.json failed_trainers");
-        }
-    }
-    if coord.close() {
-        drop(coord);
-        drop(ctx); // MPI_Finalize
-        (result.map_err(anyhow::Error::from), None)
-    } else {
-        // no MPI_Finalize (it would wait for the lost ranks); the surviving trainer ranks were
-        // told to exit without it too
-        std::mem::forget(coord);
-        (result.map_err(anyhow::Error::from), Some(JobEnd(ctx)))
+
+    fn role(&self) -> &'static str {
+        "coordinator"
     }
 }
 
-/// The end of an MPI job that lost a rank (see [`run_coordinator`]).
+/// The end of an MPI job that lost a rank (see [`Mpi::finish`]).
 pub struct JobEnd(MpiContext);
 
 /// How long rank 0's launcher watcher gives `mpirun` to exit on its own after rank 0 exits.

@@ -1,0 +1,109 @@
+"""The MPI engine from Python: ``python -m tma train --engine mpi`` as every rank of a real
+``mpirun`` job (1 coordinator + 2 trainer processes on Cora), the same library engine the CLI
+uses; and ``python -m tma train`` in-process.
+
+The MPI job needs a package built with the ``mpi`` feature and Open MPI's ``mpirun``: CI builds
+it so and sets ``TMA_REQUIRE_MPI=1``, which turns a missing one into a failure; elsewhere the
+test is skipped, saying why."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import tma
+
+
+def _need_mpi():
+    why = None
+    if not tma.HAS_MPI:
+        why = 'this tma package was built without MPI (MATURIN_PEP517_ARGS="--features mpi")'
+    elif shutil.which("mpirun") is None:
+        why = "no mpirun on PATH (Open MPI: openmpi-bin)"
+    if why is None:
+        return
+    if os.environ.get("TMA_REQUIRE_MPI") == "1":
+        pytest.fail(f"TMA_REQUIRE_MPI=1 but {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def test_python_m_tma_train_under_mpirun(cora_dir, tmp_path):
+    _need_mpi()
+    parts = tmp_path / "parts"
+    tma.partition(str(cora_dir), "random", 2, out=str(parts), seed=1)
+    run_dir = tmp_path / "run"
+    env = dict(
+        os.environ,
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_btl_vader_single_copy_mechanism="none",
+    )
+    cmd = [
+        "mpirun", "--oversubscribe", "-np", "3",
+        "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo",
+        sys.executable, "-m", "tma", "train",
+        "--partitions", str(parts), "--engine", "mpi",
+        "--time-limit", "4s", "--sync-every", "1s", "--sync-ramp", "2",
+        "--hidden", "32", "--threads", "1", "--join-timeout", "60s",
+        "--out", str(run_dir),
+    ]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # only rank 0 prints the result; the trainer ranks return None and print nothing
+    assert p.stdout.count(f"run directory: {run_dir}") == 1, p.stdout
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["rounds"] >= 3, s
+    assert s["failed_trainers"] == [], s
+    roles = sorted((m["role"], m.get("rank")) for m in s["memory"])
+    assert roles == [("coordinator", 0), ("trainer", 1), ("trainer", 2)], roles
+    # both trainer ranks stepped, and the averaged model learned Cora (majority rate 0.12)
+    last = json.loads((run_dir / "rounds.jsonl").read_text().splitlines()[-1])
+    assert len(last["steps"]) == 2 and min(last["steps"]) > 0, last
+    assert s["best_val"]["value"] > 0.5, s["best_val"]
+    # the coordinator's stderr names the ranks' memory like the CLI's
+    assert "rank 0 (coordinator)" in p.stderr, p.stderr
+
+
+def test_python_m_tma_train_in_process(tmp_path):
+    run_dir = tmp_path / "run"
+    p = subprocess.run(
+        [sys.executable, "-m", "tma", "train", "--gen-nodes", "1500", "--time-limit", "2s",
+         "--hidden", "16", "--trainers", "2", "--out", str(run_dir)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"run directory: {run_dir}" in p.stdout
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["rounds"] >= 2 and s["memory"][0]["role"] == "in-process", s
+
+
+def test_python_m_tma_refuses_what_tma_train_refuses(tmp_path):
+    p = subprocess.run(
+        [sys.executable, "-m", "tma", "train", "--no-such-option", "3", "--out", str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "no_such_option" in p.stderr, p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "tma", "train", "--engine", "mpi", "--time-limit", "1s"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "partition" in p.stderr, p.stderr
+
+
+def test_engine_mpi_needs_partitions_and_join_timeout_needs_mpi(tmp_path):
+    with pytest.raises(ValueError, match="expected in-process or mpi"):
+        tma.train(engine="threads", time_limit="1s")
+    with pytest.raises(ValueError, match="join_timeout applies only to engine='mpi'"):
+        tma.train(join_timeout="5s", time_limit="1s")
+    if tma.HAS_MPI:
+        with pytest.raises(ValueError, match="partitions=DIR"):
+            tma.train(engine="mpi", time_limit="1s")
+    else:
+        with pytest.raises(ValueError, match="built without MPI"):
+            tma.train(engine="mpi", time_limit="1s")
