@@ -16,6 +16,7 @@ use std::time::Duration;
 use tma_graph::formats::{Format, ReadOptions};
 use tma_graph::{Dataset, Features};
 use tma_nn::ParamSet;
+use tma_train::options::Spelling;
 use tma_train::{
     build_model, DataSource, Engine, FailPlan, Observer, Prepared, RoundRecord, Run, RunResult,
     RunSpec, TrainConfig, TrainError,
@@ -554,6 +555,21 @@ fn _train(
             },
         )
     })?;
+    // what depends on the options given: the CLI's refusals and warnings, from the library
+    let given: tma_train::options::Given = map
+        .iter()
+        .map(|(k, v)| {
+            let key = tma_train::config::OPTION_ALIASES
+                .iter()
+                .find(|(a, _)| a == k)
+                .map_or(k.as_str(), |(_, key)| key);
+            (key.to_string(), v.clone())
+        })
+        .collect();
+    tma_train::options::check_given(&config, &given, Spelling::Key)
+        .map_err(|e| PyValueError::new_err(format!("invalid option: {e}")))?;
+    let notes =
+        tma_train::options::unused_warnings(&given, &[config.method], config.model, Spelling::Key);
     let mut plan = FailPlan::new();
     for (t, at) in fail {
         if t >= config.effective_trainers() {
@@ -630,6 +646,7 @@ fn _train(
                 spec.out = out;
                 spec.engine = engine;
                 spec.join_timeout = join_timeout;
+                spec.notes = notes;
                 let fwd = Forward { tx };
                 if engine == Engine::Mpi {
                     return train_mpi(spec, worker_stop, fwd);

@@ -460,8 +460,13 @@ def compare(
             cb = None
             if on_round is not None:
                 cb = (lambda m_, s_: lambda r: on_round(dict(r, method=m_, seed=s_)))(m, s)
+            opts = dict(options)
+            if m == "centralized":
+                # as `tma compare`: one trainer on the whole graph has no part to drop or fail
+                opts.pop("drop_parts", None)
+                opts.pop("fail", None)
             run = train(dataset, method=m, seed=s, out=_os.path.join(_os.fspath(out), f"{m}-seed{s}"),
-                        on_round=cb, **options)
+                        on_round=cb, **opts)
             sm = run.summary
             rows.append(
                 dict(

@@ -315,6 +315,7 @@ fn run_one(
                 o.gen_nodes,
             ),
         )
+        notes: Vec::new(),
     };
     let mut run = Run::start(spec)?;
     run.stop_on(stop.clone());
@@ -384,7 +385,7 @@ pub fn compare(o: CompareOpts) -> Result<()> {
             resolve(run_opts(&base, m, seed)?).with_context(|| format!("--methods {m}"))?;
         }
     }
-    for w in crate::train_cmd::unused_flag_warnings(&o.train, &o.methods) {
+    for w in crate::train_cmd::unused_flag_warnings(&o.train, &o.methods, cfg0.model) {
         eprintln!("warning: {w}");
     }
     let name = base

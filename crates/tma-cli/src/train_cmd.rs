@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tma_graph::formats::{Format, ReadOptions};
 use tma_graph::Dataset;
+use tma_train::options::Spelling;
 use tma_train::{
     DataSource, Engine, FailPlan, Method, Metric, Observer, RoundRecord, Run, RunSpec, StopCause,
     Task, TrainConfig, TrainError,
@@ -426,12 +427,6 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         ),
         None => anyhow::anyhow!("invalid option: {e}"),
     })?;
-    if cfg.method == Method::Centralized && cfg.drop_parts > 0 {
-        bail!(
-            "--drop-parts {} does not apply to --method centralized (one trainer on the whole graph, no parts to drop); drop --drop-parts or choose a partitioned method",
-            cfg.drop_parts
-        );
-    }
     let mut fail = FailPlan::new();
     for f in o.fail.iter().flatten() {
         let (t, at) = f
@@ -486,51 +481,23 @@ pub(crate) fn check_gen_nodes(flags: &TrainOpts, merged: &TrainOpts) -> Result<(
 
 /// One-line warnings (without the `warning: ` prefix) for options set on the command line
 /// (`flags`, not the config file: a run's config.toml lists every option) that none of
-/// `methods` uses: --super-nodes without super-tma, --llcg-steps without llcg, --trainers
-/// (other than 1) with only centralized, --average-weight with only ggs/centralized,
-/// --sync-ramp (above 1) with only ggs.
-pub(crate) fn unused_flag_warnings(flags: &TrainOpts, methods: &[Method]) -> Vec<String> {
-    let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
-    let what = match names.len() {
-        1 => format!("method: {}", names[0]),
-        _ => format!("methods: {}", names.join(", ")),
-    };
-    let uses = |m: Method| methods.contains(&m);
-    let only = |ms: &[Method]| methods.iter().all(|m| ms.contains(m));
-    let mut w = Vec::new();
-    if flags.super_nodes.is_some() && !uses(Method::SuperTma) {
-        w.push(format!(
-            "--super-nodes is ignored: only --method super-tma uses super-nodes ({what})"
-        ));
+/// `methods` (with `model`) uses: the library's rule ([`tma_train::options::unused_warnings`]),
+/// spelled as flags.
+pub(crate) fn unused_flag_warnings(
+    flags: &TrainOpts,
+    methods: &[Method],
+    model: tma_nn::EncoderKind,
+) -> Vec<String> {
+    tma_train::options::unused_warnings(&given(flags), methods, model, Spelling::Flag)
+}
+
+/// The options set in `o` (flags, or flags over a config file) by config-file key, for the
+/// library's checks of given options ([`tma_train::options`]).
+pub(crate) fn given(o: &TrainOpts) -> tma_train::options::Given {
+    match serde_json::to_value(o) {
+        Ok(serde_json::Value::Object(m)) => m.into_iter().filter(|(_, v)| !v.is_null()).collect(),
+        _ => Default::default(),
     }
-    if flags.super_clustering.is_some()
-        && !(uses(Method::SuperTma) || uses(Method::PsgdPa) || uses(Method::Llcg))
-    {
-        w.push(format!(
-            "--super-clustering is ignored: only super-tma, psgd-pa and llcg cluster the graph ({what})"
-        ));
-    }
-    if flags.llcg_steps.is_some() && !uses(Method::Llcg) {
-        w.push(format!(
-            "--llcg-steps is ignored: only --method llcg takes global correction steps ({what})"
-        ));
-    }
-    if matches!(flags.num_trainers, Some(m) if m != 1) && only(&[Method::Centralized]) {
-        w.push(format!(
-            "--trainers is ignored: centralized trains one trainer on the whole graph ({what})"
-        ));
-    }
-    if flags.average_weight.is_some() && only(&[Method::Centralized, Method::Ggs]) {
-        w.push(format!(
-            "--average-weight is ignored: ggs averages gradients uniformly and centralized averages nothing ({what})"
-        ));
-    }
-    if flags.sync_ramp.is_some_and(|r| r > 1) && only(&[Method::Ggs]) {
-        w.push(format!(
-            "--sync-ramp is ignored: ggs averages no models (it synchronizes gradients every step; its rounds are validation points) ({what})"
-        ));
-    }
-    w
 }
 
 /// How `--format` / `--undirected` say to read `--dataset`.
@@ -760,30 +727,20 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     let (o, mut cfg, fail) = resolve(o)?;
     check_gen_nodes(&flags, &o)?;
-    if flags.sync_ramp.is_some_and(|r| r > 1) && cfg.sync_every_steps > 0 {
-        bail!("--sync-ramp shortens the first wall-clock spans; the step-count schedule (--sync-every-steps) has none: leave --sync-ramp out");
-    }
+    tma_train::options::check_given(&cfg, &given(&flags), Spelling::Flag)
+        .map_err(anyhow::Error::msg)?;
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;
     let engine = crate::dist::parse_engine(o.engine.as_deref())?;
     let join_timeout = match &o.join_timeout {
         Some(s) => Some(parse_duration("join-timeout", s)?),
         None => None,
     };
-    let mut warnings = unused_flag_warnings(&flags, &[cfg.method]);
-    if flags.heads.is_some() && cfg.model != tma_nn::EncoderKind::Gat {
-        warnings.push(format!(
-            "--heads is ignored: only --model gat has attention heads (model: {})",
-            cfg.model
-        ));
-    }
+    let mut warnings = unused_flag_warnings(&flags, &[cfg.method], cfg.model);
     if flags.join_timeout.is_some() && engine != Engine::Mpi {
         warnings.push(
             "--join-timeout is ignored: it applies only to --engine mpi (this run is in-process)"
                 .into(),
         );
-    }
-    for w in &warnings {
-        eprintln!("warning: {w}");
     }
     #[cfg(feature = "mpi")]
     let mpi_ctx = match engine {
@@ -831,6 +788,8 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         join_timeout,
         out: o.out.clone(),
         resume: resume_dir.is_some(),
+        // printed with the run's other warnings, and recorded
+        notes: warnings,
     };
     // Ctrl-C or SIGTERM: first stops after the round in flight, second at once (in-process
     // runs; under MPI the launcher owns the signals)

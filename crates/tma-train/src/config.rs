@@ -822,6 +822,12 @@ impl TrainConfig {
         if self.threads > 4096 {
             return Err(format!("threads {} is not a thread count", self.threads));
         }
+        if self.method == Method::Centralized && self.drop_parts > 0 {
+            return Err(format!(
+                "drop-parts {} does not apply to method centralized (one trainer on the whole graph, no parts to drop); drop drop-parts or choose a partitioned method",
+                self.drop_parts
+            ));
+        }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
             return Err("weight-decay must be >= 0 and finite".into());
         }

@@ -37,6 +37,7 @@ pub mod method;
 pub mod methods;
 #[cfg(feature = "mpi")]
 pub mod mpi_cluster;
+pub mod options;
 pub mod output;
 pub mod record;
 pub mod run;

@@ -93,6 +93,10 @@ pub struct RunSpec {
     pub out: Option<PathBuf>,
     /// Continue the interrupted run in `out` from its last checkpoint instead of starting one.
     pub resume: bool,
+    /// What the front end says about the options it was given (options no chosen method
+    /// uses: [`crate::options::unused_warnings`]); first among [`Run::warnings`], so they are
+    /// printed and recorded in `partition.json` and `summary.json` with the rest.
+    pub notes: Vec<String>,
 }
 
 impl RunSpec {
@@ -106,6 +110,7 @@ impl RunSpec {
             join_timeout: None,
             out: None,
             resume: false,
+            notes: Vec::new(),
         }
     }
 }
@@ -259,13 +264,15 @@ impl Run {
             join_timeout,
             out,
             resume,
+            notes,
         } = spec;
         if engine == Engine::Mpi && !config.val_check_interval.is_zero() {
             return Err(TrainError::Config(
                 "--val-check-interval: validation checks between rounds need in-process trainers; the MPI engine validates at rounds only (drop --val-check-interval or use a shorter --sync-every)".into(),
             ));
         }
-        let mut load_notes = Vec::new();
+        // the front end's notes on its options come first, then the reader's
+        let mut load_notes = notes;
         let mut format_read: Option<ReadOptions> = None;
         let (opened, name, dataset_path, gen_nodes, partitions) = match data {
             DataSource::Partitions(dir) => {
@@ -289,7 +296,7 @@ impl Run {
             other => {
                 let (ds, notes) =
                     load_dataset_noted(&other, &config)?.expect("a dataset or generated graph");
-                load_notes = notes;
+                load_notes.extend(notes);
                 let (path, gen) = match &other {
                     DataSource::Dataset(p) => (Some(abs_display(p)), None),
                     DataSource::DatasetAs { path, read } => {

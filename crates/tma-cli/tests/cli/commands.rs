@@ -535,7 +535,7 @@ fn contradictory_train_options_are_errors() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["--drop-parts", "1", "--method", "centralized"],
-            "--drop-parts 1 does not apply to --method centralized (one trainer on the whole graph, no parts to drop)",
+            "drop-parts 1 does not apply to method centralized (one trainer on the whole graph, no parts to drop)",
         ),
         (
             &["--gen-nodes", "300", "--dataset", "/data/cora"],

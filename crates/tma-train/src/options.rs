@@ -1,0 +1,188 @@
+//! What depends on which options a user *gave*, written once for every front end (the CLI's
+//! flags and config files, the Python package's keyword arguments): the combinations refused
+//! ([`check_given`]) and the one-line warnings for options that no chosen method or model uses
+//! ([`unused_warnings`]). Checks that need only the resolved configuration are
+//! [`TrainConfig::validate`]. Options are named by their config-file keys (`super_nodes`);
+//! each front end spells them its own way ([`Spelling`]): the same refusal, the same words.
+
+use crate::config::{Method, TrainConfig};
+use serde_json::{Map, Value};
+use tma_nn::EncoderKind;
+
+/// The options a user gave, by config-file key (`num_trainers`, `sync_ramp`, ...), with their
+/// values as JSON (absent = not given; the CLI's flags and config file, Python's keyword
+/// arguments).
+pub type Given = Map<String, Value>;
+
+/// How a front end names an option in its messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spelling {
+    /// The CLI's flag: `--super-nodes`, `--trainers`, `--layers`.
+    Flag,
+    /// The config-file key and Python keyword: `super_nodes`, `num_trainers`.
+    Key,
+}
+
+impl Spelling {
+    /// `key` (a config-file key) spelled for this front end.
+    pub fn name(self, key: &str) -> String {
+        match self {
+            Spelling::Key => key.to_string(),
+            Spelling::Flag => {
+                let flag = match key {
+                    "num_trainers" => "trainers",
+                    "num_layers" => "layers",
+                    k => k,
+                };
+                format!("--{}", flag.replace('_', "-"))
+            }
+        }
+    }
+}
+
+fn number(given: &Given, key: &str) -> Option<f64> {
+    given.get(key).and_then(Value::as_f64)
+}
+
+/// Refuses combinations of given options that cannot work together: an averaging ramp
+/// (`sync_ramp` above 1) given with the step-count schedule (`sync_every_steps`), which has no
+/// wall-clock spans to cut.
+///
+/// # Errors
+/// A message naming the options in `spelling`.
+pub fn check_given(cfg: &TrainConfig, given: &Given, spelling: Spelling) -> Result<(), String> {
+    let n = |k: &str| spelling.name(k);
+    if number(given, "sync_ramp").is_some_and(|r| r > 1.0) && cfg.sync_every_steps > 0 {
+        return Err(format!(
+            "{} shortens the first wall-clock spans; the step-count schedule ({}) has none: leave {} out",
+            n("sync_ramp"),
+            n("sync_every_steps"),
+            n("sync_ramp")
+        ));
+    }
+    Ok(())
+}
+
+/// One-line warnings (without a `warning: ` prefix) for given options that none of `methods`
+/// (with the encoder `model`) uses: `super_nodes` without super-tma, `super_clustering`
+/// without a clustering method, `llcg_steps` without llcg, `num_trainers` (other than 1) with
+/// only centralized, `average_weight` with only ggs / centralized, `sync_ramp` (above 1) with
+/// only ggs, `heads` without gat.
+pub fn unused_warnings(
+    given: &Given,
+    methods: &[Method],
+    model: EncoderKind,
+    spelling: Spelling,
+) -> Vec<String> {
+    let n = |k: &str| spelling.name(k);
+    let names: Vec<&str> = methods.iter().map(|m| m.as_str()).collect();
+    let what = match names.len() {
+        1 => format!("method: {}", names[0]),
+        _ => format!("methods: {}", names.join(", ")),
+    };
+    let has = |k: &str| given.get(k).is_some_and(|v| !v.is_null());
+    let uses = |m: Method| methods.contains(&m);
+    let only = |ms: &[Method]| methods.iter().all(|m| ms.contains(m));
+    let mut w = Vec::new();
+    if has("super_nodes") && !uses(Method::SuperTma) {
+        w.push(format!(
+            "{} is ignored: only {} super-tma uses super-nodes ({what})",
+            n("super_nodes"),
+            n("method")
+        ));
+    }
+    if has("super_clustering")
+        && !(uses(Method::SuperTma) || uses(Method::PsgdPa) || uses(Method::Llcg))
+    {
+        w.push(format!(
+            "{} is ignored: only super-tma, psgd-pa and llcg cluster the graph ({what})",
+            n("super_clustering")
+        ));
+    }
+    if has("llcg_steps") && !uses(Method::Llcg) {
+        w.push(format!(
+            "{} is ignored: only {} llcg takes global correction steps ({what})",
+            n("llcg_steps"),
+            n("method")
+        ));
+    }
+    if number(given, "num_trainers").is_some_and(|m| m != 1.0) && only(&[Method::Centralized]) {
+        w.push(format!(
+            "{} is ignored: centralized trains one trainer on the whole graph ({what})",
+            n("num_trainers")
+        ));
+    }
+    if has("average_weight") && only(&[Method::Centralized, Method::Ggs]) {
+        w.push(format!(
+            "{} is ignored: ggs averages gradients uniformly and centralized averages nothing ({what})",
+            n("average_weight")
+        ));
+    }
+    if number(given, "sync_ramp").is_some_and(|r| r > 1.0) && only(&[Method::Ggs]) {
+        w.push(format!(
+            "{} is ignored: ggs averages no models (it synchronizes gradients every step; its rounds are validation points) ({what})",
+            n("sync_ramp")
+        ));
+    }
+    if has("heads") && model != EncoderKind::Gat {
+        w.push(format!(
+            "{} is ignored: only {} gat has attention heads (model: {model})",
+            n("heads"),
+            n("model")
+        ));
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn given(pairs: &[(&str, Value)]) -> Given {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn each_front_end_spells_the_same_refusal_its_own_way() {
+        let cfg = TrainConfig {
+            sync_every_steps: 3,
+            ..TrainConfig::default()
+        };
+        let g = given(&[("sync_ramp", 4.into())]);
+        assert_eq!(
+            check_given(&cfg, &g, Spelling::Flag).unwrap_err(),
+            "--sync-ramp shortens the first wall-clock spans; the step-count schedule (--sync-every-steps) has none: leave --sync-ramp out"
+        );
+        assert_eq!(
+            check_given(&cfg, &g, Spelling::Key).unwrap_err(),
+            "sync_ramp shortens the first wall-clock spans; the step-count schedule (sync_every_steps) has none: leave sync_ramp out"
+        );
+        // a ramp of 1 is no ramp; without the step schedule the ramp is fine
+        assert!(check_given(&cfg, &given(&[("sync_ramp", 1.into())]), Spelling::Flag).is_ok());
+        assert!(check_given(&TrainConfig::default(), &g, Spelling::Flag).is_ok());
+    }
+
+    #[test]
+    fn unused_options_are_named_once_each() {
+        let g = given(&[
+            ("super_nodes", 50.into()),
+            ("num_trainers", 4.into()),
+            ("heads", 2.into()),
+            ("llcg_steps", Value::Null),
+        ]);
+        let w = unused_warnings(&g, &[Method::Centralized], EncoderKind::Sage, Spelling::Flag);
+        assert_eq!(
+            w,
+            vec![
+                "--super-nodes is ignored: only --method super-tma uses super-nodes (method: centralized)".to_string(),
+                "--trainers is ignored: centralized trains one trainer on the whole graph (method: centralized)".to_string(),
+                "--heads is ignored: only --model gat has attention heads (model: sage)".to_string(),
+            ]
+        );
+        let w = unused_warnings(&g, &[Method::SuperTma], EncoderKind::Gat, Spelling::Key);
+        assert!(w.is_empty(), "{w:?}");
+    }
+}
