@@ -269,7 +269,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
             }
             if !a.allow_split_overlap {
                 for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {
-                    let common = tma_graph::split::sorted_intersection(&out[i], &out[j]);
+                    let common = tma_graph::dataset::sorted_intersection(&out[i], &out[j]);
                     if !common.is_empty() {
                         let first: Vec<String> =
                             common.iter().take(5).map(|v| v.to_string()).collect();

@@ -707,21 +707,3 @@ fn sample_negatives(
         });
     out
 }
-
-/// Common elements of two ascending lists (ascending). Used to check that the lists of a
-/// fixed split do not share nodes.
-pub fn sorted_intersection(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
-}

@@ -12,7 +12,7 @@ use super::{
     BuildStats, ExternalCsrBuilder, Manifest, Progress, Provenance, SplitSource, FORMAT_NAME,
     FORMAT_VERSION,
 };
-use crate::dataset::{load_dataset, LoadOptions};
+use crate::dataset::{load_npy_dir, LoadOptions};
 use crate::error::{GraphError, Result};
 
 /// Options of [`convert_npy_dir`].
@@ -252,7 +252,7 @@ fn convert_inner(
         seed: 0,
         ..LoadOptions::default()
     };
-    let node_data = load_dataset(&nd, &load_opts).map_err(|er| rename_path(er, &nd, src))?;
+    let node_data = load_npy_dir(&nd, &load_opts).map_err(|er| rename_path(er, &nd, src))?;
     let n = node_data.num_nodes() as u64;
     let directed = node_data.directed;
     stages.push(("node data".into(), t.elapsed().as_secs_f64()));

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use super::extsort::pair_hash;
 
-use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
-use crate::buf::{Buf, Pod, SharedMap};
+use super::{FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
+use crate::buf::{Buf, Dtype, Pod, SharedMap};
 use crate::csr::Csr;
 use crate::dataset::{
     structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit, SharedNegatives,

@@ -8,7 +8,7 @@
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::{classes, invalid, node_count, Direction, Raw, ReadOptions};
+use super::raw::{classes, invalid, node_count, Direction, Raw};
 use crate::csr::Csr;
 use crate::dataset::Labels;
 use crate::error::{GraphError, Result};
@@ -276,7 +276,7 @@ fn symmetric(g: &Csr) -> bool {
     })
 }
 
-pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
+pub(crate) fn read(path: &Path, undirected: bool) -> Result<Raw> {
     let mut z = NpzArchive::open(path)?;
     let mut notes = Vec::new();
     let mut used: Vec<&str> = Vec::new();
@@ -324,7 +324,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
             if weighted == 1 { "" } else { "s" }
         ));
     }
-    let direction = if ropts.undirected {
+    let direction = if undirected {
         Direction::Undirected
     } else {
         let keep: Vec<usize> = (0..src.len()).filter(|&k| src[k] != dst[k]).collect();

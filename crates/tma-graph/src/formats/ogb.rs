@@ -21,9 +21,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::raw::{at_line, classes, invalid, node_count, Direction, Raw, RawSplit};
 use super::text::{block_lines, parse_f32, parse_id, scan, scan_blocks, show, trim};
 use super::torch::{read_pt, TorchTensor};
-use super::{at_line, classes, invalid, node_count, Direction, Raw, RawSplit, ReadOptions};
 use crate::dataset::{
     Labels, LinkProtocol, LoadOptions, SharedNegatives, StoredLinkSplit, StoredNegatives,
 };
@@ -396,7 +396,7 @@ fn read_count(path: &Path) -> Result<u64> {
     }
 }
 
-pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Result<Raw> {
+pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result<Raw> {
     let root = root(path).ok_or_else(|| {
         if path.join("raw").join("num-node-dict.csv.gz").exists() {
             invalid(path, "a heterogeneous OGB dataset (raw/num-node-dict.csv.gz, as ogbn-mag): tma reads homogeneous graphs only")
@@ -740,7 +740,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
                 names.len(),
                 notes,
                 link,
-                ropts,
+                undirected,
             );
         }
         let files = [
@@ -758,7 +758,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
 
     finish(
         root, raw, name, n, src, dst, edge_path, features, labels, split, num_splits, notes, link,
-        ropts,
+        undirected,
     )
 }
 
@@ -778,7 +778,7 @@ fn finish(
     num_splits: usize,
     mut notes: Vec<String>,
     link: Option<StoredLinkSplit>,
-    ropts: &ReadOptions,
+    undirected: bool,
 ) -> Result<Raw> {
     // ---- what is not read
     if let Ok(rd) = std::fs::read_dir(&raw) {
@@ -815,7 +815,7 @@ fn finish(
     } else {
         add_inverse_edge(&name)
     };
-    let direction = match (ropts.undirected, inverse) {
+    let direction = match (undirected, inverse) {
         (true, _) | (false, Some(true)) => Direction::Undirected,
         (false, Some(false)) => {
             notes.push(format!(

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::invalid;
+use super::raw::invalid;
 use crate::error::{GraphError, Result};
 
 /// The element type of a tensor, by its storage class (`torch.LongStorage` -> `I64`).

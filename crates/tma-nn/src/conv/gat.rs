@@ -1,8 +1,9 @@
 //! Graph attention (GAT), multi-head, with its hand-written backward.
 
-use super::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
-use crate::kernels::{add_into, axpy, min_rows, BufferPool, InputRef};
-use crate::mat::{gemm_strided, matmul_a_b};
+use super::layer::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
+use crate::input::InputRef;
+use crate::kernels::{add_into, axpy, min_rows, BufferPool};
+use crate::matmul::{gemm_strided, matmul_a_b};
 use crate::Mat;
 use rayon::prelude::*;
 use tma_sample::BlockView;
@@ -62,7 +63,7 @@ pub struct GatConv {
 impl GatConv {
     /// Heads of a hidden layer unless [`crate::LayerOptions::heads`] says otherwise (8, the
     /// paper's transductive set-up).
-    pub const DEFAULT_HEADS: usize = 8;
+    pub const DEFAULT_HEADS: usize = super::layer::DEFAULT_GAT_HEADS;
 
     /// Slope of the LeakyReLU on attention scores (the paper's and PyG's 0.2).
     pub const NEGATIVE_SLOPE: f32 = 0.2;
