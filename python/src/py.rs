@@ -495,6 +495,7 @@ impl PyRun {
 /// ([`TrainConfig::from_options`]); `fail` pairs of trainer and duration (`"10s"`).
 #[pyfunction]
 #[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None))]
+// long: one Python call in order: options, data, the worker thread, and the loop that hands rounds to Python and answers Ctrl-C without holding the GIL (issue 28 item 1 moves the engine part into the library)
 fn _train(
     py: Python<'_>,
     dataset: Option<&Bound<'_, PyDataset>>,

@@ -345,64 +345,21 @@ pub(crate) fn meta_json_missing(dir: &Path) -> GraphError {
 /// Reads a directory of the `.npy` layout (the module docs): the rules and errors of
 /// [`crate::load_dataset`], which opens a directory of the on-disk format instead when it is one.
 pub(crate) fn load_npy_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
-    let meta_path = dir.join("meta.json");
-    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            meta_json_missing(dir)
-        } else {
-            GraphError::Io {
-                path: meta_path.clone(),
-                source,
-            }
-        }
-    })?;
-    let meta: serde_json::Value = serde_json::from_str(&meta_text)
-        .map_err(|e| invalid(&meta_path, format!("not valid JSON: {e}")))?;
-    let name = meta
-        .get("name")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            dir.file_name()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
-    let directed = meta
-        .get("directed")
-        .and_then(|v| v.as_bool())
-        .ok_or_else(|| invalid(&meta_path, "missing or non-boolean field `directed`"))?;
-    let meta_nodes = match meta.get("computed").and_then(|c| c.get("nodes")) {
-        None | Some(serde_json::Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| invalid(&meta_path, "`computed.nodes` is not an integer"))?,
-        ),
-    };
-
-    let meta_classes = match meta.get("computed").and_then(|c| c.get("classes")) {
-        None | Some(serde_json::Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| invalid(&meta_path, "`computed.classes` is not an integer"))?,
-        ),
-    };
+    let Meta {
+        path: meta_path,
+        name,
+        directed,
+        nodes: meta_nodes,
+        classes: meta_classes,
+        value: meta,
+    } = read_meta(dir)?;
 
     // ---- which optional files exist
     let p = |f: &str| dir.join(f);
     let x_files = [p("x_indptr.npy"), p("x_indices.npy"), p("x_data.npy")];
     let has_x = x_files.iter().any(|f| f.exists());
-    let x_shape: Option<(u64, u64)> = if has_x {
-        let arr = meta
-            .get("x_shape")
-            .and_then(|v| v.as_array())
-            .ok_or_else(|| invalid(&meta_path, "feature files present but `x_shape` missing"))?;
-        match arr.as_slice() {
-            [a, b] => match (a.as_u64(), b.as_u64()) {
-                (Some(a), Some(b)) => Some((a, b)),
-                _ => return Err(invalid(&meta_path, "`x_shape` must hold two integers")),
-            },
-            _ => return Err(invalid(&meta_path, "`x_shape` must hold two integers")),
-        }
+    let x_shape = if has_x {
+        Some(x_shape(&meta, &meta_path)?)
     } else {
         None
     };
@@ -413,7 +370,6 @@ pub(crate) fn load_npy_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     if ei.shape()[0] != 2 {
         return Err(ei.shape_err("[2, E]"));
     }
-    let e = ei.shape()[1] as usize;
     let ev = ei.storage_vec::<i64>()?;
     for &v in &ev {
         if v < 0 {
@@ -459,38 +415,7 @@ pub(crate) fn load_npy_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let nu = n as usize;
 
     // ---- graph
-    let mut src = Vec::with_capacity(e);
-    let mut dst = Vec::with_capacity(e);
-    let mut self_loops = 0usize;
-    for k in 0..e {
-        let s = ev[idx2(ei.fortran_order(), 2, e, 0, k)];
-        let d = ev[idx2(ei.fortran_order(), 2, e, 1, k)];
-        for v in [s, d] {
-            if v as u64 >= n {
-                return Err(GraphError::IdOutOfRange {
-                    path: ei.path().to_path_buf(),
-                    id: v,
-                    num_nodes: n,
-                });
-            }
-        }
-        if s != d {
-            src.push(s as u32);
-            dst.push(d as u32);
-        } else {
-            self_loops += 1;
-        }
-    }
-    drop(ev);
-    let graph = Csr::from_edges(nu, &src, &dst);
-    let removed = RemovedArcs {
-        self_loops,
-        duplicate_arcs: src.len() - graph.num_edges(),
-    };
-    drop((src, dst));
-    if !directed {
-        check_symmetric(&graph, ei.path())?;
-    }
+    let (graph, removed) = read_graph(&ei, ev, n, directed)?;
 
     // ---- features
     let (features, structural) = if let Some((rows, dim)) = x_shape {
@@ -531,6 +456,146 @@ pub(crate) fn load_npy_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     }
 
     // ---- split
+    let (split, num_splits) = read_split(dir, nu, opts)?;
+
+    Ok(Dataset {
+        name,
+        directed,
+        graph,
+        features,
+        structural_features: structural,
+        labels,
+        split,
+        removed,
+        num_splits,
+        link_split: None,
+    })
+}
+
+/// What `meta.json` says.
+struct Meta {
+    path: PathBuf,
+    value: serde_json::Value,
+    name: String,
+    directed: bool,
+    nodes: Option<u64>,
+    classes: Option<u64>,
+}
+
+/// Reads `dir/meta.json`: `name` (default: the directory's name), `directed` (required),
+/// `computed.nodes` and `computed.classes` (optional).
+fn read_meta(dir: &Path) -> Result<Meta> {
+    let meta_path = dir.join("meta.json");
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            meta_json_missing(dir)
+        } else {
+            GraphError::Io {
+                path: meta_path.clone(),
+                source,
+            }
+        }
+    })?;
+    let meta: serde_json::Value = serde_json::from_str(&meta_text)
+        .map_err(|e| invalid(&meta_path, format!("not valid JSON: {e}")))?;
+    let name = meta
+        .get("name")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            dir.file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+    let directed = meta
+        .get("directed")
+        .and_then(|v| v.as_bool())
+        .ok_or_else(|| invalid(&meta_path, "missing or non-boolean field `directed`"))?;
+    let meta_nodes = match meta.get("computed").and_then(|c| c.get("nodes")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid(&meta_path, "`computed.nodes` is not an integer"))?,
+        ),
+    };
+
+    let meta_classes = match meta.get("computed").and_then(|c| c.get("classes")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid(&meta_path, "`computed.classes` is not an integer"))?,
+        ),
+    };
+    Ok(Meta {
+        path: meta_path,
+        value: meta,
+        name,
+        directed,
+        nodes: meta_nodes,
+        classes: meta_classes,
+    })
+}
+
+/// `meta.json`'s `x_shape` `[rows, dim]`, required when feature files are present.
+fn x_shape(meta: &serde_json::Value, meta_path: &Path) -> Result<(u64, u64)> {
+    let arr = meta
+        .get("x_shape")
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| invalid(meta_path, "feature files present but `x_shape` missing"))?;
+    match arr.as_slice() {
+        [a, b] => match (a.as_u64(), b.as_u64()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(invalid(meta_path, "`x_shape` must hold two integers")),
+        },
+        _ => Err(invalid(meta_path, "`x_shape` must hold two integers")),
+    }
+}
+
+/// The graph of `edge_index` (`ev`, its values, `[2, E]`) over `n` nodes: ids checked, self-loops
+/// dropped and duplicate arcs merged (both counted), symmetry checked when undirected.
+fn read_graph(ei: &NpyFile, ev: Vec<i64>, n: u64, directed: bool) -> Result<(Csr, RemovedArcs)> {
+    let e = ei.shape()[1] as usize;
+    let nu = n as usize;
+    let mut src = Vec::with_capacity(e);
+    let mut dst = Vec::with_capacity(e);
+    let mut self_loops = 0usize;
+    for k in 0..e {
+        let s = ev[idx2(ei.fortran_order(), 2, e, 0, k)];
+        let d = ev[idx2(ei.fortran_order(), 2, e, 1, k)];
+        for v in [s, d] {
+            if v as u64 >= n {
+                return Err(GraphError::IdOutOfRange {
+                    path: ei.path().to_path_buf(),
+                    id: v,
+                    num_nodes: n,
+                });
+            }
+        }
+        if s != d {
+            src.push(s as u32);
+            dst.push(d as u32);
+        } else {
+            self_loops += 1;
+        }
+    }
+    drop(ev);
+    let graph = Csr::from_edges(nu, &src, &dst);
+    let removed = RemovedArcs {
+        self_loops,
+        duplicate_arcs: src.len() - graph.num_edges(),
+    };
+    drop((src, dst));
+    if !directed {
+        check_symmetric(&graph, ei.path())?;
+    }
+    Ok((graph, removed))
+}
+
+/// The fixed split of the `nu` nodes: `*_idx.npy` (one split) or row `opts.split_index` of
+/// `*_masks.npy`, with the number of splits; disjoint unless `opts.allow_split_overlap`.
+fn read_split(dir: &Path, nu: usize, opts: &LoadOptions) -> Result<(Option<NodeSplit>, usize)> {
+    let p = |f: &str| dir.join(f);
+    let n = nu as u64;
     let idx_files = [p("train_idx.npy"), p("val_idx.npy"), p("test_idx.npy")];
     let mask_files = [
         p("train_masks.npy"),
@@ -616,19 +681,7 @@ pub(crate) fn load_npy_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
             check_split_disjoint(sp, names, opts.split_index)?;
         }
     }
-
-    Ok(Dataset {
-        name,
-        directed,
-        graph,
-        features,
-        structural_features: structural,
-        labels,
-        split,
-        removed,
-        num_splits,
-        link_split: None,
-    })
+    Ok((split, num_splits))
 }
 
 /// Common elements of two ascending lists (ascending). Used to check that the lists of a

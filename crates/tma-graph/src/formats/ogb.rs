@@ -397,6 +397,158 @@ fn read_count(path: &Path) -> Result<u64> {
 }
 
 pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result<Raw> {
+    let (root, raw, name) = dataset_root(path)?;
+    let mut notes = Vec::new();
+
+    // ---- node count (optional file)
+    let nn_path = csv_file(&raw, "num-node-list");
+    let known_n = if nn_path.exists() {
+        Some(node_count(&nn_path, read_count(&nn_path)?)?)
+    } else {
+        None
+    };
+
+    // ---- edges (blocks of lines parsed in parallel)
+    let edge_path = csv_file(&raw, "edge");
+    let (src, dst, max_id) = read_edges(&raw, &edge_path, &nn_path, known_n)?;
+
+    // ---- features (optional; blocks of rows parsed in parallel)
+    let feat_path = csv_file(&raw, "node-feat");
+    let feats = read_features(&feat_path)?;
+
+    // ---- labels (optional): one class per line, or one 0/1 row per node
+    let label_path = csv_file(&raw, "node-label");
+    let labels_raw = read_labels(&label_path)?;
+
+    // ---- N
+    let n = match known_n {
+        Some(n) => n,
+        None => {
+            let mut n = max_id.map_or(0, |m| m + 1);
+            if let Some((rows, _, _)) = &feats {
+                n = n.max(*rows as u64);
+            }
+            if let Some((c, m)) = &labels_raw {
+                n = n.max(match m {
+                    Some((k, y)) => (y.len() / (*k).max(1)) as u64,
+                    None => c.len() as u64,
+                });
+            }
+            node_count(&root, n)?
+        }
+    };
+    let count_err = |p: &Path, rows: usize| {
+        invalid(
+            p,
+            format!(
+                "{rows} rows, but the graph has {n} nodes{}",
+                if known_n.is_some() {
+                    format!(" ({})", nn_path.display())
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    };
+    let features: Option<Features> = match feats {
+        None => None,
+        Some((rows, dim, data)) => {
+            if rows != n {
+                return Err(count_err(&feat_path, rows));
+            }
+            Some(Features::from_dense_like_loader(n, dim, data))
+        }
+    };
+    let labels = match labels_raw {
+        None => Labels::None,
+        Some((_, Some((k, y)))) => {
+            if y.len() != n * k {
+                return Err(count_err(&label_path, y.len() / k.max(1)));
+            }
+            Labels::MultiLabel { num_labels: k, y }
+        }
+        Some((c, None)) => {
+            if c.len() != n {
+                return Err(count_err(&label_path, c.len()));
+            }
+            classes(&label_path, c, |v| format!("line {}", v + 1))?
+        }
+    };
+
+    // ---- splits: split/<name>/, sorted by name
+    let (num_names, chosen) = chosen_split(&root.join("split"), lopts.split_index)?;
+    let mut link = None;
+    let (split, num_splits) = match chosen {
+        None => (None, 0),
+        Some(d) => {
+            if d.join("valid.pt").exists() || d.join("test.pt").exists() {
+                link = Some(read_link_split(&d, &name, n, &mut notes)?);
+                return finish(
+                    root, raw, name, n, src, dst, edge_path, features, labels, None, num_names,
+                    notes, link, undirected,
+                );
+            }
+            let files = [
+                csv_file(&d, "train"),
+                csv_file(&d, "valid"),
+                csv_file(&d, "test"),
+            ];
+            let lists = [
+                read_ids(&files[0], n)?,
+                read_ids(&files[1], n)?,
+                read_ids(&files[2], n)?,
+            ];
+            (Some(RawSplit { lists, files }), num_names)
+        }
+    };
+
+    finish(
+        root, raw, name, n, src, dst, edge_path, features, labels, split, num_splits, notes, link,
+        undirected,
+    )
+}
+
+/// The split directories under `split_root` (sorted by name): how many, and the one
+/// `split_index` picks (`None` when there is no `split/`, where only index 0 is accepted).
+fn chosen_split(split_root: &Path, split_index: usize) -> Result<(usize, Option<PathBuf>)> {
+    let mut names: Vec<String> = match std::fs::read_dir(split_root) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    if names.is_empty() {
+        if split_index > 0 {
+            return Err(invalid(
+                split_root,
+                format!(
+                    "split_index {split_index} out of range: the dataset has no split/ directory"
+                ),
+            ));
+        }
+        return Ok((0, None));
+    }
+    let Some(chosen) = names.get(split_index) else {
+        return Err(invalid(
+            split_root,
+            format!(
+                "split_index {split_index} out of range: split/ holds {} split{} ({})",
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ),
+        ));
+    };
+    Ok((names.len(), Some(split_root.join(chosen))))
+}
+
+/// The dataset directory of `path` (the directory or its `raw/`), its `raw/` directory and
+/// the dataset's name (`ogbn-arxiv` for a directory `ogbn_arxiv`); errors for heterogeneous
+/// datasets and the binary layout.
+fn dataset_root(path: &Path) -> Result<(PathBuf, PathBuf, String)> {
     let root = root(path).ok_or_else(|| {
         if path.join("raw").join("num-node-dict.csv.gz").exists() {
             invalid(path, "a heterogeneous OGB dataset (raw/num-node-dict.csv.gz, as ogbn-mag): tma reads homogeneous graphs only")
@@ -436,19 +588,19 @@ pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result
              this version; tma reads the CSV layout (raw/edge.csv.gz, ...)",
         ));
     }
-    let mut notes = Vec::new();
+    Ok((root, raw, name))
+}
 
-    // ---- node count (optional file)
-    let nn_path = csv_file(&raw, "num-node-list");
-    let known_n = if nn_path.exists() {
-        Some(node_count(&nn_path, read_count(&nn_path)?)?)
-    } else {
-        None
-    };
+/// The arcs of `edge_path` (`src,dst` per line; blocks of lines parsed in parallel) and the
+/// largest id, ids checked against the node count of `nn_path` when known, the count against
+/// `raw/num-edge-list` when present.
+fn read_edges(
+    raw: &Path,
+    edge_path: &Path,
+    nn_path: &Path,
+    known_n: Option<usize>,
+) -> Result<(Vec<u32>, Vec<u32>, Option<u64>)> {
     let bound = known_n.map_or(u32::MAX as u64, |n| n as u64);
-
-    // ---- edges (blocks of lines parsed in parallel)
-    let edge_path = csv_file(&raw, "edge");
     let blocks = scan_blocks(&edge_path, |first, block| {
         let (mut src, mut dst) = (Vec::new(), Vec::new());
         let mut max_id: Option<u64> = None;
@@ -514,10 +666,13 @@ pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result
             ));
         }
     }
+    Ok((src, dst, max_id))
+}
 
-    // ---- features (optional; blocks of rows parsed in parallel)
-    let feat_path = csv_file(&raw, "node-feat");
-    let feats: Option<(usize, usize, Vec<f32>)> = if feat_path.exists() {
+/// The rows of `feat_path` when it exists (blocks of rows parsed in parallel): `(rows, dim,
+/// values)`, every row as wide as the first.
+fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
+    Ok(if feat_path.exists() {
         // per block: (first line, width of its first row, rows, values)
         let blocks = scan_blocks(&feat_path, |first, block| {
             let mut dim: Option<usize> = None;
@@ -572,11 +727,12 @@ pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result
         Some((rows, dim.unwrap_or(0), data))
     } else {
         None
-    };
+    })
+}
 
-    // ---- labels (optional): one class per line, or one 0/1 row per node
-    let label_path = csv_file(&raw, "node-label");
-    let labels_raw: Option<RawLabels> = if label_path.exists() {
+/// The labels of `label_path` when it exists: one class per line, or one 0/1 row per node.
+fn read_labels(label_path: &Path) -> Result<Option<RawLabels>> {
+    Ok(if label_path.exists() {
         Some(scan(&label_path, |lines| {
             let mut classes_v = Vec::new();
             let mut multi: Option<(usize, Vec<u8>)> = None;
@@ -630,136 +786,7 @@ pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result
         })?)
     } else {
         None
-    };
-
-    // ---- N
-    let n = match known_n {
-        Some(n) => n,
-        None => {
-            let mut n = max_id.map_or(0, |m| m + 1);
-            if let Some((rows, _, _)) = &feats {
-                n = n.max(*rows as u64);
-            }
-            if let Some((c, m)) = &labels_raw {
-                n = n.max(match m {
-                    Some((k, y)) => (y.len() / (*k).max(1)) as u64,
-                    None => c.len() as u64,
-                });
-            }
-            node_count(&root, n)?
-        }
-    };
-    let count_err = |p: &Path, rows: usize| {
-        invalid(
-            p,
-            format!(
-                "{rows} rows, but the graph has {n} nodes{}",
-                if known_n.is_some() {
-                    format!(" ({})", nn_path.display())
-                } else {
-                    String::new()
-                }
-            ),
-        )
-    };
-    let features: Option<Features> = match feats {
-        None => None,
-        Some((rows, dim, data)) => {
-            if rows != n {
-                return Err(count_err(&feat_path, rows));
-            }
-            Some(Features::from_dense_like_loader(n, dim, data))
-        }
-    };
-    let labels = match labels_raw {
-        None => Labels::None,
-        Some((_, Some((k, y)))) => {
-            if y.len() != n * k {
-                return Err(count_err(&label_path, y.len() / k.max(1)));
-            }
-            Labels::MultiLabel { num_labels: k, y }
-        }
-        Some((c, None)) => {
-            if c.len() != n {
-                return Err(count_err(&label_path, c.len()));
-            }
-            classes(&label_path, c, |v| format!("line {}", v + 1))?
-        }
-    };
-
-    // ---- splits: split/<name>/, sorted by name
-    let split_root = root.join("split");
-    let mut names: Vec<String> = match std::fs::read_dir(&split_root) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().is_dir())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    let mut link = None;
-    let (split, num_splits) = if names.is_empty() {
-        if lopts.split_index > 0 {
-            return Err(invalid(
-                &split_root,
-                format!(
-                    "split_index {} out of range: the dataset has no split/ directory",
-                    lopts.split_index
-                ),
-            ));
-        }
-        (None, 0)
-    } else {
-        let Some(chosen) = names.get(lopts.split_index) else {
-            return Err(invalid(
-                &split_root,
-                format!(
-                    "split_index {} out of range: split/ holds {} split{} ({})",
-                    lopts.split_index,
-                    names.len(),
-                    if names.len() == 1 { "" } else { "s" },
-                    names.join(", ")
-                ),
-            ));
-        };
-        let d = split_root.join(chosen);
-        if d.join("valid.pt").exists() || d.join("test.pt").exists() {
-            link = Some(read_link_split(&d, &name, n, &mut notes)?);
-            return finish(
-                root,
-                raw,
-                name,
-                n,
-                src,
-                dst,
-                edge_path,
-                features,
-                labels,
-                None,
-                names.len(),
-                notes,
-                link,
-                undirected,
-            );
-        }
-        let files = [
-            csv_file(&d, "train"),
-            csv_file(&d, "valid"),
-            csv_file(&d, "test"),
-        ];
-        let lists = [
-            read_ids(&files[0], n)?,
-            read_ids(&files[1], n)?,
-            read_ids(&files[2], n)?,
-        ];
-        (Some(RawSplit { lists, files }), names.len())
-    };
-
-    finish(
-        root, raw, name, n, src, dst, edge_path, features, labels, split, num_splits, notes, link,
-        undirected,
-    )
+    })
 }
 
 /// The notes on what is not read, the direction, and the [`Raw`] of an OGB directory.
