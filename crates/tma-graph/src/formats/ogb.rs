@@ -601,7 +601,7 @@ fn read_edges(
     known_n: Option<usize>,
 ) -> Result<(Vec<u32>, Vec<u32>, Option<u64>)> {
     let bound = known_n.map_or(u32::MAX as u64, |n| n as u64);
-    let blocks = scan_blocks(&edge_path, |first, block| {
+    let blocks = scan_blocks(edge_path, |first, block| {
         let (mut src, mut dst) = (Vec::new(), Vec::new());
         let mut max_id: Option<u64> = None;
         for (ln, line) in block_lines(first, block) {
@@ -612,7 +612,7 @@ fn read_edges(
             let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
                 let k = line.split(|&b| b == b',').count();
                 return Err(at_line(
-                    &edge_path,
+                    edge_path,
                     ln,
                     format!(
                         "wrong column count: {k} field{} where an edge has 2 (src,dst)",
@@ -622,10 +622,10 @@ fn read_edges(
             };
             let mut ids = [0u32; 2];
             for (k, tok) in [a, b].into_iter().enumerate() {
-                let v = parse_id(tok).map_err(|e| at_line(&edge_path, ln, e))?;
+                let v = parse_id(tok).map_err(|e| at_line(edge_path, ln, e))?;
                 if v >= bound {
                     return Err(at_line(
-                        &edge_path,
+                        edge_path,
                         ln,
                         match known_n {
                             Some(n) => format!(
@@ -652,7 +652,7 @@ fn read_edges(
         dst.extend_from_slice(&d);
         max_id = max_id.max(m);
     }
-    let ne_path = csv_file(&raw, "num-edge-list");
+    let ne_path = csv_file(raw, "num-edge-list");
     if ne_path.exists() {
         let e = read_count(&ne_path)?;
         if e != src.len() as u64 {
@@ -674,7 +674,7 @@ fn read_edges(
 fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
     Ok(if feat_path.exists() {
         // per block: (first line, width of its first row, rows, values)
-        let blocks = scan_blocks(&feat_path, |first, block| {
+        let blocks = scan_blocks(feat_path, |first, block| {
             let mut dim: Option<usize> = None;
             let mut data = Vec::new();
             let mut rows = 0usize;
@@ -686,7 +686,7 @@ fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
                 for (c, tok) in line.split(|&b| b == b',').enumerate() {
                     data.push(
                         parse_f32(tok)
-                            .map_err(|e| at_line(&feat_path, ln, format!("column {c}: {e}")))?,
+                            .map_err(|e| at_line(feat_path, ln, format!("column {c}: {e}")))?,
                     );
                 }
                 let k = data.len() - before;
@@ -694,7 +694,7 @@ fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
                     None => dim = Some(k),
                     Some(d) if d != k => {
                         return Err(at_line(
-                            &feat_path,
+                            feat_path,
                             ln,
                             format!("wrong column count: {k} values where the first row has {d}"),
                         ))
@@ -714,7 +714,7 @@ fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
                 (None, _) => dim = d,
                 (Some(a), Some(b)) if a != b => {
                     return Err(at_line(
-                        &feat_path,
+                        feat_path,
                         first,
                         format!("wrong column count: {b} values where the first row has {a}"),
                     ))
@@ -733,7 +733,7 @@ fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
 /// The labels of `label_path` when it exists: one class per line, or one 0/1 row per node.
 fn read_labels(label_path: &Path) -> Result<Option<RawLabels>> {
     Ok(if label_path.exists() {
-        Some(scan(&label_path, |lines| {
+        Some(scan(label_path, |lines| {
             let mut classes_v = Vec::new();
             let mut multi: Option<(usize, Vec<u8>)> = None;
             while let Some((ln, line)) = lines.next_line()? {
@@ -747,7 +747,7 @@ fn read_labels(label_path: &Path) -> Result<Option<RawLabels>> {
                         -1
                     } else {
                         parse_id(t)
-                            .map_err(|e| at_line(&label_path, ln, e.replace("node id", "label")))?
+                            .map_err(|e| at_line(label_path, ln, e.replace("node id", "label")))?
                             as i64
                     };
                     classes_v.push(c);
@@ -755,7 +755,7 @@ fn read_labels(label_path: &Path) -> Result<Option<RawLabels>> {
                     let (c, m) = multi.get_or_insert_with(|| (fields.len(), Vec::new()));
                     if fields.len() != *c || !classes_v.is_empty() {
                         return Err(at_line(
-                            &label_path,
+                            label_path,
                             ln,
                             format!(
                                 "wrong column count: {} labels where the first row has {}",
@@ -770,7 +770,7 @@ fn read_labels(label_path: &Path) -> Result<Option<RawLabels>> {
                             b"1" | b"1.0" => m.push(1),
                             other => {
                                 return Err(at_line(
-                                    &label_path,
+                                    label_path,
                                     ln,
                                     format!(
                                         "column {j}: multi-label entry {:?} must be 0 or 1",
