@@ -22,8 +22,8 @@ use tma_arch::{fns, lex};
 /// shrink: the test fails for a cycle not in it and for an entry that is no longer a cycle, so
 /// remove an entry when its cycle is gone.
 const KNOWN_CYCLES: &[(&str, &[&str])] = &[
-    // `TrainOpts` / `resolve` live in the file that dispatches to `splits`, `compare`, `dist`
-    // and `mpi_run`, which use them
+    // `TrainOpts` / `resolve` live in `train_cmd`, which dispatches to `splits`, `dist` and
+    // `mpi_run`; they (and `compare`, which `splits` calls) use them back
     (
         "tma-cli",
         &["compare", "dist", "mpi_run", "splits", "train_cmd"],
