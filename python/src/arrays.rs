@@ -202,7 +202,26 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
         } => (sparse_features(n, indptr, indices, data, dim)?, false),
     };
 
-    let labels = match a.y {
+    let labels = labels_from(a.y, n)?;
+    let split = split_from(a.split, n, a.allow_split_overlap)?;
+    let num_splits = usize::from(split.is_some());
+    Ok(Dataset {
+        name: a.name,
+        directed: a.directed,
+        graph,
+        features,
+        structural_features: structural,
+        labels,
+        split,
+        removed,
+        num_splits,
+        link_split: None,
+    })
+}
+
+/// The labels `y` of `n` nodes, checked as the `.npy` loader checks `y.npy`.
+fn labels_from(y: LabelArrays<'_>, n: usize) -> Result<Labels, String> {
+    Ok(match y {
         LabelArrays::None => Labels::None,
         LabelArrays::Classes(y) => {
             if let Some(v) = y.iter().position(|&l| l < -1 || l > i32::MAX as i64) {
@@ -246,9 +265,17 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                 y: data.to_vec(),
             }
         }
-    };
+    })
+}
 
-    let split = match a.split {
+/// The split lists `(train, val, test)` of `n` nodes: ids in range, sorted, without
+/// duplicates, and disjoint unless `allow_overlap`.
+fn split_from(
+    split: Option<[&[i64]; 3]>,
+    n: usize,
+    allow_overlap: bool,
+) -> Result<Option<NodeSplit>, String> {
+    Ok(match split {
         None => None,
         Some(lists) => {
             let names = ["train_idx", "val_idx", "test_idx"];
@@ -267,9 +294,9 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
                 }
                 out.push(ids);
             }
-            if !a.allow_split_overlap {
+            if !allow_overlap {
                 for (i, j) in [(0usize, 1usize), (0, 2), (1, 2)] {
-                    let common = tma_graph::split::sorted_intersection(&out[i], &out[j]);
+                    let common = tma_graph::dataset::sorted_intersection(&out[i], &out[j]);
                     if !common.is_empty() {
                         let first: Vec<String> =
                             common.iter().take(5).map(|v| v.to_string()).collect();
@@ -289,19 +316,6 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
             let train = out.pop().expect("3 lists");
             Some(NodeSplit { train, val, test })
         }
-    };
-    let num_splits = usize::from(split.is_some());
-    Ok(Dataset {
-        name: a.name,
-        directed: a.directed,
-        graph,
-        features,
-        structural_features: structural,
-        labels,
-        split,
-        removed,
-        num_splits,
-        link_split: None,
     })
 }
 

@@ -500,6 +500,7 @@ impl PyRun {
 #[pyfunction]
 #[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None, partitions=None, engine=None, join_timeout=None))]
 #[allow(clippy::too_many_arguments)]
+// long: one Python call in order: options, data, the worker thread, and the loop that hands rounds to Python and answers Ctrl-C without holding the GIL
 fn _train(
     py: Python<'_>,
     dataset: Option<&Bound<'_, PyDataset>>,

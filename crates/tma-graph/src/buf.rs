@@ -11,8 +11,40 @@ use std::path::Path;
 use std::sync::Arc;
 
 use memmap2::Mmap;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
+
+/// Element type of an array file (of the on-disk format, `docs/graph-format.md`) and of a
+/// [`Pod`] viewed in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// Unsigned 64-bit integer.
+    U64,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Signed 32-bit integer.
+    I32,
+    /// Unsigned byte.
+    U8,
+    /// IEEE 754 binary32.
+    F32,
+    /// IEEE 754 binary16 (the `half` crate's `f16`).
+    F16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::U64 => 8,
+            Dtype::U32 | Dtype::I32 | Dtype::F32 => 4,
+            Dtype::F16 => 2,
+            Dtype::U8 => 1,
+        }
+    }
+}
 
 mod sealed {
     pub trait Sealed {}
@@ -22,14 +54,14 @@ mod sealed {
 /// pattern, stored little-endian (`u64`, `u32`, `i32`, `u8`, `f32`, `f16`).
 pub trait Pod: Copy + Send + Sync + 'static + sealed::Sealed {
     /// The on-disk dtype of the element.
-    const DTYPE: crate::disk::Dtype;
+    const DTYPE: Dtype;
 }
 
 macro_rules! pod {
     ($($t:ty => $d:ident),*) => {$(
         impl sealed::Sealed for $t {}
         impl Pod for $t {
-            const DTYPE: crate::disk::Dtype = crate::disk::Dtype::$d;
+            const DTYPE: Dtype = Dtype::$d;
         }
     )*};
 }

@@ -1,5 +1,5 @@
 //! Datasets: a graph with node features, labels and an optional split, loaded from a directory
-//! in the layout of `docs/dataset-format.md` ([`load_dataset`]).
+//! in the layout of `docs/dataset-format.md` ([`crate::load_dataset`]).
 //!
 //! # Directory layout
 //!
@@ -20,7 +20,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use crate::csr::Csr;
 use crate::error::{GraphError, Result};
-use crate::features::Features;
+use crate::features::{Features, DENSIFY_DENSITY, DENSIFY_MAX_DIM};
 use crate::npy::NpyFile;
 use crate::seed::{self, Purpose};
 
@@ -261,7 +261,7 @@ impl Dataset {
     }
 }
 
-/// Options of [`load_dataset`].
+/// Options of [`crate::load_dataset`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Which of the `S` mask splits to use when the dataset ships `*_masks.npy` (default 0).
@@ -317,11 +317,6 @@ fn idx2(fortran: bool, rows: usize, cols: usize, r: usize, c: usize) -> usize {
     }
 }
 
-/// Features with density above this fraction are stored dense.
-pub const DENSIFY_DENSITY: f64 = 0.2;
-/// Features with at most this many columns are stored dense.
-pub const DENSIFY_MAX_DIM: usize = 64;
-
 /// The files of tma's .npy layout that mark a directory as one (`meta.json` aside).
 pub(crate) const NPY_LAYOUT_FILES: [&str; 5] = [
     "edge_index.npy",
@@ -347,106 +342,24 @@ pub(crate) fn meta_json_missing(dir: &Path) -> GraphError {
     }
 }
 
-/// Load a dataset directory (layout of `docs/dataset-format.md`, summarized in the module docs).
-///
-/// A directory in the on-disk graph format (`docs/graph-format.md`, marked by its
-/// `tma-graph.json`) is accepted too: it is opened with [`crate::MappedGraph`]
-/// ([`crate::MappedGraph::to_dataset`]: the graph and dense f32 features stay mapped, the rest is
-/// copied), giving the same dataset as its `.npy` source.
-///
-/// * **Nodes** `N` = `meta.json:computed.nodes` if present, else the largest of
-///   (max edge id + 1, `y` rows, `x_shape[0]`).
-/// * **Graph**: arcs `edge_index[0, e] -> edge_index[1, e]`, so row `dst` of the in-neighbour
-///   CSR gets `src`. Self-loops are dropped, duplicate arcs merged. Undirected files already
-///   hold both directions (checked: the result must be symmetric).
-/// * **Features**: the CSR files become [`Features::Sparse`], except that they are densified
-///   when `dim <= 64` ([`DENSIFY_MAX_DIM`]) or density `nnz / (N * dim) > 20%`
-///   ([`DENSIFY_DENSITY`]), where a dense matrix is both smaller and faster. Sparse rows keep
-///   the column order of the file. Without feature files, [`structural_features`] of width
-///   `opts.structural_dim` are generated and `structural_features` is set.
-/// * **Labels**: int64 `[N]` -> [`Labels::Classes`]; uint8 `[N, C]` -> [`Labels::MultiLabel`];
-///   no `y.npy` -> [`Labels::None`].
-/// * **Split**: `*_idx.npy` -> that split (sorted); else `*_masks.npy` `[S, N]` -> row
-///   `opts.split_index`; else `None`. Index files win when both kinds are present.
-///
-/// # Errors
-/// * [`GraphError::Io`]: a required file is missing/unreadable (`meta.json`, `edge_index.npy`,
-///   or one file of a partial x / idx / masks triple).
-/// * [`GraphError::Npy`]: bad magic, unsupported version, unparseable header, truncated data.
-/// * [`GraphError::Dtype`]: a dtype other than the table in the module docs.
-/// * [`GraphError::Shape`]: shapes inconsistent with the format, each other, or `meta.json`.
-/// * [`GraphError::IdOutOfRange`]: edge/index id not in `0..N`, feature column not in `0..dim`.
-/// * [`GraphError::Invalid`]: `meta.json` unparseable or missing `directed` / `x_shape`;
-///   `x_indptr` not starting at 0, not monotone or not ending at nnz; labels `< -1` or
-///   multi-labels not 0/1; duplicate split ids; undirected graph not symmetric;
-///   `opts.split_index >= S` (index files hold one split); `opts.structural_dim == 0`; a label
-///   id `>= meta.json:computed.classes`; a split whose train/val/test lists share nodes
-///   (unless `opts.allow_split_overlap`); non-finite feature values (`x_data.npy`);
-///   object (pickled) arrays give [`GraphError::Dtype`] naming the dtype the file needs.
-/// * Self-loops and duplicate arcs are removed and counted in [`Dataset::removed`].
-pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
-    // a directory in the on-disk format (docs/graph-format.md): mapped, then copied in
-    if crate::disk::is_disk_graph(dir) {
-        return crate::disk::MappedGraph::open(dir)?.to_dataset(opts);
-    }
-    let meta_path = dir.join("meta.json");
-    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            meta_json_missing(dir)
-        } else {
-            GraphError::Io {
-                path: meta_path.clone(),
-                source,
-            }
-        }
-    })?;
-    let meta: serde_json::Value = serde_json::from_str(&meta_text)
-        .map_err(|e| invalid(&meta_path, format!("not valid JSON: {e}")))?;
-    let name = meta
-        .get("name")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            dir.file_name()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
-    let directed = meta
-        .get("directed")
-        .and_then(|v| v.as_bool())
-        .ok_or_else(|| invalid(&meta_path, "missing or non-boolean field `directed`"))?;
-    let meta_nodes = match meta.get("computed").and_then(|c| c.get("nodes")) {
-        None | Some(serde_json::Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| invalid(&meta_path, "`computed.nodes` is not an integer"))?,
-        ),
-    };
-
-    let meta_classes = match meta.get("computed").and_then(|c| c.get("classes")) {
-        None | Some(serde_json::Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| invalid(&meta_path, "`computed.classes` is not an integer"))?,
-        ),
-    };
+/// Reads a directory of the `.npy` layout (the module docs): the rules and errors of
+/// [`crate::load_dataset`], which opens a directory of the on-disk format instead when it is one.
+pub(crate) fn load_npy_dir(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
+    let Meta {
+        path: meta_path,
+        name,
+        directed,
+        nodes: meta_nodes,
+        classes: meta_classes,
+        value: meta,
+    } = read_meta(dir)?;
 
     // ---- which optional files exist
     let p = |f: &str| dir.join(f);
     let x_files = [p("x_indptr.npy"), p("x_indices.npy"), p("x_data.npy")];
     let has_x = x_files.iter().any(|f| f.exists());
-    let x_shape: Option<(u64, u64)> = if has_x {
-        let arr = meta
-            .get("x_shape")
-            .and_then(|v| v.as_array())
-            .ok_or_else(|| invalid(&meta_path, "feature files present but `x_shape` missing"))?;
-        match arr.as_slice() {
-            [a, b] => match (a.as_u64(), b.as_u64()) {
-                (Some(a), Some(b)) => Some((a, b)),
-                _ => return Err(invalid(&meta_path, "`x_shape` must hold two integers")),
-            },
-            _ => return Err(invalid(&meta_path, "`x_shape` must hold two integers")),
-        }
+    let x_shape = if has_x {
+        Some(x_shape(&meta, &meta_path)?)
     } else {
         None
     };
@@ -457,7 +370,6 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     if ei.shape()[0] != 2 {
         return Err(ei.shape_err("[2, E]"));
     }
-    let e = ei.shape()[1] as usize;
     let ev = ei.storage_vec::<i64>()?;
     for &v in &ev {
         if v < 0 {
@@ -503,38 +415,7 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     let nu = n as usize;
 
     // ---- graph
-    let mut src = Vec::with_capacity(e);
-    let mut dst = Vec::with_capacity(e);
-    let mut self_loops = 0usize;
-    for k in 0..e {
-        let s = ev[idx2(ei.fortran_order(), 2, e, 0, k)];
-        let d = ev[idx2(ei.fortran_order(), 2, e, 1, k)];
-        for v in [s, d] {
-            if v as u64 >= n {
-                return Err(GraphError::IdOutOfRange {
-                    path: ei.path().to_path_buf(),
-                    id: v,
-                    num_nodes: n,
-                });
-            }
-        }
-        if s != d {
-            src.push(s as u32);
-            dst.push(d as u32);
-        } else {
-            self_loops += 1;
-        }
-    }
-    drop(ev);
-    let graph = Csr::from_edges(nu, &src, &dst);
-    let removed = RemovedArcs {
-        self_loops,
-        duplicate_arcs: src.len() - graph.num_edges(),
-    };
-    drop((src, dst));
-    if !directed {
-        check_symmetric(&graph, ei.path())?;
-    }
+    let (graph, removed) = read_graph(&ei, ev, n, directed)?;
 
     // ---- features
     let (features, structural) = if let Some((rows, dim)) = x_shape {
@@ -575,6 +456,146 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
     }
 
     // ---- split
+    let (split, num_splits) = read_split(dir, nu, opts)?;
+
+    Ok(Dataset {
+        name,
+        directed,
+        graph,
+        features,
+        structural_features: structural,
+        labels,
+        split,
+        removed,
+        num_splits,
+        link_split: None,
+    })
+}
+
+/// What `meta.json` says.
+struct Meta {
+    path: PathBuf,
+    value: serde_json::Value,
+    name: String,
+    directed: bool,
+    nodes: Option<u64>,
+    classes: Option<u64>,
+}
+
+/// Reads `dir/meta.json`: `name` (default: the directory's name), `directed` (required),
+/// `computed.nodes` and `computed.classes` (optional).
+fn read_meta(dir: &Path) -> Result<Meta> {
+    let meta_path = dir.join("meta.json");
+    let meta_text = std::fs::read_to_string(&meta_path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            meta_json_missing(dir)
+        } else {
+            GraphError::Io {
+                path: meta_path.clone(),
+                source,
+            }
+        }
+    })?;
+    let meta: serde_json::Value = serde_json::from_str(&meta_text)
+        .map_err(|e| invalid(&meta_path, format!("not valid JSON: {e}")))?;
+    let name = meta
+        .get("name")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            dir.file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+    let directed = meta
+        .get("directed")
+        .and_then(|v| v.as_bool())
+        .ok_or_else(|| invalid(&meta_path, "missing or non-boolean field `directed`"))?;
+    let meta_nodes = match meta.get("computed").and_then(|c| c.get("nodes")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid(&meta_path, "`computed.nodes` is not an integer"))?,
+        ),
+    };
+
+    let meta_classes = match meta.get("computed").and_then(|c| c.get("classes")) {
+        None | Some(serde_json::Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| invalid(&meta_path, "`computed.classes` is not an integer"))?,
+        ),
+    };
+    Ok(Meta {
+        path: meta_path,
+        value: meta,
+        name,
+        directed,
+        nodes: meta_nodes,
+        classes: meta_classes,
+    })
+}
+
+/// `meta.json`'s `x_shape` `[rows, dim]`, required when feature files are present.
+fn x_shape(meta: &serde_json::Value, meta_path: &Path) -> Result<(u64, u64)> {
+    let arr = meta
+        .get("x_shape")
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| invalid(meta_path, "feature files present but `x_shape` missing"))?;
+    match arr.as_slice() {
+        [a, b] => match (a.as_u64(), b.as_u64()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => Err(invalid(meta_path, "`x_shape` must hold two integers")),
+        },
+        _ => Err(invalid(meta_path, "`x_shape` must hold two integers")),
+    }
+}
+
+/// The graph of `edge_index` (`ev`, its values, `[2, E]`) over `n` nodes: ids checked, self-loops
+/// dropped and duplicate arcs merged (both counted), symmetry checked when undirected.
+fn read_graph(ei: &NpyFile, ev: Vec<i64>, n: u64, directed: bool) -> Result<(Csr, RemovedArcs)> {
+    let e = ei.shape()[1] as usize;
+    let nu = n as usize;
+    let mut src = Vec::with_capacity(e);
+    let mut dst = Vec::with_capacity(e);
+    let mut self_loops = 0usize;
+    for k in 0..e {
+        let s = ev[idx2(ei.fortran_order(), 2, e, 0, k)];
+        let d = ev[idx2(ei.fortran_order(), 2, e, 1, k)];
+        for v in [s, d] {
+            if v as u64 >= n {
+                return Err(GraphError::IdOutOfRange {
+                    path: ei.path().to_path_buf(),
+                    id: v,
+                    num_nodes: n,
+                });
+            }
+        }
+        if s != d {
+            src.push(s as u32);
+            dst.push(d as u32);
+        } else {
+            self_loops += 1;
+        }
+    }
+    drop(ev);
+    let graph = Csr::from_edges(nu, &src, &dst);
+    let removed = RemovedArcs {
+        self_loops,
+        duplicate_arcs: src.len() - graph.num_edges(),
+    };
+    drop((src, dst));
+    if !directed {
+        check_symmetric(&graph, ei.path())?;
+    }
+    Ok((graph, removed))
+}
+
+/// The fixed split of the `nu` nodes: `*_idx.npy` (one split) or row `opts.split_index` of
+/// `*_masks.npy`, with the number of splits; disjoint unless `opts.allow_split_overlap`.
+fn read_split(dir: &Path, nu: usize, opts: &LoadOptions) -> Result<(Option<NodeSplit>, usize)> {
+    let p = |f: &str| dir.join(f);
+    let n = nu as u64;
     let idx_files = [p("train_idx.npy"), p("val_idx.npy"), p("test_idx.npy")];
     let mask_files = [
         p("train_masks.npy"),
@@ -660,19 +681,25 @@ pub fn load_dataset(dir: &Path, opts: &LoadOptions) -> Result<Dataset> {
             check_split_disjoint(sp, names, opts.split_index)?;
         }
     }
+    Ok((split, num_splits))
+}
 
-    Ok(Dataset {
-        name,
-        directed,
-        graph,
-        features,
-        structural_features: structural,
-        labels,
-        split,
-        removed,
-        num_splits,
-        link_split: None,
-    })
+/// Common elements of two ascending lists (ascending). Used to check that the lists of a
+/// fixed split do not share nodes.
+pub fn sorted_intersection(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Error when two lists of a fixed split share nodes: names both files, the overlap count and
@@ -684,7 +711,7 @@ pub(crate) fn check_split_disjoint(
 ) -> Result<()> {
     let lists = [&sp.train, &sp.val, &sp.test];
     for (a, b) in [(0usize, 1usize), (0, 2), (1, 2)] {
-        let common = crate::split::sorted_intersection(lists[a], lists[b]);
+        let common = sorted_intersection(lists[a], lists[b]);
         if !common.is_empty() {
             let first: Vec<String> = common.iter().take(5).map(|v| v.to_string()).collect();
             let row = if files[0].to_string_lossy().ends_with("_masks.npy") {

@@ -6,6 +6,11 @@ use crate::buf::Buf;
 /// resident is one per row (2^14 pages = 64 MiB).
 pub const RELEASE_SEGMENT: usize = 1 << 14;
 
+/// Features with density above this fraction are stored dense.
+pub const DENSIFY_DENSITY: f64 = 0.2;
+/// Features with at most this many columns are stored dense.
+pub const DENSIFY_MAX_DIM: usize = 64;
+
 /// Node features, `[num_nodes, dim]`, f32.
 ///
 /// `Sparse` keeps bag-of-words style features (e.g. coauthor_physics, 34,493 x 8,415 with
@@ -324,8 +329,8 @@ impl Features {
 }
 
 impl Features {
-    /// Dense or sparse features from CSR rows, by the `.npy` loader's rule ([`crate::DENSIFY_MAX_DIM`],
-    /// [`crate::DENSIFY_DENSITY`]): dense when `dim <= 64` or more than 20% of the cells are
+    /// Dense or sparse features from CSR rows, by the `.npy` loader's rule ([`DENSIFY_MAX_DIM`],
+    /// [`DENSIFY_DENSITY`]): dense when `dim <= 64` or more than 20% of the cells are
     /// non-zero, so data from any source trains as the same data loaded from a `.npy` directory.
     /// `indptr: [n + 1]`, `indices`/`data: [nnz]`; duplicate entries of a row are summed.
     pub fn from_csr_like_loader(
@@ -336,8 +341,8 @@ impl Features {
         data: Vec<f32>,
     ) -> Features {
         let nnz = indices.len();
-        let densify = dim <= crate::DENSIFY_MAX_DIM
-            || (nnz as f64) > crate::DENSIFY_DENSITY * (n as f64 * dim as f64);
+        let densify =
+            dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * (n as f64 * dim as f64);
         if densify {
             let mut out = vec![0f32; n * dim];
             for v in 0..n {
@@ -366,8 +371,8 @@ impl Features {
     /// back the same.
     pub fn from_dense_like_loader(n: usize, dim: usize, data: Vec<f32>) -> Features {
         let nnz = data.iter().filter(|&&x| x != 0.0).count();
-        let dense = dim <= crate::DENSIFY_MAX_DIM
-            || (nnz as f64) > crate::DENSIFY_DENSITY * (n as f64 * dim as f64);
+        let dense =
+            dim <= DENSIFY_MAX_DIM || (nnz as f64) > DENSIFY_DENSITY * (n as f64 * dim as f64);
         if dense {
             return Features::Dense {
                 num_nodes: n,

@@ -60,6 +60,7 @@ pub mod error;
 pub mod features;
 pub mod formats;
 pub mod generate;
+pub mod load;
 pub mod memory;
 pub mod npy;
 pub mod rmat;
@@ -69,13 +70,13 @@ pub mod split;
 pub use buf::{Buf, Pod, SharedMap};
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
-    load_dataset, structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit,
-    RemovedArcs, SharedNegatives, StoredLinkSplit, StoredNegatives, DENSIFY_DENSITY,
-    DENSIFY_MAX_DIM,
+    structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit, RemovedArcs,
+    SharedNegatives, StoredLinkSplit, StoredNegatives,
 };
 pub use disk::{is_disk_graph, CsrRef, MappedGraph};
 pub use error::{GraphError, Result};
-pub use features::{gather_rows_into, Features};
+pub use features::{gather_rows_into, Features, DENSIFY_DENSITY, DENSIFY_MAX_DIM};
 pub use generate::{generate_sbm, SbmConfig};
+pub use load::load_dataset;
 pub use rmat::{generate_rmat, RmatConfig};
 pub use split::{link_negatives, link_split, random_node_split, LinkSplit, LinkSplitNotes};

@@ -44,8 +44,8 @@ use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
 use crate::disk::{
-    ArrayWriter, BuildStats, Dtype, ExternalCsrBuilder, FeatureLayout, LabelLayout, Manifest,
-    Progress, Provenance, SplitSource, FORMAT_NAME, FORMAT_VERSION,
+    ArrayWriter, BuildStats, Dtype, ExternalCsrBuilder, FeatureLayout, FileEntry, LabelLayout,
+    LinkNegativesLayout, Manifest, Progress, Provenance, SplitSource, FORMAT_NAME, FORMAT_VERSION,
 };
 use crate::error::{GraphError, Result};
 use crate::seed::{self, splitmix64, Purpose};
@@ -393,37 +393,8 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
     } else {
         None
     };
-    let stream = seed::derive(cfg.seed, Purpose::RmatEdges);
-    let chunks = m.div_ceil(EDGE_CHUNK);
-    let mut self_loops = 0;
-    let mut held_out_draws = 0;
-    progress.start("generate edges", m);
-    let mut c0 = 0;
-    while c0 < chunks {
-        let c1 = (c0 + BATCH).min(chunks);
-        let batch: Vec<(Vec<(u32, u32)>, u64)> = (c0..c1)
-            .into_par_iter()
-            .map(|ch| draw_chunk(cfg, &keys, stream, ch, m))
-            .collect();
-        for (pairs, loops) in batch {
-            self_loops += loops;
-            for (u, v) in pairs {
-                match if held { keys.link_kind(u, v, cfg) } else { 0 } {
-                    0 => {
-                        graph.push(u, v)?;
-                        graph.push(v, u)?;
-                    }
-                    _ => {
-                        held_out_draws += 1;
-                        links.as_mut().unwrap().push(u.min(v), u.max(v))?
-                    }
-                }
-            }
-            progress.inc(EDGE_CHUNK);
-        }
-        c0 = c1;
-    }
-    progress.finish();
+    let (self_loops, held_out_draws) =
+        route_edges(cfg, &keys, m, &mut graph, links.as_mut(), progress)?;
     stages.push((
         format!("generate + route edges ({} buckets)", graph.num_buckets()),
         t.elapsed().as_secs_f64(),
@@ -467,8 +438,174 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
     // ---- features
     let t = Instant::now();
     let d = cfg.feature_dim;
+    let features = write_features(cfg, &keys, out, progress, &mut files)?;
+    stages.push(("features".into(), t.elapsed().as_secs_f64()));
+
+    // ---- labels and node split
+    let t = Instant::now();
+    write_labels_and_split(cfg, &keys, out, &mut files)?;
+    stages.push(("labels + split".into(), t.elapsed().as_secs_f64()));
+
+    // ---- fixed negatives of the held-out pairs, drawn on the written CSR (mapped) before the
+    // manifest: a directory with a manifest is complete
+    let (mut link_negatives, mut neg_report) = (None, None);
+    if held && held_out != (0, 0) && cfg.link_num_neg > 0 {
+        let (val_pos, test_pos) = held_pairs;
+        let (layout, report) = write_link_negatives(
+            cfg,
+            out,
+            build.arcs_out,
+            &val_pos,
+            &test_pos,
+            progress,
+            &mut files,
+        )?;
+        stages.push((
+            format!("link negatives ({} per held-out pair)", cfg.link_num_neg),
+            report.secs,
+        ));
+        neg_report = Some(report);
+        link_negatives = Some(layout);
+    }
+
+    let mut prov = Provenance::new(format!(
+        "R-MAT nodes={n} avg_degree={} a,b,c={:?} classes={} homophily={} feat_dim={d} noise={} link={},{}",
+        cfg.avg_degree, cfg.abc, cfg.num_classes, cfg.homophily, cfg.feature_noise, cfg.link_val, cfg.link_test
+    ));
+    prov.tool = "tma generate".into();
+    prov.seed = Some(cfg.seed);
+    prov.notes.push(format!(
+        "{m} edge draws: {self_loops} self-loops dropped, {held_out_draws} on held-out pairs, {} duplicate arcs merged",
+        build.duplicates_merged
+    ));
+    Manifest {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        name: format!("rmat-{n}"),
+        directed: false,
+        num_nodes: n,
+        num_arcs: build.arcs_out,
+        features,
+        labels: LabelLayout::Classes {
+            num_classes: cfg.num_classes as u64,
+        },
+        split: SplitSource::Generated,
+        link_split: held,
+        link_negatives,
+        files,
+        provenance: prov,
+    }
+    .write(out)?;
+    Ok(GenerateReport {
+        num_nodes: n,
+        num_arcs: build.arcs_out,
+        draws: m,
+        self_loops,
+        held_out_draws,
+        held_out,
+        link_negatives: neg_report,
+        build,
+        stages,
+    })
+}
+
+/// Draws the fixed negatives of the held-out pairs on the written CSR (mapped) and writes
+/// them; before the manifest, since a directory with a manifest is complete.
+fn write_link_negatives(
+    cfg: &RmatConfig,
+    out: &Path,
+    num_arcs: u64,
+    val_pos: &[(u32, u32)],
+    test_pos: &[(u32, u32)],
+    progress: &dyn Progress,
+    files: &mut BTreeMap<String, FileEntry>,
+) -> Result<(LinkNegativesLayout, crate::disk::LinkNegativesReport)> {
+    let t = Instant::now();
+    progress.start("link negatives", 0);
+    let graph = crate::disk::link::mapped_training_csr(out, cfg.num_nodes, num_arcs)?;
+    let (layout, notes) = crate::disk::link::write_negatives(
+        out,
+        &graph,
+        false,
+        val_pos,
+        test_pos,
+        cfg.link_num_neg,
+        cfg.seed,
+        cfg.memory_budget,
+        files,
+    )?;
+    progress.finish();
+    let report = crate::disk::LinkNegativesReport {
+        num_val: val_pos.len(),
+        num_test: test_pos.len(),
+        num_neg: cfg.link_num_neg,
+        notes,
+        secs: t.elapsed().as_secs_f64(),
+    };
+    Ok((layout, report))
+}
+
+/// Draws the `m` edges in chunks (parallel, fixed order) and routes each: both arcs to `graph`,
+/// or a held-out pair (`links`, when the config holds out links) as `(min, max)`. Returns the
+/// self-loops dropped and the draws held out.
+fn route_edges(
+    cfg: &RmatConfig,
+    keys: &Keys,
+    m: u64,
+    graph: &mut ExternalCsrBuilder,
+    mut links: Option<&mut ExternalCsrBuilder>,
+    progress: &dyn Progress,
+) -> Result<(u64, u64)> {
+    let held = links.is_some();
+    let stream = seed::derive(cfg.seed, Purpose::RmatEdges);
+    let chunks = m.div_ceil(EDGE_CHUNK);
+    let mut self_loops = 0;
+    let mut held_out_draws = 0;
+    progress.start("generate edges", m);
+    let mut c0 = 0;
+    while c0 < chunks {
+        let c1 = (c0 + BATCH).min(chunks);
+        let batch: Vec<(Vec<(u32, u32)>, u64)> = (c0..c1)
+            .into_par_iter()
+            .map(|ch| draw_chunk(cfg, keys, stream, ch, m))
+            .collect();
+        for (pairs, loops) in batch {
+            self_loops += loops;
+            for (u, v) in pairs {
+                match if held { keys.link_kind(u, v, cfg) } else { 0 } {
+                    0 => {
+                        graph.push(u, v)?;
+                        graph.push(v, u)?;
+                    }
+                    _ => {
+                        held_out_draws += 1;
+                        links
+                            .as_mut()
+                            .expect("held pairs have a builder")
+                            .push(u.min(v), u.max(v))?
+                    }
+                }
+            }
+            progress.inc(EDGE_CHUNK);
+        }
+        c0 = c1;
+    }
+    progress.finish();
+    Ok((self_loops, held_out_draws))
+}
+
+/// Writes `features.bin` (Gaussian around a per-class mean, `cfg.feature_dtype`; chunks of
+/// nodes drawn in parallel within an eighth of the memory budget) and returns its layout.
+fn write_features(
+    cfg: &RmatConfig,
+    keys: &Keys,
+    out: &Path,
+    progress: &dyn Progress,
+    files: &mut BTreeMap<String, FileEntry>,
+) -> Result<FeatureLayout> {
+    let (n, d) = (cfg.num_nodes, cfg.feature_dim);
     let node_seed = seed::derive(cfg.seed, Purpose::RmatNodes);
-    let features = if d == 0 {
+    Ok(if d == 0 {
         FeatureLayout::None
     } else {
         let mut mrng = seed::chunk_rng(node_seed, 0);
@@ -476,7 +613,7 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
             .map(|_| StandardNormal.sample(&mut mrng))
             .collect();
         let node_chunks = n.div_ceil(NODE_CHUNK);
-        let per_batch = ((budget / 8) / (NODE_CHUNK * d as u64 * 4)).clamp(1, BATCH);
+        let per_batch = ((cfg.memory_budget / 8) / (NODE_CHUNK * d as u64 * 4)).clamp(1, BATCH);
         let gen = |ch: u64| -> Vec<f32> {
             let mut rng = seed::chunk_rng(node_seed, ch + 1);
             let lo = ch * NODE_CHUNK;
@@ -530,11 +667,18 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
             dim: d as u64,
             dtype: cfg.feature_dtype,
         }
-    };
-    stages.push(("features".into(), t.elapsed().as_secs_f64()));
+    })
+}
 
-    // ---- labels and node split
-    let t = Instant::now();
+/// Writes `labels.bin` (each node's class) and the node split (`train_idx.bin`, `val_idx.bin`,
+/// `test_idx.bin`, by the split hash of each node).
+fn write_labels_and_split(
+    cfg: &RmatConfig,
+    keys: &Keys,
+    out: &Path,
+    files: &mut BTreeMap<String, FileEntry>,
+) -> Result<()> {
+    let n = cfg.num_nodes;
     let mut wl = ArrayWriter::<i32>::create(&out.join("labels.bin"))?;
     let mut ws = [
         ArrayWriter::<u32>::create(&out.join("train_idx.bin"))?,
@@ -562,83 +706,7 @@ fn generate_inner(cfg: &RmatConfig, out: &Path, progress: &dyn Progress) -> Resu
     {
         files.insert(name.into(), w.finish()?);
     }
-    stages.push(("labels + split".into(), t.elapsed().as_secs_f64()));
-
-    // ---- fixed negatives of the held-out pairs, drawn on the written CSR (mapped) before the
-    // manifest: a directory with a manifest is complete
-    let mut link_negatives = None;
-    let mut neg_report = None;
-    if held && held_out != (0, 0) && cfg.link_num_neg > 0 {
-        let t = Instant::now();
-        progress.start("link negatives", 0);
-        let (val_pos, test_pos) = held_pairs;
-        let graph = crate::disk::link::mapped_training_csr(out, n, build.arcs_out)?;
-        let (layout, notes) = crate::disk::link::write_negatives(
-            out,
-            &graph,
-            false,
-            &val_pos,
-            &test_pos,
-            cfg.link_num_neg,
-            cfg.seed,
-            budget,
-            &mut files,
-        )?;
-        progress.finish();
-        let secs = t.elapsed().as_secs_f64();
-        stages.push((
-            format!("link negatives ({} per held-out pair)", cfg.link_num_neg),
-            secs,
-        ));
-        neg_report = Some(crate::disk::LinkNegativesReport {
-            num_val: val_pos.len(),
-            num_test: test_pos.len(),
-            num_neg: cfg.link_num_neg,
-            notes,
-            secs,
-        });
-        link_negatives = Some(layout);
-    }
-
-    let mut prov = Provenance::new(format!(
-        "R-MAT nodes={n} avg_degree={} a,b,c={:?} classes={} homophily={} feat_dim={d} noise={} link={},{}",
-        cfg.avg_degree, cfg.abc, cfg.num_classes, cfg.homophily, cfg.feature_noise, cfg.link_val, cfg.link_test
-    ));
-    prov.tool = "tma generate".into();
-    prov.seed = Some(cfg.seed);
-    prov.notes.push(format!(
-        "{m} edge draws: {self_loops} self-loops dropped, {held_out_draws} on held-out pairs, {} duplicate arcs merged",
-        build.duplicates_merged
-    ));
-    Manifest {
-        format: FORMAT_NAME.into(),
-        version: FORMAT_VERSION,
-        name: format!("rmat-{n}"),
-        directed: false,
-        num_nodes: n,
-        num_arcs: build.arcs_out,
-        features,
-        labels: LabelLayout::Classes {
-            num_classes: cfg.num_classes as u64,
-        },
-        split: SplitSource::Generated,
-        link_split: held,
-        link_negatives,
-        files,
-        provenance: prov,
-    }
-    .write(out)?;
-    Ok(GenerateReport {
-        num_nodes: n,
-        num_arcs: build.arcs_out,
-        draws: m,
-        self_loops,
-        held_out_draws,
-        held_out,
-        link_negatives: neg_report,
-        build,
-        stages,
-    })
+    Ok(())
 }
 
 /// A little-endian reader of a temporary array file.

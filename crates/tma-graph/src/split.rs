@@ -302,15 +302,7 @@ pub fn link_split(
         edges.swap(i, j);
     }
     // out-degree in the full graph and the number of valid negatives (w != u, no arc u -> w)
-    let out_deg: Vec<u32> = if directed {
-        let mut d = vec![0u32; n];
-        for &u in &graph.indices {
-            d[u as usize] += 1;
-        }
-        d
-    } else {
-        graph.degrees()
-    };
+    let out_deg = out_degrees(graph, directed);
     let valid_negatives = |u: u32| -> usize {
         let self_loop = has_arc(graph, u, u) as usize;
         n.saturating_sub(1 + out_deg[u as usize] as usize - self_loop)
@@ -351,23 +343,7 @@ pub fn link_split(
     train_edges.par_sort_unstable();
 
     // 3. training graph.
-    let cap_arcs = if directed {
-        train_edges.len()
-    } else {
-        2 * train_edges.len()
-    };
-    let mut src = Vec::with_capacity(cap_arcs);
-    let mut dst = Vec::with_capacity(cap_arcs);
-    for &(u, v) in &train_edges {
-        src.push(u);
-        dst.push(v);
-        if !directed {
-            src.push(v);
-            dst.push(u);
-        }
-    }
-    let train_graph = Csr::from_edges(n, &src, &dst);
-    drop((src, dst));
+    let train_graph = training_graph(n, &train_edges, directed);
 
     // 4. negatives. Every candidate pair has a side (validation or test) from a hash of the
     // pair (both directions alike for undirected graphs), so the two sets cannot share a pair;
@@ -394,6 +370,39 @@ pub fn link_split(
         notes,
         protocol: None,
     }
+}
+
+/// Out-degree of every node of the in-neighbour CSR `graph` (its degree when undirected).
+fn out_degrees(graph: &Csr, directed: bool) -> Vec<u32> {
+    if directed {
+        let mut d = vec![0u32; graph.num_nodes()];
+        for &u in &graph.indices {
+            d[u as usize] += 1;
+        }
+        d
+    } else {
+        graph.degrees()
+    }
+}
+
+/// The graph of the training edges `(u, v)` over `n` nodes (both directions when undirected).
+fn training_graph(n: usize, train_edges: &[(u32, u32)], directed: bool) -> Csr {
+    let cap_arcs = if directed {
+        train_edges.len()
+    } else {
+        2 * train_edges.len()
+    };
+    let mut src = Vec::with_capacity(cap_arcs);
+    let mut dst = Vec::with_capacity(cap_arcs);
+    for &(u, v) in train_edges {
+        src.push(u);
+        dst.push(v);
+        if !directed {
+            src.push(v);
+            dst.push(u);
+        }
+    }
+    Csr::from_edges(n, &src, &dst)
 }
 
 /// Fixed evaluation negatives for a link split given with the graph (a split stored in the
@@ -705,23 +714,5 @@ fn sample_negatives(
                 }
             }
         });
-    out
-}
-
-/// Common elements of two ascending lists (ascending). Used to check that the lists of a
-/// fixed split do not share nodes.
-pub fn sorted_intersection(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
     out
 }

@@ -2053,7 +2053,7 @@ mod tests {
     /// gives the same bytes with 1 and 3 threads.
     #[test]
     fn scoped_products_match_the_rounded_reference() {
-        use crate::mat::{matmul_a_b, matmul_a_bt, matmul_at_b};
+        use crate::matmul::{matmul_a_b, matmul_a_bt, matmul_at_b};
         let mut backends = vec![Backend::Emulated];
         if amx_available() {
             backends.push(Backend::Amx);

@@ -3,11 +3,12 @@
 
 use crate::bf16::{self, Backend, MatmulPrecision};
 use crate::conv::{ConvArgs, ConvCache, EncoderKind, Init, LayerOptions, ParamAlloc};
+use crate::input::InputRef;
 use crate::kernels::{
     add_bias, add_col_sums, add_into, dropout_apply, dropout_mask, lane_sum, min_rows,
-    post_backward, post_forward, prelu1, prelu_grad1, BufferPool, InputRef,
+    post_backward, post_forward, prelu1, prelu_grad1, BufferPool,
 };
-use crate::mat::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
+use crate::matmul::{matmul_a_b, matmul_a_bt, matmul_a_bt_serial, matmul_at_b};
 use crate::{Mat, NnError, ParamSet, ParamSpec};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

@@ -1,6 +1,7 @@
 //! Model-level and kernel-level tests: exact values on hand examples and finite-difference
 //! checks of every backward.
 
+use crate::input::*;
 use crate::kernels::*;
 use crate::*;
 use rand::seq::SliceRandom;

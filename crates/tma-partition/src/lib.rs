@@ -41,14 +41,14 @@ mod report;
 
 pub use error::PartitionError;
 pub use lpa::{
-    label_propagation, super_node_clusters, LpaStats, MergeLevel, LPA_MAX_MERGE_LEVELS,
-    LPA_MAX_PASSES,
+    label_propagation, lpa_peak_bytes, super_node_clusters, LpaStats, MergeLevel,
+    LPA_BYTES_PER_NODE, LPA_MAX_MERGE_LEVELS, LPA_MAX_PASSES,
 };
 pub use method::{
-    lpa_peak_bytes, metis_peak_bytes, partition, partition_ref, partition_ref_within, Clustering,
-    ClusteringChoice, Partition, PartitionConfig, PartitionMethod, PartitionNotes,
-    AUTO_METIS_MAX_ARCS, DEFAULT_NUM_SUPER_NODES, LPA_BYTES_PER_NODE, METIS_BYTES_PER_ARC,
-    METIS_BYTES_PER_NODE, METIS_LPA_CLUSTERS_PER_PART,
+    metis_peak_bytes, partition, partition_ref, partition_ref_within, Clustering, ClusteringChoice,
+    Partition, PartitionConfig, PartitionMethod, PartitionNotes, AUTO_METIS_MAX_ARCS,
+    DEFAULT_NUM_SUPER_NODES, METIS_BYTES_PER_ARC, METIS_BYTES_PER_NODE,
+    METIS_LPA_CLUSTERS_PER_PART,
 };
 pub use part::{build_part, build_parts, Part};
 pub use report::{

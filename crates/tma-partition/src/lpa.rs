@@ -22,6 +22,18 @@ use serde::{Deserialize, Serialize};
 use tma_graph::seed;
 use tma_graph::CsrRef;
 
+/// Anonymous memory of label propagation per node at its peak, bytes: a `u32` label and a
+/// `u32` cluster size, then the compaction map and the assignment
+/// ([`label_propagation`]); a super-node merge level's labels, members and 16 bytes per
+/// cluster for at most `N / 2` clusters ([`super_node_clusters`]).
+pub const LPA_BYTES_PER_NODE: u64 = 16;
+
+/// The estimated peak anonymous memory of label propagation over `num_nodes` nodes, bytes:
+/// `LPA_BYTES_PER_NODE * num_nodes` (nothing per arc: the CSR is read in place).
+pub fn lpa_peak_bytes(num_nodes: usize) -> u64 {
+    LPA_BYTES_PER_NODE * num_nodes as u64
+}
+
 /// What one run of [`label_propagation`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LpaStats {
@@ -173,7 +185,7 @@ const MERGE_MAX_PASSES: usize = 5;
 ///
 /// Memory beyond the graph (read in place): the node-level pass's `8 N` bytes, then a merge
 /// level's `8 N` (labels, members in cluster order) plus `16` per cluster; merge levels run
-/// only while there are at most `N / 2` clusters, so [`crate::method::LPA_BYTES_PER_NODE`]
+/// only while there are at most `N / 2` clusters, so [`LPA_BYTES_PER_NODE`]
 /// (`16 N`) bounds every step. Deterministic in `seed`, independent
 /// of the thread count (as [`label_propagation`]).
 ///

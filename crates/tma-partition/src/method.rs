@@ -12,8 +12,8 @@ use tma_graph::seed::{self, Purpose};
 use tma_graph::{Csr, CsrRef};
 
 use crate::lpa::{
-    compact_ids, label_propagation, pack_largest_first, super_node_clusters, LpaStats,
-    LPA_MAX_PASSES,
+    compact_ids, label_propagation, lpa_peak_bytes, pack_largest_first, super_node_clusters,
+    LpaStats, LPA_MAX_PASSES,
 };
 use crate::metis_call::{part_kway, symmetrize};
 use crate::PartitionError;
@@ -218,12 +218,6 @@ pub const METIS_BYTES_PER_ARC: u64 = 80;
 /// what the rest of the process holds per node (split, labels, the parts' arrays).
 pub const METIS_BYTES_PER_NODE: u64 = 64;
 
-/// Anonymous memory of label propagation per node at its peak, bytes: a `u32` label and a
-/// `u32` cluster size, then the compaction map and the assignment
-/// ([`crate::label_propagation`]); a super-node merge level's labels, members and 16 bytes per
-/// cluster for at most `N / 2` clusters ([`crate::super_node_clusters`]).
-pub const LPA_BYTES_PER_NODE: u64 = 16;
-
 /// The estimated peak anonymous memory of clustering `num_nodes` nodes and `num_edges` stored
 /// arcs with METIS, bytes: `METIS_BYTES_PER_ARC * num_edges + METIS_BYTES_PER_NODE *
 /// num_nodes` (29.4M arcs and 1.5M nodes: 2.3 GiB, measured 2.05 GiB). The graph's own
@@ -232,12 +226,6 @@ pub const LPA_BYTES_PER_NODE: u64 = 16;
 /// per-arc part on it.
 pub fn metis_peak_bytes(num_nodes: usize, num_edges: usize) -> u64 {
     METIS_BYTES_PER_ARC * num_edges as u64 + METIS_BYTES_PER_NODE * num_nodes as u64
-}
-
-/// The estimated peak anonymous memory of label propagation over `num_nodes` nodes, bytes:
-/// `LPA_BYTES_PER_NODE * num_nodes` (nothing per arc: the CSR is read in place).
-pub fn lpa_peak_bytes(num_nodes: usize) -> u64 {
-    LPA_BYTES_PER_NODE * num_nodes as u64
 }
 
 /// `1.7 GiB` at or above 1 GiB, `123 MiB` at or above 1 MiB, else `313 KiB` (messages about

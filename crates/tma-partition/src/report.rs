@@ -211,28 +211,16 @@ pub fn partition_report(
     partition_report_ref(graph.view(), partition, labels)
 }
 
-/// [`partition_report`] over a borrowed CSR, e.g. a memory-mapped one; the same report.
-///
-/// # Panics
-/// As [`partition_report`].
-pub fn partition_report_ref(
+/// One parallel pass over the nodes: each part's nodes, kept arcs, degree histograms and label
+/// counts (`a`: the part of every node; `labels`: each node's class, `-1` = none).
+fn count(
     graph: CsrRef<'_>,
-    partition: &Partition,
+    a: &[u32],
+    parts: usize,
+    classes: usize,
     labels: Option<(&[i32], usize)>,
-) -> PartitionReport {
-    let n = graph.num_nodes();
-    assert_eq!(
-        n,
-        partition.assignment.len(),
-        "partition is for a graph of a different size"
-    );
-    let parts = partition.num_assigned_parts;
-    let classes = labels.map_or(0, |(l, c)| {
-        assert_eq!(l.len(), n, "one label per node expected");
-        c
-    });
-    let a = &partition.assignment;
-    let acc = (0..n)
+) -> Acc {
+    (0..graph.num_nodes())
         .into_par_iter()
         .with_min_len(4096)
         .fold(
@@ -258,7 +246,30 @@ pub fn partition_report_ref(
                 acc
             },
         )
-        .reduce(|| Acc::new(parts, classes), Acc::merge);
+        .reduce(|| Acc::new(parts, classes), Acc::merge)
+}
+
+/// [`partition_report`] over a borrowed CSR, e.g. a memory-mapped one; the same report.
+///
+/// # Panics
+/// As [`partition_report`].
+pub fn partition_report_ref(
+    graph: CsrRef<'_>,
+    partition: &Partition,
+    labels: Option<(&[i32], usize)>,
+) -> PartitionReport {
+    let n = graph.num_nodes();
+    assert_eq!(
+        n,
+        partition.assignment.len(),
+        "partition is for a graph of a different size"
+    );
+    let parts = partition.num_assigned_parts;
+    let classes = labels.map_or(0, |(l, c)| {
+        assert_eq!(l.len(), n, "one label per node expected");
+        c
+    });
+    let acc = count(graph, &partition.assignment, parts, classes, labels);
 
     let mut graph_label_histogram = vec![0u64; classes];
     if classes > 0 {

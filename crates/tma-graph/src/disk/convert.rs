@@ -12,7 +12,7 @@ use super::{
     BuildStats, ExternalCsrBuilder, Manifest, Progress, Provenance, SplitSource, FORMAT_NAME,
     FORMAT_VERSION,
 };
-use crate::dataset::{load_dataset, LoadOptions};
+use crate::dataset::{load_npy_dir, Dataset, LoadOptions};
 use crate::error::{GraphError, Result};
 
 /// Options of [`convert_npy_dir`].
@@ -230,29 +230,7 @@ fn convert_inner(
 
     // ---- node data through the loader, on a staging directory with a one-arc edge list
     let t = Instant::now();
-    let nd = staging.join("node-data");
-    std::fs::create_dir_all(&nd).map_err(|er| io_err(&nd, er))?;
-    let abs = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
-    for entry in std::fs::read_dir(src).map_err(|er| io_err(src, er))? {
-        let entry = entry.map_err(|er| io_err(src, er))?;
-        let fname = entry.file_name();
-        if fname != "edge_index.npy" {
-            link(&abs(entry.path()), &nd.join(&fname))?;
-        }
-    }
-    let fake: Vec<i64> = match max_id {
-        Some(m) => vec![m, m], // a self-loop: dropped, but it fixes N = max id + 1
-        None => vec![],
-    };
-    let shape = [2, fake.len() / 2];
-    crate::npy::write(&nd.join("edge_index.npy"), &fake, &shape)?;
-    let load_opts = LoadOptions {
-        split_index: opts.split_index,
-        structural_dim: 1,
-        seed: 0,
-        ..LoadOptions::default()
-    };
-    let node_data = load_dataset(&nd, &load_opts).map_err(|er| rename_path(er, &nd, src))?;
+    let node_data = load_node_data(src, staging, max_id, opts.split_index)?;
     let n = node_data.num_nodes() as u64;
     let directed = node_data.directed;
     stages.push(("node data".into(), t.elapsed().as_secs_f64()));
@@ -342,6 +320,40 @@ fn convert_inner(
         build,
         stages: std::mem::take(stages),
     })
+}
+
+/// The node data of `src` (features, labels, split, the node count) read by the `.npy` loader
+/// itself, on a staging copy of `src` whose edge list is one self-loop on `max_id` (dropped,
+/// but it fixes the node count as the whole list would) or empty.
+fn load_node_data(
+    src: &Path,
+    staging: &Path,
+    max_id: Option<i64>,
+    split_index: usize,
+) -> Result<Dataset> {
+    let nd = staging.join("node-data");
+    std::fs::create_dir_all(&nd).map_err(|er| io_err(&nd, er))?;
+    let abs = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+    for entry in std::fs::read_dir(src).map_err(|er| io_err(src, er))? {
+        let entry = entry.map_err(|er| io_err(src, er))?;
+        let fname = entry.file_name();
+        if fname != "edge_index.npy" {
+            link(&abs(entry.path()), &nd.join(&fname))?;
+        }
+    }
+    let fake: Vec<i64> = match max_id {
+        Some(m) => vec![m, m], // a self-loop: dropped, but it fixes N = max id + 1
+        None => vec![],
+    };
+    let shape = [2, fake.len() / 2];
+    crate::npy::write(&nd.join("edge_index.npy"), &fake, &shape)?;
+    let load_opts = LoadOptions {
+        split_index,
+        structural_dim: 1,
+        seed: 0,
+        ..LoadOptions::default()
+    };
+    load_npy_dir(&nd, &load_opts).map_err(|er| rename_path(er, &nd, src))
 }
 
 /// Errors of the staging copy name the source directory's files.

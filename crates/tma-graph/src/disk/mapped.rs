@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use super::extsort::pair_hash;
 
-use super::{Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
-use crate::buf::{Buf, Pod, SharedMap};
+use super::{FeatureLayout, FileEntry, LabelLayout, Manifest, SplitSource, MANIFEST};
+use crate::buf::{Buf, Dtype, Pod, SharedMap};
 use crate::csr::Csr;
 use crate::dataset::{
     structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit, SharedNegatives,
@@ -198,6 +198,95 @@ impl std::fmt::Debug for MappedGraph {
     }
 }
 
+/// The files `manifest` says the directory holds: `(name, dtype, length)` of those whose length
+/// the counts fix, and the split files (`u32`, any length); errors for a layout this build
+/// does not read (dense features not f32/f16, negatives without held-out pairs, another
+/// version or kind of negatives).
+#[allow(clippy::type_complexity)]
+fn files_to_map(
+    dir: &Path,
+    manifest: &Manifest,
+) -> Result<(Vec<(&'static str, Dtype, u64)>, Vec<&'static str>)> {
+    let n = manifest.num_nodes;
+    let e = manifest.num_arcs;
+    let mut want: Vec<(&'static str, Dtype, u64)> = vec![
+        ("indptr.bin", Dtype::U64, n + 1),
+        ("indices.bin", Dtype::U32, e),
+    ];
+    match &manifest.features {
+        FeatureLayout::None => {}
+        FeatureLayout::Dense { dim, dtype } => {
+            if !matches!(dtype, Dtype::F32 | Dtype::F16) {
+                return Err(invalid(
+                    &dir.join(MANIFEST),
+                    format!("dense features must be f32 or f16, not {dtype:?}"),
+                ));
+            }
+            let len = n
+                .checked_mul(*dim)
+                .ok_or_else(|| invalid(&dir.join(MANIFEST), "num_nodes * dim overflows"))?;
+            want.push(("features.bin", *dtype, len));
+        }
+        FeatureLayout::Sparse { nnz, .. } => {
+            want.push(("feat_indptr.bin", Dtype::U64, n + 1));
+            want.push(("feat_indices.bin", Dtype::U32, *nnz));
+            want.push(("feat_data.bin", Dtype::F32, *nnz));
+        }
+    }
+    match &manifest.labels {
+        LabelLayout::None => {}
+        LabelLayout::Classes { .. } => want.push(("labels.bin", Dtype::I32, n)),
+        LabelLayout::MultiLabel { num_labels } => {
+            want.push(("labels.bin", Dtype::U8, n * num_labels))
+        }
+    }
+    let mut split_files = vec![];
+    if manifest.split != SplitSource::None {
+        split_files.extend(["train_idx.bin", "val_idx.bin", "test_idx.bin"]);
+    }
+    if manifest.link_split {
+        split_files.extend(["link_val.bin", "link_test.bin"]);
+    }
+    if let Some(neg) = &manifest.link_negatives {
+        let mp = dir.join(MANIFEST);
+        if !manifest.link_split {
+            return Err(invalid(
+                &mp,
+                "link_negatives is set but link_split is false (negatives without held-out pairs)",
+            ));
+        }
+        if neg.version != super::LINK_SPLIT_VERSION {
+            return Err(invalid(
+                &mp,
+                format!(
+                    "link_negatives version {} is not readable by this build (reads version {})",
+                    neg.version,
+                    super::LINK_SPLIT_VERSION
+                ),
+            ));
+        }
+        let per_source = neg.kind == super::NEGATIVES_PER_SOURCE && neg.num_neg >= 1;
+        let shared = neg.kind == super::NEGATIVES_SHARED && neg.num_neg == 0;
+        if !per_source && !shared {
+            return Err(invalid(
+                &mp,
+                format!(
+                    "link_negatives: kind {:?} with num_neg {} (this build reads kind {:?} with num_neg >= 1, or {:?} with num_neg 0)",
+                    neg.kind,
+                    neg.num_neg,
+                    super::NEGATIVES_PER_SOURCE,
+                    super::NEGATIVES_SHARED
+                ),
+            ));
+        }
+        if neg.hits_k == Some(0) {
+            return Err(invalid(&mp, "link_negatives: hits_k 0 (must be >= 1)"));
+        }
+        split_files.extend(["link_val_neg.bin", "link_test_neg.bin"]);
+    }
+    Ok((want, split_files))
+}
+
 impl MappedGraph {
     /// Opens `dir`: reads the manifest, maps every file it lists, checks each file's dtype,
     /// length (against the counts: `indptr` `N + 1`, `indices` `E`, ...), size on disk and
@@ -217,83 +306,8 @@ impl MappedGraph {
                 "the format is little-endian; this host is big-endian",
             ));
         }
-        let n = manifest.num_nodes;
         let e = manifest.num_arcs;
-        let mut want: Vec<(&str, Dtype, u64)> = vec![
-            ("indptr.bin", Dtype::U64, n + 1),
-            ("indices.bin", Dtype::U32, e),
-        ];
-        match &manifest.features {
-            FeatureLayout::None => {}
-            FeatureLayout::Dense { dim, dtype } => {
-                if !matches!(dtype, Dtype::F32 | Dtype::F16) {
-                    return Err(invalid(
-                        &dir.join(MANIFEST),
-                        format!("dense features must be f32 or f16, not {dtype:?}"),
-                    ));
-                }
-                let len = n
-                    .checked_mul(*dim)
-                    .ok_or_else(|| invalid(&dir.join(MANIFEST), "num_nodes * dim overflows"))?;
-                want.push(("features.bin", *dtype, len));
-            }
-            FeatureLayout::Sparse { nnz, .. } => {
-                want.push(("feat_indptr.bin", Dtype::U64, n + 1));
-                want.push(("feat_indices.bin", Dtype::U32, *nnz));
-                want.push(("feat_data.bin", Dtype::F32, *nnz));
-            }
-        }
-        match &manifest.labels {
-            LabelLayout::None => {}
-            LabelLayout::Classes { .. } => want.push(("labels.bin", Dtype::I32, n)),
-            LabelLayout::MultiLabel { num_labels } => {
-                want.push(("labels.bin", Dtype::U8, n * num_labels))
-            }
-        }
-        let mut split_files = vec![];
-        if manifest.split != SplitSource::None {
-            split_files.extend(["train_idx.bin", "val_idx.bin", "test_idx.bin"]);
-        }
-        if manifest.link_split {
-            split_files.extend(["link_val.bin", "link_test.bin"]);
-        }
-        if let Some(neg) = &manifest.link_negatives {
-            let mp = dir.join(MANIFEST);
-            if !manifest.link_split {
-                return Err(invalid(
-                    &mp,
-                    "link_negatives is set but link_split is false (negatives without held-out pairs)",
-                ));
-            }
-            if neg.version != super::LINK_SPLIT_VERSION {
-                return Err(invalid(
-                    &mp,
-                    format!(
-                        "link_negatives version {} is not readable by this build (reads version {})",
-                        neg.version,
-                        super::LINK_SPLIT_VERSION
-                    ),
-                ));
-            }
-            let per_source = neg.kind == super::NEGATIVES_PER_SOURCE && neg.num_neg >= 1;
-            let shared = neg.kind == super::NEGATIVES_SHARED && neg.num_neg == 0;
-            if !per_source && !shared {
-                return Err(invalid(
-                    &mp,
-                    format!(
-                        "link_negatives: kind {:?} with num_neg {} (this build reads kind {:?} with num_neg >= 1, or {:?} with num_neg 0)",
-                        neg.kind,
-                        neg.num_neg,
-                        super::NEGATIVES_PER_SOURCE,
-                        super::NEGATIVES_SHARED
-                    ),
-                ));
-            }
-            if neg.hits_k == Some(0) {
-                return Err(invalid(&mp, "link_negatives: hits_k 0 (must be >= 1)"));
-            }
-            split_files.extend(["link_val_neg.bin", "link_test_neg.bin"]);
-        }
+        let (want, split_files) = files_to_map(dir, &manifest)?;
         let mut regions = BTreeMap::new();
         for (name, dtype, len) in want {
             regions.insert(
@@ -312,6 +326,15 @@ impl MappedGraph {
             manifest,
             regions,
         };
+        g.check_end_points(e)?;
+        Ok(g)
+    }
+
+    /// The CSR end points (`indptr[0] == 0`, `indptr[N] == e`), those of sparse features, and the
+    /// lengths of the link split files (pairs; negatives per positive as the manifest says).
+    fn check_end_points(&self, e: u64) -> Result<()> {
+        let g = self;
+        let dir = &self.dir;
         let ip = g.indptr();
         if ip[0] != 0 || ip[ip.len() - 1] != e {
             return Err(invalid(
@@ -379,7 +402,7 @@ impl MappedGraph {
                 }
             }
         }
-        Ok(g)
+        Ok(())
     }
 
     /// The directory.
@@ -582,6 +605,13 @@ impl MappedGraph {
     /// check that the first error in row order is reported whatever the cut).
     #[doc(hidden)]
     pub fn validate_windows(&self, window: usize, block: usize) -> Result<()> {
+        self.validate_csr(window, block)?;
+        self.validate_node_data()
+    }
+
+    /// The graph part of [`MappedGraph::validate_windows`]: `indptr` monotone, rows sorted and
+    /// unique, ids `< N`, no self-loop, an undirected graph symmetric.
+    fn validate_csr(&self, window: usize, block: usize) -> Result<()> {
         let n = self.num_nodes();
         let p = |f: &str| self.dir.join(f);
         let g = self.csr();
@@ -661,6 +691,14 @@ impl MappedGraph {
                 format!("graph is marked undirected but arc {u} -> {v} has no reverse {v} -> {u}"),
             ));
         }
+        Ok(())
+    }
+
+    /// The node data part of [`MappedGraph::validate`]: sparse features, labels, the split and
+    /// the link split files (with their negatives) in range.
+    fn validate_node_data(&self) -> Result<()> {
+        let n = self.num_nodes();
+        let p = |f: &str| self.dir.join(f);
         if let FeaturesRef::Sparse {
             dim,
             indptr,

@@ -45,6 +45,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::buf::Dtype;
 use crate::error::{GraphError, Result};
 
 /// Name of the manifest file; its presence marks a directory in this format.
@@ -57,36 +58,6 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Whether `dir` holds a graph in this format (its manifest exists).
 pub fn is_disk_graph(dir: &Path) -> bool {
     dir.join(MANIFEST).is_file()
-}
-
-/// Element type of an array file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dtype {
-    /// Unsigned 64-bit integer.
-    U64,
-    /// Unsigned 32-bit integer.
-    U32,
-    /// Signed 32-bit integer.
-    I32,
-    /// Unsigned byte.
-    U8,
-    /// IEEE 754 binary32.
-    F32,
-    /// IEEE 754 binary16 (the `half` crate's `f16`).
-    F16,
-}
-
-impl Dtype {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            Dtype::U64 => 8,
-            Dtype::U32 | Dtype::I32 | Dtype::F32 => 4,
-            Dtype::F16 => 2,
-            Dtype::U8 => 1,
-        }
-    }
 }
 
 /// One array file of the directory, as the manifest records it.

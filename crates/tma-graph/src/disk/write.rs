@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::{
-    Dtype, FeatureLayout, FileEntry, LabelLayout, Manifest, Provenance, SplitSource, FORMAT_NAME,
+    FeatureLayout, FileEntry, LabelLayout, Manifest, Provenance, SplitSource, FORMAT_NAME,
     FORMAT_VERSION,
 };
+use crate::buf::Dtype;
 use crate::dataset::{Dataset, Labels};
 use crate::error::{GraphError, Result};
 use crate::features::Features;

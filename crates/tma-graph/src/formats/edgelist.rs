@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use super::raw::{at_line, invalid, node_count, Direction, Raw};
 use super::text::{block_lines, parse_id, scan, scan_blocks, show, trim, Lines};
-use super::{at_line, invalid, node_count, Direction, Raw, ReadOptions};
 use crate::dataset::Labels;
 use crate::error::Result;
 
@@ -78,7 +78,7 @@ fn remap(
 /// A SNAP edge list: `#` (or `%`) comment lines, then one arc per line as two ids separated by
 /// tabs, spaces or a comma (so a headerless CSV of id pairs reads too); further columns are ignored and said. A comment saying
 /// `Undirected graph` (or a name containing `ungraph`) makes the graph undirected.
-pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
+pub(crate) fn read_snap(path: &Path, undirected: bool) -> Result<Raw> {
     let err = |ln: usize, e: String| at_line(path, ln, e);
     // blocks of lines parsed in parallel: (ids, header words, lines with extra columns)
     struct Block {
@@ -160,7 +160,7 @@ pub(crate) fn read_snap(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
             if extra_cols == 1 { "" } else { "s" }
         ));
     }
-    let undirected = ropts.undirected || said_undirected || lower.contains("ungraph");
+    let undirected = undirected || said_undirected || lower.contains("ungraph");
     if !undirected && !said_directed {
         notes.push(format!(
             "{}: no '# Undirected graph' header: lines read as directed arcs (pass \
@@ -211,11 +211,11 @@ const WEIGHT_NAMES: &[&str] = &["weight", "weights", "w", "value", "edge_weight"
 /// A CSV edge list with a header: the columns named like `src`/`dst` (or `source`/`target`,
 /// `from`/`to`, `id_1`/`id_2`, ...), else the first two; comma, tab or semicolon separated
 /// (taken from the header); other columns (a `weight`) are ignored and said.
-pub(crate) fn read_csv(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
-    scan(path, |lines| read_csv_lines(lines, path, ropts))
+pub(crate) fn read_csv(path: &Path, undirected: bool) -> Result<Raw> {
+    scan(path, |lines| read_csv_lines(lines, path, undirected))
 }
 
-fn read_csv_lines(lines: &mut Lines, path: &Path, ropts: &ReadOptions) -> Result<Raw> {
+fn read_csv_lines(lines: &mut Lines, path: &Path, undirected: bool) -> Result<Raw> {
     let err = |ln: usize, e: String| at_line(path, ln, e);
     // header: the first line that is neither empty nor a # comment
     let header: (usize, Vec<u8>) = loop {
@@ -330,7 +330,7 @@ fn read_csv_lines(lines: &mut Lines, path: &Path, ropts: &ReadOptions) -> Result
         src.push(s);
         dst.push(d);
     }
-    let direction = if ropts.undirected {
+    let direction = if undirected {
         Direction::Undirected
     } else {
         notes.push(format!(

@@ -36,19 +36,19 @@
 mod edgelist;
 mod npz;
 mod ogb;
+mod raw;
 mod text;
 pub mod torch;
 mod write;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::csr::Csr;
 use crate::dataset::{
-    check_split_disjoint, structural_features, Dataset, Labels, LoadOptions, NodeSplit,
-    RemovedArcs, MAX_CLASSES,
+    check_split_disjoint, structural_features, Dataset, LoadOptions, NodeSplit, RemovedArcs,
 };
 use crate::error::{GraphError, Result};
-use crate::features::Features;
+use raw::{invalid, Direction, Raw, RawSplit};
 
 pub use npz::NpzArchive;
 pub use write::write_npy_dir;
@@ -210,10 +210,10 @@ pub fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Result<Loa
                 node_ids: None,
             });
         }
-        Format::Ogb => ogb::read(path, ropts, lopts)?,
-        Format::Snap => edgelist::read_snap(path, ropts)?,
-        Format::Csv => edgelist::read_csv(path, ropts)?,
-        Format::Npz => npz::read(path, ropts)?,
+        Format::Ogb => ogb::read(path, ropts.undirected, lopts)?,
+        Format::Snap => edgelist::read_snap(path, ropts.undirected)?,
+        Format::Csv => edgelist::read_csv(path, ropts.undirected)?,
+        Format::Npz => npz::read(path, ropts.undirected)?,
     };
     assemble(raw, format, lopts)
 }
@@ -329,41 +329,7 @@ pub fn convert_to_npy(
 }
 
 // ---------------------------------------------------------------------------------------------
-// what every reader produces, and the one step that makes a Dataset of it
-
-/// Whether the arcs read are the graph (directed) or one direction of undirected edges.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Direction {
-    /// Arcs as read.
-    Directed,
-    /// Add each arc's reverse.
-    Undirected,
-}
-
-/// A fixed split as read: ids (not yet sorted) and the files they came from.
-pub(crate) struct RawSplit {
-    pub(crate) lists: [Vec<u32>; 3],
-    pub(crate) files: [PathBuf; 3],
-}
-
-/// What a reader hands to [`assemble`]: ids already checked against `num_nodes`.
-pub(crate) struct Raw {
-    pub(crate) name: String,
-    pub(crate) direction: Direction,
-    pub(crate) num_nodes: usize,
-    pub(crate) src: Vec<u32>,
-    pub(crate) dst: Vec<u32>,
-    /// The file the arcs came from (named in notes).
-    pub(crate) edge_file: PathBuf,
-    pub(crate) features: Option<Features>,
-    pub(crate) labels: Labels,
-    pub(crate) split: Option<RawSplit>,
-    pub(crate) num_splits: usize,
-    pub(crate) notes: Vec<String>,
-    pub(crate) node_ids: Option<Vec<u64>>,
-    /// A link split the dataset ships (OGB link-property `split/<name>/*.pt`).
-    pub(crate) link: Option<crate::dataset::StoredLinkSplit>,
-}
+// the one step that makes a Dataset of what a reader produced ([`raw::Raw`])
 
 fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
     let Raw {
@@ -471,71 +437,4 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
         notes,
         node_ids,
     })
-}
-
-// ---------------------------------------------------------------------------------------------
-// helpers shared by the readers
-
-pub(crate) fn invalid(path: &Path, reason: impl Into<String>) -> GraphError {
-    GraphError::Invalid {
-        path: path.to_path_buf(),
-        reason: reason.into(),
-    }
-}
-
-/// `Invalid` with `line N: ` before the reason.
-pub(crate) fn at_line(path: &Path, line: usize, reason: impl std::fmt::Display) -> GraphError {
-    invalid(path, format!("line {line}: {reason}"))
-}
-
-/// Single-label classes checked as the `.npy` loader checks `y.npy`: `-1` = unlabelled,
-/// class ids below `max(N, 2)` and [`MAX_CLASSES`]. `line_of(v)` names where node `v`'s label
-/// is (a line, an index) in the error.
-pub(crate) fn classes(
-    path: &Path,
-    y: Vec<i64>,
-    where_: impl Fn(usize) -> String,
-) -> Result<Labels> {
-    let n = y.len();
-    let mut max = -1i64;
-    let mut out = Vec::with_capacity(n);
-    for (v, &c) in y.iter().enumerate() {
-        if c < -1 {
-            return Err(invalid(
-                path,
-                format!(
-                    "{}: label {c} of node {v} (must be -1 = unlabelled, or a class id >= 0)",
-                    where_(v)
-                ),
-            ));
-        }
-        if c >= 0 && (c as u64 >= n.max(2) as u64 || c as u64 >= MAX_CLASSES as u64) {
-            return Err(invalid(
-                path,
-                format!(
-                    "{}: label {c} of node {v} would mean {} classes for {n} nodes (class ids \
-                     must be < min(num_nodes, {MAX_CLASSES}))",
-                    where_(v),
-                    c as u64 + 1
-                ),
-            ));
-        }
-        max = max.max(c);
-        out.push(c as i32);
-    }
-    Ok(Labels::Classes {
-        y: out,
-        num_classes: (max + 1) as usize,
-    })
-}
-
-/// `n` as a node count, or an error when it exceeds the u32 id space.
-pub(crate) fn node_count(path: &Path, n: u64) -> Result<usize> {
-    if n > u32::MAX as u64 {
-        return Err(invalid(
-            path,
-            format!("{n} nodes exceed the u32 id space of tma"),
-        ));
-    }
-    Ok(n as usize)
 }

@@ -8,7 +8,7 @@
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::{classes, invalid, node_count, Direction, Raw, ReadOptions};
+use super::raw::{classes, invalid, node_count, Direction, Raw};
 use crate::csr::Csr;
 use crate::dataset::Labels;
 use crate::error::{GraphError, Result};
@@ -276,10 +276,10 @@ fn symmetric(g: &Csr) -> bool {
     })
 }
 
-pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
+pub(crate) fn read(path: &Path, undirected: bool) -> Result<Raw> {
     let mut z = NpzArchive::open(path)?;
     let mut notes = Vec::new();
-    let mut used: Vec<&str> = Vec::new();
+    let mut used: Vec<&'static str> = Vec::new();
 
     // ---- adjacency
     let (n, cols, indptr, indices, weights) = csr_members(&mut z, "adj", true)?;
@@ -324,7 +324,7 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
             if weighted == 1 { "" } else { "s" }
         ));
     }
-    let direction = if ropts.undirected {
+    let direction = if undirected {
         Direction::Undirected
     } else {
         let keep: Vec<usize> = (0..src.len()).filter(|&k| src[k] != dst[k]).collect();
@@ -346,89 +346,10 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
     };
 
     // ---- features
-    let features: Option<Features> = if z.contains("attr_matrix") {
-        used.push("attr_matrix");
-        let f = z.array("attr_matrix")?;
-        f.expect_ndim(2, "[N, D]")?;
-        let (r, d) = (f.shape()[0] as usize, f.shape()[1] as usize);
-        if r != n {
-            return Err(f.shape_err(&format!("[{n}, D] (N from adj_shape)")));
-        }
-        Some(Features::from_dense_like_loader(n, d, float_vec(&f)?))
-    } else if z.contains("attr_indptr") || z.contains("attr_shape") {
-        used.extend(["attr_shape", "attr_indptr", "attr_indices", "attr_data"]);
-        let (r, d, ip, ix, data) = csr_members(&mut z, "attr", false)?;
-        if r != n {
-            return Err(invalid(
-                &z.member_path("attr_shape"),
-                format!("{r} rows, but adj_shape says {n} nodes"),
-            ));
-        }
-        Some(Features::from_csr_like_loader(
-            n,
-            d,
-            ip,
-            ix,
-            data.unwrap_or_default(),
-        ))
-    } else {
-        None
-    };
+    let features = read_features(&mut z, n, &mut used)?;
 
     // ---- labels
-    let labels = if z.contains("labels") {
-        used.push("labels");
-        let f = z.array("labels")?;
-        match f.shape() {
-            [r] if *r as usize == n => {
-                let y = int_vec(&f)?;
-                classes(f.path(), y, |v| format!("element {v}"))?
-            }
-            [r, c] if *r as usize == n => {
-                let c = *c as usize;
-                let y = int_vec(&f)?;
-                if let Some(k) = y.iter().position(|&b| b != 0 && b != 1) {
-                    return Err(invalid(
-                        f.path(),
-                        format!(
-                            "multi-label entry ({}, {}) = {}, must be 0 or 1",
-                            k / c,
-                            k % c,
-                            y[k]
-                        ),
-                    ));
-                }
-                Labels::MultiLabel {
-                    num_labels: c,
-                    y: y.into_iter().map(|b| b as u8).collect(),
-                }
-            }
-            _ => return Err(f.shape_err(&format!("[{n}] or [{n}, C]"))),
-        }
-    } else if z.contains("labels_indptr") || z.contains("labels_shape") {
-        used.extend([
-            "labels_shape",
-            "labels_indptr",
-            "labels_indices",
-            "labels_data",
-        ]);
-        let (r, c, ip, ix, _) = csr_members(&mut z, "labels", true)?;
-        if r != n {
-            return Err(invalid(
-                &z.member_path("labels_shape"),
-                format!("{r} rows, but adj_shape says {n} nodes"),
-            ));
-        }
-        let mut y = vec![0u8; n * c];
-        for v in 0..n {
-            for k in ip[v] as usize..ip[v + 1] as usize {
-                y[v * c + ix[k] as usize] = 1;
-            }
-        }
-        Labels::MultiLabel { num_labels: c, y }
-    } else {
-        Labels::None
-    };
+    let labels = read_labels(&mut z, n, &mut used)?;
 
     let ignored: Vec<String> = z
         .keys()
@@ -464,5 +385,100 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions) -> Result<Raw> {
         notes,
         node_ids: None,
         link: None,
+    })
+}
+
+/// The node features of the archive (`attr_matrix` dense, or `attr_*` CSR members) for `n`
+/// nodes, if it has any; the members read are added to `used`.
+fn read_features(
+    z: &mut NpzArchive,
+    n: usize,
+    used: &mut Vec<&'static str>,
+) -> Result<Option<Features>> {
+    Ok(if z.contains("attr_matrix") {
+        used.push("attr_matrix");
+        let f = z.array("attr_matrix")?;
+        f.expect_ndim(2, "[N, D]")?;
+        let (r, d) = (f.shape()[0] as usize, f.shape()[1] as usize);
+        if r != n {
+            return Err(f.shape_err(&format!("[{n}, D] (N from adj_shape)")));
+        }
+        Some(Features::from_dense_like_loader(n, d, float_vec(&f)?))
+    } else if z.contains("attr_indptr") || z.contains("attr_shape") {
+        used.extend(["attr_shape", "attr_indptr", "attr_indices", "attr_data"]);
+        let (r, d, ip, ix, data) = csr_members(z, "attr", false)?;
+        if r != n {
+            return Err(invalid(
+                &z.member_path("attr_shape"),
+                format!("{r} rows, but adj_shape says {n} nodes"),
+            ));
+        }
+        Some(Features::from_csr_like_loader(
+            n,
+            d,
+            ip,
+            ix,
+            data.unwrap_or_default(),
+        ))
+    } else {
+        None
+    })
+}
+
+/// The labels of the archive (`labels` `[N]` classes or `[N, C]` 0/1, or `labels_*` CSR
+/// members, multi-label) for `n` nodes; the members read are added to `used`.
+fn read_labels(z: &mut NpzArchive, n: usize, used: &mut Vec<&'static str>) -> Result<Labels> {
+    Ok(if z.contains("labels") {
+        used.push("labels");
+        let f = z.array("labels")?;
+        match f.shape() {
+            [r] if *r as usize == n => {
+                let y = int_vec(&f)?;
+                classes(f.path(), y, |v| format!("element {v}"))?
+            }
+            [r, c] if *r as usize == n => {
+                let c = *c as usize;
+                let y = int_vec(&f)?;
+                if let Some(k) = y.iter().position(|&b| b != 0 && b != 1) {
+                    return Err(invalid(
+                        f.path(),
+                        format!(
+                            "multi-label entry ({}, {}) = {}, must be 0 or 1",
+                            k / c,
+                            k % c,
+                            y[k]
+                        ),
+                    ));
+                }
+                Labels::MultiLabel {
+                    num_labels: c,
+                    y: y.into_iter().map(|b| b as u8).collect(),
+                }
+            }
+            _ => return Err(f.shape_err(&format!("[{n}] or [{n}, C]"))),
+        }
+    } else if z.contains("labels_indptr") || z.contains("labels_shape") {
+        used.extend([
+            "labels_shape",
+            "labels_indptr",
+            "labels_indices",
+            "labels_data",
+        ]);
+        let (r, c, ip, ix, _) = csr_members(z, "labels", true)?;
+        if r != n {
+            return Err(invalid(
+                &z.member_path("labels_shape"),
+                format!("{r} rows, but adj_shape says {n} nodes"),
+            ));
+        }
+        let mut y = vec![0u8; n * c];
+        for v in 0..n {
+            for k in ip[v] as usize..ip[v + 1] as usize {
+                y[v * c + ix[k] as usize] = 1;
+            }
+        }
+        Labels::MultiLabel { num_labels: c, y }
+    } else {
+        Labels::None
     })
 }

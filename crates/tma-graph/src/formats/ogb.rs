@@ -21,9 +21,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::raw::{at_line, classes, invalid, node_count, Direction, Raw, RawSplit};
 use super::text::{block_lines, parse_f32, parse_id, scan, scan_blocks, show, trim};
 use super::torch::{read_pt, TorchTensor};
-use super::{at_line, classes, invalid, node_count, Direction, Raw, RawSplit, ReadOptions};
 use crate::dataset::{
     Labels, LinkProtocol, LoadOptions, SharedNegatives, StoredLinkSplit, StoredNegatives,
 };
@@ -396,46 +396,8 @@ fn read_count(path: &Path) -> Result<u64> {
     }
 }
 
-pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Result<Raw> {
-    let root = root(path).ok_or_else(|| {
-        if path.join("raw").join("num-node-dict.csv.gz").exists() {
-            invalid(path, "a heterogeneous OGB dataset (raw/num-node-dict.csv.gz, as ogbn-mag): tma reads homogeneous graphs only")
-        } else {
-            invalid(
-                path,
-                "not an OGB dataset directory: no raw/edge.csv.gz (nor is it the raw/ directory of one)",
-            )
-        }
-    })?;
-    let raw = root.join("raw");
-    if raw.join("relations").is_dir() || raw.join("num-node-dict.csv.gz").exists() {
-        return Err(invalid(
-            &root,
-            "a heterogeneous OGB dataset (raw/relations/, as ogbn-mag): tma reads homogeneous \
-             graphs only",
-        ));
-    }
-    let dir_name = root
-        .canonicalize()
-        .unwrap_or_else(|_| root.clone())
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "ogb".into());
-    let name = match (
-        dir_name.strip_prefix("ogbn_"),
-        dir_name.strip_prefix("ogbl_"),
-    ) {
-        (Some(rest), _) => format!("ogbn-{rest}"),
-        (_, Some(rest)) => format!("ogbl-{rest}"),
-        _ => dir_name.clone(),
-    };
-    if !raw.join("edge.csv.gz").exists() && !raw.join("edge.csv").exists() {
-        return Err(invalid(
-            &raw,
-            "the binary OGB layout (raw/data.npz, as ogbn-papers100M ships) is not read by \
-             this version; tma reads the CSV layout (raw/edge.csv.gz, ...)",
-        ));
-    }
+pub(crate) fn read(path: &Path, undirected: bool, lopts: &LoadOptions) -> Result<Raw> {
+    let (root, raw, name) = dataset_root(path)?;
     let mut notes = Vec::new();
 
     // ---- node count (optional file)
@@ -445,192 +407,18 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
     } else {
         None
     };
-    let bound = known_n.map_or(u32::MAX as u64, |n| n as u64);
 
     // ---- edges (blocks of lines parsed in parallel)
     let edge_path = csv_file(&raw, "edge");
-    let blocks = scan_blocks(&edge_path, |first, block| {
-        let (mut src, mut dst) = (Vec::new(), Vec::new());
-        let mut max_id: Option<u64> = None;
-        for (ln, line) in block_lines(first, block) {
-            if line.trim_ascii().is_empty() {
-                continue;
-            }
-            let mut it = line.split(|&b| b == b',');
-            let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
-                let k = line.split(|&b| b == b',').count();
-                return Err(at_line(
-                    &edge_path,
-                    ln,
-                    format!(
-                        "wrong column count: {k} field{} where an edge has 2 (src,dst)",
-                        if k == 1 { "" } else { "s" }
-                    ),
-                ));
-            };
-            let mut ids = [0u32; 2];
-            for (k, tok) in [a, b].into_iter().enumerate() {
-                let v = parse_id(tok).map_err(|e| at_line(&edge_path, ln, e))?;
-                if v >= bound {
-                    return Err(at_line(
-                        &edge_path,
-                        ln,
-                        match known_n {
-                            Some(n) => format!(
-                                "node id {v} out of range ({} says {n} nodes)",
-                                nn_path.display()
-                            ),
-                            None => format!("node id {v} exceeds the u32 id space of tma"),
-                        },
-                    ));
-                }
-                max_id = Some(max_id.map_or(v, |m| m.max(v)));
-                ids[k] = v as u32;
-            }
-            src.push(ids[0]);
-            dst.push(ids[1]);
-        }
-        Ok((src, dst, max_id))
-    })?;
-    let total: usize = blocks.iter().map(|b| b.0.len()).sum();
-    let (mut src, mut dst) = (Vec::with_capacity(total), Vec::with_capacity(total));
-    let mut max_id: Option<u64> = None;
-    for (s, d, m) in blocks {
-        src.extend_from_slice(&s);
-        dst.extend_from_slice(&d);
-        max_id = max_id.max(m);
-    }
-    let ne_path = csv_file(&raw, "num-edge-list");
-    if ne_path.exists() {
-        let e = read_count(&ne_path)?;
-        if e != src.len() as u64 {
-            return Err(invalid(
-                &ne_path,
-                format!(
-                    "says {e} edges, but {} holds {}",
-                    edge_path.display(),
-                    src.len()
-                ),
-            ));
-        }
-    }
+    let (src, dst, max_id) = read_edges(&raw, &edge_path, &nn_path, known_n)?;
 
     // ---- features (optional; blocks of rows parsed in parallel)
     let feat_path = csv_file(&raw, "node-feat");
-    let feats: Option<(usize, usize, Vec<f32>)> = if feat_path.exists() {
-        // per block: (first line, width of its first row, rows, values)
-        let blocks = scan_blocks(&feat_path, |first, block| {
-            let mut dim: Option<usize> = None;
-            let mut data = Vec::new();
-            let mut rows = 0usize;
-            for (ln, line) in block_lines(first, block) {
-                if line.trim_ascii().is_empty() {
-                    continue;
-                }
-                let before = data.len();
-                for (c, tok) in line.split(|&b| b == b',').enumerate() {
-                    data.push(
-                        parse_f32(tok)
-                            .map_err(|e| at_line(&feat_path, ln, format!("column {c}: {e}")))?,
-                    );
-                }
-                let k = data.len() - before;
-                match dim {
-                    None => dim = Some(k),
-                    Some(d) if d != k => {
-                        return Err(at_line(
-                            &feat_path,
-                            ln,
-                            format!("wrong column count: {k} values where the first row has {d}"),
-                        ))
-                    }
-                    _ => {}
-                }
-                rows += 1;
-            }
-            Ok((first, dim, rows, data))
-        })?;
-        let mut dim: Option<usize> = None;
-        let total: usize = blocks.iter().map(|b| b.3.len()).sum();
-        let mut data = Vec::with_capacity(total);
-        let mut rows = 0usize;
-        for (first, d, r, v) in blocks {
-            match (dim, d) {
-                (None, _) => dim = d,
-                (Some(a), Some(b)) if a != b => {
-                    return Err(at_line(
-                        &feat_path,
-                        first,
-                        format!("wrong column count: {b} values where the first row has {a}"),
-                    ))
-                }
-                _ => {}
-            }
-            rows += r;
-            data.extend_from_slice(&v);
-        }
-        Some((rows, dim.unwrap_or(0), data))
-    } else {
-        None
-    };
+    let feats = read_features(&feat_path)?;
 
     // ---- labels (optional): one class per line, or one 0/1 row per node
     let label_path = csv_file(&raw, "node-label");
-    let labels_raw: Option<RawLabels> = if label_path.exists() {
-        Some(scan(&label_path, |lines| {
-            let mut classes_v = Vec::new();
-            let mut multi: Option<(usize, Vec<u8>)> = None;
-            while let Some((ln, line)) = lines.next_line()? {
-                if line.trim_ascii().is_empty() {
-                    continue;
-                }
-                let fields: Vec<&[u8]> = line.split(|&b| b == b',').collect();
-                if fields.len() == 1 && multi.is_none() {
-                    let t = trim(fields[0]);
-                    let c = if t.is_empty() || t.eq_ignore_ascii_case(b"nan") || t == b"-1" {
-                        -1
-                    } else {
-                        parse_id(t)
-                            .map_err(|e| at_line(&label_path, ln, e.replace("node id", "label")))?
-                            as i64
-                    };
-                    classes_v.push(c);
-                } else {
-                    let (c, m) = multi.get_or_insert_with(|| (fields.len(), Vec::new()));
-                    if fields.len() != *c || !classes_v.is_empty() {
-                        return Err(at_line(
-                            &label_path,
-                            ln,
-                            format!(
-                                "wrong column count: {} labels where the first row has {}",
-                                fields.len(),
-                                if classes_v.is_empty() { *c } else { 1 }
-                            ),
-                        ));
-                    }
-                    for (j, tok) in fields.iter().enumerate() {
-                        match trim(tok) {
-                            b"0" | b"0.0" => m.push(0),
-                            b"1" | b"1.0" => m.push(1),
-                            other => {
-                                return Err(at_line(
-                                    &label_path,
-                                    ln,
-                                    format!(
-                                        "column {j}: multi-label entry {:?} must be 0 or 1",
-                                        show(other)
-                                    ),
-                                ))
-                            }
-                        }
-                    }
-                }
-            }
-            Ok((classes_v, multi))
-        })?)
-    } else {
-        None
-    };
+    let labels_raw = read_labels(&label_path)?;
 
     // ---- N
     let n = match known_n {
@@ -688,8 +476,42 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
     };
 
     // ---- splits: split/<name>/, sorted by name
-    let split_root = root.join("split");
-    let mut names: Vec<String> = match std::fs::read_dir(&split_root) {
+    let (num_names, chosen) = chosen_split(&root.join("split"), lopts.split_index)?;
+    let mut link = None;
+    let (split, num_splits) = match chosen {
+        None => (None, 0),
+        Some(d) => {
+            if d.join("valid.pt").exists() || d.join("test.pt").exists() {
+                link = Some(read_link_split(&d, &name, n, &mut notes)?);
+                return finish(
+                    root, raw, name, n, src, dst, edge_path, features, labels, None, num_names,
+                    notes, link, undirected,
+                );
+            }
+            let files = [
+                csv_file(&d, "train"),
+                csv_file(&d, "valid"),
+                csv_file(&d, "test"),
+            ];
+            let lists = [
+                read_ids(&files[0], n)?,
+                read_ids(&files[1], n)?,
+                read_ids(&files[2], n)?,
+            ];
+            (Some(RawSplit { lists, files }), num_names)
+        }
+    };
+
+    finish(
+        root, raw, name, n, src, dst, edge_path, features, labels, split, num_splits, notes, link,
+        undirected,
+    )
+}
+
+/// The split directories under `split_root` (sorted by name): how many, and the one
+/// `split_index` picks (`None` when there is no `split/`, where only index 0 is accepted).
+fn chosen_split(split_root: &Path, split_index: usize) -> Result<(usize, Option<PathBuf>)> {
+    let mut names: Vec<String> = match std::fs::read_dir(split_root) {
         Ok(rd) => rd
             .filter_map(|e| e.ok())
             .filter(|e| e.path().is_dir())
@@ -698,68 +520,273 @@ pub(crate) fn read(path: &Path, ropts: &ReadOptions, lopts: &LoadOptions) -> Res
         Err(_) => Vec::new(),
     };
     names.sort();
-    let mut link = None;
-    let (split, num_splits) = if names.is_empty() {
-        if lopts.split_index > 0 {
+    if names.is_empty() {
+        if split_index > 0 {
             return Err(invalid(
-                &split_root,
+                split_root,
                 format!(
-                    "split_index {} out of range: the dataset has no split/ directory",
-                    lopts.split_index
+                    "split_index {split_index} out of range: the dataset has no split/ directory"
                 ),
             ));
         }
-        (None, 0)
-    } else {
-        let Some(chosen) = names.get(lopts.split_index) else {
-            return Err(invalid(
-                &split_root,
-                format!(
-                    "split_index {} out of range: split/ holds {} split{} ({})",
-                    lopts.split_index,
-                    names.len(),
-                    if names.len() == 1 { "" } else { "s" },
-                    names.join(", ")
-                ),
-            ));
-        };
-        let d = split_root.join(chosen);
-        if d.join("valid.pt").exists() || d.join("test.pt").exists() {
-            link = Some(read_link_split(&d, &name, n, &mut notes)?);
-            return finish(
-                root,
-                raw,
-                name,
-                n,
-                src,
-                dst,
-                edge_path,
-                features,
-                labels,
-                None,
+        return Ok((0, None));
+    }
+    let Some(chosen) = names.get(split_index) else {
+        return Err(invalid(
+            split_root,
+            format!(
+                "split_index {split_index} out of range: split/ holds {} split{} ({})",
                 names.len(),
-                notes,
-                link,
-                ropts,
-            );
-        }
-        let files = [
-            csv_file(&d, "train"),
-            csv_file(&d, "valid"),
-            csv_file(&d, "test"),
-        ];
-        let lists = [
-            read_ids(&files[0], n)?,
-            read_ids(&files[1], n)?,
-            read_ids(&files[2], n)?,
-        ];
-        (Some(RawSplit { lists, files }), names.len())
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ),
+        ));
     };
+    Ok((names.len(), Some(split_root.join(chosen))))
+}
 
-    finish(
-        root, raw, name, n, src, dst, edge_path, features, labels, split, num_splits, notes, link,
-        ropts,
-    )
+/// The dataset directory of `path` (the directory or its `raw/`), its `raw/` directory and
+/// the dataset's name (`ogbn-arxiv` for a directory `ogbn_arxiv`); errors for heterogeneous
+/// datasets and the binary layout.
+fn dataset_root(path: &Path) -> Result<(PathBuf, PathBuf, String)> {
+    let root = root(path).ok_or_else(|| {
+        if path.join("raw").join("num-node-dict.csv.gz").exists() {
+            invalid(path, "a heterogeneous OGB dataset (raw/num-node-dict.csv.gz, as ogbn-mag): tma reads homogeneous graphs only")
+        } else {
+            invalid(
+                path,
+                "not an OGB dataset directory: no raw/edge.csv.gz (nor is it the raw/ directory of one)",
+            )
+        }
+    })?;
+    let raw = root.join("raw");
+    if raw.join("relations").is_dir() || raw.join("num-node-dict.csv.gz").exists() {
+        return Err(invalid(
+            &root,
+            "a heterogeneous OGB dataset (raw/relations/, as ogbn-mag): tma reads homogeneous \
+             graphs only",
+        ));
+    }
+    let dir_name = root
+        .canonicalize()
+        .unwrap_or_else(|_| root.clone())
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "ogb".into());
+    let name = match (
+        dir_name.strip_prefix("ogbn_"),
+        dir_name.strip_prefix("ogbl_"),
+    ) {
+        (Some(rest), _) => format!("ogbn-{rest}"),
+        (_, Some(rest)) => format!("ogbl-{rest}"),
+        _ => dir_name.clone(),
+    };
+    if !raw.join("edge.csv.gz").exists() && !raw.join("edge.csv").exists() {
+        return Err(invalid(
+            &raw,
+            "the binary OGB layout (raw/data.npz, as ogbn-papers100M ships) is not read by \
+             this version; tma reads the CSV layout (raw/edge.csv.gz, ...)",
+        ));
+    }
+    Ok((root, raw, name))
+}
+
+/// The arcs of `edge_path` (`src,dst` per line; blocks of lines parsed in parallel) and the
+/// largest id, ids checked against the node count of `nn_path` when known, the count against
+/// `raw/num-edge-list` when present.
+fn read_edges(
+    raw: &Path,
+    edge_path: &Path,
+    nn_path: &Path,
+    known_n: Option<usize>,
+) -> Result<(Vec<u32>, Vec<u32>, Option<u64>)> {
+    let bound = known_n.map_or(u32::MAX as u64, |n| n as u64);
+    let blocks = scan_blocks(edge_path, |first, block| {
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        let mut max_id: Option<u64> = None;
+        for (ln, line) in block_lines(first, block) {
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            let mut it = line.split(|&b| b == b',');
+            let (Some(a), Some(b), None) = (it.next(), it.next(), it.next()) else {
+                let k = line.split(|&b| b == b',').count();
+                return Err(at_line(
+                    edge_path,
+                    ln,
+                    format!(
+                        "wrong column count: {k} field{} where an edge has 2 (src,dst)",
+                        if k == 1 { "" } else { "s" }
+                    ),
+                ));
+            };
+            let mut ids = [0u32; 2];
+            for (k, tok) in [a, b].into_iter().enumerate() {
+                let v = parse_id(tok).map_err(|e| at_line(edge_path, ln, e))?;
+                if v >= bound {
+                    return Err(at_line(
+                        edge_path,
+                        ln,
+                        match known_n {
+                            Some(n) => format!(
+                                "node id {v} out of range ({} says {n} nodes)",
+                                nn_path.display()
+                            ),
+                            None => format!("node id {v} exceeds the u32 id space of tma"),
+                        },
+                    ));
+                }
+                max_id = Some(max_id.map_or(v, |m| m.max(v)));
+                ids[k] = v as u32;
+            }
+            src.push(ids[0]);
+            dst.push(ids[1]);
+        }
+        Ok((src, dst, max_id))
+    })?;
+    let total: usize = blocks.iter().map(|b| b.0.len()).sum();
+    let (mut src, mut dst) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut max_id: Option<u64> = None;
+    for (s, d, m) in blocks {
+        src.extend_from_slice(&s);
+        dst.extend_from_slice(&d);
+        max_id = max_id.max(m);
+    }
+    let ne_path = csv_file(raw, "num-edge-list");
+    if ne_path.exists() {
+        let e = read_count(&ne_path)?;
+        if e != src.len() as u64 {
+            return Err(invalid(
+                &ne_path,
+                format!(
+                    "says {e} edges, but {} holds {}",
+                    edge_path.display(),
+                    src.len()
+                ),
+            ));
+        }
+    }
+    Ok((src, dst, max_id))
+}
+
+/// The rows of `feat_path` when it exists (blocks of rows parsed in parallel): `(rows, dim,
+/// values)`, every row as wide as the first.
+fn read_features(feat_path: &Path) -> Result<Option<(usize, usize, Vec<f32>)>> {
+    Ok(if feat_path.exists() {
+        // per block: (first line, width of its first row, rows, values)
+        let blocks = scan_blocks(feat_path, |first, block| {
+            let mut dim: Option<usize> = None;
+            let mut data = Vec::new();
+            let mut rows = 0usize;
+            for (ln, line) in block_lines(first, block) {
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                let before = data.len();
+                for (c, tok) in line.split(|&b| b == b',').enumerate() {
+                    data.push(
+                        parse_f32(tok)
+                            .map_err(|e| at_line(feat_path, ln, format!("column {c}: {e}")))?,
+                    );
+                }
+                let k = data.len() - before;
+                match dim {
+                    None => dim = Some(k),
+                    Some(d) if d != k => {
+                        return Err(at_line(
+                            feat_path,
+                            ln,
+                            format!("wrong column count: {k} values where the first row has {d}"),
+                        ))
+                    }
+                    _ => {}
+                }
+                rows += 1;
+            }
+            Ok((first, dim, rows, data))
+        })?;
+        let mut dim: Option<usize> = None;
+        let total: usize = blocks.iter().map(|b| b.3.len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut rows = 0usize;
+        for (first, d, r, v) in blocks {
+            match (dim, d) {
+                (None, _) => dim = d,
+                (Some(a), Some(b)) if a != b => {
+                    return Err(at_line(
+                        feat_path,
+                        first,
+                        format!("wrong column count: {b} values where the first row has {a}"),
+                    ))
+                }
+                _ => {}
+            }
+            rows += r;
+            data.extend_from_slice(&v);
+        }
+        Some((rows, dim.unwrap_or(0), data))
+    } else {
+        None
+    })
+}
+
+/// The labels of `label_path` when it exists: one class per line, or one 0/1 row per node.
+fn read_labels(label_path: &Path) -> Result<Option<RawLabels>> {
+    Ok(if label_path.exists() {
+        Some(scan(label_path, |lines| {
+            let mut classes_v = Vec::new();
+            let mut multi: Option<(usize, Vec<u8>)> = None;
+            while let Some((ln, line)) = lines.next_line()? {
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                let fields: Vec<&[u8]> = line.split(|&b| b == b',').collect();
+                if fields.len() == 1 && multi.is_none() {
+                    let t = trim(fields[0]);
+                    let c = if t.is_empty() || t.eq_ignore_ascii_case(b"nan") || t == b"-1" {
+                        -1
+                    } else {
+                        parse_id(t)
+                            .map_err(|e| at_line(label_path, ln, e.replace("node id", "label")))?
+                            as i64
+                    };
+                    classes_v.push(c);
+                } else {
+                    let (c, m) = multi.get_or_insert_with(|| (fields.len(), Vec::new()));
+                    if fields.len() != *c || !classes_v.is_empty() {
+                        return Err(at_line(
+                            label_path,
+                            ln,
+                            format!(
+                                "wrong column count: {} labels where the first row has {}",
+                                fields.len(),
+                                if classes_v.is_empty() { *c } else { 1 }
+                            ),
+                        ));
+                    }
+                    for (j, tok) in fields.iter().enumerate() {
+                        match trim(tok) {
+                            b"0" | b"0.0" => m.push(0),
+                            b"1" | b"1.0" => m.push(1),
+                            other => {
+                                return Err(at_line(
+                                    label_path,
+                                    ln,
+                                    format!(
+                                        "column {j}: multi-label entry {:?} must be 0 or 1",
+                                        show(other)
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                }
+            }
+            Ok((classes_v, multi))
+        })?)
+    } else {
+        None
+    })
 }
 
 /// The notes on what is not read, the direction, and the [`Raw`] of an OGB directory.
@@ -778,7 +805,7 @@ fn finish(
     num_splits: usize,
     mut notes: Vec<String>,
     link: Option<StoredLinkSplit>,
-    ropts: &ReadOptions,
+    undirected: bool,
 ) -> Result<Raw> {
     // ---- what is not read
     if let Ok(rd) = std::fs::read_dir(&raw) {
@@ -815,7 +842,7 @@ fn finish(
     } else {
         add_inverse_edge(&name)
     };
-    let direction = match (ropts.undirected, inverse) {
+    let direction = match (undirected, inverse) {
         (true, _) | (false, Some(true)) => Direction::Undirected,
         (false, Some(false)) => {
             notes.push(format!(

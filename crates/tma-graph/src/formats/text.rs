@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use super::at_line;
+use super::raw::at_line;
 use crate::error::{GraphError, Result};
 
 /// A text file read one line at a time.

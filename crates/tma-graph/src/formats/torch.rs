@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::invalid;
+use super::raw::invalid;
 use crate::error::{GraphError, Result};
 
 /// The element type of a tensor, by its storage class (`torch.LongStorage` -> `I64`).
@@ -696,6 +696,7 @@ impl<'a> Unpickler<'a> {
     }
 
     /// Runs to STOP: the value and the bytes consumed.
+    // long: the interpreter loop, one short match arm per pickle opcode torch emits; split, the arms would only move apart from their opcodes
     fn run(mut self) -> R<(Val, usize)> {
         loop {
             let at = self.pos;

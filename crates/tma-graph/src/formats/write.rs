@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::invalid;
+use super::raw::invalid;
 use crate::dataset::{Dataset, Labels};
 use crate::error::{GraphError, Result};
 use crate::features::Features;

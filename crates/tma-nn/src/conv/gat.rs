@@ -1,8 +1,9 @@
 //! Graph attention (GAT), multi-head, with its hand-written backward.
 
-use super::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
-use crate::kernels::{add_into, axpy, min_rows, BufferPool, InputRef};
-use crate::mat::{gemm_strided, matmul_a_b};
+use super::layer::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
+use crate::input::InputRef;
+use crate::kernels::{add_into, axpy, min_rows, BufferPool};
+use crate::matmul::{gemm_strided, matmul_a_b};
 use crate::Mat;
 use rayon::prelude::*;
 use tma_sample::BlockView;
@@ -62,7 +63,7 @@ pub struct GatConv {
 impl GatConv {
     /// Heads of a hidden layer unless [`crate::LayerOptions::heads`] says otherwise (8, the
     /// paper's transductive set-up).
-    pub const DEFAULT_HEADS: usize = 8;
+    pub const DEFAULT_HEADS: usize = super::layer::DEFAULT_GAT_HEADS;
 
     /// Slope of the LeakyReLU on attention scores (the paper's and PyG's 0.2).
     pub const NEGATIVE_SLOPE: f32 = 0.2;
@@ -228,6 +229,141 @@ impl GatConv {
         let tf = ns * din * dout + ne * dout;
         let af = 2 * ns * din * hh + ne * hh * din + nd * din * dout;
         af < tf
+    }
+}
+
+/// The steps of [`Conv::backward`] for GAT.
+impl GatConv {
+    /// Aggregate first: `dL/d(sums)` `[nd, heads·in]` (`d_h W^h` per head), and `dW^h +=
+    /// d_hᵀ sums_h` into `g` (`sums`: the forward's per-head sums).
+    fn sums_grad(
+        &self,
+        pool: &BufferPool,
+        w: &[f32],
+        d: &Mat,
+        hbuf: &[f32],
+        g: &mut [f32],
+        nd: usize,
+    ) -> Vec<f32> {
+        let (hh, c, din) = (self.heads, self.channels, self.in_dim);
+        let dout = hh * c;
+        let mut dsums = pool.take(nd * hh * din);
+        for h in 0..hh {
+            gemm_strided(
+                nd,
+                din,
+                c,
+                &mut dsums[h * din..],
+                hh * din,
+                &d.data[h * c..],
+                dout,
+                1,
+                &w[h * c * din..],
+                din,
+                1,
+                false,
+                true,
+            );
+            // dW^h += d_hᵀ sums_h
+            gemm_strided(
+                c,
+                din,
+                nd,
+                &mut g[self.w + h * c * din..],
+                din,
+                &d.data[h * c..],
+                1,
+                dout,
+                &hbuf[h * din..],
+                hh * din,
+                1,
+                true,
+                true,
+            );
+        }
+        dsums
+    }
+
+    /// Pass 1 of the backward, over destination rows: `dz` = dL/d(pre-LeakyReLU score) per arc
+    /// `[arcs, heads]` and per self-loop `[nd, heads]` (softmax backward: `de_ij = α_ij (dα_ij −
+    /// Σ_k α_ik dα_ik)`, `dα_ij = <dsums_i^h, src_j^h>`), and `ds_dst_i = Σ_j dz_ij`. `cache`:
+    /// the forward's `[s_src, s_dst, alpha, alpha_self]`.
+    #[allow(clippy::too_many_arguments)]
+    fn score_grads<'a, F: Fn(usize) -> &'a [f32] + Sync>(
+        &self,
+        pool: &BufferPool,
+        b: &BlockView,
+        srow: &F,
+        ds_rows: &[f32],
+        cache: [&[f32]; 4],
+        k: usize,
+        hs: usize,
+    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let (nd, hh) = (b.num_dst, self.heads);
+        let ne = b.indptr[nd] as usize;
+        let mut dz = pool.take(ne * hh);
+        let mut dz_self = pool.take(nd * hh);
+        let mut ds_dst = pool.take(nd * hh);
+        {
+            let rows = rows_per_task(hh * k);
+            let tasks: Vec<_> = dz_self
+                .chunks_mut(rows * hh)
+                .zip(ds_dst.chunks_mut(rows * hh))
+                .zip(arc_chunks(b, rows, hh, &mut dz))
+                .enumerate()
+                .collect();
+            let [ss, sd, al, als] = cache;
+            tasks.into_par_iter().for_each(|(q, ((dzs, dsd), dza))| {
+                let mut mean = vec![0.0f32; hh];
+                let r0 = q * rows;
+                let e0 = b.indptr[r0] as usize;
+                for (r, (dzs, dsd)) in dzs
+                    .chunks_exact_mut(hh)
+                    .zip(dsd.chunks_exact_mut(hh))
+                    .enumerate()
+                {
+                    let i = r0 + r;
+                    let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
+                    simd_dispatch!(gat_back_row(
+                        i,
+                        &b.indices[s..e],
+                        &b.indices[(s + 16).min(b.indices.len())..],
+                        srow,
+                        &ds_rows[i * hh * k..(i + 1) * hh * k],
+                        ss,
+                        sd,
+                        hh,
+                        k,
+                        hs,
+                        &al[s * hh..e * hh],
+                        &als[i * hh..(i + 1) * hh],
+                        &mut dza[(s - e0) * hh..(e - e0) * hh],
+                        dzs,
+                        dsd,
+                        &mut mean
+                    ));
+                }
+            });
+        }
+        (dz, dz_self, ds_dst)
+    }
+
+    /// Aggregate first: the attention vectors' and weights' gradients from `dva` = `[dL/dv_src |
+    /// dL/dv_dst]`, through `v^h = W^hᵀ a^h`.
+    fn attention_grad_through_v(&self, p: &[f32], w: &[f32], dva: &[f32], g: &mut [f32]) {
+        let (hh, c, din) = (self.heads, self.channels, self.in_dim);
+        // v^h = W^hᵀ a^h: d a^h[cc] = <W[h·C + cc], dv^h>, dW[h·C + cc] += a^h[cc] dv^h
+        for (side, att) in [(0usize, self.att_src), (1, self.att_dst)] {
+            for h in 0..hh {
+                let dv = &dva[(side * hh + h) * din..(side * hh + h + 1) * din];
+                for cc in 0..c {
+                    let o = (h * c + cc) * din;
+                    g[att + h * c + cc] += dot8(&w[o..o + din], dv);
+                    let a = p[att + h * c + cc];
+                    axpy(&mut g[self.w + o..self.w + o + din], a, dv);
+                }
+            }
+        }
     }
 }
 
@@ -402,7 +538,6 @@ impl Conv for GatConv {
         let (nd, ns, din) = (b.num_dst, b.num_src, self.in_dim);
         let (hh, c) = (self.heads, self.channels);
         let dout = hh * c;
-        let ne = b.indptr[nd] as usize;
         let GatCache {
             aggregate_first: af,
             h: hbuf,
@@ -422,43 +557,11 @@ impl Conv for GatConv {
         );
         let (k, hs) = if af { (din, 0) } else { (c, c) };
         // dL/d(sums) [nd, hh·k]: d itself (transform first) or d_h W^h per head
-        let mut dsums = Vec::new();
-        if af {
-            dsums = pool.take(nd * hh * din);
-            for h in 0..hh {
-                gemm_strided(
-                    nd,
-                    din,
-                    c,
-                    &mut dsums[h * din..],
-                    hh * din,
-                    &d.data[h * c..],
-                    dout,
-                    1,
-                    &w[h * c * din..],
-                    din,
-                    1,
-                    false,
-                    true,
-                );
-                // dW^h += d_hᵀ sums_h
-                gemm_strided(
-                    c,
-                    din,
-                    nd,
-                    &mut g[self.w + h * c * din..],
-                    din,
-                    &d.data[h * c..],
-                    1,
-                    dout,
-                    &hbuf[h * din..],
-                    hh * din,
-                    1,
-                    true,
-                    true,
-                );
-            }
-        }
+        let dsums = if af {
+            self.sums_grad(pool, w, d, &hbuf, g, nd)
+        } else {
+            Vec::new()
+        };
         let ds_rows: &[f32] = if af { &dsums } else { &d.data };
         let (src, map) = if af {
             x.agg_source(ns)
@@ -473,50 +576,15 @@ impl Conv for GatConv {
         // Pass 1, over destination rows: dz = dL/d(pre-LeakyReLU score) per arc and self-loop
         // (softmax backward: de_ij = α_ij (dα_ij − Σ_k α_ik dα_ik), dα_ij = <dsums_i^h, src_j^h>),
         // and ds_dst_i = Σ_j dz_ij.
-        let mut dz = pool.take(ne * hh);
-        let mut dz_self = pool.take(nd * hh);
-        let mut ds_dst = pool.take(nd * hh);
-        {
-            let rows = rows_per_task(hh * k);
-            let tasks: Vec<_> = dz_self
-                .chunks_mut(rows * hh)
-                .zip(ds_dst.chunks_mut(rows * hh))
-                .zip(arc_chunks(b, rows, hh, &mut dz))
-                .enumerate()
-                .collect();
-            let (ss, sd, al, als) = (&s_src[..], &s_dst[..], &alpha[..], &alpha_self[..]);
-            tasks.into_par_iter().for_each(|(q, ((dzs, dsd), dza))| {
-                let mut mean = vec![0.0f32; hh];
-                let r0 = q * rows;
-                let e0 = b.indptr[r0] as usize;
-                for (r, (dzs, dsd)) in dzs
-                    .chunks_exact_mut(hh)
-                    .zip(dsd.chunks_exact_mut(hh))
-                    .enumerate()
-                {
-                    let i = r0 + r;
-                    let (s, e) = (b.indptr[i] as usize, b.indptr[i + 1] as usize);
-                    simd_dispatch!(gat_back_row(
-                        i,
-                        &b.indices[s..e],
-                        &b.indices[(s + 16).min(b.indices.len())..],
-                        srow,
-                        &ds_rows[i * hh * k..(i + 1) * hh * k],
-                        ss,
-                        sd,
-                        hh,
-                        k,
-                        hs,
-                        &al[s * hh..e * hh],
-                        &als[i * hh..(i + 1) * hh],
-                        &mut dza[(s - e0) * hh..(e - e0) * hh],
-                        dzs,
-                        dsd,
-                        &mut mean
-                    ));
-                }
-            });
-        }
+        let (dz, dz_self, ds_dst) = self.score_grads(
+            pool,
+            b,
+            &srow,
+            ds_rows,
+            [&s_src, &s_dst, &alpha, &alpha_self],
+            k,
+            hs,
+        );
         // Pass 2, over source rows through the transposed block. Transform first: row = dL/dt_j
         // = Σ_i α_ij d_i (+ self) + ds_src_j a_src (+ ds_dst_j a_dst), acc = [d a_src | d a_dst].
         // Aggregate first: row = dL/dx_j = Σ_h (Σ_i α_ij^h dsums_i^h (+ self) + ds_src_j^h v_src^h
@@ -577,18 +645,7 @@ impl Conv for GatConv {
         }
         if af {
             pool.give(hbuf);
-            // v^h = W^hᵀ a^h: d a^h[cc] = <W[h·C + cc], dv^h>, dW[h·C + cc] += a^h[cc] dv^h
-            for (side, att) in [(0usize, self.att_src), (1, self.att_dst)] {
-                for h in 0..hh {
-                    let dv = &dva[(side * hh + h) * din..(side * hh + h + 1) * din];
-                    for cc in 0..c {
-                        let o = (h * c + cc) * din;
-                        g[att + h * c + cc] += dot8(&w[o..o + din], dv);
-                        let a = p[att + h * c + cc];
-                        axpy(&mut g[self.w + o..self.w + o + din], a, dv);
-                    }
-                }
-            }
+            self.attention_grad_through_v(p, w, &dva, g);
             if need_dx {
                 Some(Mat::from_vec(ns, din, rows_out))
             } else {

@@ -1,6 +1,7 @@
 //! Graph convolution of Kipf & Welling (GCN).
 
-use super::{ConvArgs, Init, LinearAgg, ParamAlloc};
+use super::layer::{ConvArgs, Init, ParamAlloc};
+use super::linear_agg::LinearAgg;
 use crate::kernels::AggCoefs;
 
 /// The graph convolutional operator from Kipf & Welling, "Semi-Supervised Classification with

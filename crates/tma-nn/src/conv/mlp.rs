@@ -1,8 +1,9 @@
 //! A plain linear layer (the MLP encoder): ignores the edges.
 
-use super::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
-use crate::kernels::{BufferPool, InputRef};
-use crate::mat::matmul_a_b;
+use super::layer::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
+use crate::input::InputRef;
+use crate::kernels::BufferPool;
+use crate::matmul::matmul_a_b;
 use crate::Mat;
 use tma_sample::BlockView;
 

@@ -1,6 +1,7 @@
 //! GraphSAGE convolution with the mean aggregator.
 
-use super::{ConvArgs, Init, LinearAgg, ParamAlloc};
+use super::layer::{ConvArgs, Init, ParamAlloc};
+use super::linear_agg::LinearAgg;
 use crate::kernels::AggCoefs;
 
 /// The GraphSAGE operator with the mean aggregator, from Hamilton et al., "Inductive
