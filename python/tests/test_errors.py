@@ -129,3 +129,44 @@ def test_exception_in_on_round_stops_the_run_and_is_raised(tmp_path, cora_dir):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["rounds"] <= 2
     assert (out / "checkpoint" / "state.json").is_file()
+
+
+# Every option combination `tma train` refuses, given to tma.train: the same refusal, in the
+# same words (the checks live in the library: TrainConfig::validate, tma_train::options), with
+# the option spelled as each front end spells it.
+REFUSED = [
+    # (CLI flags, Python keyword arguments, CLI message, Python message)
+    (["--drop-parts", "1", "--method", "centralized"], dict(drop_parts=1, method="centralized"),
+     "drop-parts 1 does not apply to method centralized", "drop-parts 1 does not apply to method centralized"),
+    (["--sync-every-steps", "5", "--sync-ramp", "2"], dict(sync_every_steps=5, sync_ramp=2),
+     "--sync-ramp shortens the first wall-clock spans; the step-count schedule (--sync-every-steps) has none",
+     "sync_ramp shortens the first wall-clock spans; the step-count schedule (sync_every_steps) has none"),
+    (["--trainers", "0"], dict(trainers=0), "trainers must be >= 1", "trainers must be >= 1"),
+    (["--dropout", "1.5"], dict(dropout=1.5), "dropout must be in [0, 1)", "dropout must be in [0, 1)"),
+    (["--lr", "0"], dict(lr=0.0), "lr must be > 0 and finite", "lr must be > 0 and finite"),
+    (["--fanouts", "10", "--layers", "2"], dict(fanouts=[10], layers=2),
+     "fanouts has 1 entries but the model has 2 layers", "fanouts has 1 entries but the model has 2 layers"),
+    (["--engine", "threads"], dict(engine="threads"),
+     "--engine 'threads': expected in-process or mpi", "engine 'threads': expected in-process or mpi"),
+]
+
+
+@pytest.mark.parametrize("flags,kwargs,cli_msg,py_msg", REFUSED, ids=[" ".join(r[0]) for r in REFUSED])
+def test_python_refuses_what_the_cli_refuses(tma_bin, tmp_path, flags, kwargs, cli_msg, py_msg):
+    import subprocess
+
+    p = subprocess.run([str(tma_bin), "train", *flags, "--time-limit", "1s", "--out", str(tmp_path / "cli")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0, p.stderr
+    assert cli_msg in p.stderr, p.stderr
+    with pytest.raises(ValueError) as e:
+        tma.train(None, time_limit="1s", out=tmp_path / "py", **kwargs)
+    assert py_msg in str(e.value), str(e.value)
+    assert not (tmp_path / "py").exists()
+
+
+def test_options_no_method_uses_are_warned_and_recorded(tmp_path):
+    with pytest.warns(UserWarning, match=r"super_nodes is ignored: only method super-tma uses super-nodes \(method: random-tma\)"):
+        run = tma.train(None, gen_nodes=600, time_limit="1s", hidden=16, trainers=2, super_nodes=40,
+                        out=tmp_path / "w")
+    assert any(w.startswith("super_nodes is ignored") for w in run.summary["warnings"]), run.summary

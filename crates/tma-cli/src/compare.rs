@@ -10,8 +10,8 @@
 //!   <method>-seed<s>/   each run's own run directory (config.toml, rounds.jsonl, summary.json, models)
 //! ```
 
+use crate::opts::{data_source, read_options, resolve, TrainOpts};
 use crate::plot::{line_plot_svg, Series};
-use crate::train_cmd::{data_source, read_options, resolve, TrainOpts};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -315,7 +315,6 @@ fn run_one(
                 o.gen_nodes,
             ),
         )
-        notes: Vec::new(),
     };
     let mut run = Run::start(spec)?;
     run.stop_on(stop.clone());
@@ -377,7 +376,7 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     if !unsupported.is_empty() {
         bail!("{}", unsupported.join("; "));
     }
-    crate::train_cmd::check_gen_nodes(&o.train, &base)?;
+    crate::opts::check_gen_nodes(&o.train, &base)?;
     // every run's options are valid before the first one starts (e.g. --sync-every-steps,
     // which ggs rejects, or a --fail trainer index), not minutes into the comparison
     for &seed in &o.seeds {
@@ -385,7 +384,7 @@ pub fn compare(o: CompareOpts) -> Result<()> {
             resolve(run_opts(&base, m, seed)?).with_context(|| format!("--methods {m}"))?;
         }
     }
-    for w in crate::train_cmd::unused_flag_warnings(&o.train, &o.methods, cfg0.model) {
+    for w in crate::opts::unused_flag_warnings(&o.train, &o.methods, cfg0.model) {
         eprintln!("warning: {w}");
     }
     let name = base

@@ -2,7 +2,7 @@
 //! --partitions DIR`, `--resume RUN_DIR` and `--engine mpi` (one process per rank under
 //! `mpirun`/`srun`; rank 0 coordinates, ranks 1..=M train on their own part only).
 
-use crate::train_cmd::TrainOpts;
+use crate::opts::TrainOpts;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use tma_train::store::{self, Manifest};

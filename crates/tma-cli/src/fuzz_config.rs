@@ -1,5 +1,5 @@
 //! Bad bytes in a `--config` TOML file: any byte string is a clean error naming the file from
-//! `train_cmd::with_config_file`, and `train_cmd::resolve` (durations, sizes, names) never
+//! `opts::with_config_file`, and `opts::resolve` (durations, sizes, names) never
 //! panics on what parsed. Seeded mutation of valid config files, with the engine of tma-graph's
 //! `fuzz` tests (docs/decisions/0017-fuzzing.md); this binary keeps its own allocator, so the
 //! engine's allocation watch is not used here.
@@ -9,7 +9,7 @@ mod mutate;
 
 use rand::Rng;
 
-use crate::train_cmd::{resolve, with_config_file, TrainOpts};
+use crate::opts::{resolve, with_config_file, TrainOpts};
 use mutate::{check, iters, mutate, truncations, Failures};
 
 /// Tokens of TOML and of the option values `resolve` parses.

@@ -7,6 +7,7 @@ mod dist;
 #[cfg(test)]
 mod fuzz_config;
 mod interrupt;
+mod opts;
 mod plot;
 mod scale_cmd;
 mod splits;
@@ -56,7 +57,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Train a model (in-process trainers). With no --dataset, trains on a built-in generated graph.
-    Train(Box<train_cmd::TrainOpts>),
+    Train(Box<opts::TrainOpts>),
     /// Print a dataset's summary (nodes, edges, features, labels, splits).
     Info(train_cmd::InfoOpts),
     /// Partition a dataset and print per-part statistics.
@@ -104,7 +105,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let r = match cli.command {
-        Command::Train(o) => train_cmd::train(*o),
+        Command::Train(o) => splits::train(*o),
         Command::Info(o) => train_cmd::info(o),
         Command::Partition(o) => train_cmd::partition(o),
         Command::Convert(o) => scale_cmd::convert(o),

@@ -5,7 +5,8 @@
 //! with several fixed splits (e.g. the ten splits of the heterophilous benchmarks).
 
 use crate::compare::Stat;
-use crate::train_cmd::{load, train_inner, with_config_file, SplitIndexArg, TrainOpts};
+use crate::opts::{load, with_config_file, SplitIndexArg, TrainOpts};
+use crate::train_cmd::train_inner;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -131,6 +132,19 @@ fn read_split(parent: &Path, k: usize) -> Result<SplitRun> {
     })
 }
 
+/// `tma train`: one run ([`crate::train_cmd::train`]), or with `--split-index all` (on the
+/// command line, or in the config file of the run it resumes) a run per fixed split.
+///
+/// # Errors
+/// As the runs'; a `--resume` or `--config` that cannot be read.
+pub fn train(o: TrainOpts) -> Result<()> {
+    let o = crate::dist::apply_resume(o)?;
+    if with_config_file(o.clone())?.split_index == Some(SplitIndexArg::All) {
+        return train_all_splits(o);
+    }
+    crate::train_cmd::train(o)
+}
+
 /// `tma train --split-index all` (`flags`: the command line, the config file not yet read).
 pub fn train_all_splits(flags: TrainOpts) -> Result<()> {
     let merged = with_config_file(flags.clone())?;
@@ -153,13 +167,13 @@ pub fn train_all_splits(flags: TrainOpts) -> Result<()> {
         config: None,
         ..merged.clone()
     };
-    let (_, cfg, _) = crate::train_cmd::resolve(probe)?;
+    let (_, cfg, _) = crate::opts::resolve(probe)?;
     if cfg.task == Task::Link {
         bail!("--split-index all applies to node classification: --task link splits edges (--val-frac/--test-frac); vary --seed instead");
     }
     let ds = load(
         &Some(dataset.clone()),
-        crate::train_cmd::read_options(merged.format, merged.undirected),
+        crate::opts::read_options(merged.format, merged.undirected),
         None,
         &cfg,
     )?;

@@ -26,6 +26,7 @@ pub mod config;
 pub mod coordinator;
 pub mod data;
 pub mod engine;
+mod error;
 pub mod eval;
 mod evaluator;
 pub mod gate;
@@ -49,6 +50,7 @@ pub use averaging::{average_models, Corrector};
 pub use clock::{Clock, ManualClock, RealClock};
 pub use config::{AverageWeight, Method, Metric, TargetKind, Task, TrainConfig};
 pub use data::{build_model, Prepared};
+pub use error::TrainError;
 pub use eval::{evaluate, EvalResult, Split};
 pub use methods::{prepare, run_in_process, training_method};
 pub use output::RunDir;
@@ -56,55 +58,3 @@ pub use record::{
     Extras, FailPlan, Observer, Quiet, Resume, RoundRecord, RunResult, StopCause, StopFlag, Summary,
 };
 pub use run::{DataSource, Engine, Run, RunSpec};
-
-use std::path::PathBuf;
-
-/// Errors of a training run.
-#[derive(Debug, thiserror::Error)]
-pub enum TrainError {
-    /// An option value or combination that cannot work; the message names the option.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// The data does not fit the task (e.g. a node task without labels).
-    #[error("{0}")]
-    Data(String),
-    /// A dataset directory could not be loaded.
-    #[error("cannot load dataset {path}: {source}")]
-    Dataset {
-        /// The directory.
-        path: PathBuf,
-        /// What was wrong.
-        #[source]
-        source: tma_graph::GraphError,
-    },
-    /// Partitioning failed.
-    #[error("partitioning failed: {0}")]
-    Partition(#[from] tma_partition::PartitionError),
-    /// A model file could not be read or written.
-    #[error("model: {0}")]
-    Model(#[from] tma_nn::NnError),
-    /// The engine could not run the job: MPI ranks that cannot start, join or load their
-    /// part, a lost coordinator; the message names the rank and its host.
-    #[error("{0}")]
-    Engine(String),
-    /// No trainer was left to average before the first round.
-    #[error("every trainer failed before the first averaging round; nothing to average")]
-    AllTrainersFailed,
-    /// The run directory holds files of another run.
-    #[error(
-        "run directory {0} already exists and is not empty (choose another --out, or remove it)"
-    )]
-    RunDirExists(PathBuf),
-    /// A partition directory is missing, corrupt or of another version.
-    #[error(transparent)]
-    Store(#[from] store::StoreError),
-    /// A file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-}

@@ -173,7 +173,12 @@ mod tests {
             ("heads", 2.into()),
             ("llcg_steps", Value::Null),
         ]);
-        let w = unused_warnings(&g, &[Method::Centralized], EncoderKind::Sage, Spelling::Flag);
+        let w = unused_warnings(
+            &g,
+            &[Method::Centralized],
+            EncoderKind::Sage,
+            Spelling::Flag,
+        );
         assert_eq!(
             w,
             vec![

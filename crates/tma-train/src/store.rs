@@ -57,54 +57,7 @@ use tma_graph::{Buf, Csr, Features, LinkSplit, NodeSplit};
 /// The on-disk format version this code writes and the only one it reads.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// Errors reading or writing a partition directory; each names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The file could not be read, written or renamed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        #[source]
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The manifest names a format version this build does not read.
-    #[error("{path}: partition format version {found} is not supported (this tma reads version {supported}); re-run `tma partition --out`")]
-    Version {
-        /// The manifest.
-        path: PathBuf,
-        /// The version it records.
-        found: String,
-        /// The version this build reads.
-        supported: u32,
-    },
-    /// A file's content does not match the sha256 recorded in the manifest.
-    #[error("{path}: content hash mismatch (manifest records sha256 {expected}, file has {found}); the partition directory is corrupted or was modified, re-run `tma partition --out`")]
-    HashMismatch {
-        /// The file.
-        path: PathBuf,
-        /// sha256 recorded in the manifest.
-        expected: String,
-        /// sha256 of the file.
-        found: String,
-    },
-    /// The file is not what the manifest says (bad JSON, dtype, shape, missing entry, ...).
-    #[error("{path}: {reason}")]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The output directory exists and is not empty.
-    #[error("{0}: exists and is not empty; choose another --out or remove it")]
-    Exists(PathBuf),
-    /// A `.npy` file could not be written, or is malformed or not of the dtype/dimensions this
-    /// format stores (the codec's error names the file).
-    #[error(transparent)]
-    Npy(#[from] tma_graph::GraphError),
-}
+pub use crate::error::StoreError;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
