@@ -11,6 +11,7 @@
 //!   ([`coordinator::coordinate`]) over the in-process transport ([`cluster::InProcess`]).
 //! * [`eval`] holds the metrics and [`eval::evaluate`]; [`output::RunDir`] the run directory;
 //!   [`checkpoint`] the per-round state; [`store`] partition directories on disk.
+//! * [`saved`] uses a saved model after its run: evaluated again on its data, or embedded.
 //!
 //! Source: Zhu et al., *Simplifying Distributed Neural Network Training on Massive Graphs:
 //! Randomized Partitions Improve Model Aggregation*, arXiv 2305.09887.
@@ -38,6 +39,7 @@ pub mod mpi_cluster;
 pub mod output;
 pub mod record;
 pub mod run;
+pub mod saved;
 pub mod spill;
 pub mod store;
 pub mod trainer;
