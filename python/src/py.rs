@@ -895,12 +895,17 @@ impl PyModel {
                 if let Some(r) = self.own.lock().expect("not poisoned").as_ref() {
                     return Ok(r.clone());
                 }
-                let src = self.saved.config.data_source().map_err(py_err)?.ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "{}: the run recorded no dataset (it trained on arrays); give dataset=",
-                        self.saved.config_path.display()
-                    ))
-                })?;
+                let src = self
+                    .saved
+                    .config
+                    .data_source()
+                    .map_err(py_err)?
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "{}: the run recorded no dataset (it trained on arrays); give dataset=",
+                            self.saved.config_path.display()
+                        ))
+                    })?;
                 let shown = match &src {
                     DataSource::DatasetAs { path, .. } | DataSource::Dataset(path) => {
                         path.display().to_string()
@@ -943,7 +948,10 @@ impl PyModel {
     /// `summary.json` of the run directory it was opened from (None for a model file).
     #[getter]
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.summary.as_deref().map(|s| json_loads(py, s)).transpose()
+        self.summary
+            .as_deref()
+            .map(|s| json_loads(py, s))
+            .transpose()
     }
     /// The parameters, `{name: numpy.ndarray}` (PyTorch names and shapes).
     fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
@@ -973,11 +981,12 @@ impl PyModel {
                     }
                     opts.memory_budget = m;
                 }
-                let pool =
-                    saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
+                let pool = saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
                 let e = pool.install(|| saved::evaluate_both(&r.model, &r.params, &r.prep, &opts));
-                Ok(serde_json::json!({"val": e.val, "test": e.test, "warnings": r.warnings})
-                    .to_string())
+                Ok(
+                    serde_json::json!({"val": e.val, "test": e.test, "warnings": r.warnings})
+                        .to_string(),
+                )
             })
         })
     }
@@ -1011,16 +1020,17 @@ impl PyModel {
                 let layers = saved::embed_layers(&r.model, r.cfg.task, output).map_err(py_err)?;
                 let n = r.prep.graph.num_nodes();
                 if let Some(ids) = &ids {
-                    if let Some((i, &x)) =
-                        ids.iter().enumerate().find(|(_, &x)| x < 0 || x as usize >= n)
+                    if let Some((i, &x)) = ids
+                        .iter()
+                        .enumerate()
+                        .find(|(_, &x)| x < 0 || x as usize >= n)
                     {
                         return Err(PyValueError::new_err(format!(
                             "nodes[{i}] = {x} is out of range for {n} nodes"
                         )));
                     }
                 }
-                let pool =
-                    saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
+                let pool = saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
                 let opts = r.cfg.infer_options();
                 let mut all: Vec<f32> = Vec::new();
                 pool.install(|| {
@@ -1038,10 +1048,12 @@ impl PyModel {
                         },
                     )
                 })
-                .map_err(|e| py_err(TrainError::Dataset {
-                    path: std::env::temp_dir(),
-                    source: e,
-                }))?;
+                .map_err(|e| {
+                    py_err(TrainError::Dataset {
+                        path: std::env::temp_dir(),
+                        source: e,
+                    })
+                })?;
                 let dim = all.len() / n.max(1);
                 Ok(match ids {
                     None => (all, n, dim),
@@ -1094,8 +1106,7 @@ impl PyModel {
             guarded(|| {
                 let r = self.ready(d)?;
                 let layers = saved::embed_layers(&r.model, r.cfg.task, output).map_err(py_err)?;
-                let pool =
-                    saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
+                let pool = saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
                 let mut opts = r.cfg.infer_options();
                 opts.memory_budget = memory_budget;
                 opts.scratch_dir = scratch_dir.clone();

@@ -227,13 +227,22 @@ pub fn eval(o: EvalOpts) -> Result<()> {
             (get(kv), get(kt))
         });
     if o.json {
-        let j = serde_json::json!({
-            "model": saved.path.display().to_string(),
-            "dataset": shown,
-            "val": result.val,
-            "test": result.test,
-            "summary_matches": matches,
-        });
+        // a struct, not a `json!` map: the fields in the order summary.json has them
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            model: String,
+            dataset: &'a str,
+            val: &'a tma_train::EvalResult,
+            test: &'a tma_train::EvalResult,
+            summary_matches: Option<bool>,
+        }
+        let j = Out {
+            model: saved.path.display().to_string(),
+            dataset: &shown,
+            val: &result.val,
+            test: &result.test,
+            summary_matches: matches,
+        };
         println!("{}", serde_json::to_string_pretty(&j)?);
         return Ok(());
     }
@@ -302,7 +311,7 @@ pub fn embed(o: EmbedOpts) -> Result<()> {
         shown,
         ..
     } = open(&o.saved)?;
-    let (prep, name, warnings) = saved::prepare_eval(&mut cfg, data)?;
+    let (prep, name, warnings) = saved::prepare_embed(&mut cfg, data)?;
     for w in &warnings {
         eprintln!("warning: {w}");
     }

@@ -831,9 +831,16 @@ pub fn infer_all_to_file(
     let layers = model.cfg.num_layers;
     let dir = opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut out = ScratchLayer::new(&dir)?;
-    infer_layers_streamed(model, p, graph, degrees, features, layers, opts, &mut |rows| {
-        out.push(rows)
-    })?;
+    infer_layers_streamed(
+        model,
+        p,
+        graph,
+        degrees,
+        features,
+        layers,
+        opts,
+        &mut |rows| out.push(rows),
+    )?;
     match out.finish(graph.num_nodes(), model.out_dim())? {
         Features::Dense { data, .. } => Ok(data),
         _ => unreachable!("dense outputs"),

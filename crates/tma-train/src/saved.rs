@@ -207,7 +207,10 @@ impl SavedModel {
                 .unwrap_or(Path::new("."));
             (path.to_path_buf(), dir.join("config.toml"))
         } else {
-            return Err(not_found(path, "no such run directory or model file".into()));
+            return Err(not_found(
+                path,
+                "no such run directory or model file".into(),
+            ));
         };
         if !config_path.is_file() {
             return Err(not_found(
@@ -302,7 +305,21 @@ pub fn prepare_eval(
     cfg: &mut TrainConfig,
     data: DataSource,
 ) -> Result<(Prepared, String, Vec<String>), TrainError> {
-    let (mut prep, name, mut warnings) = match data {
+    let (mut prep, name, mut warnings) = prepare_embed(cfg, data)?;
+    warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, cfg.seed));
+    Ok((prep, name, warnings))
+}
+
+/// [`prepare_eval`] without the validation subset (embeddings read no split): the graph and
+/// features a run evaluates on (for a link task the training graph, held-out edges removed).
+///
+/// # Errors
+/// As [`prepare_eval`].
+pub fn prepare_embed(
+    cfg: &mut TrainConfig,
+    data: DataSource,
+) -> Result<(Prepared, String, Vec<String>), TrainError> {
+    let (prep, name, warnings) = match data {
         DataSource::Partitions(dir) => {
             let m = crate::store::read_manifest(&dir)?;
             m.data.apply(cfg);
@@ -332,7 +349,6 @@ pub fn prepare_eval(
             (prep, name, warnings)
         }
     };
-    warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, cfg.seed));
     Ok((prep, name, warnings))
 }
 

@@ -50,7 +50,11 @@ fn short_run(task: Task, out: &Path, tweak: impl FnOnce(&mut TrainConfig)) -> Su
 fn evaluate_saved(run: &Path, which: Which, threads: usize) -> saved::SavedEval {
     let sm = SavedModel::open(run, which).unwrap();
     let mut cfg = sm.config.train.clone();
-    let data = sm.config.data_source().unwrap().expect("a recorded dataset");
+    let data = sm
+        .config
+        .data_source()
+        .unwrap()
+        .expect("a recorded dataset");
     let (prep, name, _) = saved::prepare_eval(&mut cfg, data).unwrap();
     assert_eq!(name, "planetoid_cora");
     let (model, params) = sm.model_for(&prep, &name).unwrap();
@@ -76,7 +80,10 @@ fn a_saved_model_evaluates_to_its_runs_summary_exactly() {
     assert_eq!(last.test, s.final_test);
     // the test split is Cora's 1000 fixed test nodes: a value on a grid of 1/1000
     let acc = best.test.all["accuracy"];
-    assert!(acc > 0.3 && (acc * 1000.0 - (acc * 1000.0).round()).abs() < 1e-9, "{acc}");
+    assert!(
+        acc > 0.3 && (acc * 1000.0 - (acc * 1000.0).round()).abs() < 1e-9,
+        "{acc}"
+    );
 
     // link task: the held-out edges and their 1000 fixed negatives each are drawn again from
     // the seed
@@ -115,7 +122,11 @@ fn config_toml_reads_back_as_the_runs_configuration() {
     assert_eq!(serde_json::to_value(&sc.train).unwrap(), want);
     assert_eq!(
         sc.dataset.as_deref(),
-        Some(std::fs::canonicalize(shared("planetoid_cora")).unwrap().as_path())
+        Some(
+            std::fs::canonicalize(shared("planetoid_cora"))
+                .unwrap()
+                .as_path()
+        )
     );
     assert!(sc.partitions.is_none() && sc.gen_nodes.is_none());
 }
@@ -128,7 +139,7 @@ fn embeddings_streamed_in_small_chunks_are_the_full_pass() {
     let sm = SavedModel::open(&run, Which::Best).unwrap();
     let mut cfg = sm.config.train.clone();
     let data = sm.config.data_source().unwrap().unwrap();
-    let (prep, name, _) = saved::prepare_eval(&mut cfg, data).unwrap();
+    let (prep, name, _) = saved::prepare_embed(&mut cfg, data).unwrap();
     let (model, params) = sm.model_for(&prep, &name).unwrap();
     let full = model.infer_full(&params, &prep.graph, &prep.degrees, &prep.features);
     assert_eq!((full.rows, full.cols), (2708, 7));
@@ -159,9 +170,10 @@ fn embeddings_streamed_in_small_chunks_are_the_full_pass() {
     let y: Vec<i64> = tma_graph::npy::read::<i64>(&shared("planetoid_cora").join("y.npy"), &[None])
         .unwrap()
         .data;
-    let test: Vec<i64> = tma_graph::npy::read::<i64>(&shared("planetoid_cora").join("test_idx.npy"), &[None])
-        .unwrap()
-        .data;
+    let test: Vec<i64> =
+        tma_graph::npy::read::<i64>(&shared("planetoid_cora").join("test_idx.npy"), &[None])
+            .unwrap()
+            .data;
     let argmax = |r: &[f32]| {
         (0..r.len())
             .max_by(|&a, &b| r[a].total_cmp(&r[b]).then(b.cmp(&a)))
@@ -171,7 +183,10 @@ fn embeddings_streamed_in_small_chunks_are_the_full_pass() {
         .iter()
         .filter(|&&v| argmax(&arr.data[v as usize * 7..(v as usize + 1) * 7]) == y[v as usize])
         .count();
-    assert_eq!(right as f64 / test.len() as f64, s.best_test.all["accuracy"]);
+    assert_eq!(
+        right as f64 / test.len() as f64,
+        s.best_test.all["accuracy"]
+    );
     // no temporary file is left next to the output, nor a scratch file in the scratch dir
     let names: Vec<String> = std::fs::read_dir(tmp.path())
         .unwrap()
@@ -198,12 +213,15 @@ fn embeddings_streamed_in_small_chunks_are_the_full_pass() {
 fn a_model_of_other_data_or_without_its_config_is_refused_naming_both() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("node");
-    short_run(Task::Node, &run, |c| c.time_limit = Duration::from_millis(400));
+    short_run(Task::Node, &run, |c| {
+        c.time_limit = Duration::from_millis(400)
+    });
     let sm = SavedModel::open(&run, Which::Best).unwrap();
     // Citeseer: 3703 features, 6 classes
     let mut cfg = sm.config.train.clone();
     let citeseer = shared("planetoid_citeseer");
-    let (prep, _, _) = saved::prepare_eval(&mut cfg, DataSource::Dataset(citeseer.clone())).unwrap();
+    let (prep, _, _) =
+        saved::prepare_eval(&mut cfg, DataSource::Dataset(citeseer.clone())).unwrap();
     let e = sm
         .model_for(&prep, &citeseer.display().to_string())
         .unwrap_err();
@@ -221,7 +239,11 @@ fn a_model_of_other_data_or_without_its_config_is_refused_naming_both() {
     // a model file alone
     let lone = tmp.path().join("lone");
     std::fs::create_dir(&lone).unwrap();
-    std::fs::copy(run.join("model_best.safetensors"), lone.join("m.safetensors")).unwrap();
+    std::fs::copy(
+        run.join("model_best.safetensors"),
+        lone.join("m.safetensors"),
+    )
+    .unwrap();
     let e = SavedModel::open(&lone.join("m.safetensors"), Which::Best).unwrap_err();
     let msg = e.to_string();
     assert!(
@@ -231,7 +253,9 @@ fn a_model_of_other_data_or_without_its_config_is_refused_naming_both() {
     );
     // a run directory without the model asked for
     std::fs::remove_file(run.join("model_final.safetensors")).unwrap();
-    let msg = SavedModel::open(&run, Which::Final).unwrap_err().to_string();
+    let msg = SavedModel::open(&run, Which::Final)
+        .unwrap_err()
+        .to_string();
     assert!(
         msg.contains(&run.display().to_string()) && msg.contains("no model_final.safetensors"),
         "{msg}"
@@ -252,8 +276,12 @@ fn a_model_of_other_data_or_without_its_config_is_refused_naming_both() {
         tma_nn::Head::Node { num_classes: 3 },
     );
     one.num_layers = 1;
-    let msg = saved::embed_layers(&tma_nn::Model::new(one), Task::Node, EmbedOutput::Embeddings)
-        .unwrap_err()
-        .to_string();
+    let msg = saved::embed_layers(
+        &tma_nn::Model::new(one),
+        Task::Node,
+        EmbedOutput::Embeddings,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(msg.contains("has 1 layer"), "{msg}");
 }
