@@ -17,6 +17,7 @@ use tma_graph::formats::{Format, ReadOptions};
 use tma_graph::{Dataset, Features};
 use tma_nn::ParamSet;
 use tma_train::options::Spelling;
+use tma_train::saved::{self, EmbedOutput, SavedConfig, SavedModel, Which};
 use tma_train::{
     build_model, DataSource, Engine, FailPlan, Observer, Prepared, RoundRecord, Run, RunResult,
     RunSpec, TrainConfig, TrainError,
@@ -445,6 +446,28 @@ impl PyRun {
         Ok(out.into_pyarray(py))
     }
 
+    /// The metrics of `which` model ("best" or "final") on the validation and test splits of
+    /// the run's own data, as the run evaluates them (`TrainConfig::infer_options`; the
+    /// validation subset of `eval_max_nodes`): JSON `{"val": EvalResult, "test": EvalResult}`.
+    /// The best model's are the summary's `best_val` / `best_test`, bit for bit.
+    #[pyo3(signature = (which="best"))]
+    fn _evaluate(&self, py: Python<'_>, which: &str) -> PyResult<String> {
+        let params = match parse_which(which)? {
+            Which::Best => &self.best_params,
+            Which::Final => &self.final_params,
+        };
+        let (cfg, prep) = (&self.train_config, &self.prep);
+        py.detach(|| {
+            guarded(|| {
+                let model = build_model(cfg, prep.model_shape()).map_err(py_err)?;
+                let pool = saved::thread_pool(cfg.threads).map_err(py_err)?;
+                let opts = cfg.infer_options();
+                let r = pool.install(|| saved::evaluate_both(&model, params, prep, &opts));
+                Ok(serde_json::to_string(&r).expect("an evaluation serializes"))
+            })
+        })
+    }
+
     /// The graph and features the models are evaluated on (after the run's preparation:
     /// normalized features with `normalize_features`, held-out edges removed for link
     /// prediction): `(edge_index int64 [2, E], x float32 [N, F])`, `x` densified.
@@ -497,10 +520,14 @@ impl PyRun {
 /// `partitions` a partition directory (`tma partition --out`); `engine` `in-process` (default)
 /// or `mpi` (this process is one rank of an `mpirun` job: rank 0 returns the run, a trainer
 /// rank `None`); `join_timeout` MPI's wait for the ranks (a duration, default 120 s).
+///
+/// With `resume`, continues the interrupted run in the directory `out` from its last
+/// checkpoint (`tma train --resume`): its `config.toml` is the configuration, `options` over
+/// it; the data is `dataset`, else the data its `config.toml` records.
 #[pyfunction]
-#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None, partitions=None, engine=None, join_timeout=None))]
+#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None, partitions=None, engine=None, join_timeout=None, resume=false))]
 #[allow(clippy::too_many_arguments)]
-// long: one Python call in order: options, data, the worker thread, and the loop that hands rounds to Python and answers Ctrl-C without holding the GIL
+// long: one Python call in order: options, a resumed run's config, data, the worker thread, and the loop that hands rounds to Python and answers Ctrl-C without holding the GIL
 fn _train(
     py: Python<'_>,
     dataset: Option<&Bound<'_, PyDataset>>,
@@ -512,6 +539,7 @@ fn _train(
     partitions: Option<PathBuf>,
     engine: Option<String>,
     join_timeout: Option<String>,
+    resume: bool,
 ) -> PyResult<Option<PyRun>> {
     let engine = match engine.as_deref().unwrap_or("in-process") {
         "in-process" => Engine::InProcess,
@@ -545,8 +573,41 @@ fn _train(
             "join_timeout applies only to engine='mpi'",
         ));
     }
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
+    let mut map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
         .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
+    // a resumed run: its config.toml under the options given
+    let saved = match (resume, &out) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(PyValueError::new_err(
+                "resume needs the run directory to continue",
+            ))
+        }
+        (true, Some(dir)) => {
+            let path = dir.join("config.toml");
+            if !path.is_file() {
+                return Err(PyFileNotFoundError::new_err(format!(
+                    "{}: no config.toml there (not a tma run directory)",
+                    dir.display()
+                )));
+            }
+            let sc = SavedConfig::read(&path).map_err(py_err)?;
+            let serde_json::Value::Object(mut base) =
+                serde_json::to_value(&sc.train).expect("a config serializes")
+            else {
+                unreachable!("a config is an object")
+            };
+            for (k, v) in std::mem::take(&mut map) {
+                let key = tma_train::config::OPTION_ALIASES
+                    .iter()
+                    .find(|(a, _)| *a == k)
+                    .map_or(k.clone(), |(_, key)| key.to_string());
+                base.insert(key, v);
+            }
+            map = base;
+            Some(sc)
+        }
+    };
     let config = TrainConfig::from_options(&map).map_err(|e| {
         PyValueError::new_err(
             if e.starts_with("option '") || e.starts_with("unknown option") {
@@ -557,14 +618,17 @@ fn _train(
         )
     })?;
     // what depends on the options given: the CLI's refusals and warnings, from the library
-    let given: tma_train::options::Given = map
-        .iter()
+    // (the options of this call: a resumed run's config.toml is not "given")
+    let user: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(options).unwrap_or_default();
+    let given: tma_train::options::Given = user
+        .into_iter()
         .map(|(k, v)| {
             let key = tma_train::config::OPTION_ALIASES
                 .iter()
                 .find(|(a, _)| a == k)
-                .map_or(k.as_str(), |(_, key)| key);
-            (key.to_string(), v.clone())
+                .map_or(k.clone(), |(_, key)| key.to_string());
+            (key, v)
         })
         .collect();
     tma_train::options::check_given(&config, &given, Spelling::Key)
@@ -602,8 +666,16 @@ fn _train(
             }
             DataSource::Partitions(dir.clone())
         }
-        (None, None) => DataSource::Generated {
-            num_nodes: gen_nodes.unwrap_or(10_000),
+        (None, None) if saved.is_some() => {
+            let sc = saved.as_ref().expect("checked");
+            sc.data_source().map_err(py_err)?.ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "{}: the run recorded no dataset (it trained on arrays); give the same arrays as dataset=",
+                    out.as_ref().expect("checked").join("config.toml").display()
+                ))
+            })?
+        }
+        (None, None) => DataSource::Generated {            num_nodes: gen_nodes.unwrap_or(10_000),
         },
         (Some(d), None) => {
             if gen_nodes.is_some() {
@@ -648,6 +720,7 @@ fn _train(
                 spec.engine = engine;
                 spec.join_timeout = join_timeout;
                 spec.notes = notes;
+                spec.resume = resume;
                 let fwd = Forward { tx };
                 if engine == Engine::Mpi {
                     return train_mpi(spec, worker_stop, fwd);
@@ -917,6 +990,310 @@ fn _partition<'py>(
     Ok((assignment.into_pyarray(py), report, hash, manifest))
 }
 
+fn parse_which(which: &str) -> PyResult<Which> {
+    which
+        .parse()
+        .map_err(|e| PyValueError::new_err(format!("which={which:?}: {e}")))
+}
+
+/// A saved model (`tma.Model`): a model file with its run's configuration
+/// ([`tma_train::saved`]), evaluated or embedded on the run's data (re-derived from the
+/// recorded dataset and seed; prepared once and kept) or on another dataset.
+#[pyclass(module = "tma._tma", name = "Model", frozen)]
+pub struct PyModel {
+    saved: SavedModel,
+    /// `summary.json` of the run directory it was opened from (JSON), if any.
+    summary: Option<String>,
+    /// The run's own data, prepared at the first use: (data, its name as shown, config).
+    own: std::sync::Mutex<Option<Arc<Ready>>>,
+}
+
+/// Data prepared for a saved model.
+struct Ready {
+    prep: Prepared,
+    cfg: TrainConfig,
+    model: tma_nn::Model,
+    params: ParamSet,
+    warnings: Vec<String>,
+}
+
+impl PyModel {
+    /// The data to use: the run's own (cached) or `dataset`'s.
+    fn ready(&self, dataset: Option<&PyDataset>) -> Result<Arc<Ready>, PyErr> {
+        let mut cfg = self.saved.config.train.clone();
+        let (data, shown) = match dataset {
+            Some(d) => match &d.source {
+                Source::Path(p, read, _) => (
+                    DataSource::DatasetAs {
+                        path: p.clone(),
+                        read: *read,
+                    },
+                    p.display().to_string(),
+                ),
+                Source::Memory(_) => {
+                    let ds = dataset_for(d, &cfg)?;
+                    let name = ds.name.clone();
+                    (DataSource::InMemory(Box::new(ds)), name)
+                }
+            },
+            None => {
+                if let Some(r) = self.own.lock().expect("not poisoned").as_ref() {
+                    return Ok(r.clone());
+                }
+                let src = self
+                    .saved
+                    .config
+                    .data_source()
+                    .map_err(py_err)?
+                    .ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "{}: the run recorded no dataset (it trained on arrays); give dataset=",
+                            self.saved.config_path.display()
+                        ))
+                    })?;
+                let shown = match &src {
+                    DataSource::DatasetAs { path, .. } | DataSource::Dataset(path) => {
+                        path.display().to_string()
+                    }
+                    DataSource::Partitions(p) => p.display().to_string(),
+                    _ => "the generated graph".to_string(),
+                };
+                (src, shown)
+            }
+        };
+        let (prep, _, warnings) = saved::prepare_eval(&mut cfg, data).map_err(py_err)?;
+        let (model, params) = self.saved.model_for(&prep, &shown).map_err(py_err)?;
+        let r = Arc::new(Ready {
+            prep,
+            cfg,
+            model,
+            params,
+            warnings,
+        });
+        if dataset.is_none() {
+            *self.own.lock().expect("not poisoned") = Some(r.clone());
+        }
+        Ok(r)
+    }
+}
+
+#[pymethods]
+impl PyModel {
+    /// The model file.
+    #[getter]
+    fn path(&self) -> String {
+        self.saved.path.display().to_string()
+    }
+    /// The run's configuration (option keys as `tma.train` takes them).
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = serde_json::to_string(&self.saved.config.train).expect("config serializes");
+        json_loads(py, &s)
+    }
+    /// `summary.json` of the run directory it was opened from (None for a model file).
+    #[getter]
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.summary
+            .as_deref()
+            .map(|s| json_loads(py, s))
+            .transpose()
+    }
+    /// The parameters, `{name: numpy.ndarray}` (PyTorch names and shapes).
+    fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        params_dict(py, &self.saved.params)
+    }
+
+    /// Evaluates on the validation and test splits (see `tma.Model.evaluate`); returns JSON
+    /// `{"val": ..., "test": ..., "warnings": [...]}`.
+    #[pyo3(signature = (dataset=None, eval_memory=None, threads=None))]
+    fn _evaluate(
+        &self,
+        py: Python<'_>,
+        dataset: Option<&Bound<'_, PyDataset>>,
+        eval_memory: Option<u64>,
+        threads: Option<usize>,
+    ) -> PyResult<String> {
+        let d = dataset.map(|d| d.get());
+        py.detach(|| {
+            guarded(|| {
+                let r = self.ready(d)?;
+                let mut opts = r.cfg.infer_options();
+                if let Some(m) = eval_memory {
+                    if m < 16 << 20 {
+                        return Err(PyValueError::new_err(format!(
+                            "eval_memory: at least 16MiB (got {m} bytes)"
+                        )));
+                    }
+                    opts.memory_budget = m;
+                }
+                let pool = saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
+                let e = pool.install(|| saved::evaluate_both(&r.model, &r.params, &r.prep, &opts));
+                Ok(
+                    serde_json::json!({"val": e.val, "test": e.test, "warnings": r.warnings})
+                        .to_string(),
+                )
+            })
+        })
+    }
+
+    /// Every node's embeddings (or logits) in memory, float32 `[N, width]` (rows `nodes`
+    /// when given); computed as `tma embed` computes them, the same values.
+    #[pyo3(signature = (nodes=None, dataset=None, output="embeddings", threads=None))]
+    fn _embeddings<'py>(
+        &self,
+        py: Python<'py>,
+        nodes: Option<PyReadonlyArray1<'py, i64>>,
+        dataset: Option<&Bound<'py, PyDataset>>,
+        output: &str,
+        threads: Option<usize>,
+    ) -> PyResult<Bound<'py, numpy::PyArray2<f32>>> {
+        let output: EmbedOutput = output
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("output={output:?}: {e}")))?;
+        let d = dataset.map(|d| d.get());
+        let ids: Option<Vec<i64>> = match &nodes {
+            None => None,
+            Some(a) => Some(
+                a.as_slice()
+                    .map_err(|_| PyValueError::new_err("nodes: expected a C-contiguous array"))?
+                    .to_vec(),
+            ),
+        };
+        let (data, rows, dim) = py.detach(|| {
+            guarded(|| {
+                let r = self.ready(d)?;
+                let layers = saved::embed_layers(&r.model, r.cfg.task, output).map_err(py_err)?;
+                let n = r.prep.graph.num_nodes();
+                if let Some(ids) = &ids {
+                    if let Some((i, &x)) = ids
+                        .iter()
+                        .enumerate()
+                        .find(|(_, &x)| x < 0 || x as usize >= n)
+                    {
+                        return Err(PyValueError::new_err(format!(
+                            "nodes[{i}] = {x} is out of range for {n} nodes"
+                        )));
+                    }
+                }
+                let pool = saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
+                let opts = r.cfg.infer_options();
+                let mut all: Vec<f32> = Vec::new();
+                pool.install(|| {
+                    tma_train::infer::infer_layers_streamed(
+                        &r.model,
+                        &r.params,
+                        &r.prep.graph,
+                        &r.prep.degrees,
+                        &r.prep.features,
+                        layers,
+                        &opts,
+                        &mut |c: &[f32]| {
+                            all.extend_from_slice(c);
+                            Ok(())
+                        },
+                    )
+                })
+                .map_err(|e| {
+                    py_err(TrainError::Dataset {
+                        path: std::env::temp_dir(),
+                        source: e,
+                    })
+                })?;
+                let dim = all.len() / n.max(1);
+                Ok(match ids {
+                    None => (all, n, dim),
+                    Some(ids) => {
+                        let mut out = Vec::with_capacity(ids.len() * dim);
+                        for &v in &ids {
+                            let v = v as usize;
+                            out.extend_from_slice(&all[v * dim..(v + 1) * dim]);
+                        }
+                        (out, ids.len(), dim)
+                    }
+                })
+            })
+        })?;
+        let a = Array::from_shape_vec((rows, dim), data)
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(a.into_pyarray(py))
+    }
+
+    /// Writes every node's embeddings (or logits) to the `.npy` file `out` within
+    /// `memory_budget` bytes (see `tma.Model.embed`); returns the report as JSON.
+    #[pyo3(signature = (out, dataset=None, output="embeddings", memory_budget=1u64 << 30, scratch_dir=None, threads=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _embed(
+        &self,
+        py: Python<'_>,
+        out: PathBuf,
+        dataset: Option<&Bound<'_, PyDataset>>,
+        output: &str,
+        memory_budget: u64,
+        scratch_dir: Option<PathBuf>,
+        threads: Option<usize>,
+    ) -> PyResult<String> {
+        let output: EmbedOutput = output
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("output={output:?}: {e}")))?;
+        if out.exists() {
+            return Err(PyFileExistsError::new_err(format!(
+                "out {}: the file exists; remove it or choose another path",
+                out.display()
+            )));
+        }
+        if memory_budget < 16 << 20 {
+            return Err(PyValueError::new_err(format!(
+                "memory_budget: at least 16MiB (got {memory_budget} bytes)"
+            )));
+        }
+        let d = dataset.map(|d| d.get());
+        py.detach(|| {
+            guarded(|| {
+                let r = self.ready(d)?;
+                let layers = saved::embed_layers(&r.model, r.cfg.task, output).map_err(py_err)?;
+                let pool = saved::thread_pool(threads.unwrap_or(r.cfg.threads)).map_err(py_err)?;
+                let mut opts = r.cfg.infer_options();
+                opts.memory_budget = memory_budget;
+                opts.scratch_dir = scratch_dir.clone();
+                let rep = pool
+                    .install(|| {
+                        saved::embed_to_npy(&r.model, &r.params, &r.prep, layers, &out, &opts)
+                    })
+                    .map_err(py_err)?;
+                Ok(serde_json::to_string(&rep).expect("a report serializes"))
+            })
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "tma.Model(path={:?}, {} {}, {} layers, hidden {})",
+            self.saved.path.display().to_string(),
+            self.saved.config.train.model,
+            self.saved.config.train.task,
+            self.saved.config.train.num_layers,
+            self.saved.config.train.hidden
+        )
+    }
+}
+
+/// Opens a saved model: see `tma.load_model`.
+#[pyfunction]
+#[pyo3(signature = (path, which="best"))]
+fn _load_model(py: Python<'_>, path: PathBuf, which: &str) -> PyResult<PyModel> {
+    let which = parse_which(which)?;
+    let saved = py.detach(|| guarded(|| SavedModel::open(&path, which).map_err(py_err)))?;
+    let summary = path
+        .is_dir()
+        .then(|| std::fs::read_to_string(path.join("summary.json")).ok())
+        .flatten();
+    Ok(PyModel {
+        saved,
+        summary,
+        own: std::sync::Mutex::new(None),
+    })
+}
+
 /// The option keys `tma.train` accepts (the config-file keys) and their defaults for `task`,
 /// as JSON.
 #[pyfunction]
@@ -931,6 +1308,8 @@ fn _defaults(task: &str) -> PyResult<String> {
 fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDataset>()?;
     m.add_class::<PyRun>()?;
+    m.add_class::<PyModel>()?;
+    m.add_function(wrap_pyfunction!(_load_model, m)?)?;
     m.add_function(wrap_pyfunction!(_train, m)?)?;
     m.add_function(wrap_pyfunction!(_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(_partition, m)?)?;

@@ -4,6 +4,8 @@
     ds = tma.Dataset.load("../shared/datasets/planetoid_cora")
     run = tma.train(ds, method="random-tma", trainers=4, sync_every="5s", time_limit="20s")
     run.summary["best_test"]["value"]
+    run.evaluate()                         # {"val": {...}, "test": {...}}, the summary's values
+    model = tma.load_model(run.dir)        # a saved model: evaluate / embeddings / embed
 
 The options of :func:`train` are those of ``tma train`` (the same names as its TOML config
 keys, the same defaults: one source, the Rust library's ``TrainConfig``); runs write the same
@@ -28,7 +30,10 @@ from ._torch import to_torch
 __all__ = [
     "Dataset",
     "Run",
+    "Model",
     "train",
+    "resume",
+    "load_model",
     "partition",
     "compare",
     "defaults",
@@ -45,7 +50,7 @@ feature: ``MATURIN_PEP517_ARGS="--features mpi" pip install ./python``)."""
 Run = _tma.Run
 """A finished run: ``rounds`` (list of dicts), ``summary`` (dict), ``config``, ``dir``,
 ``best_params()`` / ``final_params()`` (``{name: numpy.ndarray}``), ``embeddings(nodes=None,
-which="best")``, ``inference_inputs()``."""
+which="best")``, ``evaluate(which="best")``, ``inference_inputs()``."""
 
 
 def _embeddings(self, nodes=None, which="best"):
@@ -57,9 +62,18 @@ def _embeddings(self, nodes=None, which="best"):
     return self._embeddings(nodes, which)
 
 
-# the native class is frozen; attach the friendly wrapper
+def _evaluate(self, which="best"):
+    """Metrics of the ``which`` model ("best" or "final") on the run's validation and test
+    splits, evaluated as the run evaluates them: ``{"val": {"metric", "value", "all"},
+    "test": {...}}``. The best model's values are the summary's ``best_val`` / ``best_test``,
+    exactly."""
+    return _json.loads(self._evaluate(which))
+
+
+# the native class is frozen; attach the friendly wrappers
 try:
     Run.embeddings = _embeddings  # type: ignore[attr-defined]
+    Run.evaluate = _evaluate  # type: ignore[attr-defined]
 except (AttributeError, TypeError):  # pragma: no cover - abi3 classes accept attributes
     pass
 
@@ -260,6 +274,109 @@ class Dataset:
         return repr(self._native)
 
 
+class Model:
+    """A saved model (:func:`load_model`): a model file with the configuration of its run.
+
+    Its data is the run's own by default: the dataset its ``config.toml`` records, split again
+    from the run's seed and options exactly as the run split it (prepared once, at the first
+    use); ``dataset=`` (a :class:`Dataset` or a path) evaluates or embeds on other data of the
+    same feature width (and classes)."""
+
+    def __init__(self, native):  # use load_model
+        self._native = native
+
+    path = property(lambda self: self._native.path, doc="The model file.")
+    config = property(lambda self: self._native.config, doc="The run's configuration (dict).")
+    summary = property(
+        lambda self: self._native.summary,
+        doc="The run's summary.json (dict) when opened from a run directory, else None.",
+    )
+
+    def params(self) -> Dict[str, _np.ndarray]:
+        """The parameters, ``{name: numpy.ndarray}`` (PyTorch names and shapes)."""
+        return self._native.params()
+
+    def evaluate(self, dataset=None, *, eval_memory: Optional[int] = None,
+                 threads: Optional[int] = None) -> Dict[str, Any]:
+        """Metrics on the validation and test splits: ``{"val": {"metric", "value", "all"},
+        "test": {...}}``, as ``tma eval`` prints them; on the run's own data, the run's
+        ``eval_memory`` and the best model, the values of its summary's ``best_val`` /
+        ``best_test``, exactly. ``eval_memory``: bytes inference may take (default the
+        run's). Warnings of the data preparation are given as Python warnings. Errors:
+        ``ValueError`` naming the model file and the dataset when they do not fit."""
+        out = _json.loads(self._native._evaluate(_native_dataset(dataset), eval_memory, threads))
+        for w in out.pop("warnings", []):
+            _warnings.warn(w, stacklevel=2)
+        return out
+
+    def embeddings(self, nodes=None, dataset=None, *, output: str = "embeddings",
+                   threads: Optional[int] = None) -> _np.ndarray:
+        """Every node's embeddings in memory, float32 ``[N, width]`` (rows ``nodes`` when
+        given): ``output="embeddings"`` the encoder's output before the head (a link model's
+        node embeddings ``[N, hidden]``, computed on the training graph as evaluation reads
+        it; a node classifier's hidden layer entering its last layer ``[N, hidden]``), or
+        ``"logits"`` (a node classifier's ``[N, num_classes]``). The values ``tma embed``
+        writes. For graphs whose ``N x width`` floats do not fit in memory: :meth:`embed`."""
+        if nodes is not None:
+            nodes = _np.ascontiguousarray(_np.asarray(nodes).reshape(-1), dtype=_np.int64)
+        return self._native._embeddings(nodes, _native_dataset(dataset), output, threads)
+
+    def embed(self, out, dataset=None, *, output: str = "embeddings",
+              memory_budget: Union[int, str] = "1GiB", scratch_dir=None,
+              threads: Optional[int] = None) -> Dict[str, Any]:
+        """Writes every node's embeddings (as :meth:`embeddings`) to the ``.npy`` file ``out``
+        (float32 ``[N, width]``, row ``v`` for node ``v``; refused if it exists), computed a
+        chunk of nodes at a time within ``memory_budget`` (bytes, or "512MiB" / "2GiB") and
+        streamed to the file, as ``tma embed`` does. Returns ``{"rows", "dim", "bytes",
+        "sha256"}``."""
+        return _json.loads(
+            self._native._embed(
+                _os.fspath(out), _native_dataset(dataset), output, _bytes("memory_budget", memory_budget),
+                None if scratch_dir is None else _os.fspath(scratch_dir), threads,
+            )
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+
+def _native_dataset(dataset):
+    if dataset is None:
+        return None
+    if isinstance(dataset, (str, _os.PathLike)):
+        dataset = Dataset.load(dataset)
+    if not isinstance(dataset, Dataset):
+        raise ValueError(f"dataset: expected a tma.Dataset, a dataset path or None, got {type(dataset).__name__}")
+    return dataset._native
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+          "tib": 1 << 40}
+
+
+def _bytes(name: str, v: Union[int, str]) -> int:
+    """A size: bytes, or a string with a unit of powers of 1024 ("512MiB", "2G")."""
+    if isinstance(v, bool):
+        raise ValueError(f"{name}: expected a size such as \"512MiB\", got {v!r}")
+    if isinstance(v, int):
+        return v
+    t = str(v).strip()
+    i = len(t) - len(t.lstrip("0123456789."))
+    num, unit = t[:i], t[i:].strip().lower()
+    if not num or unit not in _UNITS:
+        raise ValueError(f"{name}: {v!r} is not a size (e.g. 512MiB, 2GiB)")
+    return int(float(num) * _UNITS[unit])
+
+
+def load_model(path: Union[str, "_os.PathLike[str]"], which: str = "best") -> Model:
+    """A saved model: ``path`` is a run directory (its ``model_best.safetensors``, or
+    ``model_final`` with ``which="final"``) or a model file with its run's ``config.toml``
+    next to it. Errors: ``ValueError`` naming the path (no such model, no ``config.toml``
+    next to a model file, not a safetensors file)."""
+    return Model(_tma._load_model(_os.fspath(path), which))
+
+
 def defaults(task: str = "node") -> Dict[str, Any]:
     """The options :func:`train` takes and their defaults for ``task`` (those of ``tma
     train``; durations as strings)."""
@@ -328,6 +445,29 @@ def train(
     ``join_timeout``: how long MPI ranks wait for each other to start and join (default 120 s).
     ``python -m tma train --partitions DIR --engine mpi ...`` does the same from a shell.
     """
+    return _run(dataset, on_round, out, fail, gen_nodes, options, resume=False,
+                partitions=partitions, engine=engine, join_timeout=join_timeout)
+
+
+def resume(
+    run_dir: Union[str, "_os.PathLike[str]"],
+    *,
+    dataset: Union[Dataset, str, "_os.PathLike[str]", None] = None,
+    on_round: Optional[Callable[[dict], Any]] = None,
+    **options: Any,
+) -> Run:
+    """Continues the interrupted run in ``run_dir`` from its last checkpoint, as ``tma train
+    --resume RUN_DIR``: its ``config.toml`` is the configuration and ``options`` override it
+    (e.g. a longer ``time_limit``; data, partition and model options must stay the run's);
+    rounds, steps and the training clock continue. ``dataset``: the run's recorded dataset
+    when None (a run trained on arrays needs the same arrays again). Returns the finished
+    :class:`Run`; errors as :func:`train` (``ValueError`` naming the run directory for a
+    finished run or changed options)."""
+    return _run(dataset, on_round, run_dir, None, None, options, resume=True)
+
+
+def _run(dataset, on_round, out, fail, gen_nodes, options, *, resume: bool,
+         partitions=None, engine=None, join_timeout=None) -> Optional[Run]:
     for k in _DURATIONS:
         if k in options:
             options[k] = _duration(k, options[k])
@@ -357,11 +497,12 @@ def train(
         None if partitions is None else _os.fspath(partitions),
         engine,
         None if join_timeout is None else _duration("join_timeout", join_timeout),
+        resume,
     )
     if run is None:  # an MPI trainer rank: the run belongs to rank 0
         return None
     for w in run.summary.get("warnings", []):
-        _warnings.warn(w, stacklevel=2)
+        _warnings.warn(w, stacklevel=3)
     return run
 
 

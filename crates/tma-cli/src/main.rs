@@ -4,6 +4,7 @@
 mod bench;
 mod compare;
 mod dist;
+mod eval_cmd;
 #[cfg(test)]
 mod fuzz_config;
 mod interrupt;
@@ -60,6 +61,12 @@ enum Command {
     Train(Box<opts::TrainOpts>),
     /// Print a dataset's summary (nodes, edges, features, labels, splits).
     Info(train_cmd::InfoOpts),
+    /// Evaluate a saved model (a run directory or a model file) on the validation and test
+    /// splits of its run, derived again from the run's config.toml and dataset.
+    Eval(eval_cmd::EvalOpts),
+    /// Write a saved model's node embeddings (or logits) for every node to a .npy file,
+    /// computed a chunk of nodes at a time within --memory-budget.
+    Embed(eval_cmd::EmbedOpts),
     /// Partition a dataset and print per-part statistics.
     Partition(train_cmd::PartitionOpts),
     /// Convert a dataset (.npy directory, OGB directory, SNAP/CSV edge list, .npz) to the on-disk
@@ -107,6 +114,8 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Train(o) => splits::train(*o),
         Command::Info(o) => train_cmd::info(o),
+        Command::Eval(o) => eval_cmd::eval(o),
+        Command::Embed(o) => eval_cmd::embed(o),
         Command::Partition(o) => train_cmd::partition(o),
         Command::Convert(o) => scale_cmd::convert(o),
         Command::Generate(o) => scale_cmd::generate(o),

@@ -670,6 +670,10 @@ pub enum Purpose {
     /// warning line and the parts are made anyway; `tma train --partitions` refuses them then
     /// ([`check_partitions`]). The metric is not checked ([`Prepared::metric`] is left `auto`).
     Layout,
+    /// Evaluating or embedding with a saved model (`crate::saved`): the split and the metric
+    /// as for [`Purpose::Training`], refused where training would be, but no trainer data is
+    /// built (no partition, no part: [`Prepared::trainers`] is empty).
+    Evaluation,
 }
 
 /// [`prepare_spilled`] for `purpose`.
@@ -761,7 +765,7 @@ pub fn prepare_for(
     // before the partition: a metric that does not fit the data is refused at once (a
     // partition directory's layout does not depend on it: `tma train --partitions` checks it)
     let metric = match purpose {
-        Purpose::Training => {
+        Purpose::Training | Purpose::Evaluation => {
             let (m, note) = eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
             warnings.extend(note);
             m
@@ -825,6 +829,8 @@ pub fn prepare_for(
     };
 
     let (trainers, report, partition_hash) = match layout {
+        // evaluation reads the graph, features and split only
+        _ if purpose == Purpose::Evaluation => (Vec::new(), None, None),
         DataLayout::Whole => {
             let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
             (vec![build(0, 0, all, graph.clone(), None)], None, None)
@@ -930,7 +936,7 @@ pub fn prepare_for(
         Purpose::Layout if idle.len() == trainers.len() && !untrainable => {
             warnings.push(no_part_trains_line(trainers.len(), cfg.task, num_examples))
         }
-        Purpose::Layout => {}
+        Purpose::Layout | Purpose::Evaluation => {}
     }
     Ok(Prepared {
         graph,
@@ -1063,7 +1069,7 @@ fn node_data(
 ) -> Result<(NodeSplit, NodeTargets, bool), TrainError> {
     let targets = match (node_targets(ds), purpose) {
         (Ok(t), _) => t,
-        (Err(why), Purpose::Training) => {
+        (Err(why), Purpose::Training | Purpose::Evaluation) => {
             return Err(TrainError::Data(format!(
                 "dataset '{}' {why}; use --task link",
                 ds.name
@@ -1089,7 +1095,7 @@ fn node_data(
     warnings.extend(notes);
     match (refusal, purpose) {
         (None, _) => Ok((split, targets, false)),
-        (Some(e), Purpose::Training) => Err(TrainError::Data(e)),
+        (Some(e), Purpose::Training | Purpose::Evaluation) => Err(TrainError::Data(e)),
         (Some(e), Purpose::Layout) => {
             warnings.push(format!("{e}: {WRITTEN_BUT_REFUSED}"));
             Ok((split, targets, true))

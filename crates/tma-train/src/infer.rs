@@ -828,7 +828,57 @@ pub fn infer_all_to_file(
     features: &Features,
     opts: &InferOptions,
 ) -> Result<tma_graph::Buf<f32>, tma_graph::GraphError> {
-    let dims = layer_dims(model, opts.heads);
+    let layers = model.cfg.num_layers;
+    let dir = opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut out = ScratchLayer::new(&dir)?;
+    infer_layers_streamed(
+        model,
+        p,
+        graph,
+        degrees,
+        features,
+        layers,
+        opts,
+        &mut |rows| out.push(rows),
+    )?;
+    match out.finish(graph.num_nodes(), model.out_dim())? {
+        Features::Dense { data, .. } => Ok(data),
+        _ => unreachable!("dense outputs"),
+    }
+}
+
+/// The outputs of the first `layers` layers of `model` (`1..=num_layers`; fewer than all: the
+/// hidden representation after that layer's norm and activation, the input of the next layer)
+/// on **every** node, by the layer-wise pass of [`infer_all_to_file`] (layers below the last
+/// through mapped scratch files under `opts.scratch_dir`, one chunk's block and activations in
+/// memory, within half of `opts.memory_budget`); the last layer's rows are handed to `sink`
+/// chunk by chunk, consecutive node ids from 0 to `N - 1` in order, `[chunk, width]` row-major
+/// f32 (`width` that layer's output width), never held whole. Values as
+/// [`infer_all_to_file`].
+///
+/// # Errors
+/// The I/O error of a scratch file, naming it, or the first error `sink` returns.
+///
+/// # Panics
+/// If `layers` is 0 or above the model's layers.
+#[allow(clippy::too_many_arguments)]
+pub fn infer_layers_streamed(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    layers: usize,
+    opts: &InferOptions,
+    sink: &mut dyn FnMut(&[f32]) -> Result<(), tma_graph::GraphError>,
+) -> Result<(), tma_graph::GraphError> {
+    let all = layer_dims(model, opts.heads);
+    assert!(
+        (1..=all.len()).contains(&layers),
+        "layers {layers} of a {}-layer model",
+        all.len()
+    );
+    let dims = &all[..layers];
     let n = graph.num_nodes();
     let lw = Layerwise {
         model,
@@ -836,7 +886,7 @@ pub fn infer_all_to_file(
         graph,
         degrees,
         features,
-        dims: &dims,
+        dims,
         budget: opts.memory_budget,
         mark: Vec::new(),
         chunks: 0,
@@ -847,7 +897,12 @@ pub fn infer_all_to_file(
     let mut prev: Option<Features> = None;
     let mut buf = empty_features();
     for (l, &(_, dout, _)) in dims.iter().enumerate() {
-        let mut out = ScratchLayer::new(&dir)?;
+        let last = l + 1 == layers;
+        let mut out = if last {
+            None
+        } else {
+            Some(ScratchLayer::new(&dir)?)
+        };
         let mut start = 0usize;
         while start < n {
             // consecutive destinations whose one-layer block fits half the budget
@@ -876,20 +931,24 @@ pub fn infer_all_to_file(
                 let x = Input::select(input, &mb.input_nodes, &mut buf);
                 model.infer_layer(p, l, &view, x)
             };
-            out.push(&y.data)?;
+            let pushed = match out.as_mut() {
+                Some(f) => f.push(&y.data),
+                None => sink(&y.data),
+            };
             model.recycle(y);
+            pushed?;
             graph.release_rows(start..end);
             start = end;
         }
-        prev = Some(out.finish(n, dout)?);
+        prev = match out {
+            Some(f) => Some(f.finish(n, dout)?),
+            None => None,
+        };
     }
     model.release_buffers();
     graph.release_pages();
     features.release_pages();
-    match prev {
-        Some(Features::Dense { data, .. }) => Ok(data),
-        _ => unreachable!("at least one layer, dense outputs"),
-    }
+    Ok(())
 }
 
 /// Rows `nodes` of `rows` (`[n, dim]`, mapped) as a matrix, gathered in row order and

@@ -13,6 +13,7 @@
 //!   per rank over `mpi_cluster`); [`run::Run::train_with`] runs either.
 //! * [`eval`] holds the metrics and [`eval::evaluate`]; [`output::RunDir`] the run directory;
 //!   [`checkpoint`] the per-round state; [`store`] partition directories on disk.
+//! * [`saved`] uses a saved model after its run: evaluated again on its data, or embedded.
 //!
 //! Source: Zhu et al., *Simplifying Distributed Neural Network Training on Massive Graphs:
 //! Randomized Partitions Improve Model Aggregation*, arXiv 2305.09887.
@@ -42,6 +43,7 @@ pub mod options;
 pub mod output;
 pub mod record;
 pub mod run;
+pub mod saved;
 pub mod spill;
 pub mod store;
 pub mod trainer;

@@ -5,6 +5,7 @@
 //!   messages);
 //! * `compare`: `tma compare` end to end;
 //! * `durability`: SIGKILL at random instants and a full disk (issue 29 item 9);
+//! * `eval`: `tma eval` / `tma embed` on saved models of real runs;
 //! * `metrics`: `--metric` (model selection) and `--split-index all`;
 //! * `resume`: partition directories, a run killed with SIGKILL and resumed;
 //! * `formats`: `--dataset` in OGB / SNAP / npz / CSV, `--format`, `tma convert --to npy`;
@@ -18,6 +19,7 @@ mod commands;
 mod compare;
 mod durability;
 mod edge_cases;
+mod eval;
 mod formats;
 mod metrics;
 #[cfg(feature = "mpi")]
