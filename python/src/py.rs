@@ -626,7 +626,7 @@ fn _train(
         .map(|(k, v)| {
             let key = tma_train::config::OPTION_ALIASES
                 .iter()
-                .find(|(a, _)| a == k)
+                .find(|(a, _)| *a == k)
                 .map_or(k.clone(), |(_, key)| key.to_string());
             (key, v)
         })
@@ -675,7 +675,8 @@ fn _train(
                 ))
             })?
         }
-        (None, None) => DataSource::Generated {            num_nodes: gen_nodes.unwrap_or(10_000),
+        (None, None) => DataSource::Generated {
+            num_nodes: gen_nodes.unwrap_or(10_000),
         },
         (Some(d), None) => {
             if gen_nodes.is_some() {
