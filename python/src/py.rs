@@ -546,7 +546,7 @@ fn _train(
         "mpi" if cfg!(feature = "mpi") => Engine::Mpi,
         "mpi" => {
             return Err(PyValueError::new_err(
-                "engine 'mpi': this tma package was built without MPI; rebuild it with MATURIN_PEP517_ARGS=\"--features mpi\" pip install ./python (needs libopenmpi-dev and libclang-dev)",
+                "engine 'mpi': this tma package was built without MPI; rebuild it with MATURIN_PEP517_ARGS=\"--features python,mpi\" pip install ./python (needs libopenmpi-dev and libclang-dev)",
             ))
         }
         e => {

@@ -21,7 +21,7 @@ import tma
 def _need_mpi():
     why = None
     if not tma.HAS_MPI:
-        why = 'this tma package was built without MPI (MATURIN_PEP517_ARGS="--features mpi")'
+        why = 'this tma package was built without MPI (MATURIN_PEP517_ARGS="--features python,mpi")'
     elif shutil.which("mpirun") is None:
         why = "no mpirun on PATH (Open MPI: openmpi-bin)"
     if why is None:

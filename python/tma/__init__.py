@@ -45,7 +45,7 @@ __all__ = [
 
 HAS_MPI: bool = _tma.HAS_MPI
 """Whether this build of the package can run ``engine="mpi"`` (built with the ``mpi``
-feature: ``MATURIN_PEP517_ARGS="--features mpi" pip install ./python``)."""
+feature: ``MATURIN_PEP517_ARGS="--features python,mpi" pip install ./python``)."""
 
 Run = _tma.Run
 """A finished run: ``rounds`` (list of dicts), ``summary`` (dict), ``config``, ``dir``,
@@ -603,9 +603,9 @@ def compare(
                 cb = (lambda m_, s_: lambda r: on_round(dict(r, method=m_, seed=s_)))(m, s)
             opts = dict(options)
             if m == "centralized":
-                # as `tma compare`: one trainer on the whole graph has no part to drop or fail
-                opts.pop("drop_parts", None)
-                opts.pop("fail", None)
+                # as `tma compare`: one trainer on the whole graph (no parts to drop or fail)
+                for k in ("drop_parts", "fail", "trainers", "num_trainers"):
+                    opts.pop(k, None)
             run = train(dataset, method=m, seed=s, out=_os.path.join(_os.fspath(out), f"{m}-seed{s}"),
                         on_round=cb, **opts)
             sm = run.summary
