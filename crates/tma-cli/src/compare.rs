@@ -318,9 +318,6 @@ fn run_one(
     };
     let mut run = Run::start(spec)?;
     run.stop_on(stop.clone());
-    if let Some(bytes) = crate::dist::available_memory_bytes() {
-        run.set_memory_budget(bytes);
-    }
     let t0 = Instant::now();
     run.prepare()?;
     let prepare_s = t0.elapsed().as_secs_f64();

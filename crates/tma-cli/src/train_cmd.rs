@@ -272,9 +272,6 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         }
         run.stop_on(stop.clone());
     }
-    if let Some(bytes) = crate::dist::available_memory_bytes() {
-        run.set_memory_budget(bytes);
-    }
     for w in split_index_warnings(&flags, run.config(), run.dataset()) {
         eprintln!("warning: {w}");
     }

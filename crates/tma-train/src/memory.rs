@@ -19,6 +19,40 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// Memory this process may still use, bytes: the least of the machine's available memory
+/// (`MemAvailable`), the cgroup's limit less its usage, and the address-space limit
+/// (`ulimit -v`) less this process's size. None where none of them can be read.
+pub fn available_bytes() -> Option<u64> {
+    let mut best: Option<u64> = None;
+    let mut take = |b: u64| best = Some(best.map_or(b, |x: u64| x.min(b)));
+    if let Some(b) = tma_graph::memory::machine_available_bytes() {
+        take(b);
+    }
+    let read_u64 =
+        |p: &str| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    if let (Some(max), Some(cur)) = (
+        read_u64("/sys/fs/cgroup/memory.max"),
+        read_u64("/sys/fs/cgroup/memory.current"),
+    ) {
+        take(max.saturating_sub(cur));
+    }
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we pass.
+        if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+            && lim.rlim_cur != libc::RLIM_INFINITY
+        {
+            let used = tma_graph::memory::virtual_bytes().unwrap_or(0);
+            take(lim.rlim_cur.saturating_sub(used));
+        }
+    }
+    best
+}
+
 /// How often the sampler thread reads `RssAnon`.
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 

@@ -219,7 +219,9 @@ pub struct Run {
     manifest_sha256: Option<String>,
     clock: std::sync::OnceLock<Arc<dyn Clock>>,
     stop: Option<StopFlag>,
-    memory_budget: Option<u64>,
+    /// What a run's memory estimate is checked against in [`Run::prepare`]: by default what
+    /// this process may still use ([`crate::memory::available_bytes`]); None: no check.
+    available_memory: Option<u64>,
     warnings: Vec<String>,
     /// What the dataset's reader changed in the data (`tma_graph::formats::Loaded::notes`),
     /// first among [`Run::warnings`].
@@ -375,7 +377,7 @@ impl Run {
             manifest_sha256,
             clock: std::sync::OnceLock::new(),
             stop: None,
-            memory_budget: None,
+            available_memory: crate::memory::available_bytes(),
             warnings: Vec::new(),
             load_notes,
             resumed_config: None,
@@ -427,10 +429,14 @@ impl Run {
         self.stop = Some(flag);
     }
 
-    /// Refuse, in [`Run::prepare`], a run whose estimated memory
-    /// ([`crate::memory::estimate`]) exceeds `bytes` (what the machine has available).
-    pub fn set_memory_budget(&mut self, bytes: u64) {
-        self.memory_budget = Some(bytes);
+    /// The memory [`Run::prepare`] checks the run's estimate ([`crate::memory::estimate`])
+    /// against, refusing a run that would not fit: by default what this process may still use
+    /// ([`crate::memory::available_bytes`]: the machine's available memory, the cgroup's limit,
+    /// `ulimit -v`), for every front end; `None` turns the check off. (Not the `--memory-budget`
+    /// of `tma partition --out`, `convert`, `generate` and `embed`, which bounds what those
+    /// commands hold while they stream.)
+    pub fn set_available_memory(&mut self, bytes: Option<u64>) {
+        self.available_memory = bytes;
     }
 
     /// What preparation changed or dropped in the user's data and trainers without training
@@ -541,8 +547,8 @@ impl Run {
                 }
                 Opened::Prepared => unreachable!("prepared is None"),
             };
-            if let Some(budget) = self.memory_budget {
-                crate::memory::check(cfg, &prep, budget)?;
+            if let Some(available) = self.available_memory {
+                crate::memory::check(cfg, &prep, available)?;
             }
             let mut warnings = self.load_notes.clone();
             warnings.extend(prep.warnings.iter().cloned());

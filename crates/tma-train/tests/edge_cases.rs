@@ -219,6 +219,33 @@ fn classes_without_nodes_are_said() {
 }
 
 #[test]
+fn every_caller_of_run_gets_the_memory_check_by_default() {
+    // regression: only the CLI told the run what memory the process may use, so a Python run
+    // (or any library caller) started a model the machine cannot hold; now Run checks against
+    // memory::available_bytes unless told otherwise
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let cfg = TrainConfig {
+        hidden: 100_000_000,
+        ..quick(Method::RandomTma, 2)
+    };
+    let available = tma_train::memory::available_bytes().expect("/proc/meminfo is readable here");
+    let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm(300))));
+    spec.out = Some(out.clone());
+    let mut run = Run::start(spec).unwrap();
+    let err = run.prepare().err().expect("refused").to_string();
+    assert!(
+        err.contains("GiB are available") && err.contains("--hidden 100000000"),
+        "{err}"
+    );
+    let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
+    let need = tma_train::memory::estimate(&cfg, &prep).unwrap().total();
+    assert!(need > available, "{need} vs {available}");
+    drop(run);
+    assert!(!out.exists(), "a refused run leaves no directory");
+}
+
+#[test]
 fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     // regression (issue 11): --hidden 100000000 was started and killed by the OOM killer
     let tmp = tempfile::tempdir().unwrap();
@@ -230,7 +257,7 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm(300))));
     spec.out = Some(out.clone());
     let mut run = Run::start(spec).unwrap();
-    run.set_memory_budget(1 << 30);
+    run.set_available_memory(Some(1 << 30));
     let err = run.prepare().err().unwrap().to_string();
     assert!(
         err.contains("GiB of memory but 1.0 GiB are available")
