@@ -3,7 +3,8 @@
 # (the flags cargo-fuzz passes, minus the sanitizer) and runs libFuzzer for SECONDS, starting
 # from the target's committed corpus and the seeds the mutation tests use. New corpus entries go
 # to fuzz/corpus/TARGET (not committed); crashes to fuzz/artifacts/TARGET/.
-# Usage: fuzz/run.sh TARGET [SECONDS]   (targets: crates/tma-graph/tests/fuzz/targets.rs TARGETS)
+# Usage: fuzz/run.sh TARGET [SECONDS]   (targets: TARGETS of crates/tma-graph/tests/fuzz/targets.rs
+# and of crates/tma-train/tests/fuzz/harness.rs)
 set -euo pipefail
 cd "$(dirname "$0")"
 target=${1:?target}; secs=${2:-120}

@@ -501,6 +501,16 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     if !s.failed_trainers.is_empty() {
         println!("failed trainers: {}", failed_list(&s.failed_trainers));
     }
+    // recorded in summary.json warnings (tma_train::run)
+    for w in tma_train::record::absent_trainer_warnings(
+        &result.rounds,
+        s.num_trainers,
+        &s.failed_trainers,
+        cfg.sync_every,
+        cfg.round_timeout,
+    ) {
+        eprintln!("warning: {w}");
+    }
     println!("run directory: {}", out.display());
     let lost = s.interrupted_by == Some(StopCause::TrainersLost);
     if lost {

@@ -23,6 +23,43 @@ pub fn diverged_warning(r: &RoundRecord) -> Option<String> {
     })
 }
 
+/// One line (without the `warning: ` prefix) for each trainer that took part in none of
+/// `rounds` (the rounds of this run or resumed segment; checks aside) although it is not among
+/// `failed` (`Summary::failed_trainers`): each of its answers came after the round it answered
+/// had formed, on a host or link too slow for the schedule, so none of its training is in the
+/// model. `num_trainers` trainers; `sync_every` and `round_timeout` (the run's) are named in
+/// the advice. Empty when no round formed. Issue 29: over a link that carried the model in
+/// 3.5 s, a trainer sent and received models for a whole run without ever taking part, and
+/// nothing said so.
+pub fn absent_trainer_warnings(
+    rounds: &[RoundRecord],
+    num_trainers: usize,
+    failed: &[(usize, f64)],
+    sync_every: Duration,
+    round_timeout: Duration,
+) -> Vec<String> {
+    let formed = rounds.iter().filter(|r| !r.check).count();
+    if formed == 0 {
+        return Vec::new();
+    }
+    (0..num_trainers)
+        .filter(|t| !failed.iter().any(|(f, _)| f == t))
+        .filter(|t| {
+            !rounds
+                .iter()
+                .any(|r| !r.check && r.participants.contains(t))
+        })
+        .map(|t| {
+            format!(
+                "trainer {t} took part in none of the {formed} rounds: each of its answers came after its round had formed (a host or link too slow for --sync-every {}), so none of its training is in the model; a round waits for a trainer at most --round-timeout {}, and not at all once it has missed {} deadlines in a row",
+                humantime::format_duration(sync_every),
+                humantime::format_duration(round_timeout),
+                crate::cluster::LATE_LIMIT
+            )
+        })
+        .collect()
+}
+
 /// One averaging round, as printed and written to `rounds.jsonl`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RoundRecord {
@@ -277,6 +314,45 @@ mod tests {
             skipped_slots: 0,
             check,
         }
+    }
+
+    /// Regression (issue 29, a slow link): trainer 3 behind a link that carried the model in
+    /// 3.5 s answered every round after it had formed, for a whole MPI run, and nothing said
+    /// so. A trainer in no round that did not fail is named once; one in a round, a failed one,
+    /// and checks are not.
+    #[test]
+    fn a_trainer_in_no_round_is_named_unless_it_failed() {
+        let round = |k: u64, participants: Vec<usize>, check: bool| RoundRecord {
+            round: k,
+            participants,
+            ..validated("accuracy", 0.5, check)
+        };
+        let rounds = vec![
+            round(1, vec![0, 1], false),
+            round(2, vec![0, 1], false),
+            // a check is not a round: trainer 3 in it does not count
+            round(2, vec![0, 1, 3], true),
+        ];
+        let s = Duration::from_secs(2);
+        let t = Duration::from_secs(3);
+        let w = absent_trainer_warnings(&rounds, 4, &[(2, 1.5)], s, t);
+        assert_eq!(
+            w,
+            vec![
+                "trainer 3 took part in none of the 2 rounds: each of its answers came after its round had formed (a host or link too slow for --sync-every 2s), so none of its training is in the model; a round waits for a trainer at most --round-timeout 3s, and not at all once it has missed 2 deadlines in a row"
+                    .to_string()
+            ]
+        );
+        // the failed trainer 2 is listed in failed_trainers instead; with it alive, both named
+        let w = absent_trainer_warnings(&rounds, 4, &[], s, t);
+        assert_eq!(w.len(), 2);
+        assert!(
+            w[0].starts_with("trainer 2 took part in none of the 2 rounds"),
+            "{w:?}"
+        );
+        // every trainer in some round, or no round formed: nothing to say
+        assert!(absent_trainer_warnings(&rounds[..2], 2, &[], s, t).is_empty());
+        assert!(absent_trainer_warnings(&rounds[2..], 4, &[], s, t).is_empty());
     }
 
     #[test]

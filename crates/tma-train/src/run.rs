@@ -767,6 +767,17 @@ impl Run {
                 .iter()
                 .find_map(crate::record::diverged_warning),
         );
+        // a trainer in no round (not failed): too slow for the schedule, said once here
+        result
+            .summary
+            .warnings
+            .extend(crate::record::absent_trainer_warnings(
+                &result.rounds,
+                result.summary.num_trainers,
+                &result.summary.failed_trainers,
+                self.config.sync_every,
+                self.config.round_timeout,
+            ));
         if result.summary.memory.is_empty() {
             // one process (an MPI engine fills in every rank itself)
             let rank = (engine.role() == "coordinator").then_some(0);
