@@ -165,6 +165,7 @@ pub fn dataset_from_arrays(a: ArrayInput<'_>) -> Result<Dataset, String> {
     let removed = RemovedArcs {
         self_loops,
         duplicate_arcs: src.len() - graph.num_edges(),
+        file: "edge_index".into(),
     };
     drop((src, dst));
     if !a.directed {

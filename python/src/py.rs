@@ -295,7 +295,7 @@ impl PyDataset {
     /// Self-loops and duplicate arcs removed from `edge_index`: `(self_loops, duplicate_arcs)`.
     #[getter]
     fn removed(&self) -> (usize, usize) {
-        let r = self.ds().removed;
+        let r = &self.ds().removed;
         (r.self_loops, r.duplicate_arcs)
     }
     fn __repr__(&self) -> String {

@@ -48,7 +48,7 @@ use tma_train::{Task, TrainConfig};
 #[derive(Args, Debug, Clone)]
 pub struct BenchOpts {
     /// Tiny sizes (seconds in total): a smoke run, not a measurement.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub quick: bool,
     /// Comma-separated groups to run: ceilings, fullgraph, gat, dense, minibatch, sampler,
     /// inference, mrr, partition (ceilings always run). Default: all.

@@ -12,6 +12,7 @@
 
 use crate::opts::{data_source, read_options, resolve, TrainOpts};
 use crate::plot::{line_plot_svg, Series};
+use crate::train_cmd::value_text;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
@@ -334,8 +335,13 @@ fn run_one(
         .with_context(|| format!("{method} seed {seed}"))?;
     let s = &result.summary;
     eprintln!(
-        "{method:<12} seed {seed}: {} rounds, final val {}={:.4} test={:.4}; best val={:.4} test={:.4}",
-        s.rounds, s.final_val.metric, s.final_val.value, s.final_test.value, s.best_val.value, s.best_test.value
+        "{method:<12} seed {seed}: {} rounds, final val {}={} test={}; best val={} test={}",
+        s.rounds,
+        s.final_val.metric,
+        value_text(s.final_val.value),
+        value_text(s.final_test.value),
+        value_text(s.best_val.value),
+        value_text(s.best_test.value)
     );
     Ok(RunOutcome {
         method: method.to_string(),

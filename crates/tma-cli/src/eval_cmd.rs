@@ -45,7 +45,7 @@ pub struct EvalOpts {
     #[arg(long, value_name = "SIZE", value_parser = crate::scale_cmd::parse_bytes, allow_hyphen_values = true)]
     pub eval_memory: Option<u64>,
     /// Print one JSON object (model, dataset, val, test, summary_matches) instead of text.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub json: bool,
 }
 
@@ -175,14 +175,6 @@ pub(crate) fn object_text(text: &str, key: &str) -> Option<String> {
     None
 }
 
-fn value_text(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:.4}")
-    } else {
-        "undefined".into()
-    }
-}
-
 /// `tma eval`.
 pub fn eval(o: EvalOpts) -> Result<()> {
     let Opened {
@@ -258,7 +250,7 @@ pub fn eval(o: EvalOpts) -> Result<()> {
         println!(
             "{split} {} {}  ({})",
             r.metric,
-            value_text(r.value),
+            crate::train_cmd::value_text(r.value),
             crate::train_cmd::metrics_line(&r.all)
         );
     }

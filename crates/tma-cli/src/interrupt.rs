@@ -44,6 +44,17 @@ pub fn exit_code() -> i32 {
     }
 }
 
+/// Set while `tma train` loads and prepares the data (before its first round): a first signal
+/// then ends the run before it trains (the CLI checks the stop flag once the data is ready),
+/// and the watcher says so instead of "finishing the round in flight".
+static BEFORE_TRAINING: AtomicBool = AtomicBool::new(false);
+
+/// Says whether `tma train` is still loading or preparing the data (`true`, set after
+/// [`install`]) or has started training (`false`), for the watcher's first message.
+pub fn set_before_training(before: bool) {
+    BEFORE_TRAINING.store(before, Ordering::SeqCst);
+}
+
 /// Routes SIGINT and SIGTERM to [`on_signal`] (which only counts; a watcher thread acts).
 /// Called before anything is made that a signal must clean up (`tma partition --out`'s
 /// staging folder), so that a signal arriving before the watcher starts is counted, not fatal;
@@ -94,9 +105,15 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
                 if n >= 1 && !announced {
                     announced = true;
                     s.store(true, Ordering::SeqCst);
-                    eprintln!(
-                        "\ninterrupt: finishing the round in flight, then writing the checkpoint and the summary (Ctrl-C or SIGTERM again to stop at once)"
-                    );
+                    if BEFORE_TRAINING.load(Ordering::SeqCst) {
+                        eprintln!(
+                            "\ninterrupt: the run will not train: the data being loaded or prepared is finished first (it cannot be cut short), then the run ends before its first round (Ctrl-C or SIGTERM again to stop at once)"
+                        );
+                    } else {
+                        eprintln!(
+                            "\ninterrupt: finishing the round in flight, then writing the checkpoint and the summary (Ctrl-C or SIGTERM again to stop at once)"
+                        );
+                    }
                 }
                 if n >= 2 {
                     let slot = c.lock().map(|g| g.clone()).unwrap_or(None);

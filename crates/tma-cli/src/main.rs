@@ -86,7 +86,13 @@ enum Command {
         mut_arg("resume", |a| a.hide(true)),
         mut_arg("partitions", |a| a.hide(true)),
         mut_arg("engine", |a| a.hide(true)),
-        mut_arg("join_timeout", |a| a.hide(true))
+        mut_arg("join_timeout", |a| a.hide(true)),
+        // `tma train`'s help names train's default; compare's is its own (compare::compare)
+        mut_arg("out", |a| a.help(
+            "Directory of the comparison: table.md, results.json, val_vs_time.svg and one run \
+             directory per method and seed (METHOD-seedK). Default: \
+             runs/compare-<dataset>-<task>-<time>"
+        ))
     )]
     Compare(Box<compare::CompareOpts>),
     /// Performance suite: every figure with its fraction of the machine's ceiling and, with

@@ -195,7 +195,7 @@ pub struct TrainOpts {
     #[serde(skip)]
     pub resume: Option<PathBuf>,
     /// Print only the final summary (no progress bar or round lines).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     #[serde(skip)]
     pub quiet: bool,
     /// Test-only: the coordinator stalls this long while recording round 1 (as on a slow

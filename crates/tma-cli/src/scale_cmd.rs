@@ -145,7 +145,7 @@ pub struct ConvertOpts {
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<Format>,
     /// Read an edge-list source (ogb, snap, npz, csv) as undirected: every arc gets its reverse.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub undirected: bool,
     /// What to write: disk (the on-disk graph format, docs/graph-format.md) or npy (tma's .npy
     /// layout, docs/dataset-format.md).
@@ -409,7 +409,7 @@ fn convert_in_memory(o: &ConvertOpts, ropts: &ReadOptions, format: Format) -> Re
             );
             prov.tool = format!("tma convert --format {format}");
             prov.notes = l.notes.clone();
-            let r = l.dataset.removed;
+            let r = &l.dataset.removed;
             if r.self_loops + r.duplicate_arcs > 0 {
                 prov.notes.push(format!(
                     "dropped {} self-loops and merged {} duplicate arcs of the source",
@@ -508,8 +508,8 @@ pub struct GenerateOpts {
     #[arg(long, value_name = "N")]
     pub nodes: Option<u64>,
     /// Target arcs per node before self-loop removal and duplicate merging (both directions of
-    /// an edge count). Default: 20.
-    #[arg(long, value_name = "D")]
+    /// an edge count; finite, >= 0). Default: 20.
+    #[arg(long, value_name = "D", allow_hyphen_values = true)]
     pub avg_degree: Option<f64>,
     /// Feature width (0: no features; structural ones are generated at load). Default: 32.
     #[arg(long, value_name = "D")]
@@ -517,14 +517,24 @@ pub struct GenerateOpts {
     /// Feature element type on disk.
     #[arg(long, value_enum, default_value = "f32")]
     pub feat_dtype: FeatDtype,
-    /// Standard deviation of the feature noise around the class mean.
-    #[arg(long, value_name = "S", default_value_t = 2.0)]
+    /// Standard deviation of the feature noise around the class mean (finite, >= 0).
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 2.0,
+        allow_hyphen_values = true
+    )]
     pub feature_noise: f32,
-    /// Classes.
+    /// Classes (>= 1).
     #[arg(long, value_name = "C", default_value_t = 16)]
     pub classes: u32,
-    /// Fraction of edges moved into the source's class.
-    #[arg(long, value_name = "P", default_value_t = 0.7)]
+    /// Fraction of edges moved into the source's class (in [0, 1]).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.7,
+        allow_hyphen_values = true
+    )]
     pub homophily: f64,
     /// R-MAT quadrant probabilities a,b,c (d = 1 - a - b - c).
     #[arg(
@@ -575,6 +585,36 @@ fn floats(flag: &str, s: &str, k: usize) -> Result<Vec<f64>> {
     Ok(v)
 }
 
+/// Refuses a bad value of a `tma generate` flag with an error naming the flag (the library's
+/// own check, [`generate_rmat`], can only name the output directory).
+fn check_generate_flags(o: &GenerateOpts, nodes: u64, avg_degree: f64, abc: &[f64]) -> Result<()> {
+    if !(2..=u32::MAX as u64).contains(&nodes) {
+        bail!("--nodes {nodes} must be in 2..=4294967295");
+    }
+    if !(avg_degree.is_finite() && avg_degree >= 0.0) {
+        bail!("--avg-degree {avg_degree}: must be a finite number >= 0");
+    }
+    if o.classes == 0 {
+        bail!("--classes 0: at least 1 class");
+    }
+    if !(0.0..=1.0).contains(&o.homophily) {
+        bail!("--homophily {}: must lie in [0, 1]", o.homophily);
+    }
+    if !(o.feature_noise.is_finite() && o.feature_noise >= 0.0) {
+        bail!(
+            "--feature-noise {}: must be a finite number >= 0",
+            o.feature_noise
+        );
+    }
+    if !abc.iter().all(|p| (0.0..=1.0).contains(p)) || abc.iter().sum::<f64>() > 1.0 {
+        bail!(
+            "--rmat {}: A, B and C must lie in [0, 1] with A + B + C <= 1",
+            o.rmat
+        );
+    }
+    Ok(())
+}
+
 /// `tma generate`.
 ///
 /// A generation that fails midway (a full disk) leaves `--out` as it found it.
@@ -615,6 +655,7 @@ fn generate_to(o: GenerateOpts) -> Result<()> {
             "--split {split:?}: TRAIN, VAL and TEST must lie in [0, 1] with TRAIN + VAL + TEST <= 1"
         );
     }
+    check_generate_flags(&o, nodes, avg_degree, &abc)?;
     if let Some(p) = o.preset {
         eprintln!(
             "preset {}: --nodes {nodes} --avg-degree {avg_degree} --feat-dim {feat_dim} --link-split {link_split} --split {split}",

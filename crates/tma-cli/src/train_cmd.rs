@@ -51,10 +51,18 @@ impl Observer for Printer {
         } else {
             format!("round {:>3} ", r.round)
         };
+        let steps = if r.missing.is_empty() {
+            format!("steps={:?}", r.steps)
+        } else {
+            // a trainer missing from the round has no entry: say whose the steps are
+            format!(
+                "steps={:?} (participants {:?} only)",
+                r.steps, r.participants
+            )
+        };
         let mut line = format!(
-            "{head} t={:>7.1}s  steps={:?}  loss={loss}  {val}  eval {:.2}s/{:.2} core-s{}",
+            "{head} t={:>7.1}s  {steps}  loss={loss}  {val}  eval {:.2}s/{:.2} core-s{}",
             r.elapsed_s,
-            r.steps,
             r.eval_s,
             r.eval_cpu_s,
             if r.is_best { " *" } else { "" }
@@ -264,6 +272,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     // Ctrl-C or SIGTERM: first stops after the round in flight, second at once (in-process
     // runs; under MPI the launcher owns the signals)
     let interrupt = (engine == Engine::InProcess).then(crate::interrupt::install);
+    crate::interrupt::set_before_training(true);
     let mut run = Run::start(spec)?;
     let out = run.dir().to_path_buf();
     if let Some((stop, cleanup)) = &interrupt {
@@ -275,11 +284,18 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     for w in split_index_warnings(&flags, run.config(), run.dataset()) {
         eprintln!("warning: {w}");
     }
+    let resumed = run.dir_existed().is_none();
     let interrupted_early = |what: &str| -> Result<()> {
         if interrupt
             .as_ref()
             .is_some_and(|(s, _)| s.load(Ordering::SeqCst))
         {
+            if resumed {
+                bail!(
+                    "interrupted {what}: the run directory {} is as it was (`tma train --resume` continues from its last checkpoint)",
+                    out.display()
+                );
+            }
             bail!(
                 "interrupted {what}: nothing to keep, the run directory {} was removed",
                 out.display()
@@ -363,6 +379,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         eprintln!("warning: {w}");
     }
     interrupted_early("before training started")?;
+    crate::interrupt::set_before_training(false);
     let prep = run.prepared().expect("prepared");
     if !quiet {
         let m = prep.trainers.len().max(cfg.effective_trainers());
@@ -457,33 +474,41 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     };
     let s = &result.summary;
     println!(
-        "done: {} rounds in {:.1}s; final val {}={:.4} test={:.4}; best ({}) val={:.4} test={:.4}",
+        "done: {} rounds in {:.1}s; final val {}={} test={}; best ({}) val={} test={}",
         s.rounds,
         s.train_time_s,
         s.final_val.metric,
-        s.final_val.value,
-        s.final_test.value,
+        value_text(s.final_val.value),
+        value_text(s.final_test.value),
         if s.best_check {
             format!("check after round {}", s.best_round)
         } else {
             format!("round {}", s.best_round)
         },
-        s.best_val.value,
-        s.best_test.value
+        value_text(s.best_val.value),
+        value_text(s.best_test.value)
     );
     if let (Some(v), Some(t)) = (
         s.best_val.all.get("majority_rate"),
         s.best_test.all.get("majority_rate"),
     ) {
         // a model stuck at the majority class shows as accuracy == this rate
-        println!("majority-class rate: val={v:.4} test={t:.4} (accuracy of always predicting the most frequent training class)");
+        println!(
+            "majority-class rate: val={} test={} (accuracy of always predicting the most frequent training class)",
+            value_text(*v),
+            value_text(*t)
+        );
     }
     if let (Some(v), Some(t), true) = (
         s.best_val.all.get("macro_f1"),
         s.best_test.all.get("macro_f1"),
         s.best_test.all.contains_key("micro_f1_at_logit0"),
     ) {
-        println!("best macro_f1: val={v:.4} test={t:.4} (multi-label: each node's top-k labels, k = its true label count)");
+        println!(
+            "best macro_f1: val={} test={} (multi-label: each node's top-k labels, k = its true label count)",
+            value_text(*v),
+            value_text(*t)
+        );
     }
     println!("best model, test: {}", metrics_line(&s.best_test.all));
     if let (true, Some(&m)) = (s.metric == "accuracy", s.best_val.all.get("majority_rate")) {
@@ -509,6 +534,10 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         cfg.sync_every,
         cfg.round_timeout,
     ) {
+        eprintln!("warning: {w}");
+    }
+    // (recorded in summary.json's warnings by the run)
+    for w in tma_train::record::no_step_warnings(s) {
         eprintln!("warning: {w}");
     }
     println!("run directory: {}", out.display());
@@ -604,15 +633,19 @@ fn cfg_task_is_node(cfg: &TrainConfig) -> bool {
 /// Every metric of an evaluation as `accuracy=0.8123 macro_f1=0.5012 ...` (`-` where undefined).
 pub(crate) fn metrics_line(all: &std::collections::BTreeMap<String, f64>) -> String {
     all.iter()
-        .map(|(k, v)| {
-            if v.is_finite() {
-                format!("{k}={v:.4}")
-            } else {
-                format!("{k}=-")
-            }
-        })
+        .map(|(k, v)| format!("{k}={}", value_text(*v)))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A metric's value with 4 decimals, `undefined` when it is not finite (NaN: an empty split, a
+/// diverged model, ROC-AUC on one class).
+pub(crate) fn value_text(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.4}")
+    } else {
+        "undefined".into()
+    }
 }
 
 /// `[(1, 4.02)]` as `trainer 1 at 4.0s` (a trainer that panicked has no time: `at ?`).
@@ -642,19 +675,19 @@ pub struct InfoOpts {
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<Format>,
     /// Read an edge-list dataset as undirected (every arc gets its reverse).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub undirected: bool,
     /// Nodes of the generated graph when no --dataset is given.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
     /// Accept a fixed split whose train/val/test lists share nodes.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub allow_split_overlap: bool,
     /// On-disk format only: also scan every file's contents (ids in range, sorted rows, ...).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub validate: bool,
     /// On-disk format only: --validate, and recompute every file's SHA-256.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub verify: bool,
 }
 
@@ -754,7 +787,7 @@ pub struct PartitionOpts {
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<Format>,
     /// Read an edge-list dataset as undirected (every arc gets its reverse).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub undirected: bool,
     /// Nodes of the generated graph when no --dataset is given. Default: 10000.
     #[arg(long, value_name = "N")]
@@ -789,10 +822,10 @@ pub struct PartitionOpts {
     #[arg(long, default_value = "node")]
     pub task: Task,
     /// Scale each feature row to sum 1 before writing (with --out; as `tma train --normalize-features`).
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub normalize_features: bool,
     /// Accept a fixed split whose train/val/test lists share nodes.
-    #[arg(long)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub allow_split_overlap: bool,
     /// With --out on a graph in the on-disk format: refuse to build the parts (before any is
     /// written) when the process's anonymous memory after the split and partition plus the

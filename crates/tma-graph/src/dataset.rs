@@ -89,7 +89,7 @@ pub struct Dataset {
     pub labels: Labels,
     /// The dataset's own split, if it ships one.
     pub split: Option<NodeSplit>,
-    /// What the loader removed from `edge_index.npy` (self-loops, duplicate arcs).
+    /// What the loader removed from the edge list (self-loops, duplicate arcs).
     pub removed: RemovedArcs,
     /// Fixed splits the dataset ships: 0 (none), 1 (`*_idx.npy`, or masks of one row), or `S`
     /// mask rows (`--split-index` picks one).
@@ -160,28 +160,39 @@ pub struct StoredNegatives {
     pub test: crate::buf::Buf<u32>,
 }
 
-/// Arcs of `edge_index.npy` the loader did not keep (the graph has no self-loops and no
-/// duplicate arcs). Counted in arcs as stored: an undirected duplicate edge stored in both
-/// directions counts twice.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// Arcs of the edge list the loader did not keep (the graph has no self-loops and no duplicate
+/// arcs). Counted in arcs as stored: an undirected duplicate edge stored in both directions
+/// counts twice.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RemovedArcs {
     /// Arcs `v -> v` dropped.
     pub self_loops: usize,
     /// Repeated arcs merged into one (each extra copy counts once).
     pub duplicate_arcs: usize,
+    /// The file the arcs were read from, as given (`DIR/edge_index.npy` of tma's `.npy`
+    /// layout, the CSV or SNAP file, OGB's `raw/edge.csv.gz`, the `.npz` file); the warning
+    /// names it. Empty when nothing was read from a file (an empty default names "the edge
+    /// list"). Not serialized: `summary.json` records the two counts.
+    #[serde(skip)]
+    pub file: String,
 }
 
 impl RemovedArcs {
-    /// `edge_index.npy: removed 2 self-loops and 3 duplicate arcs` (None when nothing was
-    /// removed).
+    /// `DIR/edge_index.npy: removed 2 self-loops and 3 duplicate arcs on load (the graph keeps
+    /// neither)`, naming [`RemovedArcs::file`] (None when nothing was removed).
     pub fn warning(&self) -> Option<String> {
         if self.self_loops == 0 && self.duplicate_arcs == 0 {
             return None;
         }
         let plural =
             |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let file = if self.file.is_empty() {
+            "the edge list"
+        } else {
+            &self.file
+        };
         Some(format!(
-            "edge_index.npy: removed {} and {} on load (the graph keeps neither)",
+            "{file}: removed {} and {} on load (the graph keeps neither)",
             plural(self.self_loops, "self-loop", "self-loops"),
             plural(self.duplicate_arcs, "duplicate arc", "duplicate arcs")
         ))
@@ -583,6 +594,7 @@ fn read_graph(ei: &NpyFile, ev: Vec<i64>, n: u64, directed: bool) -> Result<(Csr
     let removed = RemovedArcs {
         self_loops,
         duplicate_arcs: src.len() - graph.num_edges(),
+        file: ei.path().display().to_string(),
     };
     drop((src, dst));
     if !directed {

@@ -557,7 +557,7 @@ fn finish_run(
         interrupted: ended_early.is_some(),
         interrupted_by: ended_early,
         warnings: Vec::new(),
-        removed_on_load: prep.removed,
+        removed_on_load: prep.removed.clone(),
         memory: Vec::new(),
         checkpoints_superseded: 0,
     };

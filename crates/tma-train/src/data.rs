@@ -746,6 +746,9 @@ pub fn prepare_for(
                     split
                 }
             };
+            if split.test_pos.is_empty() {
+                warnings.push(EMPTY_TEST_SPLIT.replace("{what}", "0 test pairs"));
+            }
             let g = split.train_graph.clone();
             (g, EvalData::Link { split }, None)
         }
@@ -1103,8 +1106,12 @@ fn node_data(
     }
 }
 
-/// Checks a node split against its targets: returns the warnings (classes without a node,
-/// unlabelled split nodes skipped; one line each) and, where training cannot run, why (an
+/// The warning of a split without a test example (`{what}`: how many it holds): every test
+/// metric is NaN, printed `undefined` (`null` in `summary.json`), never a real-looking 0.
+const EMPTY_TEST_SPLIT: &str = "the test split is empty ({what}): every test metric is undefined (printed 'undefined', null in summary.json)";
+
+/// Checks a node split against its targets: returns the warnings (an empty test split, classes
+/// without a node, unlabelled split nodes skipped; one line each) and, where training cannot run, why (an
 /// empty train or validation split, no labelled training or validation node). Targets with
 /// classes have at least one (`num_classes > 0`).
 pub fn check_node_split(
@@ -1116,6 +1123,19 @@ pub fn check_node_split(
     if split.train.is_empty() || split.val.is_empty() {
         let e = format!("dataset '{name}' has an empty train or validation split");
         return (warnings, Some(e));
+    }
+    let labelled_test = match targets {
+        NodeTargets::Classes { y, .. } => {
+            split.test.iter().filter(|&&v| y[v as usize] >= 0).count()
+        }
+        NodeTargets::MultiLabel { .. } => split.test.len(),
+    };
+    if labelled_test == 0 {
+        let what = match split.test.len() {
+            0 => "0 test nodes".to_string(),
+            n => format!("{n} test nodes, none labelled"),
+        };
+        warnings.push(EMPTY_TEST_SPLIT.replace("{what}", &what));
     }
     let NodeTargets::Classes { y, num_classes } = targets else {
         return (warnings, None);

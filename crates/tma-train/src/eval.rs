@@ -77,7 +77,7 @@ pub struct RankMetrics {
 /// 1 + (#negatives scoring higher) + (#negatives tying) / 2, i.e. the mean of the optimistic
 /// and pessimistic ranks. Every metric is NaN (undefined) when a score is NaN: a NaN compares
 /// neither above nor equal, so it would otherwise rank every positive first (a diverged model
-/// read as MRR 1).
+/// read as MRR 1); and when there is no positive (an empty split: no real-looking 0).
 ///
 /// Shapes: `pos: [P]`, `neg: [P * k]` row-major (`neg[i*k..(i+1)*k]` belong to `pos[i]`).
 ///
@@ -85,10 +85,7 @@ pub struct RankMetrics {
 /// If `neg.len() != pos.len() * k`.
 pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
     assert_eq!(neg.len(), pos.len() * k, "negatives must be [P * k]");
-    if pos.is_empty() {
-        return RankMetrics::default();
-    }
-    if any_nan(pos) || any_nan(neg) {
+    if pos.is_empty() || any_nan(pos) || any_nan(neg) {
         return RankMetrics {
             mrr: f64::NAN,
             hits_at_1: f64::NAN,
@@ -123,16 +120,13 @@ pub fn rank_metrics(pos: &[f32], neg: &[f32], k: usize) -> RankMetrics {
 
 /// Fraction of positives ranked within the top `top` against their own negatives, with
 /// [`rank_metrics`]'s ranks (ties count half): OGB's Hits@K for any K.
-/// Shapes as [`rank_metrics`]; 0 for no positives; NaN when a score is NaN.
+/// Shapes as [`rank_metrics`]; NaN (undefined) for no positives and when a score is NaN.
 ///
 /// # Panics
 /// If `neg.len() != pos.len() * k`.
 pub fn hits_at(pos: &[f32], neg: &[f32], k: usize, top: usize) -> f64 {
     assert_eq!(neg.len(), pos.len() * k, "negatives must be [P * k]");
-    if pos.is_empty() {
-        return 0.0;
-    }
-    if any_nan(pos) || any_nan(neg) {
+    if pos.is_empty() || any_nan(pos) || any_nan(neg) {
         return f64::NAN;
     }
     let hit = pos
@@ -360,7 +354,7 @@ pub fn multilabel_topk_f1(
 
 /// Accuracy of always predicting the most frequent class among the labelled `train` nodes
 /// (ties: the lower class), over the labelled `nodes`: the floor a classifier must beat. 0 when
-/// either set has no labelled node.
+/// `train` has no labelled node; NaN (undefined) when `nodes` has none (an empty split).
 pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &[u32]) -> f64 {
     let mut count = vec![0usize; num_classes];
     for &v in train {
@@ -381,7 +375,7 @@ pub fn majority_rate(labels: &[i32], num_classes: usize, train: &[u32], nodes: &
         .filter(|&y| y >= 0)
         .collect();
     if labelled.is_empty() {
-        return 0.0;
+        return f64::NAN;
     }
     labelled.iter().filter(|&&y| y == major as i32).count() as f64 / labelled.len() as f64
 }
@@ -818,6 +812,8 @@ pub fn ogb_mrr_metrics(pos: &[f32], neg: &[f32], k: usize) -> BTreeMap<String, f
 /// node id; `train` gives the majority class). Classes: `accuracy`, `macro_f1`,
 /// `majority_rate`, and `roc_auc` for 2 classes. Multi-label: `micro_f1` and `macro_f1` of
 /// each node's top-k labels, `micro_f1_at_logit0` and `macro_f1_at_logit0` thresholded.
+/// Every metric is NaN (undefined) when `nodes` holds no labelled node (an empty split: no
+/// real-looking 0).
 pub fn node_metrics(
     logits: &[f32],
     targets: &NodeTargets,
@@ -834,6 +830,10 @@ pub fn node_metrics(
     let diverged = nodes
         .iter()
         .any(|&v| any_nan(&logits[v as usize * width..(v as usize + 1) * width]));
+    let unlabelled = match targets {
+        NodeTargets::Classes { y, .. } => nodes.iter().all(|&v| y[v as usize] < 0),
+        NodeTargets::MultiLabel { .. } => nodes.is_empty(),
+    };
     match targets {
         NodeTargets::Classes { y, num_classes } => {
             let c = *num_classes;
@@ -853,9 +853,9 @@ pub fn node_metrics(
             all.insert("macro_f1_at_logit0".into(), macro0);
         }
     }
-    if diverged {
+    if diverged || unlabelled {
         for (name, v) in all.iter_mut() {
-            if name != "majority_rate" {
+            if name != "majority_rate" || unlabelled {
                 *v = f64::NAN;
             }
         }
@@ -920,6 +920,44 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_split_makes_every_metric_undefined() {
+        // regression (issue 31): an empty test split (`tma generate --split 0.6,0.4,0`) was
+        // reported as accuracy 0.0000, a real-looking value
+        let t = NodeTargets::Classes {
+            y: vec![0, 1, -1],
+            num_classes: 2,
+        };
+        let logits = [1.0f32, 0.0, 0.0, 2.0, 5.0, 1.0];
+        for nodes in [&[][..], &[2][..]] {
+            let all = node_metrics(&logits, &t, &[0, 1], nodes);
+            assert_eq!(all.len(), 4, "{all:?}");
+            assert!(all.values().all(|v| v.is_nan()), "{nodes:?}: {all:?}");
+        }
+        // one labelled node: defined (node 0 predicted 0, label 0; majority class 0)
+        let all = node_metrics(&logits, &t, &[0, 1], &[0, 2]);
+        assert_eq!(
+            (all["accuracy"], all["majority_rate"]),
+            (1.0, 1.0),
+            "{all:?}"
+        );
+        let ml = NodeTargets::MultiLabel {
+            y: vec![1, 0],
+            num_labels: 2,
+        };
+        let all = node_metrics(&[1.0, 0.0], &ml, &[0], &[]);
+        assert!(all.values().all(|v| v.is_nan()), "{all:?}");
+        // link prediction without positives
+        let m = rank_metrics(&[], &[], 3);
+        assert!(m.mrr.is_nan() && m.hits_at_1.is_nan() && m.hits_at_100.is_nan());
+        assert_eq!(m.count, 0);
+        assert!(hits_at(&[], &[], 3, 2).is_nan());
+        let all = link_metrics(&[], &[], 3, Metric::HitsAt(20));
+        assert_eq!(all.len(), 6);
+        assert!(all.values().all(|v| v.is_nan()), "{all:?}");
+        assert!(ogb_mrr_metrics(&[], &[], 3).values().all(|v| v.is_nan()));
+    }
+
+    #[test]
     fn accuracy_and_f1_exact() {
         let logits = [1.0f32, 0.0, 0.0, 2.0, 5.0, 1.0];
         let labels = [0, 1, 1];
@@ -966,6 +1004,9 @@ mod tests {
         // a tie (class 0 and 2 twice each) goes to the lower class
         assert_eq!(majority_rate(&y, 3, &[0, 1, 2, 3], &[2, 3, 6]), 2.0 / 3.0);
         assert_eq!(majority_rate(&y, 3, &[5, 9], &[0]), 0.0);
+        // no labelled evaluated node (an empty split): undefined, not a real-looking 0
+        assert!(majority_rate(&y, 3, &train, &[5, 9]).is_nan());
+        assert!(majority_rate(&y, 3, &train, &[]).is_nan());
     }
     // The expected values below were computed once with scikit-learn 1.9.1
     // (`roc_auc_score`, `f1_score`) on the same generated inputs.

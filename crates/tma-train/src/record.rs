@@ -60,6 +60,35 @@ pub fn absent_trainer_warnings(
         .collect()
 }
 
+/// One line (without the `warning: ` prefix) per GGS trainer that contributed no gradient step
+/// to the model (`steps_per_trainer` 0): its share of the training examples was never trained
+/// on. Said for a trainer that failed before its first step (with when) and for one that never
+/// answered a step in time (the steps went on without it). Empty for the other methods, whose
+/// idle trainers are said when the data is prepared.
+pub fn no_step_warnings(s: &Summary) -> Vec<String> {
+    if s.method != crate::config::Method::Ggs.to_string() {
+        return Vec::new();
+    }
+    s.steps_per_trainer
+        .iter()
+        .enumerate()
+        .filter(|&(_, &steps)| steps == 0)
+        .map(|(t, _)| {
+            let why = match s.failed_trainers.iter().find(|f| f.0 == t) {
+                Some((_, at)) if at.is_finite() => {
+                    format!("it failed at {at:.1}s, before its first step")
+                }
+                Some(_) => "it failed before its first step".to_string(),
+                None => "it never answered a step in time, and the steps went on without it"
+                    .to_string(),
+            };
+            format!(
+                "ggs: trainer {t} contributed no gradient step ({why}): its share of the training examples was never trained on"
+            )
+        })
+        .collect()
+}
+
 /// One averaging round, as printed and written to `rounds.jsonl`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RoundRecord {

@@ -778,6 +778,9 @@ impl Run {
                 self.config.sync_every,
                 self.config.round_timeout,
             ));
+        // GGS trainers whose examples were never trained on
+        let idle = crate::record::no_step_warnings(&result.summary);
+        result.summary.warnings.extend(idle);
         if result.summary.memory.is_empty() {
             // one process (an MPI engine fills in every rank itself)
             let rank = (engine.role() == "coordinator").then_some(0);

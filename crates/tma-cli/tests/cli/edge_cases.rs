@@ -78,9 +78,26 @@ fn info_reports_removed_arcs_and_unlabelled_split_nodes() {
     );
     let e = stderr(&r);
     assert!(
-        e.contains("warning: edge_index.npy: removed 2 self-loops and 2 duplicate arcs on load"),
+        e.contains(&format!(
+            "warning: {}: removed 2 self-loops and 2 duplicate arcs on load",
+            ds.join("edge_index.npy").display()
+        )),
         "{e}"
     );
+    // a CSV edge list: the warning names the CSV read (it named edge_index.npy)
+    let csv = dir.path().join("e.csv");
+    std::fs::write(&csv, "src,dst\n0,1\n1,1\n0,1\n1,2\n").unwrap();
+    let r = tma(&["info", "--dataset", csv.to_str().unwrap()]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains(&format!(
+            "warning: {}: removed 1 self-loop and 1 duplicate arc on load (the graph keeps neither)\n",
+            csv.display()
+        )),
+        "{}",
+        text(&r)
+    );
+    assert!(!stderr(&r).contains("edge_index.npy"), "{}", text(&r));
     assert!(
         e.contains("warning: split: 0 train / 1 val / 1 test nodes are unlabelled (y = -1)"),
         "{e}"
@@ -504,6 +521,14 @@ fn ctrl_c_before_the_first_round_leaves_no_run_dir() {
         130,
         &["interrupted before training started", "was removed"],
     );
+    // regression (issue 31): the watcher said "finishing the round in flight" here, before
+    // any round
+    assert!(
+        stderr(&r).contains("interrupt: the run will not train: the data being loaded or prepared is finished first (it cannot be cut short), then the run ends before its first round"),
+        "{}",
+        stderr(&r)
+    );
+    assert!(!stderr(&r).contains("round in flight"), "{}", stderr(&r));
     assert!(!out.exists(), "{} left behind", out.display());
     // twice: stops at once
     let out = dir.path().join("twice");
@@ -934,4 +959,204 @@ fn a_npy_layout_without_meta_json_is_called_missing() {
         assert_fails_with(&r, 1, &[&want]);
         assert!(!stderr(&r).contains("holds neither"), "{}", stderr(&r));
     }
+}
+
+/// Regression (issue 31): a round that a failed trainer missed lists the steps of its
+/// participants only; the line said `steps=[a, b]` beside `missing=[1]` without saying whose
+/// the two numbers are.
+#[test]
+fn round_lines_say_whose_steps_they_list_when_a_trainer_is_missing() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "300",
+        "--trainers",
+        "3",
+        "--fail",
+        "1@200ms",
+        "--sync-every",
+        "500ms",
+        "--sync-ramp",
+        "1",
+        "--time-limit",
+        "1500ms",
+        "--hidden",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let e = stderr(&r);
+    let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
+    let mut with_missing = 0;
+    for row in rounds.lines() {
+        let j: serde_json::Value = serde_json::from_str(row).unwrap();
+        let round = j["round"].as_u64().unwrap();
+        let line = e
+            .lines()
+            .find(|l| l.starts_with(&format!("round {round:>3} ")))
+            .unwrap_or_else(|| panic!("no line for round {round}:\n{e}"));
+        let list = |k: &str| -> Vec<u64> {
+            j[k].as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect()
+        };
+        let (steps, participants, missing) = (list("steps"), list("participants"), list("missing"));
+        if missing.is_empty() {
+            assert!(
+                line.contains(&format!("  steps={steps:?}  loss=")),
+                "{line}"
+            );
+        } else {
+            with_missing += 1;
+            assert_eq!(missing, [1], "{row}");
+            assert_eq!(participants, [0, 2], "{row}");
+            assert!(
+                line.contains(&format!(
+                    "  steps={steps:?} (participants [0, 2] only)  loss="
+                )) && line.contains("  missing=[1]"),
+                "{line}"
+            );
+        }
+    }
+    assert!(with_missing >= 1, "{rounds}\n{e}");
+}
+
+/// Regression (issue 31): a GGS trainer that contributed no gradient step (here: failed before
+/// its first) showed only as 0 in `steps_per_trainer`; its share of the training examples was
+/// never trained on without a word. Now a warning says so, and summary.json records it.
+#[test]
+fn a_ggs_trainer_without_a_step_is_warned_and_recorded() {
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--gen-nodes",
+        "300",
+        "--method",
+        "ggs",
+        "--trainers",
+        "3",
+        "--fail",
+        "1@0s",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "900ms",
+        "--hidden",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let s = summary(&out);
+    let steps: Vec<u64> = s["steps_per_trainer"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(steps.len(), 3);
+    assert!(steps[0] > 0 && steps[1] == 0 && steps[2] > 0, "{steps:?}");
+    let line = "ggs: trainer 1 contributed no gradient step (it failed at 0.0s, before its first step): its share of the training examples was never trained on";
+    assert_eq!(s["warnings"], serde_json::json!([line]), "{s}");
+    assert_eq!(
+        stderr(&r).matches(&format!("warning: {line}\n")).count(),
+        1,
+        "{}",
+        stderr(&r)
+    );
+}
+
+/// Regression (issue 31): boolean flags are spelled the same in every subcommand: `--undirected
+/// true` worked in `train` and was refused by `info`, `partition` and `convert` ("unexpected
+/// argument 'true'"); a bare flag keeps working, and `false` turns it off.
+#[test]
+fn boolean_flags_take_true_or_false_in_every_subcommand() {
+    let dir = tempdir();
+    let csv = dir.path().join("e.csv");
+    std::fs::write(&csv, "src,dst\n0,1\n1,2\n2,3\n").unwrap();
+    let c = csv.to_str().unwrap();
+    let undirected = "e: 4 nodes, 6 arcs (undirected)";
+    let directed = "e: 4 nodes, 3 arcs (directed)";
+    for (args, want) in [
+        (&["--undirected", "true"][..], undirected),
+        (&["--undirected"][..], undirected),
+        (&["--undirected=true"][..], undirected),
+        (&["--undirected", "false"][..], directed),
+        (&[][..], directed),
+    ] {
+        let mut a = vec!["info", "--dataset", c];
+        a.extend_from_slice(args);
+        let r = tma(&a);
+        assert_success(&r);
+        assert!(stdout(&r).starts_with(want), "{args:?}: {}", text(&r));
+        // the flag before --dataset: a bare flag does not swallow the next option
+        let mut a = vec!["info"];
+        a.extend_from_slice(args);
+        a.extend(["--dataset", c]);
+        let r = tma(&a);
+        assert_success(&r);
+        assert!(stdout(&r).starts_with(want), "{args:?}: {}", text(&r));
+    }
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        c,
+        "--undirected",
+        "true",
+        "--normalize-features",
+        "true",
+        "--allow-split-overlap",
+        "false",
+        "--parts",
+        "2",
+    ]);
+    assert_success(&r);
+    assert!(stdout(&r).contains(undirected), "{}", text(&r));
+    let out = dir.path().join("conv");
+    let r = tma(&[
+        "convert",
+        "--dataset",
+        c,
+        "--undirected",
+        "true",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    assert!(stdout(&r).contains("4 nodes, 6 arcs"), "{}", text(&r));
+    let r = tma(&[
+        "info",
+        "--dataset",
+        out.to_str().unwrap(),
+        "--validate",
+        "true",
+    ]);
+    assert_success(&r);
+    assert!(stdout(&r).contains("contents valid"), "{}", text(&r));
+    // anything but true/false is refused naming the flag
+    let r = tma(&["info", "--dataset", c, "--undirected", "yes"]);
+    assert_fails_with(&r, 2, &["'yes'", "--undirected"]);
+}
+
+/// Regression (issue 31): `tma compare --help` gave `tma train`'s --out default
+/// (runs/<dataset>-<method>-<time>); compare writes runs/compare-<dataset>-<task>-<time>.
+#[test]
+fn compare_help_gives_its_own_out_default() {
+    let r = tma(&["compare", "--help"]);
+    assert_success(&r);
+    let h = stdout(&r);
+    assert!(
+        h.contains("Default: runs/compare-<dataset>-<task>-<time>"),
+        "{h}"
+    );
+    assert!(!h.contains("runs/<dataset>-<method>-<time>"), "{h}");
+    // train's stays
+    let h = stdout(&tma(&["train", "--help"]));
+    assert!(h.contains("Default: runs/<dataset>-<method>-<time>"), "{h}");
 }

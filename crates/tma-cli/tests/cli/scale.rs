@@ -171,7 +171,52 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
     );
     // bad values name the flag (a negative value once reached clap as an unknown flag:
     // "unexpected argument '-0'"); the output exists now, so a second run refuses it
-    let cases: [(&str, &str, i32, &[&str]); 9] = [
+    let cases: [(&str, &str, i32, &[&str]); 17] = [
+        // regression (issue 31): these named --out ("gx: invalid content: probabilities must
+        // lie in [0, 1] ..."), and --feature-noise nan wrote NaN features
+        (
+            "--avg-degree",
+            "-1",
+            1,
+            &["--avg-degree -1: must be a finite number >= 0"],
+        ),
+        (
+            "--avg-degree",
+            "inf",
+            1,
+            &["--avg-degree inf: must be a finite number >= 0"],
+        ),
+        ("--classes", "0", 1, &["--classes 0: at least 1 class"]),
+        (
+            "--homophily",
+            "2",
+            1,
+            &["--homophily 2: must lie in [0, 1]"],
+        ),
+        (
+            "--homophily",
+            "nan",
+            1,
+            &["--homophily NaN: must lie in [0, 1]"],
+        ),
+        (
+            "--feature-noise",
+            "nan",
+            1,
+            &["--feature-noise NaN: must be a finite number >= 0"],
+        ),
+        (
+            "--feature-noise",
+            "-1",
+            1,
+            &["--feature-noise -1: must be a finite number >= 0"],
+        ),
+        (
+            "--rmat",
+            "0.9,0.9,0.9",
+            1,
+            &["--rmat 0.9,0.9,0.9: A, B and C must lie in [0, 1] with A + B + C <= 1"],
+        ),
         (
             "--split",
             "0.9,0.2,0",
@@ -231,6 +276,7 @@ fn generate_writes_a_graph_info_reads_and_bad_input_is_refused() {
     for (flag, value, code, needles) in cases {
         let r = tma(&["generate", "--nodes", "100", flag, value, "--out", "/tmp/x"]);
         assert_fails_with(&r, code, needles);
+        assert!(!stderr(&r).contains("invalid content"), "{}", stderr(&r));
     }
     let r = tma(&["generate", "--nodes", "100", "--out", o]);
     assert_fails_with(&r, 1, &["not empty", o]);
@@ -1108,4 +1154,75 @@ fn convert_link_split_stores_a_split_that_train_uses() {
         o,
     ]);
     assert_fails_with(&r, 1, &["exists and is not empty"]);
+}
+
+/// Regression (issue 31): zero-length arrays of the on-disk format (an empty test split, a
+/// graph without edges, an edgeless CSV) are written and read back (they were written, then
+/// refused: "mapping is misaligned for its dtype"); an empty test split's metrics are
+/// `undefined` with a warning (they read as a real-looking 0.0000) and `null` in summary.json.
+#[test]
+fn zero_length_arrays_read_back_and_an_empty_test_split_is_undefined() {
+    let dir = tempdir();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    let (notest, edgeless, csv, fromcsv) = (p("notest"), p("edgeless"), p("e.csv"), p("fromcsv"));
+    let gen = |extra: &[&str], out: &str| {
+        let mut args = vec!["generate", "--nodes", "200", "--out", out];
+        args.extend_from_slice(extra);
+        assert_success(&tma(&args));
+    };
+    gen(&["--split", "0.6,0.4,0"], &notest);
+    gen(&["--avg-degree", "0"], &edgeless);
+    std::fs::write(&csv, "src,dst\n").unwrap();
+    assert_success(&tma(&["convert", "--dataset", &csv, "--out", &fromcsv]));
+    for (d, want) in [
+        (&notest, "split: train 116 / val 84 / test 0\n"),
+        (&edgeless, "rmat-200: 200 nodes, 0 arcs"),
+        (&fromcsv, "e: 0 nodes, 0 arcs"),
+    ] {
+        let r = tma(&["info", "--dataset", d, "--verify"]);
+        assert_success(&r);
+        let out = stdout(&r);
+        assert!(out.contains(want), "{out}");
+        assert!(
+            out.contains("contents valid\nchecksums match the manifest\n"),
+            "{out}"
+        );
+    }
+    // the empty test split: undefined test metrics, said once, recorded
+    let run = p("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        &notest,
+        "--method",
+        "centralized",
+        "--time-limit",
+        "1s",
+        "--out",
+        &run,
+    ]);
+    assert_success(&r);
+    let warning = "the test split is empty (0 test nodes): every test metric is undefined (printed 'undefined', null in summary.json)";
+    assert_eq!(stderr(&r).matches(warning).count(), 1, "{}", stderr(&r));
+    let out = stdout(&r);
+    let done = out.lines().find(|l| l.starts_with("done: ")).unwrap();
+    assert!(
+        done.contains(" test=undefined; best (") && done.ends_with(" test=undefined"),
+        "{done}"
+    );
+    assert!(
+        out.contains(
+            "best model, test: accuracy=undefined macro_f1=undefined majority_rate=undefined\n"
+        ),
+        "{out}"
+    );
+    let s = summary(std::path::Path::new(&run));
+    for k in ["final_test", "best_test"] {
+        assert!(s[k]["value"].is_null(), "{k}: {}", s[k]);
+        let all = s[k]["all"].as_object().unwrap();
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(all.values().all(|v| v.is_null()), "{all:?}");
+    }
+    assert!(s["final_val"]["value"].as_f64().unwrap() > 0.0);
+    assert_eq!(s["warnings"], serde_json::json!([warning]));
 }

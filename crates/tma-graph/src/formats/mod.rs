@@ -364,6 +364,7 @@ fn assemble(raw: Raw, format: Format, lopts: &LoadOptions) -> Result<Loaded> {
     let removed = RemovedArcs {
         self_loops,
         duplicate_arcs: w - graph.num_edges(),
+        file: edge_file.display().to_string(),
     };
     let directed = match direction {
         Direction::Directed => true,

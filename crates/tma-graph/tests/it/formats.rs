@@ -107,7 +107,7 @@ fn ogb_directory_reads_graph_features_labels_and_split() {
         })
     );
     assert_eq!(ds.num_splits, 1);
-    assert_eq!(ds.removed, RemovedArcs::default());
+    assert_eq!((ds.removed.self_loops, ds.removed.duplicate_arcs), (0, 0));
     assert!(has_note(&l, "not read: node_year.csv.gz"), "{:?}", l.notes);
     assert!(
         has_note(&l, "not an ogbn dataset tma knows"),
@@ -138,12 +138,21 @@ fn snap_edge_list_remaps_64_bit_ids_and_drops_self_loops() {
     assert!(ds.directed, "the header says Directed graph");
     // ids 10, 20, 30, 9e18 -> 0..3; arcs 0->1 1->2 2->0 3->0 (+ the self-loop 10 10)
     assert_eq!(csr(ds), (vec![0, 2, 3, 4, 4], vec![2, 3, 0, 1]));
+    let file = fixture("snap_tiny.txt").display().to_string();
     assert_eq!(
         ds.removed,
         RemovedArcs {
             self_loops: 1,
-            duplicate_arcs: 0
+            duplicate_arcs: 0,
+            file: file.clone(),
         }
+    );
+    // regression: the warning named `edge_index.npy`, a file a SNAP/CSV load never reads
+    assert_eq!(
+        ds.removed.warning().unwrap(),
+        format!(
+            "{file}: removed 1 self-loop and 0 duplicate arcs on load (the graph keeps neither)"
+        )
     );
     assert_eq!(
         l.node_ids.as_deref(),
@@ -175,7 +184,7 @@ fn snap_gzip_undirected_header_gives_both_directions() {
     assert!(!ds.directed);
     // edges 1-2, 2-3, 1-3 (also listed as 3 1) -> both directions of 0-1, 1-2, 0-2
     assert_eq!(csr(ds), (vec![0, 2, 4, 6], vec![1, 2, 0, 2, 0, 1]));
-    assert_eq!(ds.removed, RemovedArcs::default());
+    assert_eq!((ds.removed.self_loops, ds.removed.duplicate_arcs), (0, 0));
     assert_eq!(l.node_ids.as_deref(), Some(&[1u64, 2, 3][..]));
     assert!(has_note(&l, "added the reverse of 2 arcs"), "{:?}", l.notes);
 }
