@@ -704,6 +704,13 @@ fn _train(
             }
         }
     };
+    // a partition directory decides the data options: refuse the given ones that contradict it
+    // (as `tma train --partitions` does)
+    if let DataSource::Partitions(dir) = &data {
+        let m = tma_train::store::read_manifest(dir).map_err(|e| py_err(e.into()))?;
+        tma_train::options::check_partitions(&given, dir, &m.data, Spelling::Key)
+            .map_err(|e| PyValueError::new_err(format!("invalid option: {e}")))?;
+    }
     let stop: tma_train::StopFlag = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel::<Msg>();
     // waited on without the GIL (a closure that py.detach runs must be Sync)
@@ -860,19 +867,23 @@ fn train_mpi(
             let mut mpi = *mpi;
             let mut run = match Run::start(spec) {
                 Ok(r) => r,
+                // alone (no mpirun): a Python exception, not an MPI_Abort of the interpreter
+                Err(e) if mpi.alone() => return Err(e),
                 Err(e) => mpi.abort(&e.to_string()),
             };
             run.stop_on(stop);
             let dir = run.dir().to_path_buf();
             let config = run.config().clone();
             let result = run.train_keeping_data_with(&mut mpi, &mut fwd);
-            let outcome = result.as_ref().map(|(r, _)| r.summary.interrupted);
             if let Some(end) = mpi.finish(&result) {
+                // rank(s) lost: the run is returned; once this process exits, a watcher ends
+                // mpirun, which would wait for a lost host forever
                 eprintln!(
-                    "tma: rank(s) of the MPI job were lost; the run directory {} is complete; ending the job",
-                    dir.display()
+                    "tma: rank(s) of the MPI job were lost; the run directory {} is complete; mpirun is ended {} after this process exits",
+                    dir.display(),
+                    humantime::format_duration(tma_train::engine::mpi::LAUNCHER_GRACE)
                 );
-                end.end(if matches!(outcome, Ok(false)) { 0 } else { 1 });
+                end.detach();
             }
             let (result, prep) = result?;
             Ok(Some(Trained {

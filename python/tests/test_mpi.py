@@ -107,3 +107,59 @@ def test_engine_mpi_needs_partitions_and_join_timeout_needs_mpi(tmp_path):
     else:
         with pytest.raises(ValueError, match="built without MPI"):
             tma.train(engine="mpi", time_limit="1s")
+
+
+def test_engine_mpi_without_mpirun_raises_instead_of_aborting(cora_dir, tmp_path):
+    # regression (fresh-eyes trial): one rank alone called MPI_Abort, which killed the
+    # interpreter (a notebook's kernel) instead of raising
+    _need_mpi()
+    parts = tmp_path / "parts"
+    tma.partition(str(cora_dir), "random", 2, out=str(parts), seed=1)
+    code = (
+        "import tma\n"
+        "try:\n"
+        f"    tma.train(partitions={str(parts)!r}, engine='mpi', time_limit='1s', out={str(tmp_path / 'r')!r})\n"
+        "except Exception as e:\n"
+        "    print('raised', type(e).__name__, e)\n"
+        "print('still here')\n"
+    )
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "raised RuntimeError" in p.stdout and "launch 3 ranks" in p.stdout, p.stdout + p.stderr
+    assert "still here" in p.stdout
+    assert not (tmp_path / "r").exists()
+
+
+def test_options_that_contradict_a_partition_directory_are_refused(cora_dir, tmp_path):
+    # regression (fresh-eyes trial): Python trained the directory's method, seed and trainers
+    # whatever was asked, where `tma train --partitions` refuses
+    parts = tmp_path / "parts"
+    tma.partition(str(cora_dir), "random", 2, out=str(parts), seed=1)
+    with pytest.raises(ValueError, match=r"was made with other options: method psgd-pa \(the directory has random-tma\), seed 5 \(the directory has 1\)"):
+        tma.train(partitions=parts, method="psgd-pa", seed=5, time_limit="1s", out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"trainers 3 \(the directory has 2\)|num_trainers 3 \(the directory has 2\)"):
+        tma.train(partitions=parts, trainers=3, time_limit="1s", out=tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # the directory's own values pass
+    run = tma.train(partitions=parts, trainers=2, seed=1, time_limit="1s", hidden=16, out=tmp_path / "c")
+    assert run.summary["num_trainers"] == 2
+
+
+def test_python_m_tma_takes_the_cli_spellings_of_fail_and_fanouts(tmp_path):
+    run_dir = tmp_path / "run"
+    p = subprocess.run(
+        [sys.executable, "-m", "tma", "train", "--gen-nodes", "800", "--time-limit", "2s",
+         "--hidden", "16", "--trainers", "2", "--layers", "1", "--fanouts", "10",
+         "--fail", "1@0.5s", "--out", str(run_dir)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert [f["trainer"] for f in s["failed_trainers"]] == [1], s["failed_trainers"]
+    p = subprocess.run([sys.executable, "-m", "tma", "train", "--help"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "usage: python -m tma train" in p.stdout, p.stdout + p.stderr
+    # a non-empty --out: an error line and status 1, no traceback
+    p = subprocess.run([sys.executable, "-m", "tma", "train", "--time-limit", "1s", "--out", str(run_dir)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "already exists" in p.stderr, p.stderr

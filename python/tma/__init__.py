@@ -471,8 +471,11 @@ def _run(dataset, on_round, out, fail, gen_nodes, options, *, resume: bool,
     for k in _DURATIONS:
         if k in options:
             options[k] = _duration(k, options[k])
-    if "fanouts" in options and isinstance(options["fanouts"], str):
-        options["fanouts"] = [int(f) for f in options["fanouts"].split(",")]
+    for k in ("fanouts", "eval_fanouts"):
+        if k in options and isinstance(options[k], str):
+            options[k] = [int(f) for f in options[k].split(",") if f.strip()]
+        elif k in options and isinstance(options[k], int) and not isinstance(options[k], bool):
+            options[k] = [options[k]]  # one layer's fanout, as `--fanouts 10`
     try:
         text = _json.dumps(options)
     except TypeError as e:
@@ -515,9 +518,12 @@ def _jsonable(v: Any) -> bool:
 
 
 def _fail_items(fail) -> Iterable:
-    """``(trainer, duration)`` pairs from ``{trainer: seconds | "10s"}`` or ``["1@10s"]``."""
+    """``(trainer, duration)`` pairs from ``{trainer: seconds | "10s"}``, ``["1@10s"]`` or
+    ``"1@10s,2@20s"`` (as ``tma train --fail``)."""
     if fail is None:
         return []
+    if isinstance(fail, str):
+        fail = [f for f in fail.split(",") if f]
     if isinstance(fail, dict):
         items = list(fail.items())
     else:

@@ -48,7 +48,8 @@ def parse(argv: List[str]) -> Dict[str, Any]:
         name = key.replace("-", "_")
         if name in opts:
             raise ValueError(f"--{key} is given twice")
-        opts[name] = val if name in ("dataset", "partitions", "out", "engine") else _value(val)
+        keep = ("dataset", "partitions", "out", "engine", "fail", "fanouts", "eval_fanouts")
+        opts[name] = val if name in keep else _value(val)
         i += 1
     return opts
 
@@ -61,15 +62,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv[0] != "train":
         print(f"error: unknown command '{argv[0]}'\n{USAGE}", file=sys.stderr)
         return 2
+    if any(a in ("-h", "--help") for a in argv[1:]):
+        print(USAGE)
+        print("options: the keyword arguments of tma.train, as --name value; tma.option_names() lists them")
+        return 0
     import tma
 
     try:
         opts = parse(argv[1:])
         dataset = opts.pop("dataset", None)
         run = tma.train(dataset, **opts)
-    except ValueError as e:
+    except ValueError as e:  # bad options or input: as `tma train`, status 2
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (OSError, RuntimeError) as e:  # files, the run itself
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as e:
+        print(f"{e}", file=sys.stderr)
+        return 130
     if run is None:  # an MPI trainer rank
         return 0
     s = run.summary

@@ -74,49 +74,13 @@ pub fn open_partitions(
     };
     let m = store::read_manifest(&dir)?;
     let d = &m.data;
-    let mut clash = Vec::new();
-    macro_rules! check {
-        ($flag:literal, $opt:ident, $field:ident) => {
-            if let Some(v) = &o.$opt {
-                if *v != d.$field {
-                    clash.push(format!("{} {} (the directory has {})", $flag, v, d.$field));
-                }
-            }
-        };
-    }
-    check!("--task", task, task);
-    check!("--method", method, method);
-    check!("--trainers", num_trainers, num_trainers);
-    check!("--seed", seed, seed);
-    check!("--drop-parts", drop_parts, drop_parts);
-    check!("--super-nodes", super_nodes, super_nodes);
-    check!("--val-frac", val_frac, val_frac);
-    check!("--test-frac", test_frac, test_frac);
-    check!("--eval-num-neg", eval_num_neg, eval_num_neg);
-    check!("--eval-max-edges", eval_max_edges, eval_max_edges);
-    check!(
-        "--normalize-features",
-        normalize_features,
-        normalize_features
-    );
-    check!("--split-index", split_index, split_index);
-    // `auto` is the default every run's config.toml records (so `--resume` and `--config
-    // RUN/config.toml` of a --partitions run pass it back): only a chosen clustering clashes
-    if let Some(c) = o
-        .super_clustering
-        .filter(|&c| c != tma_partition::Clustering::Auto)
-    {
-        clash.push(format!(
-            "--super-clustering {c} (the directory's parts are already made; its partition.json report says which clustering ran)"
-        ));
-    }
-    if !clash.is_empty() {
-        bail!(
-            "--partitions {} was made with other options: {}; drop those flags or re-run `tma partition --out`",
-            dir.display(),
-            clash.join(", ")
-        );
-    }
+    tma_train::options::check_partitions(
+        &crate::opts::given(o),
+        &dir,
+        d,
+        tma_train::options::Spelling::Flag,
+    )
+    .map_err(anyhow::Error::msg)?;
     if o.dataset.is_some() {
         bail!("--partitions and --dataset exclude each other (the partition directory holds the data)");
     }

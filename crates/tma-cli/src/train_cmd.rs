@@ -180,7 +180,10 @@ pub fn train(o: TrainOpts) -> Result<()> {
         let mut slot: MpiSlot = None;
         let r = train_inner(o, &mut slot);
         if let (Err(e), Some(mpi)) = (&r, slot) {
-            mpi.abort(&format!("{e:#}"));
+            // (a job of one rank, e.g. started without mpirun, has no rank to end)
+            if !mpi.alone() {
+                mpi.abort(&format!("{e:#}"));
+            }
         }
         r
     }

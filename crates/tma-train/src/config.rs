@@ -824,7 +824,7 @@ impl TrainConfig {
         }
         if self.method == Method::Centralized && self.drop_parts > 0 {
             return Err(format!(
-                "drop-parts {} does not apply to method centralized (one trainer on the whole graph, no parts to drop); drop drop-parts or choose a partitioned method",
+                "drop-parts {} does not apply to method centralized (one trainer on the whole graph, no parts to drop); set drop-parts to 0 or choose a partitioned method",
                 self.drop_parts
             ));
         }

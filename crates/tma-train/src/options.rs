@@ -6,6 +6,7 @@
 //! each front end spells them its own way ([`Spelling`]): the same refusal, the same words.
 
 use crate::config::{Method, TrainConfig};
+use crate::store::DataConfig;
 use serde_json::{Map, Value};
 use tma_nn::EncoderKind;
 
@@ -61,6 +62,60 @@ pub fn check_given(cfg: &TrainConfig, given: &Given, spelling: Spelling) -> Resu
         ));
     }
     Ok(())
+}
+
+/// Refuses given options that contradict the data options a partition directory (`dir`, its
+/// manifest's `data`) was made with: the task, method, trainers, seed, split fractions, ... are
+/// the directory's, and a run on it cannot change them (`super_clustering` other than `auto`
+/// too: the parts are made). Options equal to the directory's pass.
+///
+/// # Errors
+/// One message naming every contradicting option in `spelling` with the directory's value.
+pub fn check_partitions(
+    given: &Given,
+    dir: &std::path::Path,
+    data: &DataConfig,
+    spelling: Spelling,
+) -> Result<(), String> {
+    let recorded = serde_json::to_value(data).expect("data options serialize");
+    let mut clash = Vec::new();
+    for (key, have) in recorded.as_object().expect("an object") {
+        let Some(v) = given.get(key).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let same = match (v.as_f64(), have.as_f64()) {
+            (Some(a), Some(b)) => a == b,
+            _ => v == have,
+        };
+        if !same {
+            let show = |x: &Value| x.as_str().map_or_else(|| x.to_string(), str::to_string);
+            clash.push(format!(
+                "{} {} (the directory has {})",
+                spelling.name(key),
+                show(v),
+                show(have)
+            ));
+        }
+    }
+    if let Some(c) = given
+        .get("super_clustering")
+        .and_then(Value::as_str)
+        .filter(|&c| c != "auto")
+    {
+        clash.push(format!(
+            "{} {c} (the directory's parts are already made; its partition.json report says which clustering ran)",
+            spelling.name("super_clustering")
+        ));
+    }
+    if clash.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} {} was made with other options: {}; drop those options or re-run `tma partition --out`",
+        spelling.name("partitions"),
+        dir.display(),
+        clash.join(", ")
+    ))
 }
 
 /// One-line warnings (without a `warning: ` prefix) for given options that none of `methods`
@@ -163,6 +218,40 @@ mod tests {
         // a ramp of 1 is no ramp; without the step schedule the ramp is fine
         assert!(check_given(&cfg, &given(&[("sync_ramp", 1.into())]), Spelling::Flag).is_ok());
         assert!(check_given(&TrainConfig::default(), &g, Spelling::Flag).is_ok());
+    }
+
+    #[test]
+    fn options_that_contradict_a_partition_directory_are_refused() {
+        let data = DataConfig::of(&TrainConfig {
+            method: Method::PsgdPa,
+            num_trainers: 3,
+            ..TrainConfig::default()
+        });
+        let dir = std::path::Path::new("parts");
+        let g = given(&[
+            ("method", "llcg".into()),
+            ("num_trainers", 3.into()),
+            ("seed", 7.into()),
+            ("val_frac", data.val_frac.into()),
+        ]);
+        assert_eq!(
+            check_partitions(&g, dir, &data, Spelling::Key).unwrap_err(),
+            "partitions parts was made with other options: method llcg (the directory has psgd-pa), seed 7 (the directory has 0); drop those options or re-run `tma partition --out`"
+        );
+        let g = given(&[
+            ("num_trainers", 5.into()),
+            ("super_clustering", "lpa".into()),
+        ]);
+        assert_eq!(
+            check_partitions(&g, dir, &data, Spelling::Flag).unwrap_err(),
+            "--partitions parts was made with other options: --trainers 5 (the directory has 3), --super-clustering lpa (the directory's parts are already made; its partition.json report says which clustering ran); drop those options or re-run `tma partition --out`"
+        );
+        let same = given(&[
+            ("method", "psgd-pa".into()),
+            ("num_trainers", 3.into()),
+            ("super_clustering", "auto".into()),
+        ]);
+        assert!(check_partitions(&same, dir, &data, Spelling::Flag).is_ok());
     }
 
     #[test]

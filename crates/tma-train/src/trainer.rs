@@ -378,7 +378,15 @@ impl Trainer {
                 std::thread::sleep(Duration::from_micros(200));
                 continue;
             }
-            if due > joined && (enough || due == u64::MAX) {
+            // a round is joined with training done since the last join: rounds called while the
+            // trainer was joining the previous one would otherwise take its unchanged model
+            // (under MPI, ramp spans shorter than a model exchange made every ramp round carry
+            // no step); not for a trainer without examples, nor for the last round
+            let trained = self.steps > steps_at_join
+                || self.num_examples() == 0
+                || due == u64::MAX
+                || endpoint.due_now();
+            if due > joined && (enough || due == u64::MAX) && trained {
                 steps_at_join = self.steps;
                 let report = TrainerReport {
                     steps: self.steps,

@@ -985,3 +985,59 @@ fn mpi_host_lost_mpirun_exits_within_seconds_of_the_run() {
         ranks_of(&run)
     );
 }
+
+#[test]
+fn mpi_ramp_rounds_each_carry_training_steps() {
+    // regression (issue 29 item 5, found again by a fresh-eyes trial): with ramp spans shorter
+    // than a model exchange (default --sync-ramp 16 of 2s: 125 ms), the next round was already
+    // called when a trainer rank came back from a join, so it joined again at once: all 16
+    // ramp rounds carried no step (loss '-') and round 16 validated the untrained model
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let run = tmp.path().join("ramp");
+    let args = [
+        "train",
+        "--engine",
+        "mpi",
+        "--partitions",
+        parts.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--threads",
+        "1",
+        "--sync-every",
+        "2s",
+        "--time-limit",
+        "3s",
+        "--quiet",
+    ];
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(LOCALHOST)
+        .args(["--oversubscribe", "-np", "4", TMA])
+        .args(args);
+    let job = Job::spawn(cmd, tmp.path(), "ramp");
+    let (status, err) = job.finish(Duration::from_secs(120), "the ramp job");
+    assert!(status.success(), "{err}");
+    let rs = rounds(&run);
+    assert!(rs.len() >= 4, "{rs:?}");
+    let mut before = 0u64;
+    for r in &rs {
+        let steps: u64 = r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_u64().unwrap())
+            .sum();
+        assert!(
+            steps > before,
+            "round {} carried no training step: {r}",
+            r["round"]
+        );
+        before = steps;
+    }
+}

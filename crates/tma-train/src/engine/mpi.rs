@@ -383,6 +383,12 @@ impl Mpi {
         }
     }
 
+    /// Whether this is a job of one rank (started without `mpirun`, or with `-np 1`): no trainer
+    /// rank waits for it, so an error before training needs no [`Mpi::abort`].
+    pub fn alone(&self) -> bool {
+        self.ctx.as_ref().is_some_and(|c| c.size == 1)
+    }
+
     /// The MPI context (None once [`Mpi::finish`] gave it up).
     pub fn context(&self) -> Option<&MpiContext> {
         self.ctx.as_ref()
@@ -414,6 +420,10 @@ impl Mpi {
     pub fn finish<T>(mut self, result: &Result<T, TrainError>) -> Option<JobEnd> {
         let started = self.coord.as_ref().is_some_and(|c| c.started());
         if let (Err(e), false) = (result, started) {
+            if self.alone() {
+                // no other rank waits for this one: the error is the caller's to report
+                return None;
+            }
             self.abort(&e.to_string());
         }
         if let Err(problems) = &self.finished {
@@ -546,6 +556,17 @@ impl JobEnd {
     /// Never returns.
     pub fn end(self, code: i32) -> ! {
         use std::io::Write;
+        self.detach();
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        std::process::exit(code)
+    }
+
+    /// As [`JobEnd::end`] without ending this process: leaves the launcher's watcher (which
+    /// waits for this process to exit, then gives `mpirun` [`LAUNCHER_GRACE`]) and gives up the
+    /// MPI context without `MPI_Finalize`, so a caller that goes on (the Python package's
+    /// `tma.train`, which returns the run) can; the process must still exit for the job to end.
+    pub fn detach(self) {
         match launcher() {
             Some((pid, exe)) => match watch_launcher(pid, &exe) {
                 Ok(()) => eprintln!(
@@ -560,10 +581,7 @@ impl JobEnd {
                 "note: rank(s) were lost: if the launcher waits for a lost host after every rank exited, end it (Ctrl-C, scancel); the run directory is complete"
             ),
         }
-        let _ = std::io::stdout().flush();
-        let _ = std::io::stderr().flush();
         std::mem::forget(self.0);
-        std::process::exit(code)
     }
 }
 
@@ -583,8 +601,10 @@ fn launcher() -> Option<(u32, std::path::PathBuf)> {
 fn watch_launcher(pid: u32, exe: &Path) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
+    // (first waits for this process, rank 0, to exit: a caller may go on after the run)
+    let me = std::process::id();
     let script = format!(
-        "sleep {}; [ \"$(readlink /proc/{pid}/exe)\" = \"$1\" ] && kill -TERM {pid}",
+        "while [ -d /proc/{me} ]; do sleep 0.2; done; sleep {}; [ \"$(readlink /proc/{pid}/exe)\" = \"$1\" ] && kill -TERM {pid}",
         LAUNCHER_GRACE.as_secs()
     );
     Command::new("/bin/sh")
