@@ -865,6 +865,14 @@ fn train_mpi(
         }
         Rank::Coordinator(mpi) => {
             let mut mpi = *mpi;
+            // the rank count before anything is loaded (alone: a Python exception)
+            let m = tma_train::store::read_manifest(dir)?;
+            if let Err(e) = mpi.check_ranks(&m) {
+                if mpi.alone() {
+                    return Err(e);
+                }
+                mpi.abort(&e.to_string());
+            }
             let mut run = match Run::start(spec) {
                 Ok(r) => r,
                 // alone (no mpirun): a Python exception, not an MPI_Abort of the interpreter

@@ -243,7 +243,11 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
                         o.out.as_deref(),
                     )?);
                 }
-                Rank::Coordinator(mpi) => *mpi_slot = Some(*mpi),
+                Rank::Coordinator(mpi) => {
+                    // the rank count first: nothing is loaded or printed for a job that
+                    // cannot run (an error here ends every rank, see `train`)
+                    mpi_slot.insert(*mpi).check_ranks(m)?;
+                }
             }
             true
         }

@@ -1041,3 +1041,34 @@ fn mpi_ramp_rounds_each_carry_training_steps() {
         before = steps;
     }
 }
+
+#[test]
+fn mpi_wrong_rank_count_is_refused_before_anything_is_loaded() {
+    // regression (fresh-eyes trial): a job with the wrong number of ranks loaded the data and
+    // printed the training line and the resume hint for a run directory it then removed
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let run = tmp.path().join("wrong");
+    let args = [
+        "train",
+        "--engine",
+        "mpi",
+        "--partitions",
+        parts.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--time-limit",
+        "2s",
+    ];
+    let job = Job::spawn(mpirun(3, &args), tmp.path(), "wrong");
+    let (status, err) = job.finish(Duration::from_secs(60), "the job with 3 ranks");
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("the partition directory has 3 parts: launch 4 ranks (1 coordinator + 3 trainers), not 3"),
+        "{err}"
+    );
+    assert!(!err.contains("training  "), "{err}");
+    assert!(!run.exists());
+}

@@ -448,6 +448,27 @@ impl Mpi {
         }
     }
 
+    /// Checks that the job has one rank per part of the partition directory (manifest `m`) plus
+    /// the coordinator; front ends call it right after [`launch`], before anything is loaded
+    /// or printed ([`Engine::run`] checks again).
+    ///
+    /// # Errors
+    /// [`TrainError::Engine`] saying how many ranks to launch (the job then ends with exit
+    /// status 2).
+    pub fn check_ranks(&mut self, m: &Manifest) -> Result<(), TrainError> {
+        let size = self.ctx.as_ref().map_or(0, |c| c.size);
+        let want = m.parts.len() + 1;
+        if size == want {
+            return Ok(());
+        }
+        let msg = format!(
+            "the partition directory has {} parts: launch {want} ranks (1 coordinator + {} trainers), not {size}",
+            m.parts.len(),
+            m.parts.len(),
+        );
+        Err(self.fail(msg, 2))
+    }
+
     /// Fails [`Engine::run`] with `msg`, to end the job with exit status `code`.
     fn fail(&mut self, msg: String, code: i32) -> TrainError {
         self.abort_code = code;
@@ -458,24 +479,14 @@ impl Mpi {
 impl Engine for Mpi {
     fn run(&mut self, e: EngineContext<'_>) -> Result<RunResult, TrainError> {
         let ctx = self.ctx.as_ref().expect("the context lives until finish");
-        let (size, join_timeout, host, world) =
-            (ctx.size, ctx.join_timeout, ctx.host.clone(), ctx.world());
+        let (join_timeout, host, world) = (ctx.join_timeout, ctx.host.clone(), ctx.world());
         let Some((_, m)) = e.partitions else {
             return Err(self.fail(
                 "--engine mpi trains on a partition directory (write one with `tma partition --out DIR`)".into(),
                 2,
             ));
         };
-        let want = m.parts.len() + 1;
-        if size != want {
-            let msg = format!(
-                "the partition directory has {} parts: launch {want} ranks (1 coordinator + {} trainers), not {}",
-                m.parts.len(),
-                m.parts.len(),
-                size
-            );
-            return Err(self.fail(msg, 2));
-        }
+        self.check_ranks(m)?;
         if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
             && std::env::var("OMPI_MCA_orte_enable_recovery").as_deref() != Ok("1")
         {
