@@ -1013,14 +1013,7 @@ fn mpi_ramp_rounds_each_carry_training_steps() {
         "3s",
         "--quiet",
     ];
-    let mut cmd = Command::new("mpirun");
-    cmd.env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .args(LOCALHOST)
-        .args(["--oversubscribe", "-np", "4", TMA])
-        .args(args);
-    let job = Job::spawn(cmd, tmp.path(), "ramp");
+    let job = Job::spawn(mpirun_recovery(4, &args), tmp.path(), "ramp");
     let (status, err) = job.finish(Duration::from_secs(120), "the ramp job");
     assert!(status.success(), "{err}");
     let rs = rounds(&run);
