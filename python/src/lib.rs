@@ -1,6 +1,6 @@
 //! The native module `tma._tma` of the Python package (`python/tma/`): datasets from NumPy
 //! arrays or dataset directories, a run ([`tma_train::Run`]) started from keyword options
-//! ([`tma_train::TrainConfig::from_options`], the CLI's config-file keys), trained on a worker
+//! ([`tma_train::options::config_from`], the CLI's config-file keys), trained on a worker
 //! thread while the calling thread waits without the GIL, delivers rounds to a Python callback
 //! and answers Ctrl-C through the run's stop flag.
 //!

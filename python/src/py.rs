@@ -516,7 +516,7 @@ impl PyRun {
 }
 
 /// Trains: see `tma.train`. `options` is a JSON object of option keys
-/// ([`TrainConfig::from_options`]); `fail` pairs of trainer and duration (`"10s"`);
+/// ([`tma_train::options::config_from`]); `fail` pairs of trainer and duration (`"10s"`);
 /// `partitions` a partition directory (`tma partition --out`); `engine` `in-process` (default)
 /// or `mpi` (this process is one rank of an `mpirun` job: rank 0 returns the run, a trainer
 /// rank `None`); `join_timeout` MPI's wait for the ranks (a duration, default 120 s).
@@ -598,25 +598,15 @@ fn _train(
                 unreachable!("a config is an object")
             };
             for (k, v) in std::mem::take(&mut map) {
-                let key = tma_train::config::OPTION_ALIASES
-                    .iter()
-                    .find(|(a, _)| *a == k)
-                    .map_or(k.clone(), |(_, key)| key.to_string());
+                let key = tma_train::options::canonical(&k).to_string();
                 base.insert(key, v);
             }
             map = base;
             Some(sc)
         }
     };
-    let config = TrainConfig::from_options(&map).map_err(|e| {
-        PyValueError::new_err(
-            if e.starts_with("option '") || e.starts_with("unknown option") {
-                e
-            } else {
-                format!("invalid option: {e}")
-            },
-        )
-    })?;
+    let config = tma_train::options::config_from(&map, Spelling::Key)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     // what depends on the options given: the CLI's refusals and warnings, from the library
     // (the options of this call: a resumed run's config.toml is not "given")
     let user: serde_json::Map<String, serde_json::Value> =
@@ -624,10 +614,7 @@ fn _train(
     let given: tma_train::options::Given = user
         .into_iter()
         .map(|(k, v)| {
-            let key = tma_train::config::OPTION_ALIASES
-                .iter()
-                .find(|(a, _)| *a == k)
-                .map_or(k.clone(), |(_, key)| key.to_string());
+            let key = tma_train::options::canonical(&k).to_string();
             (key, v)
         })
         .collect();
@@ -963,15 +950,8 @@ fn _partition<'py>(
 )> {
     let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
         .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
-    let cfg = TrainConfig::from_options(&map).map_err(|e| {
-        PyValueError::new_err(
-            if e.starts_with("option '") || e.starts_with("unknown option") {
-                e
-            } else {
-                format!("invalid option: {e}")
-            },
-        )
-    })?;
+    let cfg = tma_train::options::config_from(&map, Spelling::Key)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let Some(pcfg) = tma_train::training_method(cfg.method)
         .layout(&cfg)
         .partition_config(&cfg)
@@ -1323,6 +1303,32 @@ fn _defaults(task: &str) -> PyResult<String> {
     Ok(serde_json::to_string(&TrainConfig::defaults_for(t)).expect("serializes"))
 }
 
+/// The option table of `tma train` / `tma.train` as JSON: one object per option (`key`,
+/// `flag`, `aliases`, `scope`, `value`, `default`, `used_by`, `help`, `invalid`), from the
+/// library's table (`tma_train::options::table::TABLE`).
+#[pyfunction]
+fn _option_table() -> String {
+    use tma_train::options::table::{self, Scope, TABLE};
+    let rows: Vec<serde_json::Value> = TABLE
+        .iter()
+        .filter(|o| !o.hidden)
+        .map(|o| {
+            serde_json::json!({
+                "key": o.key,
+                "flag": o.cli_flag(),
+                "aliases": o.aliases,
+                "scope": match o.scope { Scope::Config => "config", Scope::Run => "run", Scope::Cli => "cli" },
+                "value": o.kind.value_name(),
+                "default": table::default_text(o),
+                "used_by": o.applies.describe(),
+                "help": o.help,
+                "invalid": o.invalid,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}
+
 /// The native module.
 #[pymodule]
 fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -1333,7 +1339,8 @@ fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_train, m)?)?;
     m.add_function(wrap_pyfunction!(_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(_partition, m)?)?;
-    m.add("OPTION_ALIASES", tma_train::config::OPTION_ALIASES.to_vec())?;
+    m.add("OPTION_ALIASES", tma_train::options::aliases())?;
+    m.add_function(wrap_pyfunction!(_option_table, m)?)?;
     // whether `engine='mpi'` is available (the package built with the `mpi` feature)
     m.add("HAS_MPI", cfg!(feature = "mpi"))?;
     Ok(())

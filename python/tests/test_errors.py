@@ -24,7 +24,7 @@ def test_unknown_and_bad_options_name_the_option(tmp_path):
         tma.train(ds, trainers=0, out=tmp_path / "a")
     with pytest.raises(ValueError, match=r"fanouts has 1 entries but the model has 2 layers"):
         tma.train(ds, fanouts=[3], out=tmp_path / "a")
-    with pytest.raises(ValueError, match=r"^option 'method' = \"fast\": unknown variant `fast`, expected one of `random-tma`"):
+    with pytest.raises(ValueError, match=r"^option 'method' = \"fast\": unknown method 'fast' \(expected random-tma"):
         tma.train(ds, method="fast", out=tmp_path / "a")
     with pytest.raises(ValueError, match=r"option 'lr': "):
         tma.train(ds, lr=object(), out=tmp_path / "a")
@@ -149,6 +149,51 @@ REFUSED = [
     (["--engine", "threads"], dict(engine="threads"),
      "--engine 'threads': expected in-process or mpi", "engine 'threads': expected in-process or mpi"),
 ]
+
+
+def _refused_rows():
+    rows = []
+    for o in tma.options():
+        if o["scope"] != "config":
+            continue
+        for bad in o["invalid"]:
+            rows.append((o["key"], o["flag"], bad))
+    return rows
+
+
+REFUSED_VALUES = _refused_rows()
+
+
+def test_the_option_table_lists_refused_values_and_every_keyword():
+    assert len(REFUSED_VALUES) >= 35, REFUSED_VALUES
+    keys = {o["key"] for o in tma.options() if o["scope"] == "config"}
+    assert keys == set(tma.defaults()), keys ^ set(tma.defaults())
+    run_keys = {o["key"] for o in tma.options() if o["scope"] == "run"}
+    assert run_keys == {"dataset", "fail", "gen_nodes", "out", "partitions", "engine", "join_timeout"}
+    import inspect
+    params = set(inspect.signature(tma.train).parameters)
+    assert run_keys <= params, run_keys - params
+
+
+@pytest.mark.parametrize("key,flag,bad", REFUSED_VALUES, ids=[f"{k}={b}" for k, _, b in REFUSED_VALUES])
+def test_every_refused_value_of_the_option_table_is_refused_by_the_cli_and_python(tma_bin, tmp_path, key, flag, bad):
+    """Each value the library's option table lists as refused, given as a flag to the CLI and
+    as a keyword to tma.train: both refuse it, and the reason Python gives (after the option's
+    name) is in the CLI's message."""
+    import subprocess
+
+    value = json.loads(bad)
+    text = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+    p = subprocess.run([str(tma_bin), "train", flag, text, "--out", str(tmp_path / "cli")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0, p.stderr
+    with pytest.raises(ValueError) as e:
+        tma.train(None, out=tmp_path / "py", **{key: value})
+    msg = str(e.value)
+    prefix = f"option '{key}' = {bad}: "
+    reason = msg[len(prefix):] if msg.startswith(prefix) else msg.removeprefix("invalid option: ")
+    assert reason and reason in " ".join(p.stderr.split()), (msg, p.stderr)
+    assert not (tmp_path / "py").exists() and not (tmp_path / "cli").exists()
 
 
 @pytest.mark.parametrize("flags,kwargs,cli_msg,py_msg", REFUSED, ids=[" ".join(r[0]) for r in REFUSED])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json as _json
+import math as _math
 import os as _os
 import warnings as _warnings
 from typing import Any, Callable, Dict, Iterable, Optional, Union
@@ -38,6 +39,7 @@ __all__ = [
     "compare",
     "defaults",
     "option_names",
+    "options",
     "load_safetensors",
     "to_torch",
     "HAS_MPI",
@@ -384,9 +386,19 @@ def defaults(task: str = "node") -> Dict[str, Any]:
 
 
 def option_names() -> list:
-    """Every option name :func:`train` accepts (config-file keys, and the aliases
-    ``trainers`` / ``layers``)."""
+    """Every option name :func:`train` accepts as a keyword of ``options`` (config-file keys,
+    and the aliases ``trainers`` / ``layers``)."""
     return sorted(list(defaults().keys()) + [a for a, _ in _tma.OPTION_ALIASES])
+
+
+def options() -> list:
+    """The option table of ``tma train`` and :func:`train`, one dict per option: ``key`` (the
+    config-file key and keyword), ``flag`` (the CLI's), ``aliases``, ``scope`` (``"config"``:
+    a keyword of ``options``; ``"run"``: a keyword of :func:`train` itself such as ``out``;
+    ``"cli"``: the CLI's alone), ``value``, ``default`` (text, per task where they differ),
+    ``used_by``, ``help``, ``invalid`` (values, as JSON text, that every front end refuses).
+    The same table writes ``tma train --help`` and the README's option table."""
+    return _json.loads(_tma._option_table())
 
 
 def _duration(name: str, v: Any) -> Any:
@@ -476,6 +488,9 @@ def _run(dataset, on_round, out, fail, gen_nodes, options, *, resume: bool,
             options[k] = [int(f) for f in options[k].split(",") if f.strip()]
         elif k in options and isinstance(options[k], int) and not isinstance(options[k], bool):
             options[k] = [options[k]]  # one layer's fanout, as `--fanouts 10`
+    for k, v in options.items():
+        if isinstance(v, float) and not _math.isfinite(v):
+            raise ValueError(f"option '{k}' = {v}: '{v}' is not a finite number")
     try:
         text = _json.dumps(options)
     except TypeError as e:

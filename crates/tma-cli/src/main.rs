@@ -37,7 +37,7 @@ unsafe impl Sync for MallocConf {}
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: MallocConf = MallocConf(c"thp:always,metadata_thp:auto".as_ptr());
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// tma trains graph neural networks on graphs too large for one trainer: independent
@@ -100,6 +100,14 @@ enum Command {
     Bench(Box<bench::BenchOpts>),
 }
 
+/// The command line of `tma`: the derived commands with the help of `train`'s and
+/// `compare`'s options from the library's option table.
+fn command() -> clap::Command {
+    Cli::command()
+        .mut_subcommand("train", |c| opts::with_table_help(c, &[]))
+        .mut_subcommand("compare", |c| opts::with_table_help(c, &["out"]))
+}
+
 fn main() -> ExitCode {
     // Writing to a closed pipe (`tma bench | head`) ends the process quietly, as other Unix
     // tools do, instead of a "failed printing to stdout" panic.
@@ -116,7 +124,7 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .try_init();
     }
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let r = match cli.command {
         Command::Train(o) => splits::train(*o),
         Command::Info(o) => train_cmd::info(o),
@@ -149,6 +157,122 @@ fn main() -> ExitCode {
                 ExitCode::from(interrupt::exit_code() as u8)
             } else {
                 ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tma_train::options::table::{self, Scope, TABLE};
+
+    fn train() -> clap::Command {
+        let mut cmd = command();
+        cmd.build();
+        cmd.find_subcommand("train").expect("train").clone()
+    }
+
+    #[test]
+    fn the_flags_of_train_are_the_rows_of_the_option_table() {
+        let cmd = train();
+        let mut flags: Vec<(String, String)> = cmd
+            .get_arguments()
+            .filter(|a| a.get_id() != "help")
+            .map(|a| {
+                (
+                    a.get_id().to_string(),
+                    format!("--{}", a.get_long().unwrap()),
+                )
+            })
+            .collect();
+        flags.sort();
+        let mut rows: Vec<(String, String)> = TABLE
+            .iter()
+            .map(|o| (o.key.to_string(), o.cli_flag()))
+            .collect();
+        rows.sort();
+        assert_eq!(flags, rows);
+        // every flag's help is its row's, default included, and hidden rows are hidden
+        for a in cmd.get_arguments().filter(|a| a.get_id() != "help") {
+            let o = TABLE.iter().find(|o| o.key == a.get_id()).unwrap();
+            assert_eq!(
+                a.get_help().unwrap().to_string(),
+                table::help(o),
+                "{}",
+                o.key
+            );
+            assert_eq!(a.is_hide_set(), o.hidden, "{}", o.key);
+        }
+        // compare keeps its own --out
+        let mut cmd = command();
+        cmd.build();
+        let out = cmd
+            .find_subcommand("compare")
+            .unwrap()
+            .get_arguments()
+            .find(|a| a.get_id() == "out")
+            .unwrap()
+            .get_help()
+            .unwrap()
+            .to_string();
+        assert!(out.starts_with("Directory of the comparison"), "{out}");
+    }
+
+    #[test]
+    fn config_file_keys_are_the_rows_of_the_option_table() {
+        // the keys a config file may hold: every row but the CLI's own switches, which a file
+        // cannot set (`config`, `resume`, `quiet`, the test hook)
+        let v = serde_json::to_value(opts::TrainOpts::default()).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let not_in_files = ["config", "resume", "quiet", "debug_slow_round"];
+        let mut rows: Vec<&str> = TABLE
+            .iter()
+            .map(|o| o.key)
+            .filter(|k| !not_in_files.contains(k))
+            .collect();
+        rows.sort_unstable();
+        assert_eq!(keys, rows);
+        for o in &not_in_files {
+            assert_eq!(table::find(o).unwrap().scope, Scope::Cli, "{o}");
+        }
+        // the aliases a file accepts are the table's
+        for (alias, key) in tma_train::options::aliases() {
+            let o: opts::TrainOpts = toml::from_str(&format!("{alias} = 3")).unwrap();
+            assert_eq!(
+                serde_json::to_value(&o).unwrap()[key],
+                3,
+                "{alias} -> {key}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_readme_option_table_is_the_library_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let (start, end) = (
+            "<!-- options-table:start -->\n",
+            "<!-- options-table:end -->",
+        );
+        let i = readme
+            .find(start)
+            .expect("README has the option table's start marker")
+            + start.len();
+        let j = readme
+            .find(end)
+            .expect("README has the option table's end marker");
+        let want = table::markdown();
+        if readme[i..j] != want {
+            if std::env::var_os("TMA_BLESS").is_some() {
+                let new = format!("{}{want}{}", &readme[..i], &readme[j..]);
+                std::fs::write(path, new).unwrap();
+            } else {
+                panic!(
+                    "README.md's option table is not the library's option table; rewrite it with \
+                     `TMA_BLESS=1 cargo test -p tma-cli --bin tma the_readme_option_table`"
+                );
             }
         }
     }

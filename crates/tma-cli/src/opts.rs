@@ -15,194 +15,156 @@ use tma_train::{DataSource, FailPlan, Method, Metric, Task, TrainConfig};
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
 /// (keys are the long names with `_` for `-`, e.g. `sync_every = "30s"`); flags override the file.
+/// The fields carry no help of their own: each flag's help is its row of the library's option
+/// table (`tma_train::options::table::TABLE`), set on the command by [`with_table_help`], and a
+/// test checks that the flags, the config-file keys and the table's rows are the same set.
 #[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainOpts {
-    /// Dataset: a directory in the .npy layout of docs/dataset-format.md or in the on-disk format
-    /// of docs/graph-format.md (mapped: the graph and dense f32 features are read in place, the
-    /// parts written under the run directory and mapped by the trainers), an OGB directory, a
-    /// SNAP or CSV edge list, or a .npz file (format detected; see --format). Omitted: a generated
-    /// stochastic block model graph (see --gen-nodes).
     #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
-    /// Format of --dataset: tma, ogb, snap, npz or csv (docs/dataset-format.md). Default: detected from the path.
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<Format>,
-    /// Read an edge-list dataset (ogb, snap, npz, csv) as undirected: every arc gets its reverse. Default: as the file says (a SNAP "Undirected graph" header, OGB's setting for the ogbn dataset, a symmetric npz adjacency), else directed.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub undirected: Option<bool>,
-    /// Task: `link` (link prediction, MRR) or `node` (node classification, accuracy). Default: node.
     #[arg(long)]
     pub task: Option<Task>,
-    /// Training method: random-tma, super-tma, psgd-pa (METIS parts + averaging), llcg (psgd-pa + global correction steps), ggs (synchronous data parallel, whole-graph sampling) or centralized (one trainer, whole graph). Default: random-tma.
     #[arg(long)]
     pub method: Option<Method>,
-    /// Number of trainers M. Default: 4.
     #[arg(long = "trainers", value_name = "M")]
     #[serde(rename = "num_trainers", alias = "trainers")]
     pub num_trainers: Option<usize>,
-    /// Partition for M + d parts and give d of them to no trainer (failure experiment). Default: 0.
     #[arg(long, value_name = "D")]
     pub drop_parts: Option<usize>,
-    /// K, the number of super-nodes for super-tma (K >> M). Default: 1000.
     #[arg(long, value_name = "K")]
     pub super_nodes: Option<usize>,
-    /// Clustering behind super-tma's super-nodes and the psgd-pa / llcg parts: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above; `tma partition --out --memory-budget` also takes lpa where METIS' estimated peak, 80 bytes per arc + 64 per node, exceeds the budget). Default: auto.
     #[arg(long, value_name = "CLUSTERING")]
     pub super_clustering: Option<tma_partition::Clustering>,
-    /// Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min. Default: 5s (the reference release: 2min).
     #[arg(long, value_name = "DURATION")]
     pub sync_every: Option<String>,
-    /// Averaging ramp: the first --sync-every span is cut into N equal spans, each ending in an averaging round (e.g. 10s with 16: rounds every 0.625 s up to 10 s, then 20, 30 s, ...): the trainers are averaged often while the model changes fastest, when their drift apart costs the average most (post-local SGD's warm-up; docs/decisions/0015-averaging-ramp.md). 0 or 1 = every span --sync-every (the paper's schedule); at most 1024; the step-count schedule (--sync-every-steps) has none. Default: 16.
     #[arg(long, value_name = "N")]
     pub sync_ramp: Option<u32>,
-    /// Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `"check": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Each check is one more validation on the trainers' cores, never skipped by --eval-every. Model-averaging methods (not ggs, llcg), in-process trainers. Default: 0 = off (validation at rounds).
     #[arg(long, value_name = "DURATION")]
     pub val_check_interval: Option<String>,
-    /// Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it. Default: 30s (the reference release: 4h).
     #[arg(long, value_name = "DURATION")]
     pub time_limit: Option<String>,
-    /// Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock). Default: 0.
     #[arg(long, value_name = "N")]
     pub sync_every_steps: Option<u64>,
-    /// Per-round deadline: the coordinator waits at most this long after calling a round for the trainers in step with the previous one; a trainer that has not answered (dead, stalled, slow) misses the round, is not waited for again, and rejoins with the current model once it answers. Must exceed one step (with --sync-every-steps: that many). MPI: a rank silent for 4 x (sync-every + round-timeout) is considered lost. Default: 10s.
     #[arg(long, value_name = "DURATION")]
     pub round_timeout: Option<String>,
-    /// LLCG: global correction mini-batch steps on the full graph after each averaging. Default: 2.
     #[arg(long, value_name = "N")]
     pub llcg_steps: Option<usize>,
-    /// Weighting of the model average: uniform (the paper's plain mean), nodes or edges. Default: uniform.
     #[arg(long, value_name = "W")]
     pub average_weight: Option<String>,
-    /// Encoder: sage (GraphSAGE, mean aggr), gcn, gat (graph attention, --heads) or mlp. Default: sage.
     #[arg(long)]
     pub model: Option<String>,
-    /// GAT attention heads of the hidden layers (concatenated; --hidden must be a multiple). Default: 8.
     #[arg(long)]
     pub heads: Option<usize>,
-    /// Hidden width. Default: 256.
     #[arg(long)]
     pub hidden: Option<usize>,
-    /// Number of GNN layers. Default: 2.
     #[arg(long = "layers")]
     #[serde(rename = "num_layers", alias = "layers")]
     pub num_layers: Option<usize>,
-    /// Dropout probability after each hidden layer, in [0, 1). Default: 0.5 for node classification (the field's setting for GraphSAGE / GCN; docs/decisions/0016-node-dropout.md), 0 for link prediction (the reference release).
     #[arg(long, allow_hyphen_values = true)]
     pub dropout: Option<f32>,
-    /// LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN). Default: true.
     #[arg(long, value_name = "BOOL")]
     pub layer_norm: Option<bool>,
-    /// Precision of the model's dense matrix products (PyTorch's names): highest (f32) or medium (bf16 operands, f32 sums, on Intel AMX: the link decoder and the encoder's linear layers on dense inputs, for faster steps and validation; f32 where the CPU lacks AMX-BF16, with a warning). Default: highest.
     #[arg(long, value_name = "PRECISION")]
     pub matmul_precision: Option<String>,
-    /// Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours. Default: 10,25.
     #[arg(long, value_delimiter = ',')]
     pub fanouts: Option<Vec<usize>>,
-    /// Mini-batch size: positive edges (link) or seed nodes (node). Default: 8192 edges / 1024 nodes (the reference release: 65536 edges, on a GPU).
     #[arg(long)]
     pub batch_size: Option<usize>,
-    /// Adam learning rate. Default: 0.001.
     #[arg(long, allow_hyphen_values = true)]
     pub lr: Option<f32>,
-    /// L2 weight decay added to gradients before Adam (PyTorch semantics). Default: 0.
     #[arg(long, allow_hyphen_values = true)]
     pub weight_decay: Option<f32>,
-    /// Gradient-clipping max norm (applied from epoch 2). Default: 1.0.
     #[arg(long, allow_hyphen_values = true)]
     pub clip_norm: Option<f32>,
-    /// First epoch (1-based) with gradient clipping. Default: 2.
     #[arg(long)]
     pub clip_from_epoch: Option<usize>,
-    /// Linear learning-rate warm-up over the first N optimizer steps of each trainer
-    /// (lr * step / N; 0 = constant lr, the reference release). Default: 3 for link
-    /// prediction (Adam's first full step overshoots there), 0 for node classification.
     #[arg(long, value_name = "N")]
     pub warmup_steps: Option<u64>,
-    /// Uniform negatives per positive edge in training (link). Default: 1.
     #[arg(long)]
     pub num_neg: Option<usize>,
-    /// Fixed negatives per positive for MRR (link). Default: 1000.
     #[arg(long)]
     pub eval_num_neg: Option<usize>,
-    /// At most this many validation and test positives (link; each is ranked against eval-num-neg negatives; every round validates them, so they cost CPU time the trainers share). Default: 500.
     #[arg(long)]
     pub eval_max_edges: Option<usize>,
-    /// Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation at rounds takes 1/K of the CPU time the trainers share; checks between rounds (--val-check-interval) are always validated. Default: 1 (every round).
     #[arg(long, value_name = "K")]
     pub eval_every: Option<u64>,
-    /// How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, layer by layer within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory). Default: auto.
     #[arg(long, value_name = "auto|full|restricted")]
     pub eval_inference: Option<String>,
-    /// Memory restricted (or sampled) evaluation may take: its stored rows and one chunk's blocks and activations (e.g. 256MiB, 2GiB; at least 16MiB). A smaller budget cuts the nodes into more groups whose shared neighbourhoods are computed again: validation gets slower (measured on a 25M-arc graph: 64MiB took ~8x the core-seconds of 1GiB), and the run lasts past --time-limit while the rounds it formed are validated. Default: 1GiB.
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     #[serde(deserialize_with = "size_or_bytes")]
     pub eval_memory: Option<String>,
-    /// Sampled evaluation: per-layer fanouts, hop nearest the evaluated nodes first, comma separated; 0 = all neighbours. An estimate instead of exact inference, for graphs where exact costs too much (docs/decisions). Default: exact.
     #[arg(long, value_delimiter = ',')]
     pub eval_fanouts: Option<Vec<usize>>,
-    /// Validate every round on a fixed, seeded subset of at most N validation nodes (node task) or validation positives with their negatives (link task) when the split is larger; the final test uses the whole test split. Default: 100000 (no effect on graphs below ~1M nodes).
     #[arg(long, value_name = "N")]
     pub eval_max_nodes: Option<usize>,
-    /// Fraction of edges held out for validation (link). Default: 0.05.
     #[arg(long, allow_hyphen_values = true)]
     pub val_frac: Option<f64>,
-    /// Fraction of edges held out for test (link). Default: 0.05.
     #[arg(long, allow_hyphen_values = true)]
     pub test_frac: Option<f64>,
-    /// Scale each node's feature row to sum 1 (PyG NormalizeFeatures; standard for Planetoid). Default: false.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub normalize_features: Option<bool>,
-    /// Which of a dataset's fixed mask splits to use (node), or `all`: one run per fixed split in RUN_DIR/split-K/, then the mean +- std over splits of the best-validation model's test metric, printed and written to RUN_DIR/splits.json. Default: 0.
     #[arg(long, value_name = "K|all")]
     pub split_index: Option<SplitIndexArg>,
-    /// Validation metric that selects the best model: auto (accuracy for multi-class, roc_auc for 2 classes, micro_f1 for multi-label, mrr for link), accuracy, macro_f1, roc_auc, micro_f1, mrr or hits@K (e.g. hits@50, as ogbl-collab). Default: auto.
     #[arg(long, value_name = "NAME")]
     pub metric: Option<Metric>,
-    /// Accept a dataset's fixed split whose train/val/test lists share nodes (otherwise an error naming both files). Default: false.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub allow_split_overlap: Option<bool>,
-    /// Seed of every random choice (split, partition, init, sampling). Default: 0.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Worker threads in all, shared equally by trainers (0 = all cores). Default: 0.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Inject a failure: trainer T stops for good at training time DURATION (repeatable), e.g. 1@10s.
     #[arg(long, value_name = "T@DURATION")]
     pub fail: Option<Vec<String>>,
-    /// Nodes of the generated graph when no --dataset is given. Default: 10000.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
-    /// Run directory for config, metrics and models. Default: runs/<dataset>-<method>-<time>.
     #[arg(long, value_name = "RUN_DIR")]
     pub out: Option<PathBuf>,
-    /// TOML file with any of these options (flags win).
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// Train on a partition directory written by `tma partition --out` (its manifest fixes task, method, trainers, seed and split); replaces --dataset.
     #[arg(long, value_name = "DIR")]
     pub partitions: Option<PathBuf>,
-    /// Transport of the trainers: in-process (threads) or mpi (one process per rank under mpirun/srun: rank 0 coordinates, ranks 1..=M train; needs --partitions and a build with --features mpi). Default: in-process.
     #[arg(long)]
     pub engine: Option<String>,
-    /// MPI: how long the coordinator waits for every trainer rank to load its part and join, and at the end to exit, before reporting the missing ranks and aborting the job. Default: 120s.
     #[arg(long, value_name = "DURATION")]
     pub join_timeout: Option<String>,
-    /// Continue the interrupted run in RUN_DIR from its last checkpoint (its config.toml is the config; flags still win).
     #[arg(long, value_name = "RUN_DIR")]
     #[serde(skip)]
     pub resume: Option<PathBuf>,
-    /// Print only the final summary (no progress bar or round lines).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     #[serde(skip)]
     pub quiet: bool,
-    /// Test-only: the coordinator stalls this long while recording round 1 (as on a slow
-    /// disk), to check that its trainers do not take a busy coordinator for a lost one.
     #[arg(long, value_name = "DURATION", hide = true)]
     #[serde(skip)]
     pub debug_slow_round: Option<String>,
+}
+
+/// `cmd` (`tma train`, or `tma compare`, which takes its options) with every flag's help
+/// from its row of the option table ([`tma_train::options::table::help`]: text and default),
+/// except the flags in `own` (compare's `--out` says compare's own default).
+pub(crate) fn with_table_help(cmd: clap::Command, own: &[&str]) -> clap::Command {
+    let ids: Vec<String> = cmd
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .filter(|id| !own.contains(&id.as_str()))
+        .collect();
+    ids.iter().fold(cmd, |cmd, id| {
+        match tma_train::options::table::TABLE
+            .iter()
+            .find(|o| o.key == id)
+        {
+            Some(o) => cmd.mut_arg(id, |a| {
+                a.help(tma_train::options::table::help(o))
+                    .long_help(None::<&str>)
+            }),
+            None => cmd,
+        }
+    })
 }
 
 /// `--split-index`: one fixed split, or every one (`all`). In config files a number or
@@ -329,100 +291,30 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
             .map_or(TrainConfig::default().task, |m| m.data.task),
         (None, None) => TrainConfig::default().task,
     };
-    // the task's defaults: one source for the CLI and the Python package
-    let d = TrainConfig::defaults_for(task);
-    let cfg = TrainConfig {
-        task,
-        method: o.method.unwrap_or(d.method),
-        num_trainers: o.num_trainers.unwrap_or(d.num_trainers),
-        drop_parts: o.drop_parts.unwrap_or(d.drop_parts),
-        super_nodes: o.super_nodes.unwrap_or(d.super_nodes),
-        super_clustering: o.super_clustering.unwrap_or(d.super_clustering),
-        sync_every: match &o.sync_every {
-            Some(s) => parse_duration("sync-every", s)?,
-            None => d.sync_every,
-        },
-        sync_ramp: o.sync_ramp.unwrap_or(d.sync_ramp),
-        time_limit: match &o.time_limit {
-            Some(s) => parse_duration("time-limit", s)?,
-            None => d.time_limit,
-        },
-        val_check_interval: match &o.val_check_interval {
-            Some(s) => parse_duration("val-check-interval", s)?,
-            None => d.val_check_interval,
-        },
-        sync_every_steps: o.sync_every_steps.unwrap_or(d.sync_every_steps),
-        round_timeout: match &o.round_timeout {
-            Some(s) => parse_duration("round-timeout", s)?,
-            None => d.round_timeout,
-        },
-        llcg_steps: o.llcg_steps.unwrap_or(d.llcg_steps),
-        average_weight: match &o.average_weight {
-            Some(s) => s.parse().map_err(anyhow::Error::msg)?,
-            None => d.average_weight,
-        },
-        model: match &o.model {
-            Some(m) => m
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--model '{m}': {e}"))?,
-            None => d.model,
-        },
-        heads: o.heads.unwrap_or(d.heads),
-        hidden: o.hidden.unwrap_or(d.hidden),
-        num_layers: o.num_layers.unwrap_or(d.num_layers),
-        dropout: o.dropout.unwrap_or(d.dropout),
-        layer_norm: o.layer_norm.unwrap_or(d.layer_norm),
-        matmul_precision: match &o.matmul_precision {
-            Some(s) => s
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--matmul-precision: {e}"))?,
-            None => d.matmul_precision,
-        },
-        fanouts: o.fanouts.clone().unwrap_or(d.fanouts),
-        batch_size: o.batch_size.unwrap_or(d.batch_size),
-        lr: o.lr.unwrap_or(d.lr),
-        weight_decay: o.weight_decay.unwrap_or(d.weight_decay),
-        clip_norm: o.clip_norm.unwrap_or(d.clip_norm),
-        clip_from_epoch: o.clip_from_epoch.unwrap_or(d.clip_from_epoch),
-        warmup_steps: o.warmup_steps.unwrap_or(d.warmup_steps),
-        num_neg: o.num_neg.unwrap_or(d.num_neg),
-        eval_num_neg: o.eval_num_neg.unwrap_or(d.eval_num_neg),
-        eval_max_edges: o.eval_max_edges.unwrap_or(d.eval_max_edges),
-        eval_every: o.eval_every.unwrap_or(d.eval_every),
-        eval_inference: match &o.eval_inference {
-            Some(s) => s
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--eval-inference: {e}"))?,
-            None => d.eval_inference,
-        },
-        eval_memory: match &o.eval_memory {
-            Some(s) => crate::scale_cmd::parse_bytes(s)
-                .map_err(|e| anyhow::anyhow!("--eval-memory: {e}"))?,
-            None => d.eval_memory,
-        },
-        eval_fanouts: o.eval_fanouts.clone().unwrap_or(d.eval_fanouts),
-        eval_max_nodes: o.eval_max_nodes.unwrap_or(d.eval_max_nodes),
-        val_frac: o.val_frac.unwrap_or(d.val_frac),
-        test_frac: o.test_frac.unwrap_or(d.test_frac),
-        normalize_features: o.normalize_features.unwrap_or(d.normalize_features),
-        split_index: match o.split_index {
-            None => d.split_index,
-            Some(SplitIndexArg::One(k)) => k,
-            Some(SplitIndexArg::All) => bail!(
-                "--split-index all runs `tma train` once per fixed split; this command takes one split index (0, 1, ...)"
+    if o.split_index == Some(SplitIndexArg::All) {
+        bail!(
+            "--split-index all runs `tma train` once per fixed split; this command takes one split index (0, 1, ...)"
+        );
+    }
+    // the configuration's options, checked and turned into a configuration by the library, as
+    // the Python package's keyword arguments are (tma_train::options::config_from)
+    finite_numbers(&o)?;
+    let mut given: tma_train::options::Given = given(&o)
+        .into_iter()
+        .filter(|(k, _)| {
+            tma_train::options::table::find(k)
+                .is_some_and(|s| s.scope == tma_train::options::table::Scope::Config)
+        })
+        .collect();
+    given.insert("task".into(), serde_json::to_value(task)?);
+    let cfg = tma_train::options::config_from(&given, Spelling::Flag).map_err(|e| {
+        match (e, &o.config) {
+            (tma_train::options::OptionsError::Invalid(e), Some(path)) => anyhow::anyhow!(
+                "invalid option (from the flags or the config file {}): {e}",
+                path.display()
             ),
-        },
-        metric: o.metric.unwrap_or(d.metric),
-        allow_split_overlap: o.allow_split_overlap.unwrap_or(d.allow_split_overlap),
-        seed: o.seed.unwrap_or(d.seed),
-        threads: o.threads.unwrap_or(d.threads),
-    };
-    cfg.validate().map_err(|e| match &o.config {
-        Some(path) => anyhow::anyhow!(
-            "invalid option (from the flags or the config file {}): {e}",
-            path.display()
-        ),
-        None => anyhow::anyhow!("invalid option: {e}"),
+            (e, _) => anyhow::anyhow!("{e}"),
+        }
     })?;
     let mut fail = FailPlan::new();
     for f in o.fail.iter().flatten() {
@@ -486,6 +378,22 @@ pub(crate) fn unused_flag_warnings(
     model: tma_nn::EncoderKind,
 ) -> Vec<String> {
     tma_train::options::unused_warnings(&given(flags), methods, model, Spelling::Flag)
+}
+
+/// Refuses an infinite or NaN number (`--lr inf`): the library takes options as JSON, which
+/// has no such numbers (the Python package refuses them in the same words).
+fn finite_numbers(o: &TrainOpts) -> Result<()> {
+    let toml::Value::Table(t) = toml::Value::try_from(o)? else {
+        return Ok(());
+    };
+    for (k, v) in t {
+        if let toml::Value::Float(x) = v {
+            if !x.is_finite() {
+                bail!("{}: '{x}' is not a finite number", Spelling::Flag.name(&k));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The options set in `o` (flags, or flags over a config file) by config-file key, for the

@@ -14,30 +14,10 @@ use tma_graph::disk::{self, convert_npy_dir, ConvertOptions, Dtype, MappedGraph,
 use tma_graph::formats::{self, Format, ReadOptions};
 use tma_graph::{generate_rmat, LoadOptions, RmatConfig};
 
-/// Parses a byte size: a number with an optional unit `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`
-/// (powers of 1024; `KB`, `MB`, `GB` read the same), e.g. `512MiB`, `2G`, `1.5GiB`.
+/// Parses a byte size (`512MiB`, `2G`, `1.5GiB`): the library's parser, the one every size
+/// option of tma reads with ([`tma_train::options::table::parse_bytes`]).
 pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 512MiB, 2GiB)"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1u64,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        u => {
-            return Err(format!(
-                "unknown size unit {u:?} in {s:?} (use B, K/KiB, M/MiB, G/GiB, T/TiB, all powers of 1024; KB, MB, GB read the same; a bare number is bytes)"
-            ))
-        }
-    };
-    Ok((x * mult as f64) as u64)
+    tma_train::options::table::parse_bytes(s)
 }
 
 fn mib(b: u64) -> f64 {

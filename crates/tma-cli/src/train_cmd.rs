@@ -1167,43 +1167,4 @@ mod tests {
             "trainer 1 at 4.0s, trainer 3 at ?"
         );
     }
-
-    #[test]
-    fn config_file_keys_are_the_library_option_names() {
-        // the Python package's keyword arguments go through TrainConfig::from_options: every
-        // training option of a config file must be one of its keys, and every key an option
-        let all = TrainOpts {
-            num_trainers: Some(1),
-            ..Default::default()
-        };
-        let v = serde_json::to_value(&all).unwrap();
-        let run_level = [
-            "dataset",
-            "fail",
-            "gen_nodes",
-            "out",
-            "partitions",
-            "engine",
-            "join_timeout",
-            // how the dataset file is read: in Python, Dataset.load(path, format=, undirected=)
-            "format",
-            "undirected",
-        ];
-        let mut keys: Vec<String> = v
-            .as_object()
-            .unwrap()
-            .keys()
-            .filter(|k| !run_level.contains(&k.as_str()))
-            .cloned()
-            .collect();
-        keys.sort();
-        assert_eq!(keys, TrainConfig::option_names());
-        // the aliases the TOML file accepts are the library's
-        for (alias, key) in tma_train::config::OPTION_ALIASES {
-            let text = format!("{alias} = 3");
-            let o: TrainOpts = toml::from_str(&text).unwrap();
-            let v = serde_json::to_value(&o).unwrap();
-            assert_eq!(v[key], 3, "{alias} -> {key}");
-        }
-    }
 }

@@ -624,10 +624,6 @@ fn default_heads() -> usize {
     tma_nn::GatConv::DEFAULT_HEADS
 }
 
-/// Other spellings of option keys the CLI's TOML config accepts: `(alias, key)`.
-pub const OPTION_ALIASES: [(&str, &str); 2] =
-    [("trainers", "num_trainers"), ("layers", "num_layers")];
-
 impl TrainConfig {
     /// The defaults for `task`: [`TrainConfig::default`] (the reference release's settings)
     /// with the task set and, for link prediction, mini-batches of 8192 edges (the release's
@@ -660,64 +656,12 @@ impl TrainConfig {
     }
 
     /// The option keys: the field names as config files spell them (`sync_every`,
-    /// `num_trainers`, ...), sorted; [`OPTION_ALIASES`] are accepted too.
+    /// `num_trainers`, ...), sorted; `crate::options::aliases` are accepted too.
     pub fn option_names() -> Vec<String> {
         let v = serde_json::to_value(TrainConfig::default()).expect("config serializes");
         let mut keys: Vec<String> = v.as_object().expect("a struct").keys().cloned().collect();
         keys.sort();
         keys
-    }
-
-    /// A configuration from option keys and values as a config file holds them
-    /// (`{"method": "super-tma", "sync_every": "30s", "trainers": 8}`): the defaults of the
-    /// task ([`TrainConfig::defaults_for`]) overridden by `options`, then
-    /// [`TrainConfig::validate`]d. Keys are [`TrainConfig::option_names`] or
-    /// [`OPTION_ALIASES`]; durations are strings (`"30s"`, `"2min"`). The one place that turns
-    /// a front end's named options into a configuration (the Python package's keyword
-    /// arguments; the CLI's TOML keys are the same names).
-    ///
-    /// # Errors
-    /// A message naming the option: an unknown key (with the known ones), a key given twice
-    /// (through an alias), a value of the wrong type or out of range.
-    pub fn from_options(
-        options: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<TrainConfig, String> {
-        let names = TrainConfig::option_names();
-        let mut given = serde_json::Map::new();
-        for (k, v) in options {
-            let key = OPTION_ALIASES
-                .iter()
-                .find(|(a, _)| a == k)
-                .map_or(k.as_str(), |(_, key)| key);
-            if !names.iter().any(|n| n == key) {
-                return Err(format!(
-                    "unknown option '{k}' (options: {})",
-                    names.join(", ")
-                ));
-            }
-            if given.insert(key.to_string(), v.clone()).is_some() {
-                return Err(format!("option '{key}' given twice (once as '{k}')"));
-            }
-        }
-        let task = match given.get("task") {
-            None => TrainConfig::default().task,
-            Some(v) => serde_json::from_value::<Task>(v.clone())
-                .map_err(|e| format!("option 'task': {e} (expected \"node\" or \"link\")"))?,
-        };
-        let defaults = serde_json::to_value(TrainConfig::defaults_for(task)).expect("serializes");
-        let mut merged = defaults.clone();
-        for (k, v) in &given {
-            // each option alone over the defaults, so an error names the option
-            let mut one = defaults.clone();
-            one[k.as_str()] = v.clone();
-            if let Err(e) = serde_json::from_value::<TrainConfig>(one) {
-                return Err(format!("option '{k}' = {v}: {e}"));
-            }
-            merged[k.as_str()] = v.clone();
-        }
-        let cfg: TrainConfig = serde_json::from_value(merged).map_err(|e| e.to_string())?;
-        cfg.validate()?;
-        Ok(cfg)
     }
 
     /// Number of trainers that actually train.
@@ -1019,44 +963,6 @@ mod tests {
         assert_eq!(TrainConfig::defaults_for(Task::Node).dropout, 0.5);
         assert_eq!(TrainConfig::defaults_for(Task::Link).dropout, 0.0);
         assert_eq!(TrainConfig::default().dropout, 0.0);
-    }
-
-    #[test]
-    fn from_options_applies_task_defaults_aliases_and_names_bad_keys() {
-        let m = |j: serde_json::Value| j.as_object().unwrap().clone();
-        let c = TrainConfig::from_options(&m(serde_json::json!({}))).unwrap();
-        assert_eq!(c.batch_size, 1024);
-        assert_eq!(c.sync_every, Duration::from_secs(5));
-        let c = TrainConfig::from_options(&m(serde_json::json!({
-            "task": "link", "trainers": 8, "layers": 3, "fanouts": [5, 5, 5],
-            "sync_every": "30s", "method": "super-tma", "model": "gcn", "lr": 0.01
-        })))
-        .unwrap();
-        assert_eq!(c.batch_size, 8192, "link default batch");
-        assert_eq!((c.num_trainers, c.num_layers), (8, 3));
-        assert_eq!(c.sync_every, Duration::from_secs(30));
-        assert_eq!(c.method, Method::SuperTma);
-        assert_eq!(c.model, EncoderKind::Gcn);
-        assert_eq!(c.lr, 0.01);
-        let e = TrainConfig::from_options(&m(serde_json::json!({"hiden": 3}))).unwrap_err();
-        assert!(e.starts_with("unknown option 'hiden' (options: "), "{e}");
-        assert!(e.contains("hidden"), "{e}");
-        let e = TrainConfig::from_options(&m(serde_json::json!({"hidden": "wide"}))).unwrap_err();
-        assert!(
-            e.starts_with("option 'hidden' = \"wide\": invalid type"),
-            "{e}"
-        );
-        let e =
-            TrainConfig::from_options(&m(serde_json::json!({"sync_every": "soon"}))).unwrap_err();
-        assert!(e.starts_with("option 'sync_every' = \"soon\""), "{e}");
-        let e =
-            TrainConfig::from_options(&m(serde_json::json!({"trainers": 2, "num_trainers": 3})))
-                .unwrap_err();
-        assert!(e.contains("given twice"), "{e}");
-        let e = TrainConfig::from_options(&m(serde_json::json!({"trainers": 0}))).unwrap_err();
-        assert_eq!(e, "trainers must be >= 1");
-        let e = TrainConfig::from_options(&m(serde_json::json!({"task": "edge"}))).unwrap_err();
-        assert!(e.starts_with("option 'task'"), "{e}");
     }
 
     #[test]

@@ -1,13 +1,18 @@
-//! What depends on which options a user *gave*, written once for every front end (the CLI's
-//! flags and config files, the Python package's keyword arguments): the combinations refused
+//! The options of a training run: declared once in [`table::TABLE`] (key, flag, kind, help,
+//! default, who uses it), turned into a [`TrainConfig`] by one function for every front end
+//! ([`config_from`]: the CLI's flags and config files, the Python package's keyword
+//! arguments), and what depends on which options a user *gave*: the combinations refused
 //! ([`check_given`]) and the one-line warnings for options that no chosen method or model uses
 //! ([`unused_warnings`]). Checks that need only the resolved configuration are
 //! [`TrainConfig::validate`]. Options are named by their config-file keys (`super_nodes`);
 //! each front end spells them its own way ([`Spelling`]): the same refusal, the same words.
 
-use crate::config::{Method, TrainConfig};
+pub mod table;
+
+use crate::config::{Method, Task, TrainConfig};
 use crate::store::DataConfig;
 use serde_json::{Map, Value};
+use table::{Kind, Scope};
 use tma_nn::EncoderKind;
 
 /// The options a user gave, by config-file key (`num_trainers`, `sync_ramp`, ...), with their
@@ -39,6 +44,137 @@ impl Spelling {
             }
         }
     }
+}
+
+impl Spelling {
+    /// What a message about `value` given for `key` starts with: `--round-timeout` (flags) or
+    /// `option 'round_timeout' = "soon"` (keys).
+    pub fn subject(self, key: &str, value: &Value) -> String {
+        match self {
+            Spelling::Flag => self.name(key),
+            Spelling::Key => format!("option '{key}' = {value}"),
+        }
+    }
+}
+
+/// Why [`config_from`] refused the options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OptionsError {
+    /// An unknown option, one given twice, or a value that is not of the option's kind; the
+    /// message names the option.
+    Value(String),
+    /// Values that are each of the right kind but do not make a valid configuration
+    /// ([`TrainConfig::validate`]); shown after `invalid option: `.
+    Invalid(String),
+}
+
+impl std::fmt::Display for OptionsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionsError::Value(m) => f.write_str(m),
+            OptionsError::Invalid(m) => write!(f, "invalid option: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for OptionsError {}
+
+/// Every name [`config_from`] accepts that is not a key: `(alias, key)`, e.g.
+/// `("trainers", "num_trainers")`.
+pub fn aliases() -> Vec<(&'static str, &'static str)> {
+    table::config_options()
+        .flat_map(|o| o.aliases.iter().map(move |a| (*a, o.key)))
+        .collect()
+}
+
+/// `name` (a key or an alias of [`aliases`]) as its config-file key; `name` itself when it
+/// is neither.
+pub fn canonical(name: &str) -> &str {
+    table::TABLE
+        .iter()
+        .find(|o| o.key == name || o.aliases.contains(&name))
+        .map_or(name, |o| o.key)
+}
+
+/// `v`, given for the option `o`, in the form [`TrainConfig`] reads, after the check of its
+/// kind ([`Kind`]): a duration or a name parsed, a size turned into bytes.
+fn normalize(o: &table::OptionSpec, v: &Value, spelling: Spelling) -> Result<Value, String> {
+    let bad = |msg: String| format!("{}: {msg}", spelling.subject(o.key, v));
+    let Some(s) = v.as_str() else {
+        return Ok(v.clone());
+    };
+    match o.kind {
+        Kind::Duration => humantime::parse_duration(s)
+            .map(|_| v.clone())
+            .map_err(|_| bad(format!("'{s}' is not a duration (examples: 30s, 2min, 1h)"))),
+        Kind::Size => table::parse_bytes(s).map(Value::from).map_err(bad),
+        Kind::Choice(names) if !names.contains(&s) => Err(bad(format!(
+            "unknown value '{s}' (expected {})",
+            names.join(", ")
+        ))),
+        Kind::Name(parse) => parse(s).map(|()| v.clone()).map_err(bad),
+        _ => Ok(v.clone()),
+    }
+}
+
+/// A configuration from options by config-file key or alias, as every front end gives them
+/// (`{"method": "super-tma", "sync_every": "30s", "trainers": 8, "eval_memory": "2GiB"}`):
+/// the defaults of the task ([`TrainConfig::defaults_for`]) overridden by `options`, each
+/// value checked by its kind ([`table::Kind`]), then [`TrainConfig::validate`]d. The one
+/// place where a front end's named options become a configuration (the CLI's flags and
+/// config files, the Python package's keyword arguments); messages name options in
+/// `spelling`.
+///
+/// # Errors
+/// [`OptionsError::Value`] naming the option: unknown (with the known ones; options of the
+/// run such as `out` are the front end's, not a configuration's), given twice (through an
+/// alias), a value of the wrong kind; [`OptionsError::Invalid`]: what
+/// [`TrainConfig::validate`] refuses.
+pub fn config_from(options: &Given, spelling: Spelling) -> Result<TrainConfig, OptionsError> {
+    let mut given = Map::new();
+    for (k, v) in options {
+        let key = canonical(k);
+        let Some(o) = table::TABLE
+            .iter()
+            .find(|o| o.key == key && o.scope == Scope::Config)
+        else {
+            let mut names: Vec<&str> = table::config_options().map(|o| o.key).collect();
+            names.sort_unstable();
+            return Err(OptionsError::Value(format!(
+                "unknown option '{k}' (options: {})",
+                names.join(", ")
+            )));
+        };
+        let v = normalize(o, v, spelling).map_err(OptionsError::Value)?;
+        if given.insert(key.to_string(), v).is_some() {
+            return Err(OptionsError::Value(format!(
+                "option '{key}' given twice (once as '{k}')"
+            )));
+        }
+    }
+    let task = match given.get("task") {
+        None => TrainConfig::default().task,
+        Some(v) => serde_json::from_value::<Task>(v.clone())
+            .map_err(|e| OptionsError::Value(format!("{}: {e}", spelling.subject("task", v))))?,
+    };
+    let defaults = serde_json::to_value(TrainConfig::defaults_for(task)).expect("serializes");
+    let mut merged = defaults.clone();
+    for (k, v) in &given {
+        // each option alone over the defaults, so an error names the option
+        let mut one = defaults.clone();
+        one[k.as_str()] = v.clone();
+        if let Err(e) = serde_json::from_value::<TrainConfig>(one) {
+            return Err(OptionsError::Value(format!(
+                "{}: {e}",
+                spelling.subject(k, v)
+            )));
+        }
+        merged[k.as_str()] = v.clone();
+    }
+    let cfg: TrainConfig =
+        serde_json::from_value(merged).map_err(|e| OptionsError::Value(e.to_string()))?;
+    cfg.validate().map_err(OptionsError::Invalid)?;
+    Ok(cfg)
 }
 
 fn number(given: &Given, key: &str) -> Option<f64> {
@@ -192,6 +328,7 @@ pub fn unused_warnings(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn given(pairs: &[(&str, Value)]) -> Given {
         pairs
@@ -278,5 +415,96 @@ mod tests {
         );
         let w = unused_warnings(&g, &[Method::SuperTma], EncoderKind::Gat, Spelling::Key);
         assert!(w.is_empty(), "{w:?}");
+    }
+    #[test]
+    fn config_from_applies_task_defaults_aliases_and_names_bad_keys() {
+        let m = |j: serde_json::Value| j.as_object().unwrap().clone();
+        let from = |g: &Given| config_from(g, Spelling::Key).map_err(|e| e.to_string());
+        let c = from(&m(serde_json::json!({}))).unwrap();
+        assert_eq!(c.batch_size, 1024);
+        assert_eq!(c.sync_every, Duration::from_secs(5));
+        let c = from(&m(serde_json::json!({
+            "task": "link", "trainers": 8, "layers": 3, "fanouts": [5, 5, 5],
+            "sync_every": "30s", "method": "super-tma", "model": "gcn", "lr": 0.01
+        })))
+        .unwrap();
+        assert_eq!(c.batch_size, 8192, "link default batch");
+        assert_eq!((c.num_trainers, c.num_layers), (8, 3));
+        assert_eq!(c.sync_every, Duration::from_secs(30));
+        assert_eq!(c.method, Method::SuperTma);
+        assert_eq!(c.model, EncoderKind::Gcn);
+        assert_eq!(c.lr, 0.01);
+        let c = from(&m(serde_json::json!({"eval_memory": "2GiB"}))).unwrap();
+        assert_eq!(
+            c.eval_memory,
+            2 << 30,
+            "a size as text, as the CLI takes it"
+        );
+        let e = from(&m(serde_json::json!({"hiden": 3}))).unwrap_err();
+        assert!(e.starts_with("unknown option 'hiden' (options: "), "{e}");
+        assert!(e.contains("hidden"), "{e}");
+        let e = from(&m(serde_json::json!({"hidden": "wide"}))).unwrap_err();
+        assert!(
+            e.starts_with("option 'hidden' = \"wide\": invalid type"),
+            "{e}"
+        );
+        let e = from(&m(serde_json::json!({"sync_every": "soon"}))).unwrap_err();
+        assert!(e.starts_with("option 'sync_every' = \"soon\""), "{e}");
+        let e = from(&m(serde_json::json!({"trainers": 2, "num_trainers": 3}))).unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+        let e = from(&m(serde_json::json!({"trainers": 0}))).unwrap_err();
+        assert_eq!(e, "invalid option: trainers must be >= 1");
+        let e = from(&m(serde_json::json!({"task": "edge"}))).unwrap_err();
+        assert!(e.starts_with("option 'task'"), "{e}");
+    }
+
+    #[test]
+    fn every_refused_value_of_the_table_is_refused_in_the_same_words_by_each_front_end() {
+        let mut n = 0;
+        for o in table::config_options() {
+            for bad in o.invalid {
+                let v: Value = serde_json::from_str(bad).unwrap();
+                let g: Given = [(o.key.to_string(), v.clone())].into_iter().collect();
+                let as_key = config_from(&g, Spelling::Key).unwrap_err();
+                let as_flag = config_from(&g, Spelling::Flag).unwrap_err();
+                // the same refusal; only how the option is named differs
+                let spelled = as_key.to_string().replace(
+                    &Spelling::Key.subject(o.key, &v),
+                    &Spelling::Flag.name(o.key),
+                );
+                assert_eq!(spelled, as_flag.to_string(), "{} = {bad}", o.key);
+                n += 1;
+            }
+        }
+        assert!(n >= 35, "{n} refused values in the table");
+    }
+
+    #[test]
+    fn values_are_checked_by_their_kind_and_named_in_each_spelling() {
+        let g = |k: &str, v: Value| -> Given { [(k.to_string(), v)].into_iter().collect() };
+        let e = |g: Given, s| config_from(&g, s).unwrap_err().to_string();
+        assert_eq!(
+            e(g("round_timeout", "soon".into()), Spelling::Flag),
+            "--round-timeout: 'soon' is not a duration (examples: 30s, 2min, 1h)"
+        );
+        assert_eq!(
+            e(g("round_timeout", "soon".into()), Spelling::Key),
+            "option 'round_timeout' = \"soon\": 'soon' is not a duration (examples: 30s, 2min, 1h)"
+        );
+        assert_eq!(
+            e(g("eval_memory", "lots".into()), Spelling::Flag),
+            "--eval-memory: \"lots\" is not a size (e.g. 512MiB, 2GiB)"
+        );
+        assert_eq!(
+            e(g("eval_inference", "fast".into()), Spelling::Flag),
+            "--eval-inference: unknown eval inference 'fast' (expected auto, full or restricted)"
+        );
+        assert_eq!(
+            e(g("layers", 0.into()), Spelling::Key),
+            "invalid option: layers must be >= 1"
+        );
+        assert!(
+            e(g("out", "x".into()), Spelling::Key).starts_with("unknown option 'out' (options: ")
+        );
     }
 }
