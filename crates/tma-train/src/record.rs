@@ -89,6 +89,27 @@ pub fn no_step_warnings(s: &Summary) -> Vec<String> {
         .collect()
 }
 
+/// One line (without the `warning: ` prefix) per trainer in `failed` (`(trainer, at_s)`,
+/// `Summary::failed_trainers`) that `plan` did not fail on purpose (`--fail`): a trainer lost
+/// during the run (a killed or cut-off MPI rank, a trainer thread that stopped), with when, and
+/// what the rounds after it averaged.
+pub fn lost_trainer_warnings(failed: &[(usize, f64)], plan: &FailPlan) -> Vec<String> {
+    failed
+        .iter()
+        .filter(|(t, _)| !plan.contains_key(t))
+        .map(|&(t, at)| {
+            let when = if at.is_finite() {
+                format!(" at {at:.1}s")
+            } else {
+                String::new()
+            };
+            format!(
+                "trainer {t} was lost{when}: the rounds after it were formed by the other trainers, and its part was not trained on from then"
+            )
+        })
+        .collect()
+}
+
 /// One averaging round, as printed and written to `rounds.jsonl`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RoundRecord {
@@ -399,6 +420,19 @@ mod tests {
         assert_eq!(
             diverged_warning(&validated("roc_auc", f64::NAN, false)),
             None
+        );
+    }
+
+    #[test]
+    fn a_lost_trainer_is_warned_about_and_a_planned_failure_is_not() {
+        let plan: FailPlan = [(1, Duration::from_secs(3))].into_iter().collect();
+        let w = lost_trainer_warnings(&[(1, 3.0), (2, 7.31), (3, f64::NAN)], &plan);
+        assert_eq!(
+            w,
+            vec![
+                "trainer 2 was lost at 7.3s: the rounds after it were formed by the other trainers, and its part was not trained on from then".to_string(),
+                "trainer 3 was lost: the rounds after it were formed by the other trainers, and its part was not trained on from then".to_string(),
+            ]
         );
     }
 }

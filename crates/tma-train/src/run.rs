@@ -778,6 +778,14 @@ impl Run {
                 self.config.sync_every,
                 self.config.round_timeout,
             ));
+        // trainers lost during the run (not failed on purpose): said once, with when
+        result
+            .summary
+            .warnings
+            .extend(crate::record::lost_trainer_warnings(
+                &result.summary.failed_trainers,
+                &self.fail,
+            ));
         // GGS trainers whose examples were never trained on
         let idle = crate::record::no_step_warnings(&result.summary);
         result.summary.warnings.extend(idle);

@@ -184,7 +184,10 @@ impl SavedModel {
         let (model, config_path) = if path.is_dir() {
             let model = path.join(which.file_name());
             if !model.is_file() {
-                let how = if path.join("checkpoint").join("state.json").is_file() {
+                let how = if path.join("summary.json").is_file() {
+                    // a finished run: the file was removed or moved after the run wrote it
+                    "the run finished (summary.json is there) but its model file is missing: it was removed or moved after the run".to_string()
+                } else if path.join("checkpoint").join("state.json").is_file() {
                     format!(
                         "the run has not finished (continue it with `tma train --resume {}`)",
                         path.display()

@@ -260,6 +260,12 @@ fn a_model_of_other_data_or_without_its_config_is_refused_naming_both() {
         msg.contains(&run.display().to_string()) && msg.contains("no model_final.safetensors"),
         "{msg}"
     );
+    // ... of a finished run: removed after the run, not "not finished" (regression: a
+    // fresh-eyes trial was told to resume a finished run)
+    assert!(
+        msg.contains("the run finished (summary.json is there) but its model file is missing"),
+        "{msg}"
+    );
     // logits of a link model, embeddings of a 1-layer classifier
     let link = tma_nn::Model::new(tma_nn::ModelConfig::new(
         tma_nn::EncoderKind::Sage,

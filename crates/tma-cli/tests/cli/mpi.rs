@@ -497,6 +497,19 @@ fn mpi_trainer_killed_mid_run_survivors_finish_on_schedule() {
         last_with_2 < lost_at && lost_at <= first_missing + 0.5,
         "{lost_at} {s}"
     );
+    // the loss is said in the summary's warnings too (regression: only failed_trainers had it)
+    let warnings: Vec<&str> = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with(&format!("trainer 2 was lost at {lost_at:.1}s"))),
+        "{warnings:?}"
+    );
     for f in [
         "model_final.safetensors",
         "model_best.safetensors",
