@@ -555,7 +555,7 @@ fn _train(
             )))
         }
     };
-    if engine == Engine::Mpi && partitions.is_none() {
+    if engine == Engine::Mpi && partitions.is_none() && !resume {
         return Err(PyValueError::new_err(
             "engine 'mpi' trains on a partition directory: pass partitions=DIR (write one with tma.partition(..., out=DIR))",
         ));
@@ -691,6 +691,13 @@ fn _train(
             }
         }
     };
+    // a resumed run under MPI continues on the partition directory it recorded
+    if engine == Engine::Mpi && !matches!(data, DataSource::Partitions(_)) {
+        return Err(PyValueError::new_err(format!(
+            "engine 'mpi' trains on a partition directory, and the run {} trained on a dataset: resume it in-process (engine='in-process')",
+            out.as_ref().map_or_else(String::new, |d| d.display().to_string())
+        )));
+    }
     // a partition directory decides the data options: refuse the given ones that contradict it
     // (as `tma train --partitions` does)
     if let DataSource::Partitions(dir) = &data {

@@ -24,7 +24,7 @@ def test_unknown_and_bad_options_name_the_option(tmp_path):
         tma.train(ds, trainers=0, out=tmp_path / "a")
     with pytest.raises(ValueError, match=r"fanouts has 1 entries but the model has 2 layers"):
         tma.train(ds, fanouts=[3], out=tmp_path / "a")
-    with pytest.raises(ValueError, match=r"^option 'method' = \"fast\": unknown method 'fast' \(expected random-tma"):
+    with pytest.raises(ValueError, match=r"^option 'method' = \"fast\": unknown method 'fast' \(expected one of: random-tma"):
         tma.train(ds, method="fast", out=tmp_path / "a")
     with pytest.raises(ValueError, match=r"option 'lr': "):
         tma.train(ds, lr=object(), out=tmp_path / "a")

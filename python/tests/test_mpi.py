@@ -163,3 +163,49 @@ def test_python_m_tma_takes_the_cli_spellings_of_fail_and_fanouts(tmp_path):
     p = subprocess.run([sys.executable, "-m", "tma", "train", "--time-limit", "1s", "--out", str(run_dir)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "Traceback" not in p.stderr and "already exists" in p.stderr, p.stderr
+
+
+def test_an_interrupted_run_is_resumed_under_mpirun_from_python(cora_dir, tmp_path):
+    """tma.resume with engine='mpi' (through ``python -m tma train --resume RUN --engine mpi``
+    on every rank): rank 0 continues the run on its recorded partition directory; before, every
+    rank tried to be the coordinator of the run."""
+    _need_mpi()
+    parts = tmp_path / "parts"
+    tma.partition(str(cora_dir), "random", 2, out=str(parts), seed=1)
+    run_dir = tmp_path / "run"
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_two(r):
+        if r["round"] >= 2:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        tma.train(partitions=str(parts), out=str(run_dir), on_round=stop_after_two, hidden=32,
+                  sync_every="500ms", sync_ramp=0, time_limit="30s", threads=2)
+    before = json.loads((run_dir / "summary.json").read_text())
+    assert before["interrupted"] is True, before
+    env = dict(
+        os.environ,
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        OMPI_MCA_btl_vader_single_copy_mechanism="none",
+    )
+    cmd = [
+        "mpirun", "--oversubscribe", "-np", "3",
+        "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo",
+        sys.executable, "-m", "tma", "train", "--resume", str(run_dir), "--engine", "mpi",
+        "--time-limit", "4s", "--threads", "1", "--join-timeout", "60s",
+    ]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.count(f"run directory: {run_dir}") == 1, p.stdout
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["interrupted"] is False, s
+    assert s["rounds"] > before["rounds"], (before["rounds"], s["rounds"])
+    assert s["train_time_s"] >= 4.0, s
+    # both trainer ranks trained in the continued segment
+    assert all(n > 0 for n in s["steps_per_trainer"]), s
+    rounds = [json.loads(l) for l in (run_dir / "rounds.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in rounds if not r.get("check")] == list(range(1, s["rounds"] + 1))

@@ -466,16 +466,22 @@ def resume(
     *,
     dataset: Union[Dataset, str, "_os.PathLike[str]", None] = None,
     on_round: Optional[Callable[[dict], Any]] = None,
+    engine: Optional[str] = None,
+    join_timeout: Any = None,
     **options: Any,
-) -> Run:
+) -> Optional[Run]:
     """Continues the interrupted run in ``run_dir`` from its last checkpoint, as ``tma train
     --resume RUN_DIR``: its ``config.toml`` is the configuration and ``options`` override it
     (e.g. a longer ``time_limit``; data, partition and model options must stay the run's);
     rounds, steps and the training clock continue. ``dataset``: the run's recorded dataset
     when None (a run trained on arrays needs the same arrays again). Returns the finished
     :class:`Run`; errors as :func:`train` (``ValueError`` naming the run directory for a
-    finished run or changed options)."""
-    return _run(dataset, on_round, run_dir, None, None, options, resume=True)
+    finished run or changed options). ``engine="mpi"``: this process is one rank of an
+    ``mpirun`` job that continues a run made on a partition directory (as :func:`train`:
+    rank 0 returns the :class:`Run`, the trainer ranks ``None``); ``python -m tma train
+    --resume RUN_DIR --engine mpi`` does the same from a shell."""
+    return _run(dataset, on_round, run_dir, None, None, options, resume=True,
+                engine=engine, join_timeout=join_timeout)
 
 
 def _run(dataset, on_round, out, fail, gen_nodes, options, *, resume: bool,

@@ -6,7 +6,8 @@ of an MPI job::
 Every ``--name value`` (or ``--name=value``) is passed to :func:`tma.train` as ``name=value``
 (dashes become underscores, so ``--time-limit 60s`` is ``time_limit="60s"``); values that read
 as integers, numbers or ``true``/``false`` are passed as such. ``--dataset DIR`` is the
-dataset, ``--partitions DIR`` a partition directory, ``--out DIR`` the run directory. An
+dataset, ``--partitions DIR`` a partition directory, ``--out DIR`` the run directory,
+``--resume RUN_DIR`` continues an interrupted run (:func:`tma.resume`). An
 unknown option is an error naming it (exit status 2). Rank 0 (or an in-process run) prints the
 result and the run directory; a trainer rank prints nothing.
 """
@@ -14,7 +15,7 @@ result and the run directory; a trainer rank prints nothing.
 import sys
 from typing import Any, Dict, List, Optional
 
-USAGE = "usage: python -m tma train [--dataset DIR | --partitions DIR] [--engine in-process|mpi] [--OPTION VALUE ...]"
+USAGE = "usage: python -m tma train [--dataset DIR | --partitions DIR | --resume RUN_DIR] [--engine in-process|mpi] [--OPTION VALUE ...]"
 
 
 def _value(text: str) -> Any:
@@ -48,7 +49,7 @@ def parse(argv: List[str]) -> Dict[str, Any]:
         name = key.replace("-", "_")
         if name in opts:
             raise ValueError(f"--{key} is given twice")
-        keep = ("dataset", "partitions", "out", "engine", "fail", "fanouts", "eval_fanouts")
+        keep = ("dataset", "partitions", "out", "resume", "engine", "fail", "fanouts", "eval_fanouts")
         opts[name] = val if name in keep else _value(val)
         i += 1
     return opts
@@ -71,7 +72,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         opts = parse(argv[1:])
         dataset = opts.pop("dataset", None)
-        run = tma.train(dataset, **opts)
+        resume = opts.pop("resume", None)
+        if resume is not None:
+            # as `tma train --resume RUN_DIR`: continue that run (under mpirun with --engine mpi)
+            run = tma.resume(resume, dataset=dataset, **opts)
+        else:
+            run = tma.train(dataset, **opts)
     except ValueError as e:  # bad options or input: as `tma train`, status 2
         print(f"error: {e}", file=sys.stderr)
         return 2
