@@ -150,7 +150,11 @@ fn main() -> ExitCode {
                     msg.push_str(&c);
                 }
             }
-            eprintln!("error: {msg}");
+            // under mpirun every rank reads the same command line: an error in it is printed
+            // by rank 0 alone (the other ranks exit with the same status, silently)
+            if e.downcast_ref::<train_cmd::SaidByRankZero>().is_none() {
+                eprintln!("error: {msg}");
+            }
             // a command that ended on a signal's request (e.g. interrupted while loading the
             // data) exits as the signal's code says (130 / 143), which job schedulers read
             if interrupt::received() {

@@ -197,19 +197,69 @@ pub(crate) type MpiSlot = Option<tma_train::engine::mpi::Mpi>;
 #[cfg(not(feature = "mpi"))]
 pub(crate) type MpiSlot = Option<()>;
 
-pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
-    #[cfg(not(feature = "mpi"))]
-    let _ = mpi_slot;
-    let quiet = o.quiet;
+/// An error of the command line on an MPI rank other than 0: every rank reads the same
+/// command line and meets the same error, which rank 0 prints; `main` prints nothing for this
+/// one (the exit status is the same).
+#[derive(Debug)]
+pub(crate) struct SaidByRankZero(pub anyhow::Error);
+
+impl std::fmt::Display for SaidByRankZero {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for SaidByRankZero {}
+
+/// This process's rank when an MPI launcher started it (Open MPI, PMI / Hydra, PMIx, Slurm),
+/// read from the launcher's environment before MPI is initialized.
+pub(crate) fn launcher_rank() -> Option<u64> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+/// The command line of `tma train` resolved and checked: what every rank reads the same.
+/// Returns the flags alone, the options over the config file, the configuration, the failures
+/// to inject and the run directory to resume.
+fn resolve_command_line(o: TrainOpts) -> Result<CommandLine> {
     // the command line alone, to tell options the user typed from those of a config file
     let flags = o.clone();
     let o = crate::dist::apply_resume(o)?;
     // (resume is not a config-file key, so it does not survive the overlay in resolve)
     let resume_dir = o.resume.clone();
-    let (o, mut cfg, fail) = resolve(o)?;
+    let (o, cfg, fail) = resolve(o)?;
     check_gen_nodes(&flags, &o)?;
     tma_train::options::check_given(&cfg, &given(&flags), Spelling::Flag)
         .map_err(anyhow::Error::msg)?;
+    Ok((flags, o, cfg, fail, resume_dir))
+}
+
+type CommandLine = (
+    TrainOpts,
+    TrainOpts,
+    TrainConfig,
+    tma_train::FailPlan,
+    Option<std::path::PathBuf>,
+);
+
+pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
+    #[cfg(not(feature = "mpi"))]
+    let _ = mpi_slot;
+    let quiet = o.quiet;
+    let mpi_asked = o.engine.as_deref() == Some("mpi");
+    let (flags, o, mut cfg, fail, resume_dir) = match resolve_command_line(o) {
+        Ok(r) => r,
+        Err(e) if mpi_asked && launcher_rank().is_some_and(|r| r > 0) => {
+            return Err(SaidByRankZero(e).into())
+        }
+        Err(e) => return Err(e),
+    };
     let parts = crate::dist::open_partitions(&o, &mut cfg)?;
     let engine = crate::dist::parse_engine(o.engine.as_deref())?;
     let join_timeout = match &o.join_timeout {

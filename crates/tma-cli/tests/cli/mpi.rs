@@ -1078,3 +1078,31 @@ fn mpi_wrong_rank_count_is_refused_before_anything_is_loaded() {
     assert!(!err.contains("training  "), "{err}");
     assert!(!run.exists());
 }
+
+#[test]
+fn mpi_an_error_in_the_command_line_is_printed_once() {
+    // regression (fresh-eyes trial): every rank read the same bad command line and printed the
+    // same error, once per rank; rank 0 alone prints it now, every rank exits non-zero
+    require_mpirun();
+    let _job = one_job();
+    let tmp = tempdir();
+    let parts = cora_parts(tmp.path());
+    let run = tmp.path().join("bad");
+    let args = [
+        "train",
+        "--engine",
+        "mpi",
+        "--partitions",
+        parts.to_str().unwrap(),
+        "--out",
+        run.to_str().unwrap(),
+        "--round-timeout",
+        "soon",
+    ];
+    let job = Job::spawn(mpirun(4, &args), tmp.path(), "bad");
+    let (status, err) = job.finish(Duration::from_secs(60), "the job with a bad option");
+    assert!(!status.success(), "{err}");
+    let line = "error: --round-timeout: 'soon' is not a duration (examples: 30s, 2min, 1h)";
+    assert_eq!(err.matches(line).count(), 1, "{err}");
+    assert!(!run.exists());
+}
