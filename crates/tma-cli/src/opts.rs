@@ -177,6 +177,9 @@ pub struct TrainOpts {
     /// Run directory for config, metrics and models. Default: runs/<dataset>-<method>-<time>.
     #[arg(long, value_name = "RUN_DIR")]
     pub out: Option<PathBuf>,
+    /// Also write the round metrics as TensorBoard scalars (validation metrics, training loss, steps, round times; test metrics at the end), as the run goes: an event file under DIR/<run directory's name>/, so `tensorboard --logdir DIR` shows the run next to others (tags: crates/tma-train/src/tensorboard.rs). Default: none.
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard: Option<PathBuf>,
     /// TOML file with any of these options (flags win).
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
