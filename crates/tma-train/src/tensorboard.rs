@@ -3,7 +3,7 @@
 //! reads next to PyTorch runs, written as the run goes (each round's record is one write, so
 //! TensorBoard sees every formed round).
 //!
-//! The format, written here (docs/decisions/0022-tensorboard-event-files.md): TFRecord framing
+//! The format, written here (docs/decisions/0025-tensorboard-event-files.md): TFRecord framing
 //! (`u64` length little-endian, masked CRC-32C of the length, the data, masked CRC-32C of the
 //! data; mask = `((crc >> 15) | (crc << 17)) + 0xa282ead8`) around `Event` protobufs
 //! (`wall_time` double 1, `step` int64 2, `file_version` string 3 = `brain.Event:2` in the
