@@ -519,13 +519,14 @@ impl PyRun {
 /// ([`tma_train::options::config_from`]); `fail` pairs of trainer and duration (`"10s"`);
 /// `partitions` a partition directory (`tma partition --out`); `engine` `in-process` (default)
 /// or `mpi` (this process is one rank of an `mpirun` job: rank 0 returns the run, a trainer
-/// rank `None`); `join_timeout` MPI's wait for the ranks (a duration, default 120 s).
+/// rank `None`); `join_timeout` MPI's wait for the ranks (a duration, default 120 s);
+/// `tensorboard` a folder for the TensorBoard event file (`tma train --tensorboard`).
 ///
 /// With `resume`, continues the interrupted run in the directory `out` from its last
 /// checkpoint (`tma train --resume`): its `config.toml` is the configuration, `options` over
 /// it; the data is `dataset`, else the data its `config.toml` records.
 #[pyfunction]
-#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None, partitions=None, engine=None, join_timeout=None, resume=false))]
+#[pyo3(signature = (dataset, options, out=None, fail=Vec::new(), gen_nodes=None, on_round=None, partitions=None, engine=None, join_timeout=None, resume=false, tensorboard=None))]
 #[allow(clippy::too_many_arguments)]
 // long: one Python call in order: options, a resumed run's config, data, the worker thread, and the loop that hands rounds to Python and answers Ctrl-C without holding the GIL
 fn _train(
@@ -540,6 +541,7 @@ fn _train(
     engine: Option<String>,
     join_timeout: Option<String>,
     resume: bool,
+    tensorboard: Option<PathBuf>,
 ) -> PyResult<Option<PyRun>> {
     let engine = match engine.as_deref().unwrap_or("in-process") {
         "in-process" => Engine::InProcess,
@@ -710,6 +712,8 @@ fn _train(
     // waited on without the GIL (a closure that py.detach runs must be Sync)
     let rx = std::sync::Mutex::new(rx);
     let worker_stop = stop.clone();
+    // a resumed run writes its event file where it did (its config.toml), unless told otherwise
+    let tensorboard = tensorboard.or_else(|| saved.as_ref().and_then(|s| s.tensorboard.clone()));
     let cfg = config.clone();
     let worker = std::thread::Builder::new()
         .name("tma-run".into())
@@ -723,6 +727,7 @@ fn _train(
                 spec.join_timeout = join_timeout;
                 spec.notes = notes;
                 spec.resume = resume;
+                spec.tensorboard = tensorboard;
                 let fwd = Forward { tx };
                 if engine == Engine::Mpi {
                     return train_mpi(spec, worker_stop, fwd);

@@ -169,7 +169,7 @@ def test_the_option_table_lists_refused_values_and_every_keyword():
     keys = {o["key"] for o in tma.options() if o["scope"] == "config"}
     assert keys == set(tma.defaults()), keys ^ set(tma.defaults())
     run_keys = {o["key"] for o in tma.options() if o["scope"] == "run"}
-    assert run_keys == {"dataset", "fail", "gen_nodes", "out", "partitions", "engine", "join_timeout"}
+    assert run_keys == {"dataset", "fail", "gen_nodes", "out", "partitions", "engine", "join_timeout", "tensorboard"}
     import inspect
     params = set(inspect.signature(tma.train).parameters)
     assert run_keys <= params, run_keys - params

@@ -428,6 +428,7 @@ def train(
     partitions: Union[str, "_os.PathLike[str]", None] = None,
     engine: Optional[str] = None,
     join_timeout: Any = None,
+    tensorboard: Union[str, "_os.PathLike[str]", None] = None,
     **options: Any,
 ) -> Optional[Run]:
     """Trains a GNN and returns the finished :class:`Run`.
@@ -455,10 +456,15 @@ def train(
     needs ``partitions`` and a package built with MPI, see :data:`HAS_MPI`). Rank 0 coordinates
     and returns the :class:`Run`; ranks 1..M each train one part and return ``None``.
     ``join_timeout``: how long MPI ranks wait for each other to start and join (default 120 s).
+    ``tensorboard``: a folder; the round metrics (validation metrics, training loss, steps, round
+    times; test metrics at the end) also go, as the run goes, to a TensorBoard event file under
+    ``<tensorboard>/<run directory's name>/`` (``tensorboard --logdir <tensorboard>``), as
+    ``tma train --tensorboard``; a resumed run writes there again.
     ``python -m tma train --partitions DIR --engine mpi ...`` does the same from a shell.
     """
     return _run(dataset, on_round, out, fail, gen_nodes, options, resume=False,
-                partitions=partitions, engine=engine, join_timeout=join_timeout)
+                partitions=partitions, engine=engine, join_timeout=join_timeout,
+                tensorboard=tensorboard)
 
 
 def resume(
@@ -468,6 +474,7 @@ def resume(
     on_round: Optional[Callable[[dict], Any]] = None,
     engine: Optional[str] = None,
     join_timeout: Any = None,
+    tensorboard: Union[str, "_os.PathLike[str]", None] = None,
     **options: Any,
 ) -> Optional[Run]:
     """Continues the interrupted run in ``run_dir`` from its last checkpoint, as ``tma train
@@ -479,13 +486,15 @@ def resume(
     finished run or changed options). ``engine="mpi"``: this process is one rank of an
     ``mpirun`` job that continues a run made on a partition directory (as :func:`train`:
     rank 0 returns the :class:`Run`, the trainer ranks ``None``); ``python -m tma train
-    --resume RUN_DIR --engine mpi`` does the same from a shell."""
+    --resume RUN_DIR --engine mpi`` does the same from a shell. ``tensorboard``: as
+    :func:`train`; by default the folder the run wrote its TensorBoard event file under, if it
+    did."""
     return _run(dataset, on_round, run_dir, None, None, options, resume=True,
-                engine=engine, join_timeout=join_timeout)
+                engine=engine, join_timeout=join_timeout, tensorboard=tensorboard)
 
 
 def _run(dataset, on_round, out, fail, gen_nodes, options, *, resume: bool,
-         partitions=None, engine=None, join_timeout=None) -> Optional[Run]:
+         partitions=None, engine=None, join_timeout=None, tensorboard=None) -> Optional[Run]:
     for k in _DURATIONS:
         if k in options:
             options[k] = _duration(k, options[k])
@@ -522,6 +531,7 @@ def _run(dataset, on_round, out, fail, gen_nodes, options, *, resume: bool,
         engine,
         None if join_timeout is None else _duration("join_timeout", join_timeout),
         resume,
+        None if tensorboard is None else _os.fspath(tensorboard),
     )
     if run is None:  # an MPI trainer rank: the run belongs to rank 0
         return None
@@ -629,6 +639,10 @@ def compare(
             if on_round is not None:
                 cb = (lambda m_, s_: lambda r: on_round(dict(r, method=m_, seed=s_)))(m, s)
             opts = dict(options)
+            if opts.get("tensorboard") is not None:
+                # as `tma compare`: <tensorboard>/<out's name>/<method>-seed<seed>/
+                opts["tensorboard"] = _os.path.join(
+                    _os.fspath(opts["tensorboard"]), _os.path.basename(_os.path.normpath(_os.fspath(out))))
             if m == "centralized":
                 # as `tma compare`: one trainer on the whole graph (no parts to drop or fail)
                 for k in ("drop_parts", "fail", "trainers", "num_trainers"):

@@ -49,7 +49,7 @@ def parse(argv: List[str]) -> Dict[str, Any]:
         name = key.replace("-", "_")
         if name in opts:
             raise ValueError(f"--{key} is given twice")
-        keep = ("dataset", "partitions", "out", "resume", "engine", "fail", "fanouts", "eval_fanouts")
+        keep = ("dataset", "partitions", "out", "resume", "tensorboard", "engine", "fail", "fanouts", "eval_fanouts")
         opts[name] = val if name in keep else _value(val)
         i += 1
     return opts

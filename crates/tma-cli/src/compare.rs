@@ -305,9 +305,15 @@ fn run_one(
 ) -> Result<RunOutcome> {
     let (o, cfg, fail) = resolve(run_opts(base, method, seed)?)?;
     let dir = out.join(format!("{method}-seed{seed}"));
+    // each run's event file under DIR/<compare's folder>/<method>-seed<seed>/
+    let tensorboard = o
+        .tensorboard
+        .as_ref()
+        .map(|tb| tb.join(out.file_name().unwrap_or(out.as_os_str())));
     let spec = RunSpec {
         fail,
         out: Some(dir),
+        tensorboard,
         ..RunSpec::new(
             cfg,
             data_source(

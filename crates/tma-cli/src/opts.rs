@@ -124,6 +124,8 @@ pub struct TrainOpts {
     pub gen_nodes: Option<usize>,
     #[arg(long, value_name = "RUN_DIR")]
     pub out: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    pub tensorboard: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,

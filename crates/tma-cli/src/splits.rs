@@ -219,6 +219,11 @@ pub fn train_all_splits(flags: TrainOpts) -> Result<()> {
         let o = TrainOpts {
             split_index: Some(SplitIndexArg::One(k)),
             out: Some(dir.clone()),
+            // each split's event file under DIR/<this folder>/split-K/
+            tensorboard: merged
+                .tensorboard
+                .as_ref()
+                .map(|tb| tb.join(parent.file_name().unwrap_or(parent.as_os_str()))),
             ..flags.clone()
         };
         train_inner(o, &mut None).with_context(|| {

@@ -325,6 +325,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         resume: resume_dir.is_some(),
         // printed with the run's other warnings, and recorded
         notes: warnings,
+        tensorboard: o.tensorboard.clone(),
     };
     // Ctrl-C or SIGTERM: first stops after the round in flight, second at once (in-process
     // runs; under MPI the launcher owns the signals)
@@ -332,6 +333,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     crate::interrupt::set_before_training(true);
     let mut run = Run::start(spec)?;
     let out = run.dir().to_path_buf();
+    let tb_file = run.tensorboard_file().map(Path::to_path_buf);
     if let Some((stop, cleanup)) = &interrupt {
         if let (Some(existed), Ok(mut slot)) = (run.dir_existed(), cleanup.lock()) {
             *slot = Some((out.clone(), existed));
@@ -465,6 +467,13 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
             "          (interrupted? `tma train --resume {}` continues from the last round)",
             out.display()
         );
+        if let (Some(file), Some(dir)) = (&tb_file, &o.tensorboard) {
+            eprintln!(
+                "tensorboard  {} (watch with `tensorboard --logdir {}`)",
+                file.display(),
+                dir.display()
+            );
+        }
     }
 
     let bar = (!quiet).then(|| {

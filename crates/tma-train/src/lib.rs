@@ -46,6 +46,7 @@ pub mod run;
 pub mod saved;
 pub mod spill;
 pub mod store;
+pub mod tensorboard;
 pub mod trainer;
 
 pub use averaging::{average_models, Corrector};

@@ -30,6 +30,7 @@ pub use crate::engine::EngineContext;
 use crate::output::RunDir;
 use crate::record::{FailPlan, Observer, RoundRecord, RunResult, StopFlag};
 use crate::store::{self, Manifest};
+use crate::tensorboard::EventLog;
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -97,6 +98,10 @@ pub struct RunSpec {
     /// uses: [`crate::options::unused_warnings`]); first among [`Run::warnings`], so they are
     /// printed and recorded in `partition.json` and `summary.json` with the rest.
     pub notes: Vec<String>,
+    /// `--tensorboard DIR`: the round metrics also as TensorBoard scalars, in an event file
+    /// under `DIR/<run directory's name>/` ([`crate::tensorboard`]); recorded in
+    /// `config.toml`, so a resumed run appends to the same folder.
+    pub tensorboard: Option<PathBuf>,
 }
 
 impl RunSpec {
@@ -111,6 +116,7 @@ impl RunSpec {
             out: None,
             resume: false,
             notes: Vec::new(),
+            tensorboard: None,
         }
     }
 }
@@ -191,6 +197,8 @@ struct ResolvedConfig<'a> {
     engine: Option<Engine>,
     #[serde(skip_serializing_if = "Option::is_none")]
     join_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tensorboard: Option<String>,
     #[serde(flatten)]
     train: &'a TrainConfig,
 }
@@ -229,6 +237,8 @@ pub struct Run {
     /// `config.toml` of a resumed run (flags over the saved config), written once the resume
     /// has passed its checks.
     resumed_config: Option<String>,
+    /// The TensorBoard event file (`RunSpec::tensorboard`).
+    tensorboard: Option<EventLog>,
 }
 
 fn abs_display(p: &Path) -> String {
@@ -267,6 +277,7 @@ impl Run {
             out,
             resume,
             notes,
+            tensorboard,
         } = spec;
         if engine == Engine::Mpi && !config.val_check_interval.is_zero() {
             return Err(TrainError::Config(
@@ -381,6 +392,20 @@ impl Run {
             warnings: Vec::new(),
             load_notes,
             resumed_config: None,
+            tensorboard: None,
+        };
+        // the event file under DIR/<run name>/, created now so that a folder that cannot be
+        // written is said before any data is prepared
+        let tensorboard = match tensorboard {
+            Some(tb) => {
+                let name = run
+                    .dir
+                    .file_name()
+                    .map_or_else(|| std::ffi::OsString::from(&run.name), |n| n.to_os_string());
+                run.tensorboard = Some(EventLog::create(&tb.join(name))?);
+                Some(abs_display(&tb))
+            }
+            None => None,
         };
         {
             let resolved = ResolvedConfig {
@@ -398,6 +423,7 @@ impl Run {
                 partitions,
                 engine: (engine != Engine::InProcess).then_some(engine),
                 join_timeout: join_timeout.map(|d| humantime::format_duration(d).to_string()),
+                tensorboard,
                 train: &run.config,
             };
             let text = toml::to_string(&resolved)
@@ -414,6 +440,11 @@ impl Run {
     /// The run directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The TensorBoard event file this run writes (`RunSpec::tensorboard`), if any.
+    pub fn tensorboard_file(&self) -> Option<&Path> {
+        self.tensorboard.as_ref().map(EventLog::path)
     }
 
     /// Whether the run directory existed (empty) before this run; None for a resumed run,
@@ -739,6 +770,7 @@ impl Run {
             user: observer,
             run_dir: &mut self.run_dir,
             ckpt,
+            tensorboard: self.tensorboard.as_mut(),
         };
         let partitions = match &self.opened {
             Opened::Partitions { dir, manifest } => Some((dir.as_path(), manifest)),
@@ -789,6 +821,9 @@ impl Run {
         // GGS trainers whose examples were never trained on
         let idle = crate::record::no_step_warnings(&result.summary);
         result.summary.warnings.extend(idle);
+        if let Some(tb) = &mut self.tensorboard {
+            tb.write_summary(&result.summary)?;
+        }
         if result.summary.memory.is_empty() {
             // one process (an MPI engine fills in every rank itself)
             let rank = (engine.role() == "coordinator").then_some(0);
@@ -811,6 +846,9 @@ impl Drop for Run {
     fn drop(&mut self) {
         if let Some(existed) = self.created {
             remove_unstarted_run(&self.dir, existed);
+        }
+        if let Some(tb) = &self.tensorboard {
+            tb.discard_if_unused();
         }
     }
 }
@@ -896,17 +934,23 @@ fn unstarted_run_dir(dir: &Path) -> bool {
     has_config
 }
 
-/// The run's own observer: the caller's first, then `rounds.jsonl`, then the checkpoint.
+/// The run's own observer: the caller's first, then `rounds.jsonl`, the TensorBoard event
+/// file (when asked for), then the checkpoint.
 struct Recorder<'a> {
     user: &'a mut dyn Observer,
     run_dir: &'a mut RunDir,
     ckpt: Checkpointer,
+    tensorboard: Option<&'a mut EventLog>,
 }
 
 impl Observer for Recorder<'_> {
     fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
         self.user.on_round(r)?;
-        self.run_dir.append_round(r)
+        self.run_dir.append_round(r)?;
+        match &mut self.tensorboard {
+            Some(tb) => tb.on_round(r),
+            None => Ok(()),
+        }
     }
 
     fn on_round_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {

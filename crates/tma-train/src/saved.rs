@@ -92,6 +92,10 @@ pub struct SavedConfig {
     /// The partition directory the run trained on.
     #[serde(default)]
     pub partitions: Option<PathBuf>,
+    /// The TensorBoard folder the run wrote its event file under (`--tensorboard`); a
+    /// resumed run writes there again.
+    #[serde(default)]
+    pub tensorboard: Option<PathBuf>,
     /// The training configuration.
     #[serde(flatten)]
     pub train: TrainConfig,

@@ -563,3 +563,103 @@ fn resumed_trainers_continue_their_epochs() {
         );
     }
 }
+
+/// `--tensorboard DIR` (issue 31 item 6): one event per round at its round number with the
+/// values `rounds.jsonl` has, the test metrics of `summary.json` at the end, the folder in
+/// `config.toml`; a run that fails before its first round leaves no event file.
+#[test]
+fn tensorboard_events_hold_the_rounds_and_the_summary() {
+    use tma_train::tensorboard::read_events;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run-x");
+    let tb = tmp.path().join("tb");
+    let mut spec = run_into(
+        &out,
+        Method::RandomTma,
+        2,
+        Duration::from_millis(900),
+        false,
+    );
+    spec.tensorboard = Some(tb.clone());
+    let run = Run::start(spec).unwrap();
+    let file = run.tensorboard_file().unwrap().to_path_buf();
+    assert_eq!(file.parent().unwrap(), tb.join("run-x"));
+    let result = run.train(&mut Quiet).unwrap();
+    let events = read_events(&file).unwrap();
+    assert_eq!(events[0].file_version.as_deref(), Some("brain.Event:2"));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(out.join("rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rounds = result.summary.rounds as usize;
+    assert!(rounds >= 3, "{rounds} rounds");
+    assert_eq!(lines.len(), rounds);
+    // header, one event per round, then the final and the best model's test metrics
+    assert_eq!(events.len(), 1 + rounds + 2);
+    for (e, l) in events[1..=rounds].iter().zip(&lines) {
+        assert_eq!(e.step, l["round"].as_u64().unwrap());
+        let get = |tag: &str| e.scalars.iter().find(|(t, _)| t == tag).map(|s| s.1);
+        for (name, v) in l["val"]["all"].as_object().unwrap() {
+            assert_eq!(
+                get(&format!("val/{name}")),
+                Some(v.as_f64().unwrap() as f32)
+            );
+        }
+        assert_eq!(
+            get("train/loss"),
+            l["train_loss"].as_f64().map(|v| v as f32)
+        );
+        let steps: u64 = l["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_u64().unwrap())
+            .sum();
+        assert_eq!(get("train/steps"), Some(steps as f32));
+        assert_eq!(
+            get("time/train_s"),
+            Some(l["elapsed_s"].as_f64().unwrap() as f32)
+        );
+    }
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let (last, best) = (&events[rounds + 1], &events[rounds + 2]);
+    assert_eq!(last.step, s["rounds"].as_u64().unwrap());
+    assert_eq!(best.step, s["best_round"].as_u64().unwrap());
+    let expect = |prefix: &str, all: &serde_json::Value| -> Vec<(String, f32)> {
+        all.as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (format!("{prefix}/{k}"), v.as_f64().unwrap() as f32))
+            .collect()
+    };
+    assert_eq!(last.scalars, expect("test", &s["final_test"]["all"]));
+    assert_eq!(best.scalars, expect("best_test", &s["best_test"]["all"]));
+    assert!(!last.scalars.is_empty());
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    let abs = std::fs::canonicalize(&tb).unwrap();
+    assert!(
+        config.contains(&format!("tensorboard = \"{}\"", abs.display())),
+        "{config}"
+    );
+
+    // a run refused before its first round (here by the memory check when it prepares)
+    // leaves no event file and no folder, as it leaves no run directory
+    let tb2 = tmp.path().join("tb2");
+    let mut spec = run_into(
+        &tmp.path().join("run-y"),
+        Method::RandomTma,
+        2,
+        Duration::from_millis(300),
+        false,
+    );
+    spec.tensorboard = Some(tb2.clone());
+    let mut run = Run::start(spec).unwrap();
+    let file = run.tensorboard_file().unwrap().to_path_buf();
+    assert!(file.is_file());
+    run.set_available_memory(Some(1));
+    assert!(run.train(&mut Quiet).is_err());
+    assert!(!file.exists() && !tb2.join("run-y").exists());
+    assert!(tb2.is_dir(), "the folder the user named stays");
+}
