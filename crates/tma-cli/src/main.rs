@@ -4,6 +4,7 @@
 mod bench;
 mod compare;
 mod dist;
+mod encoder_flags;
 mod eval_cmd;
 #[cfg(test)]
 mod fuzz_config;
@@ -37,7 +38,7 @@ unsafe impl Sync for MallocConf {}
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: MallocConf = MallocConf(c"thp:always,metadata_thp:auto".as_ptr());
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// tma trains graph neural networks on graphs too large for one trainer: independent
@@ -116,7 +117,17 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .try_init();
     }
-    let cli = Cli::parse();
+    // the encoders' own options (GAT's --heads, ...) and --model's help come from the registry
+    let matches = Cli::command()
+        .mut_subcommand("train", encoder_flags::add)
+        .mut_subcommand("compare", encoder_flags::add)
+        .get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match (&mut cli.command, matches.subcommand()) {
+        (Command::Train(o), Some((_, m))) => o.encoder = encoder_flags::read(m),
+        (Command::Compare(o), Some((_, m))) => o.train.encoder = encoder_flags::read(m),
+        _ => {}
+    }
     let r = match cli.command {
         Command::Train(o) => splits::train(*o),
         Command::Info(o) => train_cmd::info(o),

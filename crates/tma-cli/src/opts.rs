@@ -15,8 +15,13 @@ use tma_train::{DataSource, FailPlan, Method, Metric, Task, TrainConfig};
 
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
 /// (keys are the long names with `_` for `-`, e.g. `sync_every = "30s"`); flags override the file.
+///
+/// The encoders' own options (GAT's `--heads`, ...) are not fields: their flags are added
+/// from the registry at run time (`encoder_flags.rs`) and they, and their config-file keys,
+/// land in [`TrainOpts::encoder`]; any other unknown config-file key is refused
+/// ([`with_config_file`]).
 #[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct TrainOpts {
     /// Dataset: a directory in the .npy layout of docs/dataset-format.md or in the on-disk format
     /// of docs/graph-format.md (mapped: the graph and dense f32 features are read in place, the
@@ -74,12 +79,15 @@ pub struct TrainOpts {
     /// Weighting of the model average: uniform (the paper's plain mean), nodes or edges. Default: uniform.
     #[arg(long, value_name = "W")]
     pub average_weight: Option<String>,
-    /// Encoder: sage (GraphSAGE, mean aggr), gcn, gat (graph attention, --heads) or mlp. Default: sage.
+    /// Encoder (the help text is generated from the registry: encoder_flags.rs).
     #[arg(long)]
     pub model: Option<String>,
-    /// GAT attention heads of the hidden layers (concatenated; --hidden must be a multiple). Default: 8.
-    #[arg(long)]
-    pub heads: Option<usize>,
+    /// The encoders' own options given (flags added from the registry, config-file keys), by
+    /// key: `heads` -> 4. A config file's keys that are no option at all are kept here too
+    /// until [`with_config_file`] refuses them.
+    #[arg(skip)]
+    #[serde(flatten)]
+    pub encoder: std::collections::BTreeMap<String, serde_json::Value>,
     /// Hidden width. Default: 256.
     #[arg(long)]
     pub hidden: Option<usize>,
@@ -314,6 +322,24 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     let f: TrainOpts = toml::from_str(&text)
         .with_context(|| format!("config file {} is not valid", path.display()))?;
+    // keys no field took: an encoder's own option, or no option at all
+    if let Some(k) = f
+        .encoder
+        .keys()
+        .find(|k| tma_train::encoder_options::declared(k).is_none())
+    {
+        let mut known: Vec<String> = match serde_json::to_value(TrainOpts::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        known.sort();
+        bail!(
+            "config file {} is not valid: unknown option '{k}' (options: {}; the encoders' own options: {})",
+            path.display(),
+            known.join(", "),
+            encoder_option_owners()
+        );
+    }
     overlay(f, o)
 }
 
@@ -367,7 +393,7 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
                 .map_err(|e| anyhow::anyhow!("--model '{m}': {e}"))?,
             None => d.model,
         },
-        heads: o.heads.unwrap_or(d.heads),
+        encoder_options: encoder_values(&o.encoder)?,
         hidden: o.hidden.unwrap_or(d.hidden),
         num_layers: o.num_layers.unwrap_or(d.num_layers),
         dropout: o.dropout.unwrap_or(d.dropout),
@@ -441,6 +467,30 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         fail.insert(t, parse_duration("fail", at)?);
     }
     Ok((o, cfg, fail))
+}
+
+/// The encoders' own options as given (flags or config-file keys), checked by kind.
+fn encoder_values(
+    given: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> Result<tma_train::encoder_options::EncoderOptionValues> {
+    let mut v = tma_train::encoder_options::EncoderOptionValues::default();
+    for (k, x) in given {
+        v.set_json(k, x)
+            .map_err(|e| anyhow::anyhow!("--{}: {e}", k.replace('_', "-")))?;
+    }
+    Ok(v)
+}
+
+/// `heads (gat)`: every encoder option with the encoders that declare it, for messages.
+fn encoder_option_owners() -> String {
+    tma_nn::EncoderKind::all_options()
+        .iter()
+        .map(|(o, ks)| {
+            let ks: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+            format!("{} ({})", o.name, ks.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `--gen-nodes` on the command line (`flags`) while the data comes from a dataset or a

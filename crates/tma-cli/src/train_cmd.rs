@@ -1196,6 +1196,12 @@ mod tests {
             .filter(|k| !run_level.contains(&k.as_str()))
             .cloned()
             .collect();
+        // the encoders' own options: flags and keys from the registry (encoder_flags.rs)
+        keys.extend(
+            tma_train::encoder_options::keys()
+                .into_iter()
+                .map(String::from),
+        );
         keys.sort();
         assert_eq!(keys, TrainConfig::option_names());
         // the aliases the TOML file accepts are the library's
