@@ -1320,7 +1320,41 @@ fn _load_model(py: Python<'_>, path: PathBuf, which: &str) -> PyResult<PyModel> 
 #[pyo3(signature = (task="node"))]
 fn _defaults(task: &str) -> PyResult<String> {
     let t: tma_train::Task = task.parse().map_err(PyValueError::new_err)?;
-    Ok(serde_json::to_string(&TrainConfig::defaults_for(t)).expect("serializes"))
+    let mut v = serde_json::to_value(TrainConfig::defaults_for(t)).expect("serializes");
+    // the encoders' own options (GAT's heads, ...) with their declared defaults
+    for (o, _) in tma_nn::EncoderKind::all_options() {
+        v[o.name] = option_json(o.default);
+    }
+    Ok(v.to_string())
+}
+
+fn option_json(v: tma_nn::OptionValue) -> serde_json::Value {
+    match v {
+        tma_nn::OptionValue::Int(i) => i.into(),
+        tma_nn::OptionValue::Float(f) => f.into(),
+    }
+}
+
+/// The registered encoders as a JSON array, in registry order: `[{"name", "about", "aliases",
+/// "options": [{"name", "default", "help"}]}]` (`tma.encoders()`).
+#[pyfunction]
+fn _encoders() -> String {
+    let list: Vec<serde_json::Value> = tma_nn::EncoderKind::ALL
+        .iter()
+        .map(|k| {
+            let options: Vec<serde_json::Value> = k
+                .options()
+                .iter()
+                .map(|o| {
+                    serde_json::json!({"name": o.name, "default": option_json(o.default), "help": o.help})
+                })
+                .collect();
+            serde_json::json!({
+                "name": k.name(), "about": k.about(), "aliases": k.aliases(), "options": options
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
 }
 
 /// The native module.
@@ -1332,6 +1366,7 @@ fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_load_model, m)?)?;
     m.add_function(wrap_pyfunction!(_train, m)?)?;
     m.add_function(wrap_pyfunction!(_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(_encoders, m)?)?;
     m.add_function(wrap_pyfunction!(_partition, m)?)?;
     m.add("OPTION_ALIASES", tma_train::config::OPTION_ALIASES.to_vec())?;
     // whether `engine='mpi'` is available (the package built with the `mpi` feature)

@@ -1295,9 +1295,19 @@ fn init_params_layout_and_values() {
         "graphsage".parse::<EncoderKind>().unwrap(),
         EncoderKind::Sage
     );
+    // the list of the message is the registry's
     assert_eq!(
         "gin".parse::<EncoderKind>().unwrap_err(),
-        "unknown encoder \"gin\" (expected sage, gcn, mlp, gat or toy)"
+        format!(
+            "unknown encoder \"gin\" (expected {})",
+            EncoderKind::names_list()
+        )
+    );
+    let names: Vec<&str> = EncoderKind::ALL.iter().map(|k| k.name()).collect();
+    let (last, rest) = names.split_last().unwrap();
+    assert_eq!(
+        EncoderKind::names_list(),
+        format!("{} or {last}", rest.join(", "))
     );
     for &k in EncoderKind::ALL {
         assert_eq!(k.to_string().parse::<EncoderKind>().unwrap(), k);
