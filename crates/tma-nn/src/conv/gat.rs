@@ -133,7 +133,7 @@ fn check_heads(v: OptionValue, shape: &EncoderShape) -> Result<(), String> {
         OptionValue::Int(h) => h,
         OptionValue::Float(_) => 0,
     };
-    if h <= 0 || !(shape.hidden as i64 % h == 0) {
+    if h <= 0 || shape.hidden as i64 % h != 0 {
         return Err(format!(
             "--model gat splits --hidden {} over --heads {v}: hidden must be a positive multiple of heads",
             shape.hidden
