@@ -1312,16 +1312,50 @@ fn _load_model(py: Python<'_>, path: PathBuf, which: &str) -> PyResult<PyModel> 
 #[pyo3(signature = (task="node"))]
 fn _defaults(task: &str) -> PyResult<String> {
     let t: tma_train::Task = task.parse().map_err(PyValueError::new_err)?;
-    Ok(serde_json::to_string(&TrainConfig::defaults_for(t)).expect("serializes"))
+    let mut v = serde_json::to_value(TrainConfig::defaults_for(t)).expect("serializes");
+    // the encoders' own options (GAT's heads, ...) with their declared defaults
+    for (o, _) in tma_nn::EncoderKind::all_options() {
+        v[o.name] = option_json(o.default);
+    }
+    Ok(v.to_string())
+}
+
+fn option_json(v: tma_nn::OptionValue) -> serde_json::Value {
+    match v {
+        tma_nn::OptionValue::Int(i) => i.into(),
+        tma_nn::OptionValue::Float(f) => f.into(),
+    }
+}
+
+/// The registered encoders as a JSON array, in registry order: `[{"name", "about", "aliases",
+/// "options": [{"name", "default", "help"}]}]` (`tma.encoders()`).
+#[pyfunction]
+fn _encoders() -> String {
+    let list: Vec<serde_json::Value> = tma_nn::EncoderKind::ALL
+        .iter()
+        .map(|k| {
+            let options: Vec<serde_json::Value> = k
+                .options()
+                .iter()
+                .map(|o| {
+                    serde_json::json!({"name": o.name, "default": option_json(o.default), "help": o.help})
+                })
+                .collect();
+            serde_json::json!({
+                "name": k.name(), "about": k.about(), "aliases": k.aliases(), "options": options
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
 }
 
 /// The option table of `tma train` / `tma.train` as JSON: one object per option (`key`,
 /// `flag`, `aliases`, `scope`, `value`, `default`, `used_by`, `help`, `invalid`), from the
-/// library's table (`tma_train::options::table::TABLE`).
+/// library's table (`tma_train::options::table::rows`).
 #[pyfunction]
 fn _option_table() -> String {
-    use tma_train::options::table::{self, Scope, TABLE};
-    let rows: Vec<serde_json::Value> = TABLE
+    use tma_train::options::table::{self, Scope};
+    let rows: Vec<serde_json::Value> = table::rows()
         .iter()
         .filter(|o| !o.hidden)
         .map(|o| {
@@ -1350,6 +1384,7 @@ fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_load_model, m)?)?;
     m.add_function(wrap_pyfunction!(_train, m)?)?;
     m.add_function(wrap_pyfunction!(_defaults, m)?)?;
+    m.add_function(wrap_pyfunction!(_encoders, m)?)?;
     m.add_function(wrap_pyfunction!(_partition, m)?)?;
     m.add("OPTION_ALIASES", tma_train::options::aliases())?;
     m.add_function(wrap_pyfunction!(_option_table, m)?)?;

@@ -222,3 +222,29 @@ def test_matmul_precision_is_an_option(tmp_path, cora_dir):
     assert len(r.rounds) >= 2 and all(0.0 < x["val"]["value"] <= 1.0 for x in r.rounds)
     with pytest.raises(ValueError, match="matmul.precision"):
         tma.train(cora_dir, out=tmp_path / "x", **{**SMALL, "matmul_precision": "low"})
+
+
+def test_an_encoders_own_option_is_a_keyword_and_the_registry_lists_it(tmp_path):
+    # the registry, in its order, with each encoder's own options and defaults
+    enc = tma.encoders()
+    assert list(enc) == ["sage", "gcn", "mlp", "gat"]
+    assert enc["gat"]["options"]["heads"]["default"] == 8 == tma.defaults()["heads"]
+    assert enc["sage"]["aliases"] == ["graphsage"] and enc["sage"]["options"] == {}
+    assert "heads" in tma.option_names()
+    # model="gat", heads=4 trains a GAT of 4 heads (recorded in config.toml and the model)
+    run = tma.train(None, gen_nodes=300, out=tmp_path / "g", trainers=1, hidden=8, model="gat", heads=4,
+                    sync_every="500ms", time_limit="700ms", threads=2)
+    assert run.best_params()["encoder.0.att_src"].shape == (1, 4, 2)
+    assert "heads = 4" in (tmp_path / "g" / "config.toml").read_text()
+    # refused as the CLI refuses, in the same words; of the wrong kind, naming it
+    with pytest.raises(ValueError, match="--model gat splits --hidden 8 over --heads 3"):
+        tma.train(None, gen_nodes=300, hidden=8, model="gat", heads=3)
+    with pytest.raises(ValueError, match="option 'heads' of encoder gat: expected an integer, got 2.5"):
+        tma.train(None, gen_nodes=300, model="gat", heads=2.5)
+    # an unknown option names the chosen encoder's own options
+    with pytest.raises(ValueError, match="unknown option 'head'.*encoder gat's own options: heads"):
+        tma.train(None, gen_nodes=300, model="gat", head=4)
+    # given with another encoder: ignored with the CLI's warning
+    with pytest.warns(UserWarning, match="heads is ignored: it is an option of model gat \\(model: sage\\)"):
+        tma.train(None, gen_nodes=300, out=tmp_path / "s", trainers=1, hidden=8, heads=4,
+                  sync_every="500ms", time_limit="700ms", threads=2)

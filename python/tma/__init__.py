@@ -40,6 +40,7 @@ __all__ = [
     "defaults",
     "option_names",
     "options",
+    "encoders",
     "load_safetensors",
     "to_torch",
     "HAS_MPI",
@@ -383,6 +384,21 @@ def defaults(task: str = "node") -> Dict[str, Any]:
     """The options :func:`train` takes and their defaults for ``task`` (those of ``tma
     train``; durations as strings)."""
     return _json.loads(_tma._defaults(task))
+
+
+def encoders() -> Dict[str, Any]:
+    """The registered encoders (``model=`` values), in registry order: ``{name: {"about",
+    "aliases", "options": {key: {"default", "help"}}}}``. An encoder's own options (GAT's
+    ``heads``) are keyword arguments of :func:`train` like any other option; given with
+    another encoder they are ignored with a warning."""
+    return {
+        e["name"]: {
+            "about": e["about"],
+            "aliases": e["aliases"],
+            "options": {o["name"]: {"default": o["default"], "help": o["help"]} for o in e["options"]},
+        }
+        for e in _json.loads(_tma._encoders())
+    }
 
 
 def option_names() -> list:

@@ -25,10 +25,8 @@ _DTYPES = {
 }
 
 
-def load_safetensors(path: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarray]:
-    """``{name: numpy.ndarray}`` of a safetensors file, in file order. ``ValueError`` naming
-    the file for a malformed one; ``OSError`` when it cannot be read."""
-    path = os.fspath(path)
+def _read(path: str):
+    """(header dict, whole file bytes, header length) of a safetensors file."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 8:
@@ -40,6 +38,28 @@ def load_safetensors(path: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarr
         header = json.loads(raw[8 : 8 + n].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: header is not a JSON object")
+    return header, raw, n
+
+
+def load_metadata(path: Union[str, "os.PathLike[str]"]) -> Dict[str, str]:
+    """The header's ``__metadata__`` of a safetensors file (``{}`` when it has none); tma's
+    model files have ``tma.model``, a JSON description of the model (encoder, its options,
+    widths, each layer's PyTorch module). Errors as :func:`load_safetensors`."""
+    path = os.fspath(path)
+    header, _, _ = _read(path)
+    meta = header.get("__metadata__") or {}
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: __metadata__ is not a JSON object")
+    return dict(meta)
+
+
+def load_safetensors(path: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarray]:
+    """``{name: numpy.ndarray}`` of a safetensors file, in file order. ``ValueError`` naming
+    the file for a malformed one; ``OSError`` when it cannot be read."""
+    path = os.fspath(path)
+    header, raw, n = _read(path)
     body = memoryview(raw)[8 + n :]
     out: Dict[str, np.ndarray] = {}
     entries = [(k, v) for k, v in header.items() if k != "__metadata__"]

@@ -4,6 +4,7 @@
 mod bench;
 mod compare;
 mod dist;
+mod encoder_flags;
 mod eval_cmd;
 #[cfg(test)]
 mod fuzz_config;
@@ -103,9 +104,15 @@ enum Command {
 /// The command line of `tma`: the derived commands with the help of `train`'s and
 /// `compare`'s options from the library's option table.
 fn command() -> clap::Command {
+    // the encoders' own options (GAT's --heads, ...) come from the registry, then every
+    // flag's help from the option table
     Cli::command()
-        .mut_subcommand("train", |c| opts::with_table_help(c, &[]))
-        .mut_subcommand("compare", |c| opts::with_table_help(c, &["out"]))
+        .mut_subcommand("train", |c| {
+            opts::with_table_help(encoder_flags::add(c), &[])
+        })
+        .mut_subcommand("compare", |c| {
+            opts::with_table_help(encoder_flags::add(c), &["out"])
+        })
 }
 
 fn main() -> ExitCode {
@@ -124,7 +131,14 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .try_init();
     }
-    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    // the encoders' own options (GAT's --heads, ...) and --model's help come from the registry
+    let matches = command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    match (&mut cli.command, matches.subcommand()) {
+        (Command::Train(o), Some((_, m))) => o.encoder = encoder_flags::read(m),
+        (Command::Compare(o), Some((_, m))) => o.train.encoder = encoder_flags::read(m),
+        _ => {}
+    }
     let r = match cli.command {
         Command::Train(o) => splits::train(*o),
         Command::Info(o) => train_cmd::info(o),
@@ -169,7 +183,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tma_train::options::table::{self, Scope, TABLE};
+    use tma_train::options::table::{self, Scope};
 
     fn train() -> clap::Command {
         let mut cmd = command();
@@ -191,7 +205,7 @@ mod tests {
             })
             .collect();
         flags.sort();
-        let mut rows: Vec<(String, String)> = TABLE
+        let mut rows: Vec<(String, String)> = table::rows()
             .iter()
             .map(|o| (o.key.to_string(), o.cli_flag()))
             .collect();
@@ -199,7 +213,7 @@ mod tests {
         assert_eq!(flags, rows);
         // every flag's help is its row's, default included, and hidden rows are hidden
         for a in cmd.get_arguments().filter(|a| a.get_id() != "help") {
-            let o = TABLE.iter().find(|o| o.key == a.get_id()).unwrap();
+            let o = table::rows().iter().find(|o| o.key == a.get_id()).unwrap();
             assert_eq!(
                 a.get_help().unwrap().to_string(),
                 table::help(o),
@@ -231,13 +245,17 @@ mod tests {
         let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         keys.sort_unstable();
         let not_in_files = ["config", "resume", "quiet", "debug_slow_round"];
-        let mut rows: Vec<&str> = TABLE
+        // (the encoders' own options are no field: a file's `heads = 4` lands in the encoder map)
+        let encoder = |k: &str| tma_train::encoder_options::declared(k).is_some();
+        let mut rows: Vec<&str> = table::rows()
             .iter()
             .map(|o| o.key)
-            .filter(|k| !not_in_files.contains(k))
+            .filter(|k| !not_in_files.contains(k) && !encoder(k))
             .collect();
         rows.sort_unstable();
         assert_eq!(keys, rows);
+        let o: opts::TrainOpts = toml::from_str("heads = 4").unwrap();
+        assert_eq!(o.encoder.get("heads"), Some(&serde_json::json!(4)));
         for o in &not_in_files {
             assert_eq!(table::find(o).unwrap().scope, Scope::Cli, "{o}");
         }

@@ -16,10 +16,15 @@ use tma_train::{DataSource, FailPlan, Method, Metric, Task, TrainConfig};
 /// Options of `tma train`. Every option can also be set in a TOML file given with `--config`
 /// (keys are the long names with `_` for `-`, e.g. `sync_every = "30s"`); flags override the file.
 /// The fields carry no help of their own: each flag's help is its row of the library's option
-/// table (`tma_train::options::table::TABLE`), set on the command by [`with_table_help`], and a
+/// table (`tma_train::options::table::rows`), set on the command by [`with_table_help`], and a
 /// test checks that the flags, the config-file keys and the table's rows are the same set.
+///
+/// The encoders' own options (GAT's `--heads`, ...) are not fields: their flags are added
+/// from the registry at run time (`encoder_flags.rs`) and they, and their config-file keys,
+/// land in [`TrainOpts::encoder`]; any other unknown config-file key is refused
+/// ([`with_config_file`]).
 #[derive(Args, Serialize, Deserialize, Default, Debug, Clone)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct TrainOpts {
     #[arg(long, value_name = "PATH")]
     pub dataset: Option<PathBuf>,
@@ -58,8 +63,12 @@ pub struct TrainOpts {
     pub average_weight: Option<String>,
     #[arg(long)]
     pub model: Option<String>,
-    #[arg(long)]
-    pub heads: Option<usize>,
+    /// The encoders' own options given (flags added from the registry, config-file keys), by
+    /// key: `heads` -> 4. A config file's keys that are no option at all are kept here too
+    /// until [`with_config_file`] refuses them.
+    #[arg(skip)]
+    #[serde(flatten)]
+    pub encoder: std::collections::BTreeMap<String, serde_json::Value>,
     #[arg(long)]
     pub hidden: Option<usize>,
     #[arg(long = "layers")]
@@ -156,7 +165,7 @@ pub(crate) fn with_table_help(cmd: clap::Command, own: &[&str]) -> clap::Command
         .filter(|id| !own.contains(&id.as_str()))
         .collect();
     ids.iter().fold(cmd, |cmd, id| {
-        match tma_train::options::table::TABLE
+        match tma_train::options::table::rows()
             .iter()
             .find(|o| o.key == id)
         {
@@ -278,6 +287,24 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     let f: TrainOpts = toml::from_str(&text)
         .with_context(|| format!("config file {} is not valid", path.display()))?;
+    // keys no field took: an encoder's own option, or no option at all
+    if let Some(k) = f
+        .encoder
+        .keys()
+        .find(|k| tma_train::encoder_options::declared(k).is_none())
+    {
+        let mut known: Vec<String> = match serde_json::to_value(TrainOpts::default()) {
+            Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        };
+        known.sort();
+        bail!(
+            "config file {} is not valid: unknown option '{k}' (options: {}; the encoders' own options: {})",
+            path.display(),
+            known.join(", "),
+            encoder_option_owners()
+        );
+    }
     overlay(f, o)
 }
 
@@ -335,6 +362,18 @@ pub(crate) fn resolve(o: TrainOpts) -> Result<(TrainOpts, TrainConfig, FailPlan)
         fail.insert(t, parse_duration("fail", at)?);
     }
     Ok((o, cfg, fail))
+}
+
+/// `heads (gat)`: every encoder option with the encoders that declare it, for messages.
+fn encoder_option_owners() -> String {
+    tma_nn::EncoderKind::all_options()
+        .iter()
+        .map(|(o, ks)| {
+            let ks: Vec<&str> = ks.iter().map(|k| k.name()).collect();
+            format!("{} ({})", o.name, ks.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `--gen-nodes` on the command line (`flags`) while the data comes from a dataset or a

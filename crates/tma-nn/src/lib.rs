@@ -64,7 +64,10 @@ mod optim;
 mod params;
 
 pub use bf16::{amx_available, MatmulPrecision};
-pub use conv::{EncoderKind, GatConv, GcnConv, LayerOptions, MlpConv, SageConv};
+pub use conv::{
+    EncoderKind, EncoderOption, EncoderOptions, EncoderShape, EvalLayer, GatConv, GcnConv,
+    LayerCounts, LayerExport, MlpConv, OptionValue, SageConv,
+};
 pub use error::NnError;
 pub use loss::{bce_with_logits, multilabel_bce, softmax_cross_entropy};
 pub use mat::Mat;

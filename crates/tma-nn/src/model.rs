@@ -2,7 +2,7 @@
 //! LayerNorm → PReLU → dropout between layers), the link decoder, forward and backward.
 
 use crate::bf16::{self, Backend, MatmulPrecision};
-use crate::conv::{ConvArgs, ConvCache, EncoderKind, Init, LayerOptions, ParamAlloc};
+use crate::conv::{ConvArgs, ConvCache, EncoderKind, EncoderOptions, EvalLayer, Init, ParamAlloc};
 use crate::input::InputRef;
 use crate::kernels::{
     add_bias, add_col_sums, add_into, dropout_apply, dropout_mask, lane_sum, min_rows,
@@ -39,7 +39,7 @@ pub struct ModelConfig {
     /// Width of the input features (columns of `x`).
     pub in_dim: usize,
     /// Width of every hidden layer's output, and of the embeddings with [`Head::Link`]. GAT
-    /// splits it into heads: it must be divisible by [`LayerOptions::heads`].
+    /// splits it into heads: it must be divisible by its option `heads`.
     pub hidden: usize,
     /// Encoder layers (≥ 1); one sampled block per layer.
     pub num_layers: usize,
@@ -101,6 +101,8 @@ struct DecoderLayout {
 pub struct Model {
     /// The configuration it was built from.
     pub cfg: ModelConfig,
+    /// The encoder's options it was built with.
+    options: EncoderOptions,
     layers: Vec<Layer>,
     decoder: Option<DecoderLayout>,
     specs: Vec<ParamSpec>,
@@ -241,7 +243,7 @@ fn gather_pair_row(row: &mut [f32], items: &[(u32, u32)], dz: &[f32], h: &Mat) {
 const SCORE_CHUNK: usize = 512;
 
 impl Model {
-    /// Lay out the parameters of `cfg` with default [`LayerOptions`].
+    /// Lay out the parameters of `cfg` with the encoder's default options.
     ///
     /// # Panics
     /// With the message of [`Model::try_new`]'s error on an invalid configuration.
@@ -256,15 +258,24 @@ impl Model {
     /// is outside `[0, 1)`, or the encoder's layer type rejects its shape (e.g. a GAT hidden
     /// width not divisible by its heads).
     pub fn try_new(cfg: ModelConfig) -> Result<Model, NnError> {
-        Model::try_new_with(cfg, LayerOptions::default())
+        let opts = cfg.encoder.default_options();
+        Model::try_new_with(cfg, opts)
     }
 
-    /// [`Model::try_new`] with layer options (e.g. GAT heads).
+    /// [`Model::try_new`] with the encoder's options (e.g. GAT's `heads`:
+    /// `EncoderKind::Gat.default_options()` then [`EncoderOptions::set`]).
     ///
     /// # Errors
-    /// As [`Model::try_new`].
-    pub fn try_new_with(cfg: ModelConfig, opts: LayerOptions) -> Result<Model, NnError> {
+    /// As [`Model::try_new`]; also options of another encoder than `cfg.encoder`.
+    pub fn try_new_with(cfg: ModelConfig, opts: EncoderOptions) -> Result<Model, NnError> {
         let bad = |m: String| Err(NnError::Config(m));
+        if opts.encoder_name() != cfg.encoder.name() {
+            return bad(format!(
+                "options of encoder {} given for encoder {}",
+                opts.encoder_name(),
+                cfg.encoder
+            ));
+        }
         if cfg.num_layers < 1 {
             return bad("num_layers must be >= 1".into());
         }
@@ -288,7 +299,7 @@ impl Model {
                 in_dim: if l == 0 { cfg.in_dim } else { cfg.hidden },
                 out_dim: if last { out_dim } else { cfg.hidden },
                 last,
-                opts,
+                opts: opts.clone(),
             };
             let conv = cfg
                 .encoder
@@ -349,6 +360,7 @@ impl Model {
         let template = ParamSet::from_shapes(&shapes);
         Ok(Model {
             cfg,
+            options: opts,
             layers,
             decoder,
             num_params: template.len(),
@@ -455,6 +467,52 @@ impl Model {
     pub fn out_dim(&self) -> usize {
         self.layers.last().unwrap().conv.out_dim()
     }
+
+    /// The encoder's options the model was built with.
+    pub fn encoder_options(&self) -> &EncoderOptions {
+        &self.options
+    }
+
+    /// The encoder's layers, input layer first, as evaluation's planning sees them (widths,
+    /// each layer's own cost model) and as PyTorch rebuilds them ([`EvalLayer::export`]).
+    pub fn eval_layers(&self) -> Vec<EvalLayer<'_>> {
+        self.layers.iter().map(|l| EvalLayer(&*l.conv)).collect()
+    }
+
+    /// What a model file says about the model (the safetensors `__metadata__` key
+    /// [`Model::METADATA_KEY`]), as one JSON object: `format` (1), `encoder` (its name),
+    /// `options` (its options, e.g. `{"heads":8}`), `in_dim`, `hidden`, `num_layers`,
+    /// `out_dim`, `head` (`"node"` or `"link"`), `num_classes` (node head), `layer_norm`,
+    /// `dropout`, and `layers`: each layer's PyTorch export (`{"module":"GATConv",
+    /// "in_channels":...}`), input layer first. Enough to rebuild the model without its run's
+    /// configuration.
+    pub fn file_metadata(&self) -> String {
+        let c = &self.cfg;
+        let (head, classes) = match c.head {
+            Head::Link => ("link", String::new()),
+            Head::Node { num_classes } => ("node", format!(",\"num_classes\":{num_classes}")),
+        };
+        let layers: Vec<String> = self
+            .eval_layers()
+            .iter()
+            .map(|l| l.export().to_json())
+            .collect();
+        format!(
+            "{{\"format\":1,\"encoder\":\"{}\",\"options\":{},\"in_dim\":{},\"hidden\":{},\"num_layers\":{},\"out_dim\":{},\"head\":\"{head}\"{classes},\"layer_norm\":{},\"dropout\":{},\"layers\":[{}]}}",
+            c.encoder,
+            self.options.to_json(),
+            c.in_dim,
+            c.hidden,
+            c.num_layers,
+            self.out_dim(),
+            c.layer_norm,
+            c.dropout,
+            layers.join(",")
+        )
+    }
+
+    /// The safetensors metadata key of [`Model::file_metadata`].
+    pub const METADATA_KEY: &'static str = "tma.model";
 
     /// A zero-filled [`ParamSet`] with this model's layout (a gradient buffer).
     pub fn zero_params(&self) -> ParamSet {

@@ -112,6 +112,20 @@ impl ParamSet {
     /// # Errors
     /// [`NnError::Io`] when the file cannot be written.
     pub fn save_safetensors(&self, path: &Path) -> Result<(), NnError> {
+        self.save_safetensors_with(path, &[])
+    }
+
+    /// [`ParamSet::save_safetensors`] with `meta`'s `(key, value)` pairs added to the header's
+    /// `__metadata__` (e.g. [`crate::Model::file_metadata`] under
+    /// [`crate::Model::METADATA_KEY`]).
+    ///
+    /// # Errors
+    /// As [`ParamSet::save_safetensors`].
+    pub fn save_safetensors_with(
+        &self,
+        path: &Path,
+        extra: &[(&str, String)],
+    ) -> Result<(), NnError> {
         let bytes: Vec<Vec<u8>> = self
             .specs
             .iter()
@@ -138,7 +152,10 @@ impl ParamSet {
             .map(|s| s.name.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let meta: HashMap<String, String> = [("tma.param_order".to_string(), order)].into();
+        let mut meta: HashMap<String, String> = [("tma.param_order".to_string(), order)].into();
+        for (k, v) in extra {
+            meta.insert(k.to_string(), v.clone());
+        }
         let buf =
             safetensors::tensor::serialize(views, &Some(meta)).map_err(|e| NnError::Format {
                 path: path.to_path_buf(),
@@ -161,6 +178,17 @@ impl ParamSet {
     /// [`NnError::Io`] when unreadable, [`NnError::Format`] (naming the file) when it is not a
     /// valid safetensors file of F32 tensors.
     pub fn load_safetensors(path: &Path) -> Result<ParamSet, NnError> {
+        Ok(ParamSet::load_safetensors_with(path)?.0)
+    }
+
+    /// [`ParamSet::load_safetensors`] and the header's `__metadata__` (empty when the file has
+    /// none).
+    ///
+    /// # Errors
+    /// As [`ParamSet::load_safetensors`].
+    pub fn load_safetensors_with(
+        path: &Path,
+    ) -> Result<(ParamSet, HashMap<String, String>), NnError> {
         let buf = std::fs::read(path).map_err(|source| NnError::Io {
             path: path.to_path_buf(),
             source,
@@ -212,7 +240,7 @@ impl ParamSet {
                 *d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
         }
-        Ok(p)
+        Ok((p, meta.metadata().clone().unwrap_or_default()))
     }
 }
 

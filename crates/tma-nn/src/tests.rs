@@ -122,10 +122,20 @@ fn fd_check(name: &str, f: &mut dyn FnMut(&[f32]) -> f64, x: &[f32], grad: &[f32
     );
 }
 
-/// A model with GAT hidden layers of 2 heads (other encoders ignore the option), so the small
-/// hidden widths of these tests are divisible.
+/// The encoder's default options, with GAT's hidden layers at 2 heads, so the small hidden
+/// widths of these tests are divisible.
+fn test_options(enc: EncoderKind) -> EncoderOptions {
+    let mut o = enc.default_options();
+    if o.get("heads").is_some() {
+        o.set("heads", OptionValue::Int(2)).unwrap();
+    }
+    o
+}
+
+/// A model with [`test_options`].
 fn build(cfg: ModelConfig) -> Model {
-    Model::try_new_with(cfg, LayerOptions { heads: 2 }).unwrap()
+    let o = test_options(cfg.encoder);
+    Model::try_new_with(cfg, o).unwrap()
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f64 {
@@ -1285,9 +1295,19 @@ fn init_params_layout_and_values() {
         "graphsage".parse::<EncoderKind>().unwrap(),
         EncoderKind::Sage
     );
+    // the list of the message is the registry's
     assert_eq!(
         "gin".parse::<EncoderKind>().unwrap_err(),
-        "unknown encoder \"gin\" (expected sage, gcn, mlp or gat)"
+        format!(
+            "unknown encoder \"gin\" (expected {})",
+            EncoderKind::names_list()
+        )
+    );
+    let names: Vec<&str> = EncoderKind::ALL.iter().map(|k| k.name()).collect();
+    let (last, rest) = names.split_last().unwrap();
+    assert_eq!(
+        EncoderKind::names_list(),
+        format!("{} or {last}", rest.join(", "))
     );
     for &k in EncoderKind::ALL {
         assert_eq!(k.to_string().parse::<EncoderKind>().unwrap(), k);
@@ -1512,7 +1532,9 @@ fn gat_heads_layout_and_config_errors() {
         "invalid model configuration: gat: layer 0 width 60 is not divisible by its 8 attention \
          heads (choose a hidden size that is a multiple of 8)"
     );
-    let err = Model::try_new_with(cfg.clone(), LayerOptions { heads: 0 }).unwrap_err();
+    let mut zero = EncoderKind::Gat.default_options();
+    zero.set("heads", OptionValue::Int(0)).unwrap();
+    let err = Model::try_new_with(cfg.clone(), zero).unwrap_err();
     assert_eq!(
         err.to_string(),
         "invalid model configuration: gat: heads must be >= 1"
@@ -1550,7 +1572,7 @@ fn gat_layer_backward_matches_finite_differences() {
             in_dim: din,
             out_dim: dout,
             last,
-            opts: LayerOptions { heads: 2 },
+            opts: test_options(EncoderKind::Gat),
         };
         let mut alloc = ParamAlloc::default();
         let conv = EncoderKind::Gat.build(&args, &mut alloc).unwrap();
@@ -1733,4 +1755,157 @@ fn blocked_transpose_matches_the_definition() {
             }
         }
     }
+}
+
+/// The toy encoder (`conv/toy.rs`, registered in tests only by one line of `conv/mod.rs`)
+/// brings its own option: the registry lists it, the generated `--model` help names it and its
+/// flag, its check refuses a bad value, the model is built with it (`gain` 3 = three times the
+/// MLP on the same parameters) and the model file's metadata records it. (Its gradients are
+/// checked by the tests that run every registered encoder.)
+#[test]
+fn a_registered_toy_encoder_brings_its_option_help_and_export() {
+    let toy: EncoderKind = "toy".parse().unwrap();
+    assert_eq!(EncoderKind::ALL.last(), Some(&toy));
+    let names: Vec<&str> = toy.options().iter().map(|o| o.name).collect();
+    assert_eq!(names, ["gain"]);
+    assert_eq!(
+        EncoderKind::model_help(EncoderKind::Sage),
+        "Encoder: sage (GraphSAGE, mean aggregator; also graphsage), gcn (Kipf and Welling's \
+         graph convolution), mlp (no edges: a linear layer per node), gat (graph attention; \
+         options --heads) or toy (a scaled linear layer, tests only; options --gain). Default: \
+         sage."
+    );
+    let all: Vec<(&str, Vec<EncoderKind>)> = EncoderKind::all_options()
+        .into_iter()
+        .map(|(o, ks)| (o.name, ks))
+        .collect();
+    assert_eq!(
+        all,
+        vec![("heads", vec![EncoderKind::Gat]), ("gain", vec![toy])]
+    );
+    let shape = EncoderShape {
+        hidden: 8,
+        num_layers: 1,
+    };
+    let mut o = toy.default_options();
+    assert_eq!(o.get("gain"), Some(OptionValue::Int(2)));
+    o.set("gain", OptionValue::Int(0)).unwrap();
+    assert_eq!(
+        o.check(&shape).unwrap_err(),
+        "--gain must be an integer >= 1, got 0"
+    );
+    assert_eq!(
+        o.set("heads", OptionValue::Int(2)).unwrap_err(),
+        "encoder toy has no option 'heads' (its options: gain)"
+    );
+    o.set("gain", OptionValue::Int(3)).unwrap();
+    assert!(o.check(&shape).is_ok());
+    let cfg = |encoder| ModelConfig {
+        num_layers: 1,
+        layer_norm: false,
+        ..ModelConfig::new(encoder, 5, Head::Node { num_classes: 3 })
+    };
+    // options of one encoder do not build another
+    assert_eq!(
+        Model::try_new_with(cfg(EncoderKind::Mlp), o.clone())
+            .unwrap_err()
+            .to_string(),
+        "invalid model configuration: options of encoder toy given for encoder mlp"
+    );
+    let m = Model::try_new_with(cfg(toy), o).unwrap();
+    let mlp = Model::new(cfg(EncoderKind::Mlp));
+    let p = m.init_params(&mut rng(4));
+    let g = Csr::from_edges(4, &[0, 1, 2], &[1, 2, 3]);
+    let feats = dense(4, 5, randn(&mut rng(5), 20));
+    let (a, b) = (
+        m.infer_full(&p, &g, &g.degrees(), &feats),
+        mlp.infer_full(&p, &g, &g.degrees(), &feats),
+    );
+    assert!(b.data.iter().any(|&v| v != 0.0));
+    for (x, y) in a.data.iter().zip(&b.data) {
+        assert_eq!(*x, 3.0 * y);
+    }
+    assert_eq!(
+        m.file_metadata(),
+        "{\"format\":1,\"encoder\":\"toy\",\"options\":{\"gain\":3},\"in_dim\":5,\"hidden\":256,\
+         \"num_layers\":1,\"out_dim\":3,\"head\":\"node\",\"num_classes\":3,\"layer_norm\":false,\
+         \"dropout\":0,\"layers\":[{\"module\":\"ToyLinear\",\"in_channels\":5,\"out_channels\":3,\
+         \"gain\":3}]}"
+    );
+}
+
+/// A model file carries what the model is: its metadata is written with the parameters and
+/// read back unchanged (GAT with its heads, the layers' PyTorch descriptions).
+#[test]
+fn model_metadata_is_written_with_the_parameters_and_read_back() {
+    let mut o = EncoderKind::Gat.default_options();
+    o.set("heads", OptionValue::Int(4)).unwrap();
+    let m = Model::try_new_with(
+        ModelConfig {
+            hidden: 16,
+            dropout: 0.5,
+            ..ModelConfig::new(EncoderKind::Gat, 6, Head::Link)
+        },
+        o,
+    )
+    .unwrap();
+    let meta = m.file_metadata();
+    assert_eq!(
+        meta,
+        "{\"format\":1,\"encoder\":\"gat\",\"options\":{\"heads\":4},\"in_dim\":6,\"hidden\":16,\
+         \"num_layers\":2,\"out_dim\":16,\"head\":\"link\",\"layer_norm\":true,\"dropout\":0.5,\
+         \"layers\":[{\"module\":\"GATConv\",\"in_channels\":6,\"out_channels\":4,\"heads\":4,\
+         \"negative_slope\":0.2},{\"module\":\"GATConv\",\"in_channels\":16,\"out_channels\":16,\
+         \"heads\":1,\"negative_slope\":0.2}]}"
+    );
+    let dir = std::env::temp_dir().join(format!("tma-nn-meta-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.safetensors");
+    let p = m.init_params(&mut rng(1));
+    p.save_safetensors_with(&path, &[(Model::METADATA_KEY, meta.clone())])
+        .unwrap();
+    let (q, read) = ParamSet::load_safetensors_with(&path).unwrap();
+    assert_eq!(q, p);
+    assert_eq!(read.get(Model::METADATA_KEY), Some(&meta));
+    assert!(read.contains_key("tma.param_order"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// GAT's evaluation cost model follows the path GAT itself chooses: aggregate first on a
+/// sampled-like input block (`src ≫ dst`, dense), transform first with sparse input; counts
+/// worked out by hand from the formulas of `conv/gat.rs`.
+#[test]
+fn gat_evaluation_cost_model_follows_its_own_path() {
+    let m = Model::new(ModelConfig {
+        hidden: 64,
+        ..ModelConfig::new(EncoderKind::Gat, 10, Head::Node { num_classes: 7 })
+    });
+    let layers = m.eval_layers();
+    assert_eq!((layers[0].in_dim(), layers[0].out_dim()), (10, 64));
+    let mut c = LayerCounts {
+        src: 1000,
+        dst: 10,
+        arcs: 1000,
+        input_layer: true,
+        sparse_input: false,
+    };
+    // transform first 1000·10·64 + 1000·64 = 704000; aggregate first 2·1000·10·8 +
+    // 1000·8·10 + 10·10·64 = 246400
+    assert_eq!(layers[0].cost(&c), 246400.0);
+    // 4·(10·10 + 2·10·64 + 8·(2·1000 + 1000 + 2·10) + 8·10·10 + 2·8·10)
+    assert_eq!(layers[0].bytes(&c), 106000);
+    c.sparse_input = true;
+    assert_eq!(layers[0].cost(&c), 704000.0);
+    // 4·(1000·10 + 2·10·64 + 8·3020 + 1000·64)
+    assert_eq!(layers[0].bytes(&c), 397760);
+    // the other encoders keep the shared model
+    let s = Model::new(ModelConfig::new(EncoderKind::Sage, 10, Head::Link));
+    let l = s.eval_layers()[1];
+    assert_eq!(l.cost(&c), linear_eval_cost_of(&c, 256, 256));
+    assert_eq!(l.bytes(&c), crate::conv::linear_eval_bytes(&c, 256, 256));
+}
+
+fn linear_eval_cost_of(c: &LayerCounts, din: usize, dout: usize) -> f64 {
+    // arcs·min(din, dout) + (src + dst)·din·dout
+    c.arcs as f64 * din.min(dout) as f64 + (c.src + c.dst) as f64 * (din * dout) as f64
 }

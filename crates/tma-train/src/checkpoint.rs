@@ -136,7 +136,8 @@ pub struct CheckpointState {
 }
 
 /// Options a resumed run must keep: they fix the split, the partition or the model's shape.
-/// `(key in the configuration, command-line flag)`.
+/// `(key in the configuration, command-line flag)`. The encoders' own options (GAT's `heads`,
+/// ...) too: [`resume_differences`] adds them from the registry.
 pub const RESUME_FIXED: &[(&str, &str)] = &[
     ("task", "--task"),
     ("method", "--method"),
@@ -144,7 +145,6 @@ pub const RESUME_FIXED: &[(&str, &str)] = &[
     ("drop_parts", "--drop-parts"),
     ("super_nodes", "--super-nodes"),
     ("model", "--model"),
-    ("heads", "--heads"),
     ("hidden", "--hidden"),
     ("num_layers", "--layers"),
     ("layer_norm", "--layer-norm"),
@@ -168,9 +168,15 @@ pub fn resume_differences(saved: &serde_json::Value, now: &serde_json::Value) ->
         Some(v) => v.to_string(),
         None => "(unset)".to_string(),
     };
+    let encoder: Vec<(&str, String)> = crate::encoder_options::keys()
+        .into_iter()
+        .map(|k| (k, format!("--{}", k.replace('_', "-"))))
+        .collect();
     RESUME_FIXED
         .iter()
-        .filter_map(|&(key, flag)| {
+        .map(|&(k, f)| (k, f.to_string()))
+        .chain(encoder)
+        .filter_map(|(key, flag)| {
             let (a, b) = (saved.get(key), now.get(key));
             (a.is_some() && a != b).then(|| format!("{flag} {} -> {}", show(a), show(b)))
         })
@@ -550,7 +556,7 @@ pub fn resume_from(
         let p = ParamSet::load_safetensors(&path).map_err(TrainError::Model)?;
         if p.data.len() != template.data.len() {
             return Err(TrainError::Config(format!(
-                "resume: the checkpointed model {} has {} parameters but the configured one has {}; resume with the options the run was started with (--model, --hidden, --layers, --heads, --task and the same --dataset)",
+                "resume: the checkpointed model {} has {} parameters but the configured one has {}; resume with the options the run was started with (--model and its own options, --hidden, --layers, --task and the same --dataset)",
                 path.display(),
                 p.data.len(),
                 template.data.len()

@@ -405,10 +405,11 @@ pub struct TrainConfig {
     /// Encoder (`sage`, `gcn`, ... in config files: [`EncoderKind`]'s names).
     #[serde(with = "encoder_name")]
     pub model: EncoderKind,
-    /// Attention heads of `gat`'s hidden layers (concatenated; `hidden` must be divisible by
-    /// it); other encoders ignore it.
-    #[serde(default = "default_heads")]
-    pub heads: usize,
+    /// The encoder's own options as given (GAT's `heads`, ...: declared by each encoder,
+    /// `tma_nn::EncoderKind::options`), top-level keys in config files (`heads = 4`);
+    /// defaults where not given ([`TrainConfig::model_options`] resolves them).
+    #[serde(flatten)]
+    pub encoder_options: crate::encoder_options::EncoderOptionValues,
     /// Hidden width (and embedding width for link prediction).
     pub hidden: usize,
     /// Encoder layers (one fanout each).
@@ -518,7 +519,7 @@ impl Default for TrainConfig {
             round_timeout: default_round_timeout(),
             llcg_steps: default_llcg_steps(),
             model: EncoderKind::Sage,
-            heads: default_heads(),
+            encoder_options: Default::default(),
             hidden: 256,
             num_layers: 2,
             dropout: 0.0,
@@ -620,10 +621,6 @@ fn default_llcg_steps() -> usize {
     2
 }
 
-fn default_heads() -> usize {
-    tma_nn::GatConv::DEFAULT_HEADS
-}
-
 impl TrainConfig {
     /// The defaults for `task`: [`TrainConfig::default`] (the reference release's settings)
     /// with the task set and, for link prediction, mini-batches of 8192 edges (the release's
@@ -660,7 +657,10 @@ impl TrainConfig {
     pub fn option_names() -> Vec<String> {
         let v = serde_json::to_value(TrainConfig::default()).expect("config serializes");
         let mut keys: Vec<String> = v.as_object().expect("a struct").keys().cloned().collect();
+        // the encoders' own options (GAT's `heads`, ...), declared in the registry
+        keys.extend(crate::encoder_options::keys().into_iter().map(String::from));
         keys.sort();
+        keys.dedup();
         keys
     }
 
@@ -682,7 +682,7 @@ impl TrainConfig {
     }
 
     /// The evaluation's [`crate::infer::InferOptions`]: `eval_fanouts` (sampled, 0 = all
-    /// neighbours) if set, else `eval_inference`; `eval_memory`, `heads`, `seed`.
+    /// neighbours) if set, else `eval_inference`; `eval_memory`, `seed`.
     pub fn infer_options(&self) -> crate::infer::InferOptions {
         use crate::infer::InferMode;
         let mode = if !self.eval_fanouts.is_empty() {
@@ -698,10 +698,26 @@ impl TrainConfig {
         crate::infer::InferOptions {
             mode,
             memory_budget: self.eval_memory,
-            heads: self.heads,
             seed: self.seed,
             scratch_dir: None,
         }
+    }
+
+    /// The options the encoder `model` is built with: its declared defaults, replaced by the
+    /// values given for its own options (the `encoder_options` field), checked by the encoder
+    /// against `hidden` and `num_layers`.
+    ///
+    /// # Errors
+    /// The encoder's message for a value that cannot work (e.g. GAT heads that do not divide
+    /// `hidden`).
+    pub fn model_options(&self) -> Result<tma_nn::EncoderOptions, String> {
+        self.encoder_options.resolve(
+            self.model,
+            &tma_nn::EncoderShape {
+                hidden: self.hidden,
+                num_layers: self.num_layers,
+            },
+        )
     }
 
     /// Checks values a user can get wrong; the message names the field.
@@ -792,14 +808,8 @@ impl TrainConfig {
                 self.num_trainers + self.drop_parts
             ));
         }
-        if self.model == EncoderKind::Gat
-            && (self.heads == 0 || !self.hidden.is_multiple_of(self.heads))
-        {
-            return Err(format!(
-                "--model gat splits --hidden {} over --heads {}: hidden must be a positive multiple of heads",
-                self.hidden, self.heads
-            ));
-        }
+        // the encoder's own options, checked by the encoder (e.g. GAT's heads against hidden)
+        self.model_options()?;
         match (self.task, self.metric) {
             (Task::Link, Metric::Auto | Metric::Mrr | Metric::HitsAt(_)) => {}
             (Task::Link, m) => {

@@ -8,7 +8,7 @@ use crate::config::{Metric, TargetKind, Task, TrainConfig};
 use crate::TrainError;
 use rand::seq::SliceRandom;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
-use tma_nn::{Head, LayerOptions, Model, ModelConfig};
+use tma_nn::{Head, Model, ModelConfig};
 use tma_partition::{PartitionConfig, PartitionMethod, PartitionReport};
 
 /// How the training examples reach the trainers.
@@ -1247,12 +1247,13 @@ impl Prepared {
     }
 }
 
-/// The model `cfg` describes (encoder, hidden width, layers, dropout, LayerNorm, GAT heads)
-/// for `shape`.
+/// The model `cfg` describes (encoder and its own options, hidden width, layers, dropout,
+/// LayerNorm) for `shape`.
 ///
 /// # Errors
-/// [`TrainError::Model`] for a configuration the layers refuse (e.g. `hidden` not divisible
-/// by `heads` for GAT).
+/// [`TrainError::Config`] for encoder options the encoder refuses
+/// ([`TrainConfig::model_options`]: e.g. `hidden` not divisible by GAT's `heads`),
+/// [`TrainError::Model`] for a configuration the layers refuse.
 ///
 /// The link decoder's products run at `cfg.matmul_precision` where the CPU allows it
 /// ([`Model::set_matmul_precision`]; [`matmul_precision_warning`] says when it does not).
@@ -1267,7 +1268,7 @@ pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainE
             head: shape.head,
             layer_norm: cfg.layer_norm,
         },
-        LayerOptions { heads: cfg.heads },
+        cfg.model_options().map_err(TrainError::Config)?,
     )?;
     model.set_matmul_precision(cfg.matmul_precision);
     Ok(model)

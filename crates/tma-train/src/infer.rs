@@ -25,7 +25,8 @@
 //!   evaluation of a run and does not depend on the thread count.
 //!
 //! [`InferMode::Auto`] (the default) picks by cost: it builds the restricted sets of all the
-//! nodes at once and adds up their work ([`layer_cost`] of each layer on its sets), times
+//! nodes at once and adds up their work (each layer's own cost model,
+//! [`tma_nn::EvalLayer::cost`], on its sets), times
 //! [`RESTRICTED_OVERHEAD`]; when that reaches the full pass's work (the neighbourhoods cover
 //! most of the graph), it runs the full pass if that fits the budget, and else the same pass
 //! layer by layer through a mapped scratch file ([`infer_all_to_file`]: one chunk in memory).
@@ -41,7 +42,7 @@
 
 use tma_graph::seed::{chunk_rng, derive, Purpose};
 use tma_graph::{Csr, Features};
-use tma_nn::{EncoderKind, Input, Mat, Model, ParamSet};
+use tma_nn::{EvalLayer, Input, LayerCounts, Mat, Model, ParamSet};
 use tma_sample::{full_blocks, BlockView, HopCounts, NeighborSampler};
 
 /// How [`infer_nodes`] computes the rows.
@@ -67,8 +68,6 @@ pub struct InferOptions {
     /// Bytes one chunk may take ([`chunk_bytes`]), and the most the full pass may take for
     /// [`InferMode::Auto`] to choose it.
     pub memory_budget: u64,
-    /// GAT heads of the hidden layers (memory estimate only).
-    pub heads: usize,
     /// The run's seed (sampled mode).
     pub seed: u64,
     /// Where [`infer_all_to_file`] writes its layer outputs (unnamed files); `None`:
@@ -90,7 +89,6 @@ impl Default for InferOptions {
         InferOptions {
             mode: InferMode::Auto,
             memory_budget: DEFAULT_EVAL_MEMORY,
-            heads: tma_nn::GatConv::DEFAULT_HEADS,
             seed: 0,
             scratch_dir: None,
         }
@@ -120,71 +118,51 @@ pub struct InferReport {
     pub chunks: usize,
     /// Largest estimated bytes of one chunk (or of the full pass): [`chunk_bytes`].
     pub peak_bytes: u64,
-    /// Estimated multiply-adds run ([`layer_cost`] summed over layers and chunks).
+    /// Estimated multiply-adds run (each layer's [`EvalLayer::cost`] summed over layers and
+    /// chunks).
     pub cost: f64,
     /// Estimated multiply-adds of the full pass.
     pub full_cost: f64,
 }
 
-/// Input and output width of each layer of `model`, input layer first, and its attention heads
-/// (0 for encoders without attention).
-fn layer_dims(model: &Model, heads: usize) -> Vec<(usize, usize, usize)> {
-    let c = &model.cfg;
-    (0..c.num_layers)
-        .map(|l| {
-            let din = if l == 0 { c.in_dim } else { c.hidden };
-            let last = l + 1 == c.num_layers;
-            let dout = if last { model.out_dim() } else { c.hidden };
-            let h = match (c.encoder, last) {
-                (EncoderKind::Gat, false) => heads.max(1),
-                (EncoderKind::Gat, true) => 1,
-                _ => 0,
-            };
-            (din, dout, h)
-        })
-        .collect()
+/// The sizes of layer `l`'s block for its cost model: the input layer (`l == 0`) reads the
+/// features, sparse or not as `sparse` says.
+fn counts_of(l: usize, src: u64, dst: u64, arcs: u64, sparse: bool) -> LayerCounts {
+    LayerCounts {
+        src,
+        dst,
+        arcs,
+        input_layer: l == 0,
+        sparse_input: l == 0 && sparse,
+    }
 }
 
-/// Estimated multiply-adds of one layer with `src` source rows, `dst` destination rows and
-/// `arcs` arcs, `din -> dout` wide: `arcs * min(din, dout) + (src + dst) * din * dout` (the
-/// aggregation runs at the narrower width; the dense products cover at most every source
-/// (transform first) and every destination (root term)). Used only to compare the restricted
-/// and the full pass, which it counts alike.
-pub fn layer_cost(src: u64, dst: u64, arcs: u64, din: usize, dout: usize) -> f64 {
-    arcs as f64 * din.min(dout) as f64 + (src + dst) as f64 * din as f64 * dout as f64
+/// Whether `features` are held sparse (the input layer's cost model depends on it).
+fn is_sparse(features: &Features) -> bool {
+    matches!(features, Features::Sparse { .. })
 }
 
 /// Estimated bytes of one chunk's exact (or sampled) blocks and its largest layer's
-/// activations, `counts` input layer first, `dims[l] = (din, dout, heads)`:
+/// activations, `counts[i]` for `layers[i]`:
 ///
 /// `blocks = 4·src_0 + Σ_l (8·(dst_l + 1) + 4·arcs_l + 4·src_l)` (input ids; each block's
-/// `indptr`, `indices`, `src_degree`), plus the largest layer's
-/// `act_l = 4·(in_l·din_l + dst_l·din_l + t_l·src_l·dout_l + 2·dst_l·dout_l)
-/// + 4·H_l·(2·arcs_l + src_l + 2·dst_l + dst_l·din_l)`:
-/// its input rows (`in_l = src_l` for hidden layers; the input layer reads dense features in
-/// place and copies only its `dst_0` destination rows, or all `src_0` rows when it transforms
-/// first), the aggregated rows, a transformed copy of the sources when the layer transforms
-/// first (`t_l = 1` when `dout_l < din_l`, and always for GAT), the output before and after the
-/// layer's norm/activation; for GAT with `H_l` heads the per-arc scores and coefficients and
-/// the per-head sums. Features held sparse count as if dense (an upper bound).
-/// With `blocks_owned = false` (the full pass reads the graph in place) the block term is 0.
-pub fn chunk_bytes(counts: &HopCounts, dims: &[(usize, usize, usize)], blocks_owned: bool) -> u64 {
+/// `indptr`, `indices`, `src_degree`), plus the largest layer's activations by the layer's own
+/// model ([`EvalLayer::bytes`]: the computation path the layer itself chooses on such a
+/// block). `layers[0]` counts as reading its input in place (the features, or a stored layer's
+/// rows in the layer-wise pass), sparse as `sparse` says. With `blocks_owned = false` (the
+/// full pass reads the graph in place) the block term is 0.
+pub fn chunk_bytes(
+    counts: &HopCounts,
+    layers: &[EvalLayer],
+    sparse: bool,
+    blocks_owned: bool,
+) -> u64 {
     let mut blocks = 0u64;
     let mut act = 0u64;
-    for (l, &(din, dout, h)) in dims.iter().enumerate() {
+    for (l, layer) in layers.iter().enumerate() {
         let (s, d, a) = (counts.src[l], counts.dst[l], counts.arcs[l]);
         blocks += 8 * (d + 1) + 4 * a + 4 * s;
-        let transform_first = dout < din || h > 0;
-        let in_rows = if l > 0 || transform_first || 2 * d >= s {
-            s
-        } else {
-            d
-        };
-        let t = if transform_first { s } else { 0 };
-        let (din, dout, h) = (din as u64, dout as u64, h as u64);
-        let a_l = 4 * (in_rows * din + d * din + t * dout + 2 * d * dout)
-            + 4 * h * (2 * a + s + 2 * d + d * din);
-        act = act.max(a_l);
+        act = act.max(layer.bytes(&counts_of(l, s, d, a, sparse)));
     }
     if blocks_owned {
         blocks += 4 * counts.src.first().copied().unwrap_or(0);
@@ -269,7 +247,8 @@ fn infer_rows_inner(
     opts: &InferOptions,
 ) -> (Features, InferReport) {
     let layers = model.cfg.num_layers;
-    let dims = layer_dims(model, opts.heads);
+    let dims = model.eval_layers();
+    let sparse = is_sparse(features);
     let n = graph.num_nodes() as u64;
     let nnz = graph.num_edges() as u64;
     let full_counts = HopCounts {
@@ -280,11 +259,11 @@ fn infer_rows_inner(
     let cost_of = |c: &HopCounts| -> f64 {
         dims.iter()
             .enumerate()
-            .map(|(l, &(din, dout, _))| layer_cost(c.src[l], c.dst[l], c.arcs[l], din, dout))
+            .map(|(l, layer)| layer.cost(&counts_of(l, c.src[l], c.dst[l], c.arcs[l], sparse)))
             .sum()
     };
     let full_cost = cost_of(&full_counts);
-    let full_bytes = chunk_bytes(&full_counts, &dims, false);
+    let full_bytes = chunk_bytes(&full_counts, &dims, sparse, false);
     let budget = opts.memory_budget;
     let full = |model: &Model| {
         let h = model.infer_full(p, graph, degrees, features);
@@ -459,7 +438,7 @@ struct Layerwise<'a> {
     graph: &'a Csr,
     degrees: &'a [u32],
     features: &'a Features,
-    dims: &'a [(usize, usize, usize)],
+    dims: &'a [EvalLayer<'a>],
     budget: u64,
     /// One bit per graph node: in the set being built.
     mark: Vec<u64>,
@@ -518,7 +497,7 @@ impl Layerwise<'_> {
         let layers = self.dims.len();
         (0..layers)
             .map(|l| {
-                let (din, dout, _) = self.dims[l];
+                let (din, dout) = (self.dims[l].in_dim(), self.dims[l].out_dim());
                 let input = if l == 0 { 0 } else { sets[l].len() * din };
                 let dst = if l + 1 == layers {
                     nodes
@@ -531,12 +510,11 @@ impl Layerwise<'_> {
             .unwrap_or(0)
     }
 
-    /// Multiply-adds of the group ([`layer_cost`] of each layer once).
+    /// Multiply-adds of the group (each layer's [`EvalLayer::cost`] once).
     fn group_cost(&self, nodes: &[u32], sets: &[Vec<u32>]) -> f64 {
         let layers = self.dims.len();
         (0..layers)
             .map(|l| {
-                let (din, dout, _) = self.dims[l];
                 let dst: &[u32] = if l + 1 == layers { nodes } else { &sets[l + 1] };
                 let arcs: u64 = dst.iter().map(|&v| self.degrees[v as usize] as u64).sum();
                 let src = if l == 0 {
@@ -544,13 +522,13 @@ impl Layerwise<'_> {
                 } else {
                     sets[l].len() as u64
                 };
-                layer_cost(
+                self.dims[l].cost(&counts_of(
+                    l,
                     src.min(self.graph.num_nodes() as u64),
                     dst.len() as u64,
                     arcs,
-                    din,
-                    dout,
-                )
+                    is_sparse(self.features),
+                ))
             })
             .sum()
     }
@@ -587,11 +565,12 @@ impl Layerwise<'_> {
             arcs: vec![arcs],
         };
         let gathered = if l == 0 && self.features.is_mapped() {
-            4 * src * self.dims[0].0 as u64
+            4 * src * self.dims[0].in_dim() as u64
         } else {
             0
         };
-        chunk_bytes(&counts, &self.dims[l..=l], true) + gathered
+        let sparse = l == 0 && is_sparse(self.features);
+        chunk_bytes(&counts, &self.dims[l..=l], sparse, true) + gathered
     }
 
     /// Layer `l`'s destinations `dst` cut into consecutive chunks whose one-layer exact block
@@ -641,7 +620,7 @@ impl Layerwise<'_> {
         let mut buf = empty_features();
         let mut rows_buf = empty_features();
         for l in 0..layers {
-            let (din, dout, _) = self.dims[l];
+            let dout = self.dims[l].out_dim();
             let dst: &[u32] = if l + 1 == layers { nodes } else { &sets[l + 1] };
             let to_file = spill;
             let mut out_file = match to_file {
@@ -720,13 +699,13 @@ impl Layerwise<'_> {
                     b.indices.len() as u64,
                 );
                 self.peak = self.peak.max(stored + est);
-                self.cost += layer_cost(
+                self.cost += self.dims[l].cost(&counts_of(
+                    l,
                     b.num_src as u64,
                     b.num_dst as u64,
                     b.indices.len() as u64,
-                    din,
-                    dout,
-                );
+                    is_sparse(self.features),
+                ));
                 self.chunks += 1;
             }
             // the stored rows of the previous layer are freed, not recycled: the model's
@@ -872,7 +851,7 @@ pub fn infer_layers_streamed(
     opts: &InferOptions,
     sink: &mut dyn FnMut(&[f32]) -> Result<(), tma_graph::GraphError>,
 ) -> Result<(), tma_graph::GraphError> {
-    let all = layer_dims(model, opts.heads);
+    let all = model.eval_layers();
     assert!(
         (1..=all.len()).contains(&layers),
         "layers {layers} of a {}-layer model",
@@ -896,7 +875,7 @@ pub fn infer_layers_streamed(
     let dir = opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut prev: Option<Features> = None;
     let mut buf = empty_features();
-    for (l, &(_, dout, _)) in dims.iter().enumerate() {
+    for (l, dout) in dims.iter().map(EvalLayer::out_dim).enumerate() {
         let last = l + 1 == layers;
         let mut out = if last {
             None
@@ -1029,7 +1008,7 @@ fn sampled(
     nodes: &[u32],
     fanouts: &[usize],
     opts: &InferOptions,
-    dims: &[(usize, usize, usize)],
+    dims: &[EvalLayer],
 ) -> (Mat, InferReport) {
     let layers = fanouts.len();
     let n = graph.num_nodes() as u64;
@@ -1052,7 +1031,10 @@ fn sampled(
         counts
     };
     let mut c = 1u64;
-    while c < nodes.len() as u64 && chunk_bytes(&worst(2 * c), dims, true) <= opts.memory_budget {
+    let sparse = is_sparse(features);
+    while c < nodes.len() as u64
+        && chunk_bytes(&worst(2 * c), dims, sparse, true) <= opts.memory_budget
+    {
         c *= 2;
     }
     let c = c as usize;
@@ -1068,14 +1050,13 @@ fn sampled(
         let mb = sampler.sample(graph, degrees, chunk, &mut rng);
         let views: Vec<BlockView> = mb.blocks.iter().map(|b| b.view()).collect();
         for (l, b) in mb.blocks.iter().enumerate() {
-            let (din, dout, _) = dims[l];
-            cost += layer_cost(
+            cost += dims[l].cost(&counts_of(
+                l,
                 b.num_src as u64,
                 b.num_dst as u64,
                 b.indices.len() as u64,
-                din,
-                dout,
-            );
+                sparse,
+            ));
         }
         let x = Input::select(features, &mb.input_nodes, &mut buf);
         let h = model.infer_blocks(p, &views, x);
@@ -1089,7 +1070,7 @@ fn sampled(
         InferReport {
             path: InferPath::Sampled,
             chunks,
-            peak_bytes: chunk_bytes(&worst(c as u64), dims, true),
+            peak_bytes: chunk_bytes(&worst(c as u64), dims, sparse, true),
             cost,
             full_cost: 0.0,
         },

@@ -26,6 +26,7 @@ pub mod cluster;
 pub mod config;
 pub mod coordinator;
 pub mod data;
+pub mod encoder_options;
 pub mod engine;
 mod error;
 pub mod eval;

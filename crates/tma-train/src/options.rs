@@ -90,7 +90,7 @@ pub fn aliases() -> Vec<(&'static str, &'static str)> {
 /// `name` (a key or an alias of [`aliases`]) as its config-file key; `name` itself when it
 /// is neither.
 pub fn canonical(name: &str) -> &str {
-    table::TABLE
+    table::rows()
         .iter()
         .find(|o| o.key == name || o.aliases.contains(&name))
         .map_or(name, |o| o.key)
@@ -134,7 +134,7 @@ pub fn config_from(options: &Given, spelling: Spelling) -> Result<TrainConfig, O
     let mut given = Map::new();
     for (k, v) in options {
         let key = canonical(k);
-        let Some(o) = table::TABLE
+        let Some(o) = table::rows()
             .iter()
             .find(|o| o.key == key && o.scope == Scope::Config)
         else {
@@ -258,7 +258,7 @@ pub fn check_partitions(
 /// (with the encoder `model`) uses: `super_nodes` without super-tma, `super_clustering`
 /// without a clustering method, `llcg_steps` without llcg, `num_trainers` (other than 1) with
 /// only centralized, `average_weight` with only ggs / centralized, `sync_ramp` (above 1) with
-/// only ggs, `heads` without gat.
+/// only ggs, an encoder's own option (GAT's `heads`) with another encoder.
 pub fn unused_warnings(
     given: &Given,
     methods: &[Method],
@@ -315,12 +315,17 @@ pub fn unused_warnings(
             n("sync_ramp")
         ));
     }
-    if has("heads") && model != EncoderKind::Gat {
-        w.push(format!(
-            "{} is ignored: only {} gat has attention heads (model: {model})",
-            n("heads"),
-            n("model")
-        ));
+    // the encoders' own options (GAT's heads, ...), from the registry
+    for (opt, owners) in EncoderKind::all_options() {
+        if has(opt.name) && !owners.contains(&model) {
+            let owners: Vec<&str> = owners.iter().map(|k| k.name()).collect();
+            w.push(format!(
+                "{} is ignored: it is an option of {} {} (model: {model})",
+                n(opt.name),
+                n("model"),
+                owners.join(" or ")
+            ));
+        }
     }
     w
 }
@@ -410,7 +415,7 @@ mod tests {
             vec![
                 "--super-nodes is ignored: only --method super-tma uses super-nodes (method: centralized)".to_string(),
                 "--trainers is ignored: centralized trains one trainer on the whole graph (method: centralized)".to_string(),
-                "--heads is ignored: only --model gat has attention heads (model: sage)".to_string(),
+                "--heads is ignored: it is an option of --model gat (model: sage)".to_string(),
             ]
         );
         let w = unused_warnings(&g, &[Method::SuperTma], EncoderKind::Gat, Spelling::Key);

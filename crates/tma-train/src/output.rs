@@ -189,11 +189,17 @@ impl RunDir {
         self.rounds.flush().map_err(|e| io_err(&p, e))
     }
 
-    /// Writes both models and, last, `summary.json`.
-    pub fn finish(&self, result: &RunResult) -> Result<(), TrainError> {
+    /// Writes both models, each with `model_meta` ([`tma_nn::Model::file_metadata`]) in its
+    /// header's `__metadata__` under [`tma_nn::Model::METADATA_KEY`], and, last,
+    /// `summary.json`.
+    pub fn finish(&self, result: &RunResult, model_meta: &str) -> Result<(), TrainError> {
         let save = |name: &str, p: &tma_nn::ParamSet| -> Result<(), TrainError> {
             let path = self.path.join(name);
-            p.save_safetensors(&path).map_err(TrainError::Model)
+            p.save_safetensors_with(
+                &path,
+                &[(tma_nn::Model::METADATA_KEY, model_meta.to_string())],
+            )
+            .map_err(TrainError::Model)
         };
         save("model_final.safetensors", &result.final_params)?;
         save("model_best.safetensors", &result.best_params)?;

@@ -746,7 +746,10 @@ impl Run {
         self.prepare()?;
         let clock = self.clock();
         let prep = self.prepared.as_ref().expect("prepared");
-        let template = build_model(&self.config, prep.model_shape())?.zero_params();
+        let model = build_model(&self.config, prep.model_shape())?;
+        // what the model files say about the model (encoder, its options, widths, PyTorch export)
+        let model_meta = model.file_metadata();
+        let template = model.zero_params();
         let resume = match &self.resumed {
             Some(st) => Some(checkpoint::resume_from(&self.dir, st, &template)?),
             None => None,
@@ -836,7 +839,7 @@ impl Run {
                     None,
                 ));
         }
-        self.run_dir.finish(&result)?;
+        self.run_dir.finish(&result, &model_meta)?;
         Ok(result)
     }
 }

@@ -2,8 +2,9 @@
 //! `tma.load_model(...).evaluate()`), or run over every node for its embeddings (`tma embed`).
 //!
 //! A model file (`model_best.safetensors` / `model_final.safetensors` of a run directory,
-//! [`crate::output`]) holds only parameters; its shape and its split come from the run's
-//! `config.toml` next to it: the encoder, widths and layers build the model
+//! [`crate::output`]) holds the parameters and, in its header's metadata, what the model is
+//! ([`FileModel`]: the encoder and its options, widths, layers); files written before tma
+//! recorded that take it from the run's `config.toml` next to it. The model is built from it
 //! ([`crate::build_model`]), and the split is derived again from the dataset and the config's
 //! seed and split options exactly as the run derived it ([`prepare_eval`]: the same
 //! `crate::data::prepare_for`, without partitioning), so the validation and test sets are the
@@ -160,6 +161,80 @@ fn not_found(path: &Path, why: String) -> TrainError {
     }
 }
 
+/// What a model file's metadata says about its model (`tma.model` in the safetensors
+/// header's `__metadata__`, [`tma_nn::Model::file_metadata`]; files written before tma
+/// recorded it have none, and their model is the one their run's `config.toml` describes).
+#[derive(Clone, Debug, Deserialize)]
+pub struct FileModel {
+    /// The encoder's name (`gat`).
+    pub encoder: String,
+    /// The encoder's options (`{"heads": 8}`).
+    #[serde(default)]
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// Input width.
+    pub in_dim: usize,
+    /// Hidden width.
+    pub hidden: usize,
+    /// Encoder layers.
+    pub num_layers: usize,
+    /// Width of the model's output (classes, or the embedding width).
+    pub out_dim: usize,
+    /// `node` or `link`.
+    pub head: String,
+    /// LayerNorm between layers.
+    pub layer_norm: bool,
+}
+
+impl FileModel {
+    /// The model described by `meta` (a model file's header metadata), `None` when the file
+    /// does not describe it.
+    ///
+    /// # Errors
+    /// [`TrainError::Config`] naming `path` when the description is not readable.
+    pub fn read(
+        meta: &std::collections::HashMap<String, String>,
+        path: &Path,
+    ) -> Result<Option<FileModel>, TrainError> {
+        let Some(text) = meta.get(tma_nn::Model::METADATA_KEY) else {
+            return Ok(None);
+        };
+        serde_json::from_str(text).map(Some).map_err(|e| {
+            TrainError::Config(format!(
+                "{}: the model description in its metadata ({}) is not readable: {e}",
+                path.display(),
+                tma_nn::Model::METADATA_KEY
+            ))
+        })
+    }
+
+    /// Sets `cfg`'s model (encoder and its options, hidden width, layers, LayerNorm) to this
+    /// one.
+    ///
+    /// # Errors
+    /// [`TrainError::Config`] naming `path` for an encoder or option this build does not
+    /// have.
+    pub fn apply(&self, cfg: &mut TrainConfig, path: &Path) -> Result<(), TrainError> {
+        let bad = |e: String| TrainError::Config(format!("{}: {e}", path.display()));
+        cfg.model = self.encoder.parse().map_err(bad)?;
+        let mut options = crate::encoder_options::EncoderOptionValues::default();
+        for (k, v) in &self.options {
+            if cfg.model.default_options().get(k).is_none() {
+                return Err(bad(format!(
+                    "encoder {} has no option '{k}' (its options: {})",
+                    cfg.model,
+                    tma_nn::EncoderOptions::names_of(cfg.model.options())
+                )));
+            }
+            options.set_json(k, v).map_err(bad)?;
+        }
+        cfg.encoder_options = options;
+        cfg.hidden = self.hidden;
+        cfg.num_layers = self.num_layers;
+        cfg.layer_norm = self.layer_norm;
+        Ok(())
+    }
+}
+
 /// A model file with the configuration of the run that saved it.
 #[derive(Clone, Debug)]
 pub struct SavedModel {
@@ -228,8 +303,12 @@ impl SavedModel {
                 ),
             ));
         }
-        let config = SavedConfig::read(&config_path)?;
-        let params = ParamSet::load_safetensors(&model)?;
+        let mut config = SavedConfig::read(&config_path)?;
+        let (params, meta) = ParamSet::load_safetensors_with(&model)?;
+        // the model file says what its model is (files written before it did: config.toml)
+        if let Some(file) = FileModel::read(&meta, &model)? {
+            file.apply(&mut config.train, &model)?;
+        }
         Ok(SavedModel {
             path: model,
             config_path,

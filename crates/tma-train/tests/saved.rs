@@ -291,3 +291,70 @@ fn a_model_of_other_data_or_without_its_config_is_refused_naming_both() {
     .to_string();
     assert!(msg.contains("has 1 layer"), "{msg}");
 }
+
+/// A model file carries its encoder: a GAT run's model says `gat` with its heads in its
+/// metadata, and loading builds the model from it even where the `config.toml` next to it
+/// says otherwise; a file in the old form (no metadata, as tma wrote before it recorded it)
+/// still loads from its run's `config.toml`, to the same values.
+#[test]
+fn a_model_file_carries_its_encoder_and_old_files_load_from_their_config() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("gat");
+    let s = short_run(Task::Node, &run, |c| {
+        c.model = tma_nn::EncoderKind::Gat;
+        c.encoder_options
+            .set_json("heads", &serde_json::json!(4))
+            .unwrap();
+    });
+    let path = run.join("model_best.safetensors");
+    let (params, meta) = tma_nn::ParamSet::load_safetensors_with(&path).unwrap();
+    let desc: serde_json::Value = serde_json::from_str(&meta[tma_nn::Model::METADATA_KEY]).unwrap();
+    assert_eq!(desc["encoder"], "gat");
+    assert_eq!(desc["options"], serde_json::json!({"heads": 4}));
+    assert_eq!(
+        (&desc["hidden"], &desc["num_layers"], &desc["out_dim"]),
+        (&16.into(), &2.into(), &7.into())
+    );
+    assert_eq!(desc["layers"][0]["module"], "GATConv");
+    assert_eq!(desc["layers"][0]["heads"], 4);
+    assert_eq!(desc["layers"][1]["heads"], 1);
+
+    // the metadata decides: a config.toml that says sage with 2 heads is overridden
+    let moved = tmp.path().join("moved");
+    std::fs::create_dir(&moved).unwrap();
+    std::fs::copy(&path, moved.join("model_best.safetensors")).unwrap();
+    let toml = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(
+        toml.contains("model = \"gat\"") && toml.contains("heads = 4"),
+        "{toml}"
+    );
+    std::fs::write(
+        moved.join("config.toml"),
+        toml.replace("model = \"gat\"", "model = \"sage\"")
+            .replace("heads = 4", "heads = 2"),
+    )
+    .unwrap();
+    let sm = SavedModel::open(&moved, Which::Best).unwrap();
+    assert_eq!(sm.config.train.model, tma_nn::EncoderKind::Gat);
+    assert_eq!(
+        sm.config.train.model_options().unwrap().get("heads"),
+        Some(tma_nn::OptionValue::Int(4))
+    );
+    let best = evaluate_saved(&moved, Which::Best, 2);
+    assert_eq!(best.val, s.best_val);
+    assert_eq!(best.test, s.best_test);
+
+    // the old form: parameters only, the run's config.toml beside them
+    let old = tmp.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    std::fs::copy(run.join("config.toml"), old.join("config.toml")).unwrap();
+    params
+        .save_safetensors(&old.join("model_best.safetensors"))
+        .unwrap();
+    let (_, meta) =
+        tma_nn::ParamSet::load_safetensors_with(&old.join("model_best.safetensors")).unwrap();
+    assert!(!meta.contains_key(tma_nn::Model::METADATA_KEY));
+    let best = evaluate_saved(&old, Which::Best, 2);
+    assert_eq!(best.val, s.best_val);
+    assert_eq!(best.test, s.best_test);
+}

@@ -578,7 +578,7 @@ fn ignored_train_options_are_warned_about() {
         ),
         (
             &["--heads", "4"],
-            &["warning: --heads is ignored: only --model gat has attention heads (model: sage)"],
+            &["warning: --heads is ignored: it is an option of --model gat (model: sage)"],
         ),
         // regression (fresh-user report): ggs takes no ramp, and a typed --sync-ramp said nothing
         (

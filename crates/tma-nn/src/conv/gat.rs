@@ -1,6 +1,9 @@
 //! Graph attention (GAT), multi-head, with its hand-written backward.
 
-use super::layer::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
+use super::layer::{
+    Conv, ConvArgs, ConvCache, Encoder, Init, LayerCounts, LayerExport, ParamAlloc,
+};
+use super::options::{EncoderOption, EncoderShape, OptionValue};
 use crate::input::InputRef;
 use crate::kernels::{add_into, axpy, min_rows, BufferPool};
 use crate::matmul::{gemm_strided, matmul_a_b};
@@ -22,7 +25,7 @@ use tma_sample::BlockView;
 /// (`remove_self_loops` then `add_self_loops`) an edge `i → i` already in the block is ignored
 /// and exactly one self-loop is used (in a block, destination `i` is source `i`).
 ///
-/// Heads: hidden layers have `H` heads ([`crate::LayerOptions::heads`], default
+/// Heads: hidden layers have `H` heads (the encoder option `heads`, default
 /// [`GatConv::DEFAULT_HEADS`]) of `C = out / H` channels, concatenated (`out` = hidden width;
 /// `out % H != 0` is an error); the last layer has one head of `C = out` channels, as the
 /// paper's and PyG's Cora set-up (`GATConv(hidden * heads, classes, heads=1)`). Unlike the paper
@@ -61,9 +64,9 @@ pub struct GatConv {
 }
 
 impl GatConv {
-    /// Heads of a hidden layer unless [`crate::LayerOptions::heads`] says otherwise (8, the
-    /// paper's transductive set-up).
-    pub const DEFAULT_HEADS: usize = super::layer::DEFAULT_GAT_HEADS;
+    /// Heads of a hidden layer unless the option `heads` says otherwise (8, the paper's
+    /// transductive set-up).
+    pub const DEFAULT_HEADS: usize = 8;
 
     /// Slope of the LeakyReLU on attention scores (the paper's and PyG's 0.2).
     pub const NEGATIVE_SLOPE: f32 = 0.2;
@@ -73,7 +76,11 @@ impl GatConv {
     /// # Errors
     /// `heads == 0`, or a hidden width not divisible by the number of heads.
     pub(crate) fn build(a: &ConvArgs, alloc: &mut ParamAlloc) -> Result<Self, String> {
-        let heads = if a.last { 1 } else { a.opts.heads };
+        let heads = if a.last {
+            1
+        } else {
+            usize::try_from(a.opts.int("heads")).unwrap_or(0)
+        };
         if heads == 0 {
             return Err("gat: heads must be >= 1".into());
         }
@@ -118,6 +125,32 @@ impl GatConv {
     pub fn heads(&self) -> usize {
         self.heads
     }
+}
+
+/// `heads`: a positive count that divides `hidden`.
+fn check_heads(v: OptionValue, shape: &EncoderShape) -> Result<(), String> {
+    let h = match v {
+        OptionValue::Int(h) => h,
+        OptionValue::Float(_) => 0,
+    };
+    if h <= 0 || shape.hidden as i64 % h != 0 {
+        return Err(format!(
+            "--model gat splits --hidden {} over --heads {v}: hidden must be a positive multiple of heads",
+            shape.hidden
+        ));
+    }
+    Ok(())
+}
+
+impl Encoder for GatConv {
+    const ABOUT: &'static str = "graph attention";
+    const OPTIONS: &'static [EncoderOption] = &[EncoderOption {
+        name: "heads",
+        default: OptionValue::Int(GatConv::DEFAULT_HEADS as i64),
+        help: "GAT attention heads of the hidden layers (concatenated; --hidden must be a multiple; the last layer has one).",
+        value_name: "H",
+        check: check_heads,
+    }];
 }
 
 /// What [`GatConv`]'s forward keeps: the summed rows' source `h` (transform first: `t = X Wᵀ`
@@ -229,6 +262,24 @@ impl GatConv {
         let tf = ns * din * dout + ne * dout;
         let af = 2 * ns * din * hh + ne * hh * din + nd * din * dout;
         af < tf
+    }
+
+    /// Multiply-adds of transform first and of aggregate first (the counts
+    /// [`GatConv::aggregate_first`] compares), in `f64` (evaluation's counts can exceed
+    /// `usize` products).
+    fn path_costs(&self, nd: f64, ns: f64, ne: f64) -> (f64, f64) {
+        let (din, hh) = (self.in_dim as f64, self.heads as f64);
+        let dout = hh * self.channels as f64;
+        let tf = ns * din * dout + ne * dout;
+        let af = 2.0 * ns * din * hh + ne * hh * din + nd * din * dout;
+        (tf, af)
+    }
+
+    /// Whether evaluation on a block of `c`'s sizes takes the aggregate-first path (the
+    /// forward's choice; without its test override).
+    fn eval_aggregates_first(&self, c: &LayerCounts) -> bool {
+        let (tf, af) = self.path_costs(c.dst as f64, c.src as f64, c.arcs as f64);
+        !c.sparse_input && af < tf
     }
 }
 
@@ -380,6 +431,50 @@ impl Conv for GatConv {
     fn reads_all_rows_dense(&self, b: &BlockView) -> bool {
         // transform first multiplies every source row; aggregate first reads rows in place
         !self.aggregate_first(false, b.num_dst, b.num_src, b.indptr[b.num_dst] as usize)
+    }
+    /// The multiply-adds of the order [`GatConv`] itself chooses on such a block (the counts
+    /// its forward compares).
+    fn eval_cost(&self, c: &LayerCounts) -> f64 {
+        let (tf, af) = self.path_costs(c.dst as f64, c.src as f64, c.arcs as f64);
+        if self.eval_aggregates_first(c) {
+            af
+        } else {
+            tf
+        }
+    }
+    /// Its activations on the path it chooses: input rows (all sources, or only the
+    /// destinations of an input layer read in place when it aggregates first), per arc and
+    /// head a score and a coefficient, per source a score, per destination a score, a
+    /// self-loop coefficient and the output before and after the norm/activation; plus
+    /// `t = X Wᵀ` on every source (transform first) or the per-head sums of input rows and the
+    /// folded attention vectors (aggregate first).
+    fn eval_bytes(&self, c: &LayerCounts) -> u64 {
+        let (s, d, a) = (c.src, c.dst, c.arcs);
+        let (din, hh) = (self.in_dim as u64, self.heads as u64);
+        let dout = hh * self.channels as u64;
+        let af = self.eval_aggregates_first(c);
+        let in_rows = if c.input_layer && af { d } else { s };
+        let path = if af {
+            hh * d * din + 2 * hh * din
+        } else {
+            s * dout
+        };
+        4 * (in_rows * din + 2 * d * dout + hh * (2 * a + s + 2 * d) + path)
+    }
+    fn export(&self) -> LayerExport {
+        LayerExport {
+            module: "GATConv",
+            args: vec![
+                ("in_channels", OptionValue::Int(self.in_dim as i64)),
+                ("out_channels", OptionValue::Int(self.channels as i64)),
+                ("heads", OptionValue::Int(self.heads as i64)),
+                (
+                    "negative_slope",
+                    // the f32 as written (0.2), not its binary expansion
+                    OptionValue::Float(GatConv::NEGATIVE_SLOPE.to_string().parse().unwrap_or(0.2)),
+                ),
+            ],
+        }
     }
 
     fn forward(

@@ -1,6 +1,6 @@
 //! Graph convolution of Kipf & Welling (GCN).
 
-use super::layer::{ConvArgs, Init, ParamAlloc};
+use super::layer::{ConvArgs, Encoder, Init, ParamAlloc};
 use super::linear_agg::LinearAgg;
 use crate::kernels::AggCoefs;
 
@@ -60,4 +60,8 @@ impl GcnConv {
     }
 }
 
-linear_agg_conv!(GcnConv, AggCoefs::gcn);
+impl Encoder for GcnConv {
+    const ABOUT: &'static str = "Kipf and Welling's graph convolution";
+}
+
+linear_agg_conv!(GcnConv, AggCoefs::gcn, "GCNConv");

@@ -2,7 +2,8 @@
 //! aggregation and a dense transform, in the cheaper order) and the macro that makes such a
 //! layer a `Conv` (`linear_agg_conv!`).
 
-use super::layer::ConvCache;
+use super::layer::{ConvCache, LayerExport};
+use super::options::OptionValue;
 use crate::input::InputRef;
 use crate::kernels::{aggregate, aggregate_backward, AggCoefs, BufferPool, Transposed};
 use crate::matmul::{matmul_a_b, matmul_a_bt, matmul_at_b};
@@ -10,10 +11,11 @@ use crate::Mat;
 use tma_sample::BlockView;
 
 /// The [`Conv`] impl of a layer that is a [`LinearAgg`] (`self.core`, bias offset
-/// `self.bias`) with its own aggregation coefficients (`$coefs(block)`): SAGE (mean) and GCN
-/// (symmetric normalization) differ only there and in their parameters.
+/// `self.bias`) with its own aggregation coefficients (`$coefs(block)`) and PyTorch module name
+/// (`$export`): SAGE (mean) and GCN (symmetric normalization) differ only there and in their
+/// parameters. Evaluation's cost model is the default ([`super::layer::linear_eval_cost`]).
 macro_rules! linear_agg_conv {
-    ($ty:ty, $coefs:path) => {
+    ($ty:ty, $coefs:path, $export:literal) => {
         impl $crate::conv::layer::Conv for $ty {
             fn in_dim(&self) -> usize {
                 self.core.in_dim
@@ -26,6 +28,9 @@ macro_rules! linear_agg_conv {
             }
             fn reads_all_rows_dense(&self, _b: &::tma_sample::BlockView) -> bool {
                 self.core.out_dim < self.core.in_dim
+            }
+            fn export(&self) -> $crate::conv::layer::LayerExport {
+                self.core.export($export)
             }
             fn forward(
                 &self,
@@ -76,6 +81,17 @@ pub(crate) struct LinearAgg {
 }
 
 impl LinearAgg {
+    /// `module` with its `in_channels` and `out_channels`.
+    pub(crate) fn export(&self, module: &'static str) -> LayerExport {
+        LayerExport {
+            module,
+            args: vec![
+                ("in_channels", OptionValue::Int(self.in_dim as i64)),
+                ("out_channels", OptionValue::Int(self.out_dim as i64)),
+            ],
+        }
+    }
+
     pub(crate) fn forward(
         &self,
         pool: &BufferPool,

@@ -1,6 +1,7 @@
 //! A plain linear layer (the MLP encoder): ignores the edges.
 
-use super::layer::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
+use super::layer::{Conv, ConvArgs, ConvCache, Encoder, Init, LayerExport, ParamAlloc};
+use super::options::OptionValue;
 use crate::input::InputRef;
 use crate::kernels::BufferPool;
 use crate::matmul::matmul_a_b;
@@ -49,6 +50,10 @@ impl MlpConv {
     }
 }
 
+impl Encoder for MlpConv {
+    const ABOUT: &'static str = "no edges: a linear layer per node";
+}
+
 impl Conv for MlpConv {
     fn in_dim(&self) -> usize {
         self.in_dim
@@ -61,6 +66,15 @@ impl Conv for MlpConv {
     }
     fn reads_all_rows_dense(&self, _b: &BlockView) -> bool {
         false
+    }
+    fn export(&self) -> LayerExport {
+        LayerExport {
+            module: "Linear",
+            args: vec![
+                ("in_channels", OptionValue::Int(self.in_dim as i64)),
+                ("out_channels", OptionValue::Int(self.out_dim as i64)),
+            ],
+        }
     }
     fn forward(
         &self,

@@ -10,11 +10,16 @@
 //! The registry depends on the layer files and they on `layer.rs` (and SAGE / GCN on their
 //! shared core, `linear_agg.rs`), never back.
 //!
-//! Adding an encoder: a new file in this folder with a type that implements `Conv` and has a
+//! Adding an encoder: a new file in this folder with a type that implements `Conv` (forward,
+//! backward, and, where the defaults do not fit, its evaluation cost model; its PyTorch
+//! export) and `Encoder` (a description and its options, `options.rs`) and has a
 //! `build(&ConvArgs, &mut ParamAlloc) -> Result<Self, String>` constructor, its `mod` line and
 //! one line in the `encoders!` list below (variant, module and type, the `--model` name).
-//! Nothing else lists encoders: [`EncoderKind`]'s names, parsing and [`crate::Model::new`] read
-//! the list, and the model tests run every registered encoder (`EncoderKind::ALL`).
+//! Nothing else lists encoders or their options: [`EncoderKind`]'s names, options, help text,
+//! parsing and [`crate::Model::new`] read the list; the CLI's flags, config keys and Python
+//! keywords come from [`EncoderKind::all_options`]; the model tests run every registered
+//! encoder (`EncoderKind::ALL`); `toy.rs` is such an encoder, in tests only
+//! (docs/decisions/0023-encoder-registry.md).
 
 use std::fmt;
 use std::str::FromStr;
@@ -23,21 +28,25 @@ use std::sync::Arc;
 mod layer;
 #[macro_use]
 mod linear_agg;
+mod options;
 
-pub use layer::LayerOptions;
-pub(crate) use layer::{Conv, ConvArgs, ConvCache, Init, ParamAlloc};
+pub use layer::{linear_eval_bytes, linear_eval_cost, EvalLayer, LayerCounts, LayerExport};
+pub(crate) use layer::{Conv, ConvArgs, ConvCache, Encoder, Init, ParamAlloc};
+pub use options::{EncoderOption, EncoderOptions, EncoderShape, OptionValue};
 
-/// The registry: `Variant => module::Type, "name" [| "alias" ...];`. Re-exports each type and
-/// generates [`EncoderKind`] with its names, parsing and builder.
+/// The registry: `[#[cfg(...)]] Variant => module::Type, "name" [| "alias" ...];`. Re-exports
+/// each type and generates [`EncoderKind`] with its names, descriptions, options, parsing and
+/// builder.
 macro_rules! encoders {
-    ($( $variant:ident => $module:ident :: $ty:ident, $name:literal $(| $alias:literal)* ; )*) => {
-        $( pub use $module::$ty; )*
+    ($( $(#[$attr:meta])* $variant:ident => $module:ident :: $ty:ident, $name:literal $(| $alias:literal)* ; )*) => {
+        $( $(#[$attr])* pub use $module::$ty; )*
 
         /// Which graph convolution the encoder stacks; `--model NAME` (case-insensitive).
         /// Every variant is one layer type of this module ([`EncoderKind::ALL`] lists them).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum EncoderKind {
             $(
+                $(#[$attr])*
                 #[doc = concat!("[`", stringify!($ty), "`], `--model ", $name, "`.")]
                 $variant,
             )*
@@ -45,16 +54,26 @@ macro_rules! encoders {
 
         impl EncoderKind {
             /// Every registered encoder, in registry order.
-            pub const ALL: &'static [EncoderKind] = &[$(EncoderKind::$variant),*];
+            pub const ALL: &'static [EncoderKind] = &[$( $(#[$attr])* EncoderKind::$variant, )*];
 
             /// The canonical name (`--model` value, `Display`).
             pub fn name(self) -> &'static str {
-                match self { $(EncoderKind::$variant => $name,)* }
+                match self { $( $(#[$attr])* EncoderKind::$variant => $name, )* }
             }
 
             /// Accepted spellings besides [`EncoderKind::name`] (lower case).
             pub fn aliases(self) -> &'static [&'static str] {
-                match self { $(EncoderKind::$variant => &[$($alias),*],)* }
+                match self { $( $(#[$attr])* EncoderKind::$variant => &[$($alias),*], )* }
+            }
+
+            /// A few words saying what the encoder computes (`--model`'s help, the README).
+            pub fn about(self) -> &'static str {
+                match self { $( $(#[$attr])* EncoderKind::$variant => <$ty as Encoder>::ABOUT, )* }
+            }
+
+            /// The options the encoder declares (flags, config keys, Python keywords).
+            pub fn options(self) -> &'static [EncoderOption] {
+                match self { $( $(#[$attr])* EncoderKind::$variant => <$ty as Encoder>::OPTIONS, )* }
             }
 
             /// Build layer `args.layer`, declaring its parameters in `alloc`.
@@ -63,7 +82,9 @@ macro_rules! encoders {
                 args: &ConvArgs,
                 alloc: &mut ParamAlloc,
             ) -> Result<Arc<dyn Conv>, String> {
-                match self { $(EncoderKind::$variant => Ok(Arc::new($ty::build(args, alloc)?)),)* }
+                match self {
+                    $( $(#[$attr])* EncoderKind::$variant => Ok(Arc::new($ty::build(args, alloc)?)), )*
+                }
             }
         }
     };
@@ -81,12 +102,16 @@ mod gat;
 mod gcn;
 mod mlp;
 mod sage;
+#[cfg(test)]
+mod toy;
 
 encoders! {
     Sage => sage::SageConv, "sage" | "graphsage";
     Gcn => gcn::GcnConv, "gcn";
     Mlp => mlp::MlpConv, "mlp";
     Gat => gat::GatConv, "gat";
+    #[cfg(test)]
+    Toy => toy::ToyConv, "toy";
 }
 
 impl EncoderKind {
@@ -99,6 +124,57 @@ impl EncoderKind {
             Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
             None => String::new(),
         }
+    }
+
+    /// The defaults of the encoder's options ([`EncoderOptions::set`] changes them).
+    pub fn default_options(self) -> EncoderOptions {
+        EncoderOptions::new(self.name(), self.options())
+    }
+
+    /// `--model`'s help text, from the registry: `"Encoder: sage (GraphSAGE, mean aggregator;
+    /// also graphsage), gcn (...), ... or gat (graph attention; options --heads). Default:
+    /// sage."`.
+    pub fn model_help(default: EncoderKind) -> String {
+        let items: Vec<String> = EncoderKind::ALL
+            .iter()
+            .map(|k| {
+                let mut extra = Vec::new();
+                if !k.aliases().is_empty() {
+                    extra.push(format!("also {}", k.aliases().join(", ")));
+                }
+                if !k.options().is_empty() {
+                    let flags: Vec<String> = k
+                        .options()
+                        .iter()
+                        .map(|o| format!("--{}", o.name.replace('_', "-")))
+                        .collect();
+                    extra.push(format!("options {}", flags.join(", ")));
+                }
+                let extra: String = extra.iter().map(|e| format!("; {e}")).collect();
+                format!("{} ({}{extra})", k.name(), k.about())
+            })
+            .collect();
+        let list = match items.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        format!("Encoder: {list}. Default: {default}.")
+    }
+
+    /// Every encoder option of the registry once, by name, with the encoders that declare it
+    /// (an option name two encoders share is one flag and one key).
+    pub fn all_options() -> Vec<(EncoderOption, Vec<EncoderKind>)> {
+        let mut out: Vec<(EncoderOption, Vec<EncoderKind>)> = Vec::new();
+        for &k in EncoderKind::ALL {
+            for o in k.options() {
+                match out.iter_mut().find(|(p, _)| p.name == o.name) {
+                    Some((_, ks)) => ks.push(k),
+                    None => out.push((*o, vec![k])),
+                }
+            }
+        }
+        out
     }
 }
 

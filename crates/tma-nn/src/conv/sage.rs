@@ -1,6 +1,6 @@
 //! GraphSAGE convolution with the mean aggregator.
 
-use super::layer::{ConvArgs, Init, ParamAlloc};
+use super::layer::{ConvArgs, Encoder, Init, ParamAlloc};
 use super::linear_agg::LinearAgg;
 use crate::kernels::AggCoefs;
 
@@ -68,4 +68,8 @@ impl SageConv {
     }
 }
 
-linear_agg_conv!(SageConv, AggCoefs::mean);
+impl Encoder for SageConv {
+    const ABOUT: &'static str = "GraphSAGE, mean aggregator";
+}
+
+linear_agg_conv!(SageConv, AggCoefs::mean, "SAGEConv");

@@ -220,7 +220,8 @@ const PARTITIONED: &[Method] = &[
     Method::Ggs,
 ];
 
-/// Every option of `tma train` (and `tma.train`), in the order of `--help`.
+/// Every option of `tma train` (and `tma.train`) but the encoders' own, in the order of
+/// `--help`; [`rows`] adds those from the encoder registry.
 pub static TABLE: &[OptionSpec] = &[
     row("dataset", Kind::Path,
         "Dataset: a directory in the .npy layout of docs/dataset-format.md or in the on-disk format of docs/graph-format.md (mapped: the graph and dense f32 features are read in place, the parts written under the run directory and mapped by the trainers), an OGB directory, a SNAP or CSV edge list, or a .npz file (format detected; see --format).")
@@ -278,12 +279,9 @@ pub static TABLE: &[OptionSpec] = &[
         "Weighting of the model average: uniform (the paper's plain mean), nodes or edges.")
         .applies(Applies::Methods(&[Method::RandomTma, Method::SuperTma, Method::PsgdPa, Method::Llcg]))
         .invalid(&["\"degree\""]),
-    row("model", Kind::Name(encoder),
-        "Encoder: sage (GraphSAGE, mean aggr), gcn, gat (graph attention, --heads) or mlp.")
+    // its help is the encoder registry's (`rows`)
+    row("model", Kind::Name(encoder), "Encoder.")
         .invalid(&["\"llama\""]),
-    row("heads", Kind::Count,
-        "GAT attention heads of the hidden layers (concatenated; --hidden must be a multiple).")
-        .applies(Applies::Encoder("gat")),
     row("hidden", Kind::Count, "Hidden width.").invalid(&["0"]),
     row("num_layers", Kind::Count, "Number of GNN layers.")
         .flag("layers", &["layers"])
@@ -392,18 +390,75 @@ pub static TABLE: &[OptionSpec] = &[
     },
 ];
 
+/// A text made once per process for a row (the rows live as long as the process).
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// Every option: [`TABLE`] with `--model`'s help from the encoder registry, then one row per
+/// option an encoder declares in its own file (GAT's `heads`: `tma_nn::EncoderKind::
+/// all_options`), a field of the configuration's `encoder_options`. Adding an encoder option
+/// touches no row here.
+pub fn rows() -> &'static [OptionSpec] {
+    static ROWS: std::sync::OnceLock<Vec<OptionSpec>> = std::sync::OnceLock::new();
+    ROWS.get_or_init(|| {
+        let default_model = TrainConfig::default().model;
+        let model_help = tma_nn::EncoderKind::model_help(default_model);
+        let model_help = model_help
+            .strip_suffix(&format!(" Default: {default_model}."))
+            .unwrap_or(&model_help)
+            .to_string();
+        let mut rows: Vec<OptionSpec> = TABLE
+            .iter()
+            .map(|o| match o.key {
+                "model" => OptionSpec {
+                    help: leak(model_help.clone()),
+                    ..*o
+                },
+                _ => *o,
+            })
+            .collect();
+        let at = rows
+            .iter()
+            .position(|o| o.key == "model")
+            .map_or(rows.len(), |i| i + 1);
+        let encoder_rows = tma_nn::EncoderKind::all_options()
+            .into_iter()
+            .map(|(e, owners)| {
+                let owners: Vec<&str> = owners.iter().map(|k| k.name()).collect();
+                OptionSpec {
+                    key: e.name,
+                    flag: e.name,
+                    aliases: &[],
+                    scope: Scope::Config,
+                    kind: match e.default {
+                        tma_nn::OptionValue::Int(_) => Kind::Count,
+                        tma_nn::OptionValue::Float(_) => Kind::Real,
+                    },
+                    help: leak(format!("{} Only --model {}.", e.help, owners.join(" or "))),
+                    default: Default::Text(leak(e.default.to_string())),
+                    applies: Applies::Encoder(leak(owners.join(", "))),
+                    invalid: &[],
+                    hidden: false,
+                }
+            });
+        rows.splice(at..at, encoder_rows);
+        rows
+    })
+}
+
 /// The row of `name`: a key (`num_trainers`), an alias (`trainers`) or a flag
 /// (`--trainers`).
 pub fn find(name: &str) -> Option<&'static OptionSpec> {
     let bare = name.trim_start_matches("--").replace('-', "_");
-    TABLE
+    rows()
         .iter()
         .find(|o| o.key == bare || o.flag == bare || o.aliases.contains(&bare.as_str()))
 }
 
-/// The rows of [`TrainConfig`]'s fields.
+/// The rows of [`TrainConfig`]'s fields (the encoders' options among them).
 pub fn config_options() -> impl Iterator<Item = &'static OptionSpec> {
-    TABLE.iter().filter(|o| o.scope == Scope::Config)
+    rows().iter().filter(|o| o.scope == Scope::Config)
 }
 
 /// `bytes` as a size `tma` reads back ([`parse_bytes`]): `1GiB`, `512MiB`, `1536B`.
@@ -496,7 +551,7 @@ pub fn markdown() -> String {
     let mut s = String::from(
         "| flag | key (config file, Python) | value | default | used by | what it does |\n|---|---|---|---|---|---|\n",
     );
-    for o in TABLE.iter().filter(|o| !o.hidden) {
+    for o in rows().iter().filter(|o| !o.hidden) {
         let key = match o.scope {
             Scope::Cli => "(CLI only)".to_string(),
             _ if o.aliases.is_empty() => format!("`{}`", o.key),
@@ -529,7 +584,7 @@ mod tests {
 
     #[test]
     fn keys_flags_and_aliases_name_one_row_each() {
-        let mut names: Vec<&str> = TABLE
+        let mut names: Vec<&str> = rows()
             .iter()
             .flat_map(|o| {
                 let mut v = vec![o.key];
@@ -594,7 +649,7 @@ mod tests {
         let md = markdown();
         assert_eq!(
             md.lines().count(),
-            2 + TABLE.iter().filter(|o| !o.hidden).count()
+            2 + rows().iter().filter(|o| !o.hidden).count()
         );
         assert!(md.contains(
             "| `--trainers` | `num_trainers` (`trainers`) | N | 4 | all | Number of trainers M. |"
