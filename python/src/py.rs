@@ -858,7 +858,7 @@ fn train_mpi(
         Rank::Trainer(ctx) => {
             let m = tma_train::store::read_manifest(dir)?;
             let mut cfg = spec.config.clone();
-            m.data.apply(&mut cfg);
+            tma_train::methods::apply_partitions(dir, &m.data, &mut cfg)?;
             let method = tma_train::training_method(cfg.method);
             run_trainer(ctx, method, dir, &m, &cfg, &spec.fail, spec.out.as_deref())?;
             Ok(None)

@@ -250,7 +250,8 @@ fn run_opts(base: &TrainOpts, method: Method, seed: u64) -> Result<TrainOpts> {
     o.method = Some(method);
     o.seed = Some(seed);
     o.out = None;
-    if method == Method::Centralized {
+    // one trainer (centralized): no parts to drop, no trainer to fail
+    if !method.info().many_trainers {
         o.drop_parts = None;
         o.fail = None;
     }

@@ -34,8 +34,8 @@ pub struct TrainOpts {
     /// Task: `link` (link prediction, MRR) or `node` (node classification, accuracy). Default: node.
     #[arg(long)]
     pub task: Option<Task>,
-    /// Training method: random-tma, super-tma, psgd-pa (METIS parts + averaging), llcg (psgd-pa + global correction steps), ggs (synchronous data parallel, whole-graph sampling) or centralized (one trainer, whole graph). Default: random-tma.
-    #[arg(long)]
+    /// Training method (the help lists every registered method: `Method::help_text`).
+    #[arg(long, help = Method::help_text())]
     pub method: Option<Method>,
     /// Number of trainers M. Default: 4.
     #[arg(long = "trainers", value_name = "M")]

@@ -1,50 +1,371 @@
-//! Every training method by name: the one place where a [`Method`] meets its implementation
-//! ([`TrainingMethod`]). Adding a method is a variant of [`Method`] and an arm here.
+//! The method registry: the one list of training methods, where a [`Method`] meets its
+//! implementation ([`TrainingMethod`]), whose declaration ([`MethodInfo`]: name, help,
+//! capabilities) and layout ([`TrainingMethod::layout`]) say everything the rest of the
+//! workspace asks about a method. Nothing else lists methods: [`Method`]'s constants, names,
+//! parsing, serde, [`Method::ALL`], the `--method` help ([`Method::help_text`]), the lists in
+//! messages and the layouts a partition directory can hold ([`layout_names`]) read this list.
+//!
+//! Adding a method: a file with a type implementing [`TrainingMethod`] (its `info` and
+//! `layout`; a layout of its own is a [`crate::data::NodeSets`] in the same file) and a `const`
+//! of it, then its `mod` line and one line in the `methods!` list below
+//! (`Variant => module::CONST;`). `tests` below registers a toy method with a layout of its own
+//! that way (`methods/toy.rs`, two lines marked `#[cfg(test)]`), and trains it in-process and
+//! from a partition directory (docs/decisions/0022-method-registry.md).
 
-use crate::averaging::Averaging;
+use crate::averaging;
 use crate::clock::Clock;
 use crate::config::{Method, TrainConfig};
-use crate::data::{prepare_with, Prepared};
-use crate::ggs::Ggs;
-use crate::llcg::LlcgMethod;
-use crate::method::{DataLayout, TrainingMethod};
+use crate::data::{prepare_with, DataLayout, Prepared};
+use crate::ggs;
+use crate::llcg;
+pub use crate::method::MethodInfo;
+use crate::method::TrainingMethod;
 use crate::record::{Extras, FailPlan, Observer, RunResult};
 use crate::TrainError;
-use std::sync::Arc;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use tma_graph::Dataset;
-use tma_partition::PartitionMethod;
+use tma_partition::PartitionConfig;
+
+#[cfg(test)]
+mod toy;
+
+/// The registry: `Variant => module::CONST;` (a `const` implementing [`TrainingMethod`]), in
+/// the order the CLI lists them. Generates the [`Method`] constants, [`Method::ALL`] and
+/// [`training_method`].
+macro_rules! methods {
+    ($( $(#[$attr:meta])* $variant:ident => $module:ident :: $item:ident; )*) => {
+        /// Registry positions (the value inside a [`Method`]).
+        #[allow(dead_code)]
+        enum Index {
+            $( $(#[$attr])* $variant, )*
+        }
+
+        /// Every implementation, by registry position.
+        const REGISTRY: &[&dyn TrainingMethod] = &[$( $(#[$attr])* &$module::$item, )*];
+
+        #[allow(non_upper_case_globals)]
+        impl Method {
+            $(
+                $(#[$attr])*
+                #[doc = concat!("`", stringify!($module), "::", stringify!($item), "` of the registry.")]
+                pub const $variant: Method = Method(Index::$variant as u16);
+            )*
+            /// Every registered method, in registry order (the order the CLI lists them).
+            pub const ALL: &'static [Method] = &[$( $(#[$attr])* Method::$variant, )*];
+        }
+    };
+}
+
+methods! {
+    RandomTma => averaging::RANDOM_TMA;
+    SuperTma => averaging::SUPER_TMA;
+    PsgdPa => averaging::PSGD_PA;
+    Llcg => llcg::LLCG;
+    Ggs => ggs::GGS;
+    Centralized => averaging::CENTRALIZED;
+    #[cfg(test)]
+    Toy => toy::TOY;
+}
 
 /// The implementation of `method`.
 pub fn training_method(method: Method) -> &'static dyn TrainingMethod {
+    REGISTRY[method.0 as usize]
+}
+
+impl Method {
+    /// The method's declaration ([`TrainingMethod::info`]).
+    pub fn info(self) -> &'static MethodInfo {
+        training_method(self).info()
+    }
+
+    /// The name used on the command line and in outputs (kebab-case).
+    pub fn as_str(&self) -> &'static str {
+        self.info().name
+    }
+
+    /// Whether the method combines trainers by averaging their models
+    /// ([`MethodInfo::averages_models`]).
+    pub fn averages_models(&self) -> bool {
+        self.info().averages_models
+    }
+
+    /// The method's layout under `cfg` ([`TrainingMethod::layout`]).
+    pub fn layout(self, cfg: &TrainConfig) -> DataLayout {
+        training_method(self).layout(cfg)
+    }
+
+    /// Every registered name, in registry order (`&'static`, for serde's messages).
+    pub fn names() -> &'static [&'static str] {
+        static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
+        NAMES.get_or_init(|| Method::ALL.iter().map(|m| m.as_str()).collect())
+    }
+
+    /// The `--method` help: every method with its one-line help and its layout, then the
+    /// default (`"random-tma (...), super-tma (...), ... Default: random-tma."`).
+    pub fn help_text() -> String {
+        let cfg = TrainConfig::default();
+        let each: Vec<String> = Method::ALL
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} ({}; layout {})",
+                    m.as_str(),
+                    m.info().help,
+                    m.layout(&cfg).name()
+                )
+            })
+            .collect();
+        format!(
+            "Training method: {}. Default: {}.",
+            or_list(&each.iter().map(String::as_str).collect::<Vec<_>>()),
+            Method::default()
+        )
+    }
+}
+
+/// `a, b or c` (one item: itself).
+pub fn or_list(items: &[&str]) -> String {
+    join_last(items, " or ")
+}
+
+/// `a, b and c` (one item: itself).
+pub fn and_list(items: &[&str]) -> String {
+    join_last(items, " and ")
+}
+
+fn join_last(items: &[&str], last_sep: &str) -> String {
+    match items.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{}{last_sep}{last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Method({})", self.as_str())
+    }
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Method::ALL
+            .iter()
+            .copied()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown method '{s}' (expected one of: {})",
+                    Method::names().join(", ")
+                )
+            })
+    }
+}
+
+impl serde::Serialize for Method {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Method {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse()
+            .map_err(|_| serde::de::Error::unknown_variant(&s, Method::names()))
+    }
+}
+
+/// The first registered method whose layout under `cfg` is `layout` (the method a partition
+/// directory of that layout trains by default).
+pub fn method_for_layout(layout: &DataLayout, cfg: &TrainConfig) -> Option<Method> {
+    Method::ALL
+        .iter()
+        .copied()
+        .find(|m| m.layout(cfg) == *layout)
+}
+
+/// The names of every layout a registered method has, in registry order without repeats
+/// (`random, super, metis, shared-examples, whole`): what a partition directory can hold.
+pub fn layout_names() -> Vec<String> {
+    let cfg = TrainConfig::default();
+    let mut names: Vec<String> = Vec::new();
+    for m in Method::ALL {
+        let n = m.layout(&cfg).name();
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
+}
+
+/// The layout named `name` (a [`layout_names`] entry) under `cfg` (`super` takes
+/// `cfg.super_nodes`); `None` for a name no registered method has.
+pub fn layout_named(name: &str, cfg: &TrainConfig) -> Option<DataLayout> {
+    Method::ALL
+        .iter()
+        .map(|m| m.layout(cfg))
+        .find(|l| l.name() == name)
+}
+
+/// What `tma partition --method NAME` (and Python's `tma.partition(method=...)`) lays out:
+/// a layout name ([`layout_names`]: `random`, `super`, `metis`, `shared-examples`, ...) or a
+/// training method's name (its layout). Returns the method the partition is made with: the
+/// named one, or the first registered one with the named layout.
+///
+/// # Errors
+/// An unknown name; the message lists the layouts and the methods.
+pub fn partition_method(name: &str) -> Result<Method, String> {
+    if let Ok(m) = name.parse::<Method>() {
+        return Ok(m);
+    }
+    let cfg = TrainConfig::default();
+    layout_named(name, &cfg)
+        .and_then(|l| method_for_layout(&l, &cfg))
+        .ok_or_else(|| {
+            format!(
+                "unknown layout '{name}' (expected a layout: {}; or a training method, which lays out its own: {})",
+                layout_names().join(", "),
+                Method::names().join(", ")
+            )
+        })
+}
+
+/// The partitioner's configuration of `cfg`'s run (its method's layout under `cfg`,
+/// [`DataLayout::partition_config`]): the one mapping from a run's options to
+/// [`tma_partition`], for every front end. `None`: the method's layout does not partition the
+/// graph with [`tma_partition`] (`whole`, `shared-examples`, a method's own layout).
+pub fn partition_config(cfg: &TrainConfig) -> Option<PartitionConfig> {
+    cfg.method.layout(cfg).partition_config(cfg)
+}
+
+/// The configuration `tma partition --out` (and Python's `tma.partition`) makes a layout
+/// with: `base` (task, seed, parts as `num_trainers`, `drop_parts`, `super_nodes`, ...) with
+/// the method of [`partition_method`]`(name)`, validated as a run of that method would be.
+///
+/// # Errors
+/// As [`partition_method`]; `invalid option: ...` from [`TrainConfig::validate`].
+pub fn partition_job(name: &str, base: TrainConfig) -> Result<TrainConfig, String> {
+    let cfg = TrainConfig {
+        method: partition_method(name)?,
+        ..base
+    };
+    cfg.validate().map_err(|e| format!("invalid option: {e}"))?;
+    Ok(cfg)
+}
+
+/// Refuses `method` on a partition directory whose recorded layout is `dir_layout`, when the
+/// method's layout under `cfg` (the directory's data options applied) is another.
+///
+/// # Errors
+/// A message naming the directory (`partitions`, as the front end spells the option), its
+/// layout, the method's layout, the methods that train from it and how to make one for the
+/// method.
+pub fn check_layout(
+    method: Method,
+    cfg: &TrainConfig,
+    partitions: &str,
+    dir: &std::path::Path,
+    dir_layout: &str,
+) -> Result<(), String> {
+    let wanted = method.layout(cfg);
+    if wanted.name() == dir_layout {
+        return Ok(());
+    }
+    let fit: Vec<&str> = Method::ALL
+        .iter()
+        .filter(|m| m.layout(cfg).name() == dir_layout)
+        .map(|m| m.as_str())
+        .collect();
+    Err(format!(
+        "{partitions} {} holds the {dir_layout} layout; method {method} trains on the {} layout ({}); write one with `tma partition --out DIR --method {method}`",
+        dir.display(),
+        wanted.name(),
+        if fit.is_empty() {
+            format!("no registered method trains on {dir_layout}")
+        } else {
+            format!("methods for this directory: {}", fit.join(", "))
+        }
+    ))
+}
+
+/// Makes `cfg` a run on the partition directory `dir` whose manifest records `data`: its data
+/// options ([`crate::store::DataConfig::apply`]) and a method that trains on its layout:
+/// `cfg.method` where its layout under those options is the directory's, else the method a
+/// version-1 directory recorded, else the first registered method with that layout (a front
+/// end refuses a method the user *gave* that does not fit first: [`check_layout`]).
+///
+/// # Errors
+/// [`TrainError::Store`] when no registered method trains on the directory's layout (a layout
+/// of a method this build does not have).
+pub fn apply_partitions(
+    dir: &std::path::Path,
+    data: &crate::store::DataConfig,
+    cfg: &mut TrainConfig,
+) -> Result<(), TrainError> {
+    data.apply(cfg);
+    if cfg.method.layout(cfg).name() == data.layout {
+        return Ok(());
+    }
+    let fits = |m: &Method| m.layout(cfg).name() == data.layout;
+    let method = data
+        .method
+        .filter(fits)
+        .or_else(|| Method::ALL.iter().copied().find(fits));
     match method {
-        Method::RandomTma => &Averaging {
-            layout: |_| DataLayout::Partitioned(PartitionMethod::Random),
-        },
-        Method::SuperTma => &Averaging {
-            layout: |cfg| {
-                DataLayout::Partitioned(PartitionMethod::SuperNode {
-                    num_super_nodes: cfg.super_nodes,
-                })
-            },
-        },
-        Method::PsgdPa => &Averaging {
-            layout: |_| DataLayout::Partitioned(PartitionMethod::Metis),
-        },
-        Method::Centralized => &Averaging {
-            layout: |_| DataLayout::Whole,
-        },
-        Method::Llcg => &LlcgMethod,
-        Method::Ggs => &Ggs,
+        Some(m) => {
+            cfg.method = m;
+            Ok(())
+        }
+        None => Err(TrainError::Store(crate::store::StoreError::Format {
+            path: dir.join("manifest.json"),
+            reason: format!(
+                "layout '{}' is not one a method of this tma trains on (layouts: {})",
+                data.layout,
+                layout_names().join(", ")
+            ),
+        })),
     }
 }
 
 /// Splits, lays out (partitions) and builds every trainer's data for `cfg.method`
-/// ([`prepare_with`] with that method's layout).
+/// ([`prepare_with`] with that method's layout), then refuses trainers without a training
+/// example where the method cannot run them ([`crate::data::check_idle`]).
 ///
 /// # Errors
 /// As [`prepare_with`].
 pub fn prepare(ds: Dataset, cfg: &TrainConfig) -> Result<Prepared, TrainError> {
-    prepare_with(ds, cfg, training_method(cfg.method).layout(cfg))
+    let prep = prepare_with(ds, cfg, cfg.method.layout(cfg))?;
+    check_idle(&prep, cfg)?;
+    Ok(prep)
+}
+
+/// Refuses the idle trainers of `prep` where `cfg.method` cannot run them (a method that does
+/// not average models: every trainer must have examples).
+///
+/// # Errors
+/// As [`crate::data::check_idle`].
+pub fn check_idle(prep: &Prepared, cfg: &TrainConfig) -> Result<(), TrainError> {
+    let num_examples = match &prep.eval {
+        crate::data::EvalData::Node { split, .. } => split.train.len(),
+        crate::data::EvalData::Link { split } => split.num_train_edges(),
+    };
+    crate::data::check_idle(
+        &prep.idle_trainers(),
+        prep.trainers.len(),
+        cfg,
+        num_examples,
+        cfg.method.info().averages_models,
+    )
 }
 
 /// [`prepare`] with the parts written to, and mapped from, `spill`
@@ -57,7 +378,9 @@ pub fn prepare_spilled(
     cfg: &TrainConfig,
     spill: Option<&crate::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
-    crate::data::prepare_spilled(ds, cfg, training_method(cfg.method).layout(cfg), spill)
+    let prep = crate::data::prepare_spilled(ds, cfg, cfg.method.layout(cfg), spill)?;
+    check_idle(&prep, cfg)?;
+    Ok(prep)
 }
 
 /// [`prepare_spilled`] for the layout of a partition directory (`tma partition --out`,
@@ -71,7 +394,7 @@ pub fn prepare_layout(
     cfg: &TrainConfig,
     spill: Option<&crate::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
-    let layout = training_method(cfg.method).layout(cfg);
+    let layout = cfg.method.layout(cfg);
     crate::data::prepare_for(ds, cfg, layout, spill, crate::data::Purpose::Layout)
 }
 

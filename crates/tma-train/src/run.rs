@@ -279,7 +279,7 @@ impl Run {
         let (opened, name, dataset_path, gen_nodes, partitions) = match data {
             DataSource::Partitions(dir) => {
                 let manifest = store::read_manifest(&dir)?;
-                manifest.data.apply(&mut config);
+                crate::methods::apply_partitions(&dir, &manifest.data, &mut config)?;
                 let name = manifest.dataset.clone();
                 // absolute, so `--config RUN_DIR/config.toml` and `--resume` work from any directory
                 let shown = abs_display(&dir);
@@ -528,6 +528,22 @@ impl Run {
                         .map_err(|e| {
                             TrainError::Data(format!("--partitions {}: {e}", dir.display()))
                         })?;
+                    // the method's rule on parts without a training example (GGS: none)
+                    let idle: Vec<usize> = m
+                        .parts
+                        .iter()
+                        .filter(|p| p.num_train == 0)
+                        .map(|p| p.trainer)
+                        .collect();
+                    let total = m.parts.iter().map(|p| p.num_train).sum();
+                    crate::data::check_idle(
+                        &idle,
+                        m.parts.len(),
+                        cfg,
+                        total,
+                        cfg.method.info().averages_models,
+                    )
+                    .map_err(|e| TrainError::Data(format!("--partitions {}: {e}", dir.display())))?;
                     let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
                     prep.metric = metric;
                     prep.warnings.extend(note);
@@ -778,8 +794,11 @@ impl Run {
                 self.config.sync_every,
                 self.config.round_timeout,
             ));
-        // GGS trainers whose examples were never trained on
-        let idle = crate::record::no_step_warnings(&result.summary);
+        // trainers of a method that averages no model (GGS) whose examples were never trained on
+        let idle = crate::record::no_step_warnings(
+            &result.summary,
+            self.config.method.info().averages_models,
+        );
         result.summary.warnings.extend(idle);
         if result.summary.memory.is_empty() {
             // one process (an MPI engine fills in every rank itself)
