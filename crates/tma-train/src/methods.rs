@@ -421,3 +421,154 @@ pub fn run_in_process(
         extras,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Task;
+    use crate::record::Quiet;
+    use crate::run::{generated_graph_config, DataSource, Run, RunSpec};
+    use std::time::Duration;
+
+    fn quick(method: Method) -> TrainConfig {
+        TrainConfig {
+            task: Task::Node,
+            method,
+            num_trainers: 3,
+            hidden: 8,
+            sync_every: Duration::from_millis(150),
+            sync_ramp: 0,
+            time_limit: Duration::from_millis(500),
+            threads: 2,
+            ..TrainConfig::defaults_for(Task::Node)
+        }
+    }
+
+    fn sbm() -> Dataset {
+        tma_graph::generate_sbm(&generated_graph_config(600, 3))
+    }
+
+    #[test]
+    fn the_registry_names_parses_and_lists_every_method_once() {
+        // the built-in order, the toy (registered for tests) last
+        let names: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(
+            names,
+            ["random-tma", "super-tma", "psgd-pa", "llcg", "ggs", "centralized", "toy-blocks"]
+        );
+        for &m in Method::ALL {
+            assert_eq!(m.as_str().parse::<Method>(), Ok(m));
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+            assert_eq!(serde_json::from_value::<Method>(m.as_str().into()).unwrap(), m);
+        }
+        assert_eq!(Method::default(), Method::RandomTma);
+        assert_eq!(
+            "fast".parse::<Method>().unwrap_err(),
+            "unknown method 'fast' (expected one of: random-tma, super-tma, psgd-pa, llcg, ggs, centralized, toy-blocks)"
+        );
+        let e = serde_json::from_value::<Method>("fast".into()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unknown variant `fast`, expected one of `random-tma`, `super-tma`"),
+            "{e}"
+        );
+        assert_eq!(
+            layout_names(),
+            ["random", "super", "metis", "shared-examples", "whole", "blocks"]
+        );
+        let help = Method::help_text();
+        assert!(help.starts_with("Training method: random-tma (random node partition + model averaging; layout random), "), "{help}");
+        assert!(help.ends_with(" or toy-blocks (contiguous blocks of node ids + model averaging; layout blocks). Default: random-tma."), "{help}");
+    }
+
+    #[test]
+    fn a_layout_name_or_a_method_name_gives_the_method_a_partition_is_made_with() {
+        assert_eq!(partition_method("random"), Ok(Method::RandomTma));
+        assert_eq!(partition_method("metis"), Ok(Method::PsgdPa));
+        assert_eq!(partition_method("llcg"), Ok(Method::Llcg));
+        assert_eq!(partition_method("shared-examples"), Ok(Method::Ggs));
+        assert_eq!(partition_method("whole"), Ok(Method::Centralized));
+        assert_eq!(partition_method("blocks"), Ok(Method::Toy));
+        assert_eq!(
+            partition_method("metiss").unwrap_err(),
+            "unknown layout 'metiss' (expected a layout: random, super, metis, shared-examples, whole, blocks; or a training method, which lays out its own: random-tma, super-tma, psgd-pa, llcg, ggs, centralized, toy-blocks)"
+        );
+        // llcg and psgd-pa share their layout; ggs has its own
+        let cfg = TrainConfig::default();
+        assert_eq!(Method::Llcg.layout(&cfg), Method::PsgdPa.layout(&cfg));
+        assert_eq!(method_for_layout(&Method::Llcg.layout(&cfg), &cfg), Some(Method::PsgdPa));
+        assert_eq!(
+            partition_config(&TrainConfig { method: Method::Llcg, ..cfg.clone() })
+                .map(|p| p.method),
+            Some(tma_partition::PartitionMethod::Metis)
+        );
+        assert_eq!(partition_config(&TrainConfig { method: Method::Ggs, ..cfg }), None);
+    }
+
+    #[test]
+    fn capabilities_decide_what_a_configuration_may_ask() {
+        let ok = |c: TrainConfig| c.validate();
+        // the toy is an averaging method: the step schedule and checks apply
+        assert_eq!(ok(TrainConfig { sync_every_steps: 4, ..quick(Method::Toy) }), Ok(()));
+        assert_eq!(
+            ok(TrainConfig { sync_every_steps: 4, ..quick(Method::Ggs) }).unwrap_err(),
+            "sync-every-steps does not apply to ggs (it synchronizes gradients every step)"
+        );
+        assert_eq!(
+            ok(TrainConfig { val_check_interval: Duration::from_millis(50), ..quick(Method::Llcg) })
+                .unwrap_err(),
+            "val-check-interval does not apply to llcg (no model between its exchanges: its rounds end with a correction on the coordinator); use it with random-tma, super-tma, psgd-pa, centralized or toy-blocks"
+        );
+        assert_eq!(quick(Method::Centralized).effective_trainers(), 1);
+        assert_eq!(quick(Method::Toy).effective_trainers(), 3);
+        let ramp = |m| TrainConfig { sync_ramp: 8, ..quick(m) }.effective_sync_ramp();
+        assert_eq!((ramp(Method::Toy), ramp(Method::Ggs)), (8, 0));
+    }
+
+    #[test]
+    fn a_method_with_its_own_layout_trains_in_process_and_from_its_partition_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = quick(Method::Toy);
+        // its own layout: trainer t holds nodes t*200 .. (t+1)*200 of the 600
+        let prep = prepare(sbm(), &cfg).unwrap();
+        assert_eq!(prep.layout, "blocks");
+        let ids: Vec<(u32, u32, usize)> = prep
+            .trainers
+            .iter()
+            .map(|t| (t.global_ids[0], *t.global_ids.last().unwrap(), t.global_ids.len()))
+            .collect();
+        assert_eq!(ids, [(0, 199, 200), (200, 399, 200), (400, 599, 200)]);
+        let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm())));
+        spec.out = Some(tmp.path().join("run"));
+        let r = Run::start(spec).unwrap().train(&mut Quiet).unwrap();
+        assert_eq!(r.summary.method, "toy-blocks");
+        assert!(r.rounds.len() >= 2 && r.rounds.iter().all(|x| x.participants == [0, 1, 2]));
+
+        // a partition directory of its layout, made as `tma partition --out --method blocks`
+        let job = partition_job("blocks", TrainConfig { num_trainers: 3, ..cfg.clone() }).unwrap();
+        assert_eq!(job.method, Method::Toy);
+        let dir = tmp.path().join("parts");
+        let laid = prepare_layout(sbm(), &job, None).unwrap();
+        let m = crate::store::write_partition_dir(&dir, &laid, &job, "sbm", false).unwrap();
+        assert_eq!((m.data.layout.as_str(), m.parts.len()), ("blocks", 3));
+        // a run asking for the default method trains the directory's layout's method
+        let mut asked = TrainConfig { method: Method::RandomTma, ..cfg.clone() };
+        apply_partitions(&dir, &m.data, &mut asked).unwrap();
+        assert_eq!(asked.method, Method::Toy);
+        let mut spec = RunSpec::new(asked, DataSource::Partitions(dir.clone()));
+        spec.out = Some(tmp.path().join("from-dir"));
+        let r = Run::start(spec).unwrap().train(&mut Quiet).unwrap();
+        assert_eq!(r.summary.method, "toy-blocks");
+        assert!(r.rounds.len() >= 2);
+        // a method of another layout is refused naming both
+        let mut other = cfg.clone();
+        m.data.apply(&mut other);
+        assert_eq!(
+            check_layout(Method::PsgdPa, &other, "--partitions", &dir, &m.data.layout).unwrap_err(),
+            format!(
+                "--partitions {} holds the blocks layout; method psgd-pa trains on the metis layout (methods for this directory: toy-blocks); write one with `tma partition --out DIR --method psgd-pa`",
+                dir.display()
+            )
+        );
+    }
+}
