@@ -884,7 +884,9 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         eprintln!(
             "warning: --super-clustering {c} is ignored: --method {} clusters nothing (only {} do)",
             layout.name(),
-            tma_train::methods::and_list(&clustering.iter().map(String::as_str).collect::<Vec<_>>())
+            tma_train::methods::and_list(
+                &clustering.iter().map(String::as_str).collect::<Vec<_>>()
+            )
         );
     }
     if let Some(out) = &o.out {

@@ -205,24 +205,30 @@ impl TrainConfig {
             if self.sync_every_steps > 0 {
                 return Err("val-check-interval needs the wall-clock schedule; it does not combine with sync-every-steps".into());
             }
-            if let Some(why) = info.no_validation_checks {
-                let with: Vec<&str> = Method::ALL
-                    .iter()
-                    .filter(|m| m.info().no_validation_checks.is_none())
-                    .map(|m| m.as_str())
-                    .collect();
-                return Err(format!(
-                    "val-check-interval does not apply to {} (no model between its exchanges: {why}); use it with {}",
-                    info.name,
-                    crate::methods::or_list(&with)
-                ));
-            }
         }
         if self.sync_ramp > crate::clock::MAX_SYNC_RAMP {
             return Err(format!(
                 "sync-ramp must be at most {} (its spans are sync-every / sync-ramp), got {}",
                 crate::clock::MAX_SYNC_RAMP,
                 self.sync_ramp
+            ));
+        }
+        self.check_capabilities(info)
+    }
+
+    /// The refusals of [`TrainConfig::validate`] that the method's declaration decides:
+    /// validation checks and the step schedule where it has none.
+    fn check_capabilities(&self, info: &crate::method::MethodInfo) -> Result<(), String> {
+        if let (Some(why), false) = (info.no_validation_checks, self.val_check_interval.is_zero()) {
+            let with: Vec<&str> = Method::ALL
+                .iter()
+                .filter(|m| m.info().no_validation_checks.is_none())
+                .map(|m| m.as_str())
+                .collect();
+            return Err(format!(
+                "val-check-interval does not apply to {} (no model between its exchanges: {why}); use it with {}",
+                info.name,
+                crate::methods::or_list(&with)
             ));
         }
         if let (Some(why), true) = (info.no_step_schedule, self.sync_every_steps > 0) {

@@ -368,6 +368,26 @@ pub fn check_idle(prep: &Prepared, cfg: &TrainConfig) -> Result<(), TrainError> 
     )
 }
 
+/// [`check_idle`] for the parts of the partition directory `dir` (its manifest's `parts`).
+///
+/// # Errors
+/// As [`crate::data::check_idle`], the message naming the directory.
+pub fn check_idle_parts(
+    dir: &std::path::Path,
+    parts: &[crate::store::PartEntry],
+    cfg: &TrainConfig,
+) -> Result<(), TrainError> {
+    let idle: Vec<usize> = parts
+        .iter()
+        .filter(|p| p.num_train == 0)
+        .map(|p| p.trainer)
+        .collect();
+    let total = parts.iter().map(|p| p.num_train).sum();
+    let averages = cfg.method.info().averages_models;
+    crate::data::check_idle(&idle, parts.len(), cfg, total, averages)
+        .map_err(|e| TrainError::Data(format!("--partitions {}: {e}", dir.display())))
+}
+
 /// [`prepare`] with the parts written to, and mapped from, `spill`
 /// ([`crate::data::prepare_spilled`]).
 ///
@@ -454,12 +474,23 @@ mod tests {
         let names: Vec<&str> = Method::ALL.iter().map(|m| m.as_str()).collect();
         assert_eq!(
             names,
-            ["random-tma", "super-tma", "psgd-pa", "llcg", "ggs", "centralized", "toy-blocks"]
+            [
+                "random-tma",
+                "super-tma",
+                "psgd-pa",
+                "llcg",
+                "ggs",
+                "centralized",
+                "toy-blocks"
+            ]
         );
         for &m in Method::ALL {
             assert_eq!(m.as_str().parse::<Method>(), Ok(m));
             assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
-            assert_eq!(serde_json::from_value::<Method>(m.as_str().into()).unwrap(), m);
+            assert_eq!(
+                serde_json::from_value::<Method>(m.as_str().into()).unwrap(),
+                m
+            );
         }
         assert_eq!(Method::default(), Method::RandomTma);
         assert_eq!(
@@ -474,7 +505,14 @@ mod tests {
         );
         assert_eq!(
             layout_names(),
-            ["random", "super", "metis", "shared-examples", "whole", "blocks"]
+            [
+                "random",
+                "super",
+                "metis",
+                "shared-examples",
+                "whole",
+                "blocks"
+            ]
         );
         let help = Method::help_text();
         assert!(help.starts_with("Training method: random-tma (random node partition + model averaging; layout random), "), "{help}");
@@ -496,22 +534,44 @@ mod tests {
         // llcg and psgd-pa share their layout; ggs has its own
         let cfg = TrainConfig::default();
         assert_eq!(Method::Llcg.layout(&cfg), Method::PsgdPa.layout(&cfg));
-        assert_eq!(method_for_layout(&Method::Llcg.layout(&cfg), &cfg), Some(Method::PsgdPa));
         assert_eq!(
-            partition_config(&TrainConfig { method: Method::Llcg, ..cfg.clone() })
-                .map(|p| p.method),
+            method_for_layout(&Method::Llcg.layout(&cfg), &cfg),
+            Some(Method::PsgdPa)
+        );
+        assert_eq!(
+            partition_config(&TrainConfig {
+                method: Method::Llcg,
+                ..cfg.clone()
+            })
+            .map(|p| p.method),
             Some(tma_partition::PartitionMethod::Metis)
         );
-        assert_eq!(partition_config(&TrainConfig { method: Method::Ggs, ..cfg }), None);
+        assert_eq!(
+            partition_config(&TrainConfig {
+                method: Method::Ggs,
+                ..cfg
+            }),
+            None
+        );
     }
 
     #[test]
     fn capabilities_decide_what_a_configuration_may_ask() {
         let ok = |c: TrainConfig| c.validate();
         // the toy is an averaging method: the step schedule and checks apply
-        assert_eq!(ok(TrainConfig { sync_every_steps: 4, ..quick(Method::Toy) }), Ok(()));
         assert_eq!(
-            ok(TrainConfig { sync_every_steps: 4, ..quick(Method::Ggs) }).unwrap_err(),
+            ok(TrainConfig {
+                sync_every_steps: 4,
+                ..quick(Method::Toy)
+            }),
+            Ok(())
+        );
+        assert_eq!(
+            ok(TrainConfig {
+                sync_every_steps: 4,
+                ..quick(Method::Ggs)
+            })
+            .unwrap_err(),
             "sync-every-steps does not apply to ggs (it synchronizes gradients every step)"
         );
         assert_eq!(
@@ -521,7 +581,13 @@ mod tests {
         );
         assert_eq!(quick(Method::Centralized).effective_trainers(), 1);
         assert_eq!(quick(Method::Toy).effective_trainers(), 3);
-        let ramp = |m| TrainConfig { sync_ramp: 8, ..quick(m) }.effective_sync_ramp();
+        let ramp = |m| {
+            TrainConfig {
+                sync_ramp: 8,
+                ..quick(m)
+            }
+            .effective_sync_ramp()
+        };
         assert_eq!((ramp(Method::Toy), ramp(Method::Ggs)), (8, 0));
     }
 
@@ -535,7 +601,13 @@ mod tests {
         let ids: Vec<(u32, u32, usize)> = prep
             .trainers
             .iter()
-            .map(|t| (t.global_ids[0], *t.global_ids.last().unwrap(), t.global_ids.len()))
+            .map(|t| {
+                (
+                    t.global_ids[0],
+                    *t.global_ids.last().unwrap(),
+                    t.global_ids.len(),
+                )
+            })
             .collect();
         assert_eq!(ids, [(0, 199, 200), (200, 399, 200), (400, 599, 200)]);
         let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm())));
@@ -545,14 +617,24 @@ mod tests {
         assert!(r.rounds.len() >= 2 && r.rounds.iter().all(|x| x.participants == [0, 1, 2]));
 
         // a partition directory of its layout, made as `tma partition --out --method blocks`
-        let job = partition_job("blocks", TrainConfig { num_trainers: 3, ..cfg.clone() }).unwrap();
+        let job = partition_job(
+            "blocks",
+            TrainConfig {
+                num_trainers: 3,
+                ..cfg.clone()
+            },
+        )
+        .unwrap();
         assert_eq!(job.method, Method::Toy);
         let dir = tmp.path().join("parts");
         let laid = prepare_layout(sbm(), &job, None).unwrap();
         let m = crate::store::write_partition_dir(&dir, &laid, &job, "sbm", false).unwrap();
         assert_eq!((m.data.layout.as_str(), m.parts.len()), ("blocks", 3));
         // a run asking for the default method trains the directory's layout's method
-        let mut asked = TrainConfig { method: Method::RandomTma, ..cfg.clone() };
+        let mut asked = TrainConfig {
+            method: Method::RandomTma,
+            ..cfg.clone()
+        };
         apply_partitions(&dir, &m.data, &mut asked).unwrap();
         assert_eq!(asked.method, Method::Toy);
         let mut spec = RunSpec::new(asked, DataSource::Partitions(dir.clone()));

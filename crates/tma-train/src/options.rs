@@ -88,7 +88,13 @@ pub fn check_partitions(
                 ..TrainConfig::default()
             };
             data.apply(&mut cfg);
-            crate::methods::check_layout(method, &cfg, &spelling.name("partitions"), dir, &data.layout)?;
+            crate::methods::check_layout(
+                method,
+                &cfg,
+                &spelling.name("partitions"),
+                dir,
+                &data.layout,
+            )?;
         }
     }
     let recorded = serde_json::to_value(data).expect("data options serialize");
@@ -156,7 +162,12 @@ pub fn unused_warnings(
     // what the chosen methods declare (their `MethodInfo` and layout), never their names
     let cfg = TrainConfig::default();
     let with = |f: &dyn Fn(Method) -> bool| -> Vec<&'static str> {
-        Method::ALL.iter().copied().filter(|&m| f(m)).map(|m| m.as_str()).collect()
+        Method::ALL
+            .iter()
+            .copied()
+            .filter(|&m| f(m))
+            .map(|m| m.as_str())
+            .collect()
     };
     let any = |f: &dyn Fn(Method) -> bool| methods.iter().any(|&m| f(m));
     let mut w = Vec::new();
@@ -190,8 +201,7 @@ pub fn unused_warnings(
             ));
         }
     }
-    if number(given, "num_trainers").is_some_and(|m| m != 1.0)
-        && !any(&|m| m.info().many_trainers)
+    if number(given, "num_trainers").is_some_and(|m| m != 1.0) && !any(&|m| m.info().many_trainers)
     {
         let one = with(&|m| !m.info().many_trainers);
         w.push(format!(

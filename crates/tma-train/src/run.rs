@@ -529,21 +529,7 @@ impl Run {
                             TrainError::Data(format!("--partitions {}: {e}", dir.display()))
                         })?;
                     // the method's rule on parts without a training example (GGS: none)
-                    let idle: Vec<usize> = m
-                        .parts
-                        .iter()
-                        .filter(|p| p.num_train == 0)
-                        .map(|p| p.trainer)
-                        .collect();
-                    let total = m.parts.iter().map(|p| p.num_train).sum();
-                    crate::data::check_idle(
-                        &idle,
-                        m.parts.len(),
-                        cfg,
-                        total,
-                        cfg.method.info().averages_models,
-                    )
-                    .map_err(|e| TrainError::Data(format!("--partitions {}: {e}", dir.display())))?;
+                    crate::methods::check_idle_parts(&dir, &m.parts, cfg)?;
                     let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
                     prep.metric = metric;
                     prep.warnings.extend(note);

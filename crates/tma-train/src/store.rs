@@ -1301,8 +1301,7 @@ mod tests {
     /// A manifest as version 1 wrote it: `data.method` in place of `data.layout`.
     pub(crate) fn as_version_1(dir: &Path, method: &str) {
         let mf = dir.join("manifest.json");
-        let mut v: serde_json::Value =
-            serde_json::from_slice(&fs::read(&mf).unwrap()).unwrap();
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&mf).unwrap()).unwrap();
         v["format_version"] = 1.into();
         let data = v["data"].as_object_mut().unwrap();
         data.remove("layout");
@@ -1317,7 +1316,11 @@ mod tests {
         let dir = tmp.path().join("parts");
         let written = write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
         assert_eq!(written.format_version, 2);
-        for (method, layout) in [("random-tma", "random"), ("llcg", "metis"), ("ggs", "shared-examples")] {
+        for (method, layout) in [
+            ("random-tma", "random"),
+            ("llcg", "metis"),
+            ("ggs", "shared-examples"),
+        ] {
             as_version_1(&dir, method);
             let m = read_manifest(&dir).unwrap();
             assert_eq!(m.format_version, 1);
@@ -1336,6 +1339,29 @@ mod tests {
             e.ends_with("manifest.json: invalid manifest: data.method \"fast-tma\" is not a method of format version 1"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn llcg_corrects_on_every_training_edge_when_read_from_a_directory() {
+        // regression (issue 28): the coordinator's data read from a partition directory holds
+        // no training graph of its own; LLCG's correction found no training edge there
+        let (cfg, p) = prep(Task::Link);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("parts");
+        write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        let read = read_coordinator(&dir, &read_manifest(&dir).unwrap()).unwrap();
+        let edges = |prep: &Prepared| {
+            let d = crate::llcg::full_graph_data(prep, 3);
+            let TrainTarget::Link { edges } = &d.target else {
+                panic!("link data")
+            };
+            let mut v = edges.to_vec(&d.graph);
+            v.sort_unstable();
+            v
+        };
+        let (mine, theirs) = (edges(&p), edges(&read));
+        assert!(mine.len() > 1000, "{}", mine.len());
+        assert_eq!(mine, theirs);
     }
 
     #[test]

@@ -34,8 +34,10 @@ pub struct Toy;
 /// The toy method in the registry.
 pub const TOY: Toy = Toy;
 
-const INFO: MethodInfo =
-    MethodInfo::averaging("toy-blocks", "contiguous blocks of node ids + model averaging");
+const INFO: MethodInfo = MethodInfo::averaging(
+    "toy-blocks",
+    "contiguous blocks of node ids + model averaging",
+);
 
 impl TrainingMethod for Toy {
     fn info(&self) -> &MethodInfo {
