@@ -968,7 +968,11 @@ fn _partition<'py>(
     let layout = match map.remove("method") {
         None => "random".to_string(),
         Some(serde_json::Value::String(s)) => s,
-        Some(v) => return Err(PyValueError::new_err(format!("method={v}: expected a name"))),
+        Some(v) => {
+            return Err(PyValueError::new_err(format!(
+                "method={v}: expected a name"
+            )))
+        }
     };
     let base = TrainConfig::from_options(&map).map_err(|e| {
         PyValueError::new_err(
@@ -1026,7 +1030,12 @@ fn _partition<'py>(
             })
         })
     })?;
-    Ok((assignment.map(|a| a.into_pyarray(py)), report, hash, manifest))
+    Ok((
+        assignment.map(|a| a.into_pyarray(py)),
+        report,
+        hash,
+        manifest,
+    ))
 }
 
 /// The names `tma.partition(method=...)` takes, each with the layout it makes: every layout

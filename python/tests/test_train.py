@@ -205,7 +205,7 @@ def test_any_method_of_a_directorys_layout_trains_from_it(tmp_path, cora_dir):
     assert w["assignment"] is None and w["manifest"]["data"]["layout"] == "shared-examples"
     for parts, method in (("metis", "llcg"), ("shared", "ggs")):
         run = tma.train(partitions=tmp_path / parts, method=method, out=tmp_path / f"run-{method}",
-                        hidden=8, threads=2, sync_every_steps=2, time_limit="1s")
+                        hidden=8, threads=2, sync_every="300ms", time_limit="1s")
         assert run.summary["method"] == method and len(run.summary["steps_per_trainer"]) == 2
     with pytest.raises(ValueError, match="holds the metis layout; method ggs trains on the shared-examples layout"):
         tma.train(partitions=tmp_path / "metis", method="ggs", out=tmp_path / "x", time_limit="1s")

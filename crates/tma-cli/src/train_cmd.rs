@@ -821,8 +821,8 @@ pub struct PartitionOpts {
 /// `tma partition --method`'s help: the layouts and the methods, from the method registry.
 fn partition_method_help() -> String {
     format!(
-        "Layout: {} (a partitioner, or whole / shared-examples: the whole graph, for centralized / ggs); a `tma train --method` name (e.g. psgd-pa, llcg, ggs) makes that method's layout.",
-        tma_train::methods::layout_names().join(", ")
+        "Layout, with the methods that train on it: {}; or a `tma train --method` name, which makes its layout.",
+        tma_train::methods::layouts_help()
     )
 }
 

@@ -102,6 +102,13 @@ impl Method {
         NAMES.get_or_init(|| Method::ALL.iter().map(|m| m.as_str()).collect())
     }
 
+    /// Every registered name joined by commas (`random-tma,super-tma,...`): `tma compare`'s
+    /// default `--methods`.
+    pub fn names_csv() -> &'static str {
+        static CSV: OnceLock<String> = OnceLock::new();
+        CSV.get_or_init(|| Method::names().join(","))
+    }
+
     /// The `--method` help: every method with its one-line help and its layout, then the
     /// default (`"random-tma (...), super-tma (...), ... Default: random-tma."`).
     pub fn help_text() -> String {
@@ -206,6 +213,24 @@ pub fn layout_names() -> Vec<String> {
         }
     }
     names
+}
+
+/// Every layout with the methods that train on it, for help texts:
+/// `random (random-tma), super (super-tma), metis (psgd-pa, llcg), ...`.
+pub fn layouts_help() -> String {
+    let cfg = TrainConfig::default();
+    layout_names()
+        .iter()
+        .map(|l| {
+            let by: Vec<&str> = Method::ALL
+                .iter()
+                .filter(|m| m.layout(&cfg).name() == *l)
+                .map(|m| m.as_str())
+                .collect();
+            format!("{l} ({})", by.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The layout named `name` (a [`layout_names`] entry) under `cfg` (`super` takes

@@ -415,7 +415,7 @@ fn partition_method_takes_the_train_method_names_too() {
     let h = tma(&["partition", "--help"]);
     let help = stdout(&h);
     assert!(
-        help.contains("Layout: random, super, metis, shared-examples, whole (a partitioner"),
+        help.contains("Layout, with the methods that train on it: random (random-tma), super (super-tma), metis (psgd-pa, llcg), shared-examples (ggs), whole (centralized); or a `tma train --method` name"),
         "{help}"
     );
     // an unknown name is refused with the layouts and the methods
