@@ -9,7 +9,7 @@ use tma_nn::EncoderKind;
 
 impl TrainConfig {
     /// The averaging ramp this run uses: `sync_ramp`, except 0 for a method that declares no
-    /// ramp ([`MethodInfo::no_sync_ramp`]: ggs, which synchronizes gradients every step; its
+    /// ramp ([`crate::method::MethodInfo::no_sync_ramp`]: ggs, which synchronizes gradients every step; its
     /// rounds are validation points only) and on the step-count schedule
     /// (`sync_every_steps`), which have none.
     pub fn effective_sync_ramp(&self) -> u32 {
