@@ -190,7 +190,14 @@ pub fn unused_warnings(
             and_list(&with(&clusters))
         ));
     }
-    for (key, does) in Method::ALL.iter().flat_map(|m| m.info().options) {
+    let mut own: Vec<&(&str, &str)> = Vec::new();
+    for o in Method::ALL.iter().flat_map(|m| m.info().options) {
+        // an option several methods declare is said once
+        if !own.iter().any(|(k, _)| *k == o.0) {
+            own.push(o);
+        }
+    }
+    for (key, does) in own {
         let declares = |m: Method| m.info().options.iter().any(|(k, _)| k == key);
         if has(key) && !any(&declares) {
             w.push(format!(
