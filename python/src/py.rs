@@ -857,7 +857,7 @@ fn train_mpi(
         Rank::Trainer(ctx) => {
             let m = tma_train::store::read_manifest(dir)?;
             let mut cfg = spec.config.clone();
-            m.data.apply(&mut cfg);
+            tma_train::methods::apply_partitions(dir, &m.data, &mut cfg)?;
             let method = tma_train::training_method(cfg.method);
             run_trainer(ctx, method, dir, &m, &cfg, &spec.fail, spec.out.as_deref())?;
             Ok(None)
@@ -944,8 +944,10 @@ fn dataset_for(d: &PyDataset, cfg: &TrainConfig) -> Result<Dataset, PyErr> {
     }
 }
 
-/// Partitions: see `tma.partition`. Returns `(assignment uint32 [N], report JSON, assignment
-/// sha256, manifest JSON of the written partition directory or None)`.
+/// Partitions: see `tma.partition`. `options` (JSON) holds `method`: a layout or a training
+/// method's name (`tma_train::methods::partition_method`). Returns `(assignment uint32 [N] or
+/// None, report JSON (null for a layout without an assignment), assignment sha256 or None,
+/// manifest JSON of the written partition directory or None)`.
 #[pyfunction]
 #[pyo3(signature = (dataset, options, out=None))]
 #[allow(clippy::type_complexity)]
@@ -955,36 +957,54 @@ fn _partition<'py>(
     options: &str,
     out: Option<PathBuf>,
 ) -> PyResult<(
-    Bound<'py, numpy::PyArray1<u32>>,
-    String,
+    Option<Bound<'py, numpy::PyArray1<u32>>>,
     String,
     Option<String>,
+    Option<String>,
 )> {
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
+    let mut map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(options)
         .map_err(|e| PyValueError::new_err(format!("options: {e}")))?;
-    let cfg = tma_train::options::config_from(&map, Spelling::Key)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let Some(pcfg) = tma_train::training_method(cfg.method)
-        .layout(&cfg)
-        .partition_config(&cfg)
-    else {
-        return Err(PyValueError::new_err(format!(
-            "method '{}' does not partition the graph (random, super or metis do: random-tma, super-tma, psgd-pa)",
-            cfg.method
-        )));
+    let layout = match map.remove("method") {
+        None => "random".to_string(),
+        Some(serde_json::Value::String(s)) => s,
+        Some(v) => {
+            return Err(PyValueError::new_err(format!(
+                "method={v}: expected a name"
+            )))
+        }
     };
+    let base = tma_train::options::config_from(&map, Spelling::Key)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let cfg = tma_train::methods::partition_job(&layout, base)
+        .map_err(|e| PyValueError::new_err(format!("method={layout:?}: {e}")))?;
+    // the one config -> partition mapping; None: a layout without an assignment
+    let pcfg = tma_train::methods::partition_config(&cfg);
+    if pcfg.is_none() && out.is_none() {
+        return Err(PyValueError::new_err(format!(
+            "method={layout:?}: the {} layout assigns no node to a part (nothing to return); write it with out= for tma.train(partitions=...)",
+            cfg.method.layout(&cfg).name()
+        )));
+    }
     let d = dataset.get();
     let (assignment, report, hash, manifest) = py.detach(|| {
         guarded(|| {
             let ds = dataset_for(d, &cfg)?;
-            let p = tma_partition::partition(&ds.graph, &pcfg)
-                .map_err(|e| py_err(TrainError::Partition(e)))?;
-            let labels = match &ds.labels {
-                tma_graph::Labels::Classes { y, num_classes } => Some((y.as_slice(), *num_classes)),
-                _ => None,
+            let parted = match &pcfg {
+                None => None,
+                Some(pcfg) => {
+                    let p = tma_partition::partition(&ds.graph, pcfg)
+                        .map_err(|e| py_err(TrainError::Partition(e)))?;
+                    let labels = match &ds.labels {
+                        tma_graph::Labels::Classes { y, num_classes } => {
+                            Some((y.as_slice(), *num_classes))
+                        }
+                        _ => None,
+                    };
+                    let rep = tma_partition::partition_report(&ds.graph, &p, labels);
+                    let report = serde_json::to_string(&rep).expect("report serializes");
+                    Some((p.assignment.clone(), report, p.hash_hex()))
+                }
             };
-            let rep = tma_partition::partition_report(&ds.graph, &p, labels);
-            let report = serde_json::to_string(&rep).expect("report serializes");
             let manifest = match &out {
                 None => None,
                 Some(dir) => {
@@ -996,10 +1016,34 @@ fn _partition<'py>(
                     Some(serde_json::to_string(&m).expect("manifest serializes"))
                 }
             };
-            Ok((p.assignment.clone(), report, p.hash_hex(), manifest))
+            Ok(match parted {
+                Some((a, r, h)) => (Some(a), r, Some(h), manifest),
+                None => (None, "null".to_string(), None, manifest),
+            })
         })
     })?;
-    Ok((assignment.into_pyarray(py), report, hash, manifest))
+    Ok((
+        assignment.map(|a| a.into_pyarray(py)),
+        report,
+        hash,
+        manifest,
+    ))
+}
+
+/// The names `tma.partition(method=...)` takes, each with the layout it makes: every layout
+/// (`random`, `super`, `metis`, `shared-examples`, `whole`, ...) and every training method
+/// (`random-tma` -> `random`, `llcg` -> `metis`, `ggs` -> `shared-examples`, ...), from the
+/// method registry, as a list of `(name, layout)` pairs.
+#[pyfunction]
+fn _partition_names() -> Vec<(String, String)> {
+    let cfg = TrainConfig::default();
+    let layouts = tma_train::methods::layout_names()
+        .into_iter()
+        .map(|l| (l.clone(), l));
+    let methods = tma_train::Method::ALL
+        .iter()
+        .map(|m| (m.as_str().to_string(), m.layout(&cfg).name()));
+    layouts.chain(methods).collect()
 }
 
 fn parse_which(which: &str) -> PyResult<Which> {
@@ -1388,6 +1432,7 @@ fn _tma(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_partition, m)?)?;
     m.add("OPTION_ALIASES", tma_train::options::aliases())?;
     m.add_function(wrap_pyfunction!(_option_table, m)?)?;
+    m.add_function(wrap_pyfunction!(_partition_names, m)?)?;
     // whether `engine='mpi'` is available (the package built with the `mpi` feature)
     m.add("HAS_MPI", cfg!(feature = "mpi"))?;
     Ok(())

@@ -136,8 +136,11 @@ def test_options_that_contradict_a_partition_directory_are_refused(cora_dir, tmp
     # whatever was asked, where `tma train --partitions` refuses
     parts = tmp_path / "parts"
     tma.partition(str(cora_dir), "random", 2, out=str(parts), seed=1)
-    with pytest.raises(ValueError, match=r"was made with other options: method psgd-pa \(the directory has random-tma\), seed 5 \(the directory has 1\)"):
+    # a method is not a data option: one of another layout is refused naming both layouts
+    with pytest.raises(ValueError, match=r"partitions .*parts holds the random layout; method psgd-pa trains on the metis layout \(methods for this directory: random-tma\)"):
         tma.train(partitions=parts, method="psgd-pa", seed=5, time_limit="1s", out=tmp_path / "a")
+    with pytest.raises(ValueError, match=r"was made with other options: seed 5 \(the directory has 1\)"):
+        tma.train(partitions=parts, method="random-tma", seed=5, time_limit="1s", out=tmp_path / "a")
     with pytest.raises(ValueError, match=r"trainers 3 \(the directory has 2\)|num_trainers 3 \(the directory has 2\)"):
         tma.train(partitions=parts, trainers=3, time_limit="1s", out=tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -176,12 +176,39 @@ def test_partition_matches_the_cli(tmp_path, cora_dir, tma_bin):
         # nodes per part in the report are the assignment's counts
         counts = np.bincount(a, minlength=parts).tolist()
         assert [q["num_nodes"] for q in p["report"]["parts"]][:parts] == counts
-    with pytest.raises(ValueError, match="does not partition the graph"):
+    with pytest.raises(ValueError, match="the whole layout assigns no node to a part"):
         tma.partition(ds, "centralized")
+    with pytest.raises(ValueError, match=r"unknown layout 'metiss' \(expected a layout: random, super, metis, shared-examples, whole; "):
+        tma.partition(ds, "metiss")
     # a partition directory trains as tma train --partitions reads it
     w = tma.partition(ds, "random", 2, seed=1, out=tmp_path / "parts")
     assert (tmp_path / "parts" / "manifest.json").is_file()
     assert len(w["manifest"]["parts"]) == 2
+    assert w["manifest"]["data"]["layout"] == "random"
+
+
+def test_partition_names_come_from_the_method_registry():
+    names = tma.partition_names()
+    assert names == {
+        "random": "random", "super": "super", "metis": "metis",
+        "shared-examples": "shared-examples", "whole": "whole",
+        "random-tma": "random", "super-tma": "super", "psgd-pa": "metis", "llcg": "metis",
+        "ggs": "shared-examples", "centralized": "whole",
+    }
+
+
+def test_any_method_of_a_directorys_layout_trains_from_it(tmp_path, cora_dir):
+    # issue 28: llcg and ggs could not train from a partition directory (it recorded a method)
+    ds = tma.Dataset.load(cora_dir)
+    tma.partition(ds, "metis", 2, seed=1, out=tmp_path / "metis")
+    w = tma.partition(ds, "ggs", 2, seed=1, out=tmp_path / "shared")
+    assert w["assignment"] is None and w["manifest"]["data"]["layout"] == "shared-examples"
+    for parts, method in (("metis", "llcg"), ("shared", "ggs")):
+        run = tma.train(partitions=tmp_path / parts, method=method, out=tmp_path / f"run-{method}",
+                        hidden=8, threads=2, sync_every="300ms", time_limit="1s")
+        assert run.summary["method"] == method and len(run.summary["steps_per_trainer"]) == 2
+    with pytest.raises(ValueError, match="holds the metis layout; method ggs trains on the shared-examples layout"):
+        tma.train(partitions=tmp_path / "metis", method="ggs", out=tmp_path / "x", time_limit="1s")
 
 
 def test_from_pyg_takes_a_pyg_data_object(cora_arrays):

@@ -36,6 +36,7 @@ __all__ = [
     "resume",
     "load_model",
     "partition",
+    "partition_names",
     "compare",
     "defaults",
     "option_names",
@@ -583,7 +584,12 @@ def _fail_items(fail) -> Iterable:
     return [(int(t), str(_duration(f"fail {t}", at))) for t, at in items]
 
 
-_PARTITIONERS = {"random": "random-tma", "super": "super-tma", "metis": "psgd-pa"}
+def partition_names() -> Dict[str, str]:
+    """Every name :func:`partition` takes as ``method``, with the layout it makes, from the
+    method registry of the native module: the layouts (``random``, ``super``, ``metis``,
+    ``shared-examples``, ``whole``) and the training methods (``random-tma`` -> ``random``,
+    ``psgd-pa`` and ``llcg`` -> ``metis``, ``ggs`` -> ``shared-examples``, ...)."""
+    return dict(_tma._partition_names())
 
 
 def partition(
@@ -594,21 +600,24 @@ def partition(
     out: Union[str, "_os.PathLike[str]", None] = None,
     **options: Any,
 ) -> Dict[str, Any]:
-    """Partitions a dataset as ``tma partition`` does: ``method`` random | super | metis (or
-    the training names random-tma | super-tma | psgd-pa), ``parts`` M, and the training
-    options that matter (``drop_parts``, ``super_nodes``, ``seed``; with ``out``, also ``task``,
-    ``normalize_features``, ...).
+    """Partitions a dataset as ``tma partition`` does: ``method`` a layout or a training
+    method's name (its layout; :func:`partition_names` lists them: random | super | metis |
+    shared-examples | whole, random-tma | super-tma | psgd-pa | llcg | ggs | centralized),
+    ``parts`` M, and the training options that matter (``drop_parts``, ``super_nodes``,
+    ``seed``; with ``out``, also ``task``, ``normalize_features``, ...).
 
     Returns ``{"assignment": uint32 [N] part of every node, "report": per-part statistics
     (edges kept, label / degree divergence; as partition.json), "assignment_sha256": ...}``;
-    with ``out``, also writes a partition directory for ``tma train --partitions`` and adds its
-    ``"manifest"``."""
+    with ``out``, also writes a partition directory for ``tma train --partitions`` (any method
+    whose layout it is trains from it) and adds its ``"manifest"``. A layout that assigns no
+    node to a part (``shared-examples``, ``whole``) needs ``out``; its assignment, report and
+    sha256 are ``None``."""
     if isinstance(dataset, (str, _os.PathLike)):
         dataset = Dataset.load(dataset)
     if not isinstance(dataset, Dataset):
         raise ValueError(f"dataset: expected a tma.Dataset or a dataset directory, got {type(dataset).__name__}")
     opts = dict(options)
-    opts["method"] = _PARTITIONERS.get(method, method)
+    opts["method"] = method
     opts["num_trainers"] = parts
     text = _json.dumps(opts)
     assignment, report, sha, manifest = _tma._partition(
@@ -621,7 +630,7 @@ def partition(
     }
     if manifest is not None:
         result["manifest"] = _json.loads(manifest)
-    for w in result["report"].get("warnings", []):
+    for w in (result["report"] or {}).get("warnings", []):
         _warnings.warn(w, stacklevel=2)
     return result
 

@@ -38,7 +38,7 @@ use tma_graph::{Csr, Features};
 use tma_nn::{
     softmax_cross_entropy, Adam, EncoderKind, Head, Mat, MatmulPrecision, Model, ModelConfig,
 };
-use tma_partition::{build_parts, partition, PartitionConfig, PartitionMethod};
+use tma_partition::{build_parts, partition};
 use tma_sample::{BlockView, NeighborSampler};
 use tma_train::data::{NodeTargets, TrainTarget, TrainerData};
 use tma_train::trainer::Trainer;
@@ -1477,20 +1477,21 @@ fn partitioning(sz: &Sizes, c: &Ceilings, num_parts: usize) -> Result<Vec<Figure
         let n = (edges / deg).max(num_parts * 2);
         reset_peak_rss();
         let g = random_graph(n, deg, 13);
-        let m = if method == "random" {
-            PartitionMethod::Random
-        } else {
-            PartitionMethod::SuperNode {
-                num_super_nodes: sz.super_nodes,
-            }
-        };
-        let cfg = PartitionConfig {
-            method: m,
-            clustering: tma_partition::Clustering::Auto,
-            num_parts,
+        // the layout as a run of that method makes it (the one config -> partition mapping)
+        let cfg = tma_train::methods::partition_config(&tma_train::TrainConfig {
+            method: if method == "random" {
+                tma_train::Method::RandomTma
+            } else {
+                tma_train::Method::SuperTma
+            },
+            super_nodes: sz.super_nodes,
+            super_clustering: tma_partition::Clustering::Auto,
+            num_trainers: num_parts,
             drop_parts: 0,
             seed: 1,
-        };
+            ..tma_train::TrainConfig::default()
+        })
+        .expect("random and super-node layouts partition");
         let t = Instant::now();
         let p = partition(&g, &cfg).with_context(|| format!("{method} partitioning"))?;
         let t_assign = t.elapsed().as_secs_f64();

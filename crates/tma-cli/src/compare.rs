@@ -30,12 +30,8 @@ use tma_train::{Method, Observer, RoundRecord, Run, RunSpec, Summary, TrainError
 pub struct CompareOpts {
     #[command(flatten)]
     pub train: TrainOpts,
-    /// Methods to compare, comma separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "random-tma,super-tma,psgd-pa,llcg,ggs,centralized"
-    )]
+    /// Methods to compare, comma separated. Default: every registered method.
+    #[arg(long, value_delimiter = ',', default_value = Method::names_csv())]
     pub methods: Vec<Method>,
     /// Seeds (split, partition, init, sampling), comma separated; every method runs once per seed.
     #[arg(long, value_delimiter = ',', default_value = "0,1,2")]
@@ -250,7 +246,8 @@ fn run_opts(base: &TrainOpts, method: Method, seed: u64) -> Result<TrainOpts> {
     o.method = Some(method);
     o.seed = Some(seed);
     o.out = None;
-    if method == Method::Centralized {
+    // one trainer (centralized): no parts to drop, no trainer to fail
+    if !method.info().many_trainers {
         o.drop_parts = None;
         o.fail = None;
     }

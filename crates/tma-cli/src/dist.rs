@@ -6,7 +6,7 @@ use crate::opts::TrainOpts;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use tma_train::store::{self, Manifest};
-use tma_train::{Engine, Method, Task, TrainConfig};
+use tma_train::{Engine, TrainConfig};
 
 /// Parses `--engine` (default in-process); `mpi` needs a build with the `mpi` feature.
 pub fn parse_engine(s: Option<&str>) -> Result<Engine> {
@@ -62,9 +62,10 @@ pub fn apply_resume(mut o: TrainOpts) -> Result<TrainOpts> {
     Ok(o)
 }
 
-/// `--partitions DIR`: reads its manifest and makes `cfg`'s data options (task, method,
-/// trainers, seed, split fractions, ...) those the directory was made with. A flag that
-/// contradicts the directory is an error.
+/// `--partitions DIR`: reads its manifest and makes `cfg`'s data options (task, trainers,
+/// seed, split fractions, ...) those the directory was made with, and its method one that
+/// trains on the directory's layout (`tma_train::methods::apply_partitions`). A flag that
+/// contradicts the directory is an error, and so is a `--method` of another layout.
 pub fn open_partitions(
     o: &TrainOpts,
     cfg: &mut TrainConfig,
@@ -84,34 +85,8 @@ pub fn open_partitions(
     if o.dataset.is_some() {
         bail!("--partitions and --dataset exclude each other (the partition directory holds the data)");
     }
-    d.apply(cfg);
+    tma_train::methods::apply_partitions(&dir, d, cfg)?;
     Ok(Some((dir, m)))
-}
-
-/// Builds the TrainConfig of `tma partition --out` (`method`: the training method whose
-/// partition is written).
-pub fn partition_config(
-    method: Method,
-    task: Task,
-    num_parts: usize,
-    drop_parts: usize,
-    super_nodes: usize,
-    seed: u64,
-    normalize_features: bool,
-) -> Result<TrainConfig> {
-    let cfg = TrainConfig {
-        task,
-        method,
-        num_trainers: num_parts,
-        drop_parts,
-        super_nodes,
-        seed,
-        normalize_features,
-        ..TrainConfig::default()
-    };
-    cfg.validate()
-        .map_err(|e| anyhow::anyhow!("invalid option: {e}"))?;
-    Ok(cfg)
 }
 
 /// `tma partition --out DIR`: split + partition exactly as `tma train` would, then write the

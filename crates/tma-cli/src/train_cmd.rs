@@ -603,7 +603,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         eprintln!("warning: {w}");
     }
     // (recorded in summary.json's warnings by the run)
-    for w in tma_train::record::no_step_warnings(s) {
+    for w in tma_train::record::no_step_warnings(s, cfg.method.averages_models()) {
         eprintln!("warning: {w}");
     }
     println!("run directory: {}", out.display());
@@ -816,32 +816,6 @@ pub fn info(o: InfoOpts) -> Result<()> {
     Ok(())
 }
 
-/// `tma partition --method`: the partitioners, each also accepted under the name of the
-/// `tma train --method` that uses it (clap aliases, so either spelling parses to the same value).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PartitionMethodArg {
-    /// Every node to a uniformly random part (alias: random-tma, the RandomTMA partition)
-    #[value(alias = "random-tma")]
-    Random,
-    /// METIS super-nodes shuffled into parts, --super-nodes K (alias: super-tma, the SuperTMA partition)
-    #[value(alias = "super-tma")]
-    Super,
-    /// METIS M-way edge-balanced parts (alias: psgd-pa, the PSGD-PA and LLCG partition)
-    #[value(alias = "psgd-pa")]
-    Metis,
-}
-
-impl PartitionMethodArg {
-    /// The training method that uses this partition (its layout gives the partitioner).
-    pub fn method(self) -> Method {
-        match self {
-            PartitionMethodArg::Random => Method::RandomTma,
-            PartitionMethodArg::Super => Method::SuperTma,
-            PartitionMethodArg::Metis => Method::PsgdPa,
-        }
-    }
-}
-
 /// Options of `tma partition`.
 #[derive(Args, Debug)]
 pub struct PartitionOpts {
@@ -858,9 +832,10 @@ pub struct PartitionOpts {
     /// Nodes of the generated graph when no --dataset is given. Default: 10000.
     #[arg(long, value_name = "N")]
     pub gen_nodes: Option<usize>,
-    /// Partitioner: random (= random-tma), super (= super-tma) or metis (= psgd-pa); the `tma train --method` names are accepted too.
-    #[arg(long, value_enum, default_value = "random")]
-    pub method: PartitionMethodArg,
+    /// The layout to make (the help lists them, generated from the method registry).
+    #[arg(long, default_value = "random", help = partition_method_help(),
+          value_parser = |s: &str| tma_train::methods::partition_method(s))]
+    pub method: Method,
     /// Number of parts M (also --num-parts), at least 1.
     #[arg(long = "parts", visible_alias = "num-parts", default_value_t = 4,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -902,10 +877,39 @@ pub struct PartitionOpts {
     pub memory_budget: Option<u64>,
 }
 
+/// `tma partition --method`'s help: the layouts and the methods, from the method registry.
+fn partition_method_help() -> String {
+    format!(
+        "Layout, with the methods that train on it: {}; or a `tma train --method` name, which makes its layout.",
+        tma_train::methods::layouts_help()
+    )
+}
+
+/// The configuration `tma partition` lays out with: its options as a run of `o.method`
+/// (whose layout is made) would take them (`tma_train::methods::partition_job`).
+fn partition_job(o: &PartitionOpts) -> Result<TrainConfig> {
+    let base = TrainConfig {
+        task: o.task,
+        num_trainers: o.num_parts,
+        drop_parts: o.drop_parts,
+        super_nodes: o.super_nodes,
+        super_clustering: o.super_clustering.unwrap_or_default(),
+        seed: o.seed,
+        normalize_features: o.normalize_features,
+        allow_split_overlap: o.allow_split_overlap,
+        ..TrainConfig::default()
+    };
+    tma_train::methods::partition_job(o.method.as_str(), base).map_err(anyhow::Error::msg)
+}
+
 pub fn partition(o: PartitionOpts) -> Result<()> {
+    let layout = o.method.layout(&TrainConfig {
+        super_nodes: o.super_nodes,
+        ..TrainConfig::default()
+    });
     // the check `tma train --method super-tma` makes (TrainConfig::validate), with or without
     // --out: fewer super-nodes than parts leaves parts empty
-    if matches!(o.method, PartitionMethodArg::Super) && o.super_nodes < o.num_parts + o.drop_parts {
+    if layout.uses_super_nodes() && o.super_nodes < o.num_parts + o.drop_parts {
         anyhow::bail!(
             "--super-nodes ({}) must be >= --parts + --drop-parts ({}): every part gets whole super-nodes",
             o.super_nodes,
@@ -928,23 +932,24 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             );
         }
     }
-    if let (Some(c), PartitionMethodArg::Random) = (o.super_clustering, o.method) {
+    if let (Some(c), false) = (o.super_clustering, layout.clusters()) {
+        let clustering: Vec<String> = tma_train::methods::layout_names()
+            .into_iter()
+            .filter(|n| {
+                tma_train::methods::layout_named(n, &TrainConfig::default())
+                    .is_some_and(|l| l.clusters())
+            })
+            .collect();
         eprintln!(
-            "warning: --super-clustering {c} is ignored: --method random clusters nothing (only super and metis do)"
+            "warning: --super-clustering {c} is ignored: --method {} clusters nothing (only {} do)",
+            layout.name(),
+            tma_train::methods::and_list(
+                &clustering.iter().map(String::as_str).collect::<Vec<_>>()
+            )
         );
     }
     if let Some(out) = &o.out {
-        let mut cfg = crate::dist::partition_config(
-            o.method.method(),
-            o.task,
-            o.num_parts,
-            o.drop_parts,
-            o.super_nodes,
-            o.seed,
-            o.normalize_features,
-        )?;
-        cfg.allow_split_overlap = o.allow_split_overlap;
-        cfg.super_clustering = o.super_clustering.unwrap_or_default();
+        let cfg = partition_job(&o)?;
         // signals are caught before the staging folder exists (one arriving between the two
         // killed the process and left the folder behind); the watcher acts on it once started
         crate::interrupt::catch_signals();
@@ -1074,7 +1079,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             ..TrainConfig::default()
         },
     )?;
-    let pcfg = partition_config(&o);
+    let pcfg = partition_config(&o)?;
     let t = std::time::Instant::now();
     let p = tma_partition::partition(&ds.graph, &pcfg)?;
     let secs = t.elapsed().as_secs_f64();
@@ -1098,22 +1103,21 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
     Ok(())
 }
 
-/// The partitioner's configuration for `tma partition`'s options (the method's layout as
-/// `tma train` would make it).
-fn partition_config(o: &PartitionOpts) -> tma_partition::PartitionConfig {
-    let tcfg = TrainConfig {
-        method: o.method.method(),
-        super_nodes: o.super_nodes,
-        super_clustering: o.super_clustering.unwrap_or_default(),
-        num_trainers: o.num_parts,
-        drop_parts: o.drop_parts,
-        seed: o.seed,
-        ..TrainConfig::default()
-    };
-    tma_train::training_method(tcfg.method)
-        .layout(&tcfg)
-        .partition_config(&tcfg)
-        .expect("every --method of tma partition partitions")
+/// The partitioner's configuration for `tma partition`'s options without `--out` (the
+/// layout as `tma train` would make it: `tma_train::methods::partition_config`).
+///
+/// # Errors
+/// A layout that does not partition the graph (whole, shared-examples): it has no assignment
+/// to report; `--out` writes it.
+fn partition_config(o: &PartitionOpts) -> Result<tma_partition::PartitionConfig> {
+    let cfg = partition_job(o)?;
+    tma_train::methods::partition_config(&cfg).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--method {}: the {} layout assigns no node to a part (nothing to report); write it with --out DIR for `tma train --partitions DIR`",
+            o.method,
+            cfg.method.layout(&cfg).name()
+        )
+    })
 }
 
 /// `tma partition --dataset DIR` (no --out) on a graph in the on-disk format: the CSR is
@@ -1122,7 +1126,7 @@ fn partition_config(o: &PartitionOpts) -> tma_partition::PartitionConfig {
 fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
     let g = tma_graph::MappedGraph::open(dir)?;
     println!("{}", g.summary());
-    let pcfg = partition_config(o);
+    let pcfg = partition_config(o)?;
     let t = std::time::Instant::now();
     let p = tma_partition::partition_ref(g.csr(), &pcfg)?;
     let secs = t.elapsed().as_secs_f64();

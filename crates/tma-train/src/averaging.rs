@@ -8,9 +8,10 @@
 
 use crate::cluster::Contribution;
 use crate::config::TrainConfig;
-use crate::method::{DataLayout, Exchange, ExchangeInputs, Schedule, TrainingMethod};
+use crate::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod};
 use std::sync::Arc;
 use tma_nn::ParamSet;
+use tma_partition::PartitionMethod;
 
 /// Changes the averaged model before it is sent back to the trainers (LLCG's global
 /// correction steps on the full graph).
@@ -92,11 +93,52 @@ impl Exchange for ModelAveraging<'_> {
 /// (super-node partition), PSGD-PA (METIS partition) and centralized (one trainer, whole
 /// graph), which differ only in their layout.
 pub struct Averaging {
+    /// The method's declaration.
+    pub info: MethodInfo,
     /// The layout under a configuration.
     pub layout: fn(&TrainConfig) -> DataLayout,
 }
 
+/// RandomTMA: every node to a uniformly random trainer, time-based model averaging.
+pub const RANDOM_TMA: Averaging = Averaging {
+    info: MethodInfo::averaging("random-tma", "random node partition + model averaging"),
+    layout: |_| DataLayout::Partitioned(PartitionMethod::Random),
+};
+
+/// SuperTMA: METIS super-nodes shuffled into trainer groups, time-based model averaging.
+pub const SUPER_TMA: Averaging = Averaging {
+    info: MethodInfo::averaging(
+        "super-tma",
+        "METIS super-nodes (K: --super-nodes) dealt at random + model averaging",
+    ),
+    layout: |cfg| {
+        DataLayout::Partitioned(PartitionMethod::SuperNode {
+            num_super_nodes: cfg.super_nodes,
+        })
+    },
+};
+
+/// PSGD-PA baseline: METIS M-way edge-balanced partition, time-based model averaging.
+pub const PSGD_PA: Averaging = Averaging {
+    info: MethodInfo::averaging("psgd-pa", "METIS parts + model averaging"),
+    layout: |_| DataLayout::Partitioned(PartitionMethod::Metis),
+};
+
+/// One trainer on the whole graph.
+pub const CENTRALIZED: Averaging = Averaging {
+    info: MethodInfo {
+        many_trainers: false,
+        no_average_weight: Some("averages nothing"),
+        ..MethodInfo::averaging("centralized", "one trainer, whole graph")
+    },
+    layout: |_| DataLayout::Whole,
+};
+
 impl TrainingMethod for Averaging {
+    fn info(&self) -> &MethodInfo {
+        &self.info
+    }
+
     fn layout(&self, cfg: &TrainConfig) -> DataLayout {
         (self.layout)(cfg)
     }

@@ -17,79 +17,14 @@ pub enum Task {
     Node,
 }
 
-/// How the graph is split over trainers and how their models are combined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Method {
-    /// RandomTMA: every node to a uniformly random trainer, time-based model averaging.
-    RandomTma,
-    /// SuperTMA: METIS super-nodes shuffled into trainer groups, time-based model averaging.
-    SuperTma,
-    /// PSGD-PA baseline: METIS M-way edge-balanced partition, time-based model averaging.
-    PsgdPa,
-    /// One trainer on the whole graph.
-    Centralized,
-    /// LLCG baseline (Ramezani et al. 2022, "Learn Locally, Correct Globally"): METIS parts and
-    /// time-based averaging as PSGD-PA, then `llcg_steps` mini-batch steps of the coordinator on
-    /// the full training graph ("global correction") before the model is sent back.
-    Llcg,
-    /// Global-graph-sampling synchronous data parallelism (GGS): every trainer samples
-    /// mini-batches from the whole training graph (a disjoint share of the training examples);
-    /// gradients are averaged over trainers at every step (one barrier per step).
-    Ggs,
-}
-
-impl Method {
-    /// Every method, in the order the CLI lists them.
-    pub const ALL: [Method; 6] = [
-        Method::RandomTma,
-        Method::SuperTma,
-        Method::PsgdPa,
-        Method::Llcg,
-        Method::Ggs,
-        Method::Centralized,
-    ];
-    /// The name used on the command line and in outputs (kebab-case).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Method::RandomTma => "random-tma",
-            Method::SuperTma => "super-tma",
-            Method::PsgdPa => "psgd-pa",
-            Method::Centralized => "centralized",
-            Method::Llcg => "llcg",
-            Method::Ggs => "ggs",
-        }
-    }
-
-    /// Whether the method combines trainers by averaging their models (every method but GGS,
-    /// which averages gradients at every step): a trainer without training examples can then
-    /// join rounds with weight 0.
-    pub fn averages_models(&self) -> bool {
-        !matches!(self, Method::Ggs)
-    }
-}
-
-impl fmt::Display for Method {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Method {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Method::ALL
-            .iter()
-            .copied()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown method '{s}' (expected one of: {})",
-                    Method::ALL.map(|m| m.as_str()).join(", ")
-                )
-            })
-    }
-}
+/// A training method: one entry of the method registry (`crate::methods`), which gives its
+/// name (`as_str`, [`fmt::Display`], parsing, serde: `random-tma`, `super-tma`, `psgd-pa`,
+/// `llcg`, `ggs`, `centralized`), its constants (`Method::RandomTma`, ...), every registered
+/// method (`Method::ALL`) and its implementation (`crate::methods::training_method`), whose
+/// declaration ([`crate::method::MethodInfo`]) and layout say what it supports.
+/// The default is the registry's first method (random-tma).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Method(pub(crate) u16);
 
 impl fmt::Display for Task {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -505,7 +440,7 @@ impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
             task: Task::Node,
-            method: Method::RandomTma,
+            method: Method::default(),
             num_trainers: 4,
             drop_parts: 0,
             super_nodes: 1000,
@@ -597,17 +532,6 @@ impl TrainConfig {
                 .unwrap_or(1)
         }
     }
-
-    /// The averaging ramp this run uses: `sync_ramp`, except 0 for ggs (it synchronizes
-    /// gradients every step; its rounds are validation points only) and on the step-count
-    /// schedule (`sync_every_steps`), which have none.
-    pub fn effective_sync_ramp(&self) -> u32 {
-        if self.method == Method::Ggs || self.sync_every_steps > 0 {
-            0
-        } else {
-            self.sync_ramp
-        }
-    }
 }
 
 /// The averaging ramp's default (docs/decisions/0015-averaging-ramp.md).
@@ -664,14 +588,6 @@ impl TrainConfig {
         keys
     }
 
-    /// Number of trainers that actually train.
-    pub fn effective_trainers(&self) -> usize {
-        match self.method {
-            Method::Centralized => 1,
-            _ => self.num_trainers,
-        }
-    }
-
     /// Under MPI, how long one side waits without any message from the other before it
     /// considers it lost: `4 * (sync_every + round_timeout)`. A trainer rank that hears nothing
     /// from the coordinator for this long exits (the coordinator is gone); the coordinator stops
@@ -718,151 +634,6 @@ impl TrainConfig {
                 num_layers: self.num_layers,
             },
         )
-    }
-
-    /// Checks values a user can get wrong; the message names the field.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.num_trainers == 0 {
-            return Err("trainers must be >= 1".into());
-        }
-        if self.sync_every.is_zero() {
-            return Err("sync-every must be > 0".into());
-        }
-        if self.time_limit.is_zero() {
-            return Err("time-limit must be > 0".into());
-        }
-        if self.round_timeout.is_zero() {
-            return Err("round-timeout must be > 0".into());
-        }
-        if self.num_layers == 0 {
-            return Err("layers must be >= 1".into());
-        }
-        if self.eval_every == 0 {
-            return Err("eval-every must be >= 1 (1 = validate every round)".into());
-        }
-        if self.eval_max_nodes == 0 {
-            return Err("eval-max-nodes must be >= 1".into());
-        }
-        if self.eval_memory < 16 << 20 {
-            // below this, evaluation runs in so many tiny chunks that a round never ends
-            return Err(format!(
-                "eval-memory must be at least 16MiB (got {} bytes): smaller budgets cut evaluation into so many chunks that validation takes far longer than training",
-                self.eval_memory
-            ));
-        }
-        if !self.eval_fanouts.is_empty() && self.eval_fanouts.len() != self.num_layers {
-            return Err(format!(
-                "eval-fanouts has {} entries but the model has {} layers (one fanout per layer)",
-                self.eval_fanouts.len(),
-                self.num_layers
-            ));
-        }
-        if self.fanouts.len() != self.num_layers {
-            return Err(format!(
-                "fanouts has {} entries but the model has {} layers (one fanout per layer)",
-                self.fanouts.len(),
-                self.num_layers
-            ));
-        }
-        if self.hidden == 0 || self.batch_size == 0 {
-            return Err("hidden and batch-size must be >= 1".into());
-        }
-        if !(0.0..1.0).contains(&self.dropout) {
-            return Err("dropout must be in [0, 1)".into());
-        }
-        if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err("lr must be > 0 and finite".into());
-        }
-        if self.num_neg == 0 || self.eval_num_neg == 0 || self.eval_max_edges == 0 {
-            return Err("num-neg, eval-num-neg and eval-max-edges must be >= 1".into());
-        }
-        if self.clip_norm.is_nan() || self.clip_norm <= 0.0 {
-            return Err("clip-norm must be > 0".into());
-        }
-        if self.threads > 4096 {
-            return Err(format!("threads {} is not a thread count", self.threads));
-        }
-        if self.method == Method::Centralized && self.drop_parts > 0 {
-            return Err(format!(
-                "drop-parts {} does not apply to method centralized (one trainer on the whole graph, no parts to drop); set drop-parts to 0 or choose a partitioned method",
-                self.drop_parts
-            ));
-        }
-        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err("weight-decay must be >= 0 and finite".into());
-        }
-        if self.val_frac.is_nan() || self.val_frac < 0.0 {
-            return Err("val-frac must be >= 0".into());
-        }
-        if self.test_frac.is_nan() || self.test_frac < 0.0 {
-            return Err("test-frac must be >= 0".into());
-        }
-        if self.val_frac + self.test_frac >= 1.0 {
-            return Err("val-frac + test-frac must be in [0, 1)".into());
-        }
-        if self.method == Method::SuperTma && self.super_nodes < self.num_trainers + self.drop_parts
-        {
-            return Err(format!(
-                "super-nodes ({}) must be >= trainers + drop-parts ({})",
-                self.super_nodes,
-                self.num_trainers + self.drop_parts
-            ));
-        }
-        // the encoder's own options, checked by the encoder (e.g. GAT's heads against hidden)
-        self.model_options()?;
-        match (self.task, self.metric) {
-            (Task::Link, Metric::Auto | Metric::Mrr | Metric::HitsAt(_)) => {}
-            (Task::Link, m) => {
-                return Err(format!(
-                    "metric {m} does not fit link prediction; use one of: auto, mrr, hits@K"
-                ))
-            }
-            (Task::Node, m @ (Metric::Mrr | Metric::HitsAt(_))) => {
-                return Err(format!(
-                    "metric {m} is a link-prediction metric; node classification uses auto, accuracy, macro_f1, roc_auc (2 classes) or micro_f1 (multi-label)"
-                ))
-            }
-            (Task::Node, _) => {}
-        }
-        if let (Task::Link, Metric::HitsAt(_)) = (self.task, self.metric) {
-            self.metric.fits(TargetKind::Link, self.eval_num_neg)?;
-        }
-        if !self.val_check_interval.is_zero() {
-            if self.val_check_interval >= self.sync_every {
-                return Err(format!(
-                    "val-check-interval ({:?}) must be shorter than sync-every ({:?}): checks validate the trainers' mean between averaging rounds",
-                    self.val_check_interval, self.sync_every
-                ));
-            }
-            if self.sync_every_steps > 0 {
-                return Err("val-check-interval needs the wall-clock schedule; it does not combine with sync-every-steps".into());
-            }
-            if matches!(self.method, Method::Ggs | Method::Llcg) {
-                return Err(format!(
-                    "val-check-interval does not apply to {} (no model between its exchanges: {}); use it with random-tma, super-tma, psgd-pa or centralized",
-                    self.method,
-                    if self.method == Method::Ggs {
-                        "it averages gradients every step"
-                    } else {
-                        "its rounds end with a correction on the coordinator"
-                    }
-                ));
-            }
-        }
-        if self.sync_ramp > crate::clock::MAX_SYNC_RAMP {
-            return Err(format!(
-                "sync-ramp must be at most {} (its spans are sync-every / sync-ramp), got {}",
-                crate::clock::MAX_SYNC_RAMP,
-                self.sync_ramp
-            ));
-        }
-        if self.method == Method::Ggs && self.sync_every_steps > 0 {
-            return Err(
-                "sync-every-steps does not apply to ggs (it synchronizes gradients every step)"
-                    .into(),
-            );
-        }
-        Ok(())
     }
 }
 

@@ -33,6 +33,8 @@ pub struct Coordinated<'a> {
     pub eval_pool: &'a rayon::ThreadPool,
     /// A stop request (Ctrl-C): when set, the round in flight is formed at once and is the last.
     pub stop: Option<&'a std::sync::atomic::AtomicBool>,
+    /// The averaging ramp (`MethodInfo::sync_ramp`: 0 or 1 = none).
+    pub sync_ramp: u32,
 }
 
 impl Coordinated<'_> {
@@ -149,7 +151,7 @@ pub fn coordinate(
                 let round_due = next_round_due_ramped(
                     last_formed,
                     cfg.sync_every,
-                    cfg.effective_sync_ramp(),
+                    ctx.sync_ramp,
                     cfg.time_limit,
                 );
                 // a ramp round (docs/decisions/0015-averaging-ramp.md): its validation is
@@ -262,7 +264,7 @@ pub fn coordinate(
                             round_due,
                             elapsed,
                             cfg.sync_every,
-                            cfg.effective_sync_ramp(),
+                            ctx.sync_ramp,
                             cfg.time_limit,
                         )
                     } else {

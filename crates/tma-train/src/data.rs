@@ -11,8 +11,10 @@ use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
 use tma_nn::{Head, Model, ModelConfig};
 use tma_partition::{PartitionConfig, PartitionMethod, PartitionReport};
 
-/// How the training examples reach the trainers.
-#[derive(Clone, Debug, PartialEq)]
+/// How the training examples reach the trainers. A partition directory records a run's layout
+/// by [`DataLayout::name`] (`crate::store`), and any method whose layout under the directory's
+/// options is the same trains from it.
+#[derive(Clone, Copy)]
 pub enum DataLayout {
     /// One trainer on the whole (training) graph.
     Whole,
@@ -22,12 +24,69 @@ pub enum DataLayout {
     /// A node partition into `M + d` parts; trainer `t` holds the node-induced subgraph of
     /// kept part `t` (cross-part edges dropped).
     Partitioned(PartitionMethod),
+    /// A layout a method brings itself: each trainer's node set ([`NodeSets`]); trainer `t`
+    /// holds the node-induced subgraph of its set (built in memory).
+    Custom(&'static dyn NodeSets),
 }
 
+/// A method's own layout ([`DataLayout::Custom`]): which nodes each trainer holds.
+pub trait NodeSets: Sync {
+    /// The layout's name, as partition directories record it and messages show it (unique
+    /// among the registered methods' layouts; not one of `whole`, `shared-examples`,
+    /// `random`, `super`, `metis`).
+    fn name(&self) -> &'static str;
+    /// The node set of every trainer (`cfg.num_trainers` sets, global ids, each sorted and
+    /// without repeats) of `graph` (`[N]` nodes) under `cfg`.
+    fn node_sets(&self, graph: &Csr, cfg: &TrainConfig) -> Vec<Vec<u32>>;
+}
+
+/// The names of the layouts this module knows (a method's own layouts add theirs).
+pub const BUILT_IN_LAYOUTS: [&str; 5] = ["random", "super", "metis", "whole", "shared-examples"];
+
 impl DataLayout {
+    /// The layout's name: `whole`, `shared-examples`, the partitioner's (`random`, `super`,
+    /// `metis`: [`PartitionMethod`]'s names) or a method's own ([`NodeSets::name`]).
+    pub fn name(&self) -> String {
+        match self {
+            DataLayout::Whole => "whole".into(),
+            DataLayout::SharedExamples => "shared-examples".into(),
+            DataLayout::Partitioned(m) => m.to_string(),
+            DataLayout::Custom(c) => c.name().into(),
+        }
+    }
+
+    /// The layout's name with its parameter where it has one: `super` with `K` super-nodes
+    /// reads `super (K = 1000)`.
+    pub fn describe(&self) -> String {
+        match self {
+            DataLayout::Partitioned(PartitionMethod::SuperNode { num_super_nodes }) => {
+                format!("super (K = {num_super_nodes})")
+            }
+            l => l.name(),
+        }
+    }
+
+    /// Whether the layout clusters the graph (METIS or label propagation: `super`, `metis`),
+    /// so `super_clustering` applies.
+    pub fn clusters(&self) -> bool {
+        matches!(
+            self,
+            DataLayout::Partitioned(PartitionMethod::SuperNode { .. } | PartitionMethod::Metis)
+        )
+    }
+
+    /// Whether the layout is made of super-nodes (`super_nodes` applies).
+    pub fn uses_super_nodes(&self) -> bool {
+        matches!(
+            self,
+            DataLayout::Partitioned(PartitionMethod::SuperNode { .. })
+        )
+    }
+
     /// The partitioner's configuration of this layout under `cfg` (the one mapping from a run's
     /// options to `tma_partition`: `cfg.num_trainers` kept parts plus `cfg.drop_parts`,
-    /// `cfg.super_clustering`, `cfg.seed`); `None` for a layout that does not partition.
+    /// `cfg.super_clustering`, `cfg.seed`); `None` for a layout that does not partition with
+    /// `tma_partition`. [`crate::methods::partition_config`] gives it for a run's method.
     pub fn partition_config(&self, cfg: &TrainConfig) -> Option<PartitionConfig> {
         match self {
             DataLayout::Partitioned(method) => Some(PartitionConfig {
@@ -37,7 +96,29 @@ impl DataLayout {
                 drop_parts: cfg.drop_parts,
                 seed: cfg.seed,
             }),
-            DataLayout::Whole | DataLayout::SharedExamples => None,
+            DataLayout::Whole | DataLayout::SharedExamples | DataLayout::Custom(_) => None,
+        }
+    }
+}
+
+impl PartialEq for DataLayout {
+    /// The same layout: same kind and parameters (a method's own layouts by name).
+    fn eq(&self, other: &DataLayout) -> bool {
+        match (self, other) {
+            (DataLayout::Whole, DataLayout::Whole)
+            | (DataLayout::SharedExamples, DataLayout::SharedExamples) => true,
+            (DataLayout::Partitioned(a), DataLayout::Partitioned(b)) => a == b,
+            (DataLayout::Custom(a), DataLayout::Custom(b)) => a.name() == b.name(),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for DataLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DataLayout::Partitioned(m) => write!(f, "Partitioned({m:?})"),
+            l => write!(f, "{}", l.name()),
         }
     }
 }
@@ -397,6 +478,9 @@ impl EvalData {
 
 /// Everything prepared before the clock starts.
 pub struct Prepared {
+    /// The name of the layout of the training examples over the trainers
+    /// ([`DataLayout::name`]; a partition directory's recorded layout when read from one).
+    pub layout: String,
     /// The graph evaluation runs on (for link prediction: the training graph, held-out edges
     /// removed in both directions; for node classification: the whole graph).
     pub graph: Csr,
@@ -691,6 +775,7 @@ pub fn prepare_for(
     if cfg.normalize_features && !ds.structural_features {
         ds.features.row_normalize();
     }
+    let layout_name = layout.name();
     let directed = ds.directed;
     let mut warnings: Vec<String> = ds.removed.warning().into_iter().collect();
     let node_split = ds.split.as_ref().filter(|_| cfg.task == Task::Node);
@@ -849,6 +934,18 @@ pub fn prepare_for(
             );
             (trainers, None, None)
         }
+        DataLayout::Custom(sets) => {
+            let sets = sets.node_sets(&graph, cfg);
+            let trainers = sets
+                .into_iter()
+                .enumerate()
+                .map(|(t, nodes)| {
+                    let sub = graph.induced_subgraph(&nodes);
+                    build(t, t, nodes, sub, None)
+                })
+                .collect();
+            (trainers, None, None)
+        }
         DataLayout::Partitioned(method) => {
             let pcfg = DataLayout::Partitioned(method)
                 .partition_config(cfg)
@@ -933,7 +1030,9 @@ pub fn prepare_for(
         EvalData::Link { split } => split.num_train_edges(),
     };
     match purpose {
-        Purpose::Training => check_idle(&idle, trainers.len(), cfg, num_examples)?,
+        // every trainer idle; the method's own rule on some idle trainers is
+        // `crate::methods::prepare`'s (it knows whether the method averages models)
+        Purpose::Training => check_idle(&idle, trainers.len(), cfg, num_examples, true)?,
         // where the node data cannot be trained on, its own line says why no part has a
         // training node
         Purpose::Layout if idle.len() == trainers.len() && !untrainable => {
@@ -942,6 +1041,7 @@ pub fn prepare_for(
         Purpose::Layout | Purpose::Evaluation => {}
     }
     Ok(Prepared {
+        layout: layout_name,
         graph,
         degrees,
         features: ds.features,
@@ -963,7 +1063,8 @@ pub const WRITTEN_BUT_REFUSED: &str =
     "the parts are written anyway, but `tma train --partitions` refuses them";
 
 /// Refuses trainers without a training example where training cannot run them: all of
-/// them (nothing would train), or any under a method that does not average models (GGS).
+/// them (nothing would train), or any under a method that does not average models (GGS;
+/// `averages_models`: its [`crate::method::MethodInfo::averages_models`]).
 /// `num_examples`: the training examples of the split.
 ///
 /// # Errors
@@ -973,8 +1074,9 @@ pub fn check_idle(
     num_trainers: usize,
     cfg: &TrainConfig,
     num_examples: usize,
+    averages_models: bool,
 ) -> Result<(), TrainError> {
-    if idle.is_empty() || (idle.len() < num_trainers && cfg.method.averages_models()) {
+    if idle.is_empty() || (idle.len() < num_trainers && averages_models) {
         return Ok(());
     }
     let what = examples_word(cfg.task);

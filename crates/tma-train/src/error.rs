@@ -67,7 +67,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// The manifest names a format version this build does not read.
-    #[error("{path}: partition format version {found} is not supported (this tma reads version {supported}); re-run `tma partition --out`")]
+    #[error("{path}: partition format version {found} is not supported (this tma reads versions 1 to {supported}); re-run `tma partition --out`")]
     Version {
         /// The manifest.
         path: PathBuf,

@@ -21,7 +21,7 @@ use crate::averaging::average_models;
 use crate::clock::Clock;
 use crate::cluster::{Contribution, Reply, TrainerEndpoint, TrainerReport};
 use crate::config::TrainConfig;
-use crate::method::{DataLayout, Exchange, ExchangeInputs, Schedule, TrainingMethod};
+use crate::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod};
 use crate::trainer::{Trainer, TrainerExit};
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,7 +150,29 @@ impl Exchange for GradientSync {
 /// averaged every step.
 pub struct Ggs;
 
+/// GGS in the method registry (`crate::methods`).
+pub const GGS: Ggs = Ggs;
+
+/// GGS's declaration: gradients averaged every step, no model averaged.
+const INFO: MethodInfo = MethodInfo {
+    name: "ggs",
+    help: "synchronous data parallel, whole-graph sampling",
+    many_trainers: true,
+    averages_models: false,
+    no_average_weight: Some("averages gradients uniformly"),
+    no_sync_ramp: Some(
+        "averages no models (it synchronizes gradients every step; its rounds are validation points)",
+    ),
+    no_step_schedule: Some("it synchronizes gradients every step"),
+    no_validation_checks: Some("it averages gradients every step"),
+    options: &[],
+};
+
 impl TrainingMethod for Ggs {
+    fn info(&self) -> &MethodInfo {
+        &INFO
+    }
+
     fn layout(&self, _cfg: &TrainConfig) -> DataLayout {
         DataLayout::SharedExamples
     }

@@ -24,6 +24,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+mod config_checks;
 pub mod coordinator;
 pub mod data;
 pub mod encoder_options;

@@ -10,8 +10,8 @@
 
 use crate::averaging::{Corrector, ModelAveraging};
 use crate::config::TrainConfig;
-use crate::data::{EvalData, Prepared, TrainTarget, TrainerData};
-use crate::method::{DataLayout, Exchange, ExchangeInputs, TrainingMethod};
+use crate::data::{EvalData, LinkExamples, Prepared, TrainTarget, TrainerData};
+use crate::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, TrainingMethod};
 use crate::trainer::Trainer;
 use tma_nn::{Model, ParamSet};
 use tma_partition::PartitionMethod;
@@ -32,6 +32,11 @@ pub struct Llcg {
 pub fn full_graph_data(prep: &Prepared, trainer: usize) -> TrainerData {
     let n = prep.graph.num_nodes() as u32;
     let target = match &prep.eval {
+        // read from a partition directory, the split holds no training graph of its own:
+        // the coordinator's graph is the training graph (`crate::store::read_coordinator`)
+        EvalData::Link { split } if split.train_graph.num_nodes() == 0 => TrainTarget::Link {
+            edges: LinkExamples::of_graph(&prep.graph, split.directed),
+        },
         EvalData::Link { split } => TrainTarget::Link {
             edges: split.training_edges().into(),
         },
@@ -91,7 +96,21 @@ impl Corrector for Llcg {
 /// The LLCG method: METIS parts, model averaging, then the coordinator's [`Llcg`] correction.
 pub struct LlcgMethod;
 
+/// LLCG in the method registry (`crate::methods`).
+pub const LLCG: LlcgMethod = LlcgMethod;
+
+/// LLCG's declaration: psgd-pa's, with correction steps and no validation checks.
+const INFO: MethodInfo = MethodInfo {
+    no_validation_checks: Some("its rounds end with a correction on the coordinator"),
+    options: &[("llcg_steps", "takes global correction steps")],
+    ..MethodInfo::averaging("llcg", "psgd-pa + global correction steps")
+};
+
 impl TrainingMethod for LlcgMethod {
+    fn info(&self) -> &MethodInfo {
+        &INFO
+    }
+
     fn layout(&self, _cfg: &TrainConfig) -> DataLayout {
         DataLayout::Partitioned(PartitionMethod::Metis)
     }

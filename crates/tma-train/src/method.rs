@@ -70,8 +70,74 @@ pub struct ExchangeInputs<'a> {
     pub weights: Vec<f64>,
 }
 
-/// A training method: data layout, trainer loop, coordinator exchange.
+/// What a method declares about itself: its name, its one-line help and what it supports.
+/// Every decision that depends on *which* method a run uses (options refused or ignored,
+/// the averaging ramp, the step schedule, validation checks, idle trainers, the `--method`
+/// help and the lists in messages) reads this declaration ([`TrainingMethod::info`]) through
+/// the registry ([`crate::methods`]), never the method's name. The data layout is declared by
+/// [`TrainingMethod::layout`].
+#[derive(Clone, Copy, Debug)]
+pub struct MethodInfo {
+    /// The name on the command line, in config files and outputs (kebab-case, `random-tma`).
+    pub name: &'static str,
+    /// One line for `--method` help: what the method does (`"METIS parts + averaging"`).
+    pub help: &'static str,
+    /// Whether it trains `num_trainers` trainers (`false`: one trainer, whatever is asked;
+    /// `--trainers` and `--drop-parts` then do not apply).
+    pub many_trainers: bool,
+    /// Whether it combines trainers by averaging their models, so a trainer without training
+    /// examples can join rounds with weight 0 (`false`: it averages something else, and every
+    /// trainer must have examples).
+    pub averages_models: bool,
+    /// Why `--average-weight` does not apply (`None`: it weighs the trainers' models by it).
+    pub no_average_weight: Option<&'static str>,
+    /// Why the averaging ramp (`sync_ramp`) does not apply (`None`: its first rounds follow
+    /// the ramp, docs/decisions/0015-averaging-ramp.md).
+    pub no_sync_ramp: Option<&'static str>,
+    /// Why the step-count schedule (`sync_every_steps`) does not apply (`None`: it does).
+    pub no_step_schedule: Option<&'static str>,
+    /// Why validation checks between rounds (`val_check_interval`) do not apply (`None`: they
+    /// do; the method's exchange forms a model between rounds, [`Exchange::check_model`]).
+    pub no_validation_checks: Option<&'static str>,
+    /// Options only this method (among the registered ones) uses, with what they do for it:
+    /// `("llcg_steps", "takes global correction steps")`. A given option that no chosen method
+    /// declares is said to be ignored ([`crate::options::unused_warnings`]).
+    pub options: &'static [(&'static str, &'static str)],
+}
+
+impl MethodInfo {
+    /// The declaration of a model-averaging method named `name`: many trainers, weighted
+    /// averages, the ramp, the step schedule and validation checks, no option of its own.
+    pub const fn averaging(name: &'static str, help: &'static str) -> MethodInfo {
+        MethodInfo {
+            name,
+            help,
+            many_trainers: true,
+            averages_models: true,
+            no_average_weight: None,
+            no_sync_ramp: None,
+            no_step_schedule: None,
+            no_validation_checks: None,
+            options: &[],
+        }
+    }
+
+    /// The averaging ramp a run of this method uses under `cfg`: `cfg.sync_ramp`, or 0 where
+    /// the method has none ([`MethodInfo::no_sync_ramp`]) or on the step-count schedule
+    /// (`sync_every_steps`) ([`TrainConfig::effective_sync_ramp`]).
+    pub fn sync_ramp(&self, cfg: &TrainConfig) -> u32 {
+        if self.no_sync_ramp.is_some() || cfg.sync_every_steps > 0 {
+            0
+        } else {
+            cfg.sync_ramp
+        }
+    }
+}
+
+/// A training method: its declaration, data layout, trainer loop, coordinator exchange.
 pub trait TrainingMethod: Sync {
+    /// What the method is and supports (name, help, capabilities).
+    fn info(&self) -> &MethodInfo;
     /// How the training examples reach the trainers under `cfg`.
     fn layout(&self, cfg: &TrainConfig) -> DataLayout;
     /// A trainer's loop: trains, joins exchanges, returns when told to stop, when the

@@ -10,6 +10,7 @@
 pub mod table;
 
 use crate::config::{Method, Task, TrainConfig};
+use crate::methods::{and_list, or_list};
 use crate::store::DataConfig;
 use serde_json::{Map, Value};
 use table::{Kind, Scope};
@@ -201,18 +202,37 @@ pub fn check_given(cfg: &TrainConfig, given: &Given, spelling: Spelling) -> Resu
 }
 
 /// Refuses given options that contradict the data options a partition directory (`dir`, its
-/// manifest's `data`) was made with: the task, method, trainers, seed, split fractions, ... are
-/// the directory's, and a run on it cannot change them (`super_clustering` other than `auto`
-/// too: the parts are made). Options equal to the directory's pass.
+/// manifest's `data`) was made with: the task, trainers, seed, split fractions, ... are the
+/// directory's, and a run on it cannot change them (`super_clustering` other than `auto`
+/// too: the parts are made). Options equal to the directory's pass. A given method must train
+/// on the directory's layout ([`crate::methods::check_layout`]).
 ///
 /// # Errors
-/// One message naming every contradicting option in `spelling` with the directory's value.
+/// A method whose layout is not the directory's ([`crate::methods::check_layout`]); else one
+/// message naming every contradicting option in `spelling` with the directory's value.
 pub fn check_partitions(
     given: &Given,
     dir: &std::path::Path,
     data: &DataConfig,
     spelling: Spelling,
 ) -> Result<(), String> {
+    // a method given must train on the directory's layout (any method whose layout it is does)
+    if let Some(m) = given.get("method").and_then(Value::as_str) {
+        if let Ok(method) = m.parse::<Method>() {
+            let mut cfg = TrainConfig {
+                method,
+                ..TrainConfig::default()
+            };
+            data.apply(&mut cfg);
+            crate::methods::check_layout(
+                method,
+                &cfg,
+                &spelling.name("partitions"),
+                dir,
+                &data.layout,
+            )?;
+        }
+    }
     let recorded = serde_json::to_value(data).expect("data options serialize");
     let mut clash = Vec::new();
     for (key, have) in recorded.as_object().expect("an object") {
@@ -255,10 +275,13 @@ pub fn check_partitions(
 }
 
 /// One-line warnings (without a `warning: ` prefix) for given options that none of `methods`
-/// (with the encoder `model`) uses: `super_nodes` without super-tma, `super_clustering`
-/// without a clustering method, `llcg_steps` without llcg, `num_trainers` (other than 1) with
-/// only centralized, `average_weight` with only ggs / centralized, `sync_ramp` (above 1) with
-/// only ggs, an encoder's own option (GAT's `heads`) with another encoder.
+/// (with the encoder `model`) uses, by what the methods declare (their
+/// [`crate::method::MethodInfo`] and layout): `super_nodes` without a super-node layout
+/// (super-tma), `super_clustering` without a clustering layout, a method's own option
+/// (`llcg_steps`) without that method, `num_trainers` (other than 1) with only one-trainer
+/// methods (centralized), `average_weight` with only methods that weigh no model (ggs,
+/// centralized), `sync_ramp` (above 1) with only methods without a ramp (ggs), an encoder's own option
+/// (GAT's `heads`) with another encoder.
 pub fn unused_warnings(
     given: &Given,
     methods: &[Method],
@@ -272,47 +295,87 @@ pub fn unused_warnings(
         _ => format!("methods: {}", names.join(", ")),
     };
     let has = |k: &str| given.get(k).is_some_and(|v| !v.is_null());
-    let uses = |m: Method| methods.contains(&m);
-    let only = |ms: &[Method]| methods.iter().all(|m| ms.contains(m));
+    // what the chosen methods declare (their `MethodInfo` and layout), never their names
+    let cfg = TrainConfig::default();
+    let with = |f: &dyn Fn(Method) -> bool| -> Vec<&'static str> {
+        Method::ALL
+            .iter()
+            .copied()
+            .filter(|&m| f(m))
+            .map(|m| m.as_str())
+            .collect()
+    };
+    let any = |f: &dyn Fn(Method) -> bool| methods.iter().any(|&m| f(m));
     let mut w = Vec::new();
-    if has("super_nodes") && !uses(Method::SuperTma) {
+    let super_nodes = |m: Method| m.layout(&cfg).uses_super_nodes();
+    if has("super_nodes") && !any(&super_nodes) {
+        let users = with(&super_nodes);
         w.push(format!(
-            "{} is ignored: only {} super-tma uses super-nodes ({what})",
+            "{} is ignored: only {} {} use{} super-nodes ({what})",
             n("super_nodes"),
-            n("method")
+            n("method"),
+            or_list(&users),
+            if users.len() == 1 { "s" } else { "" }
         ));
     }
-    if has("super_clustering")
-        && !(uses(Method::SuperTma) || uses(Method::PsgdPa) || uses(Method::Llcg))
+    let clusters = |m: Method| m.layout(&cfg).clusters();
+    if has("super_clustering") && !any(&clusters) {
+        w.push(format!(
+            "{} is ignored: only {} cluster the graph ({what})",
+            n("super_clustering"),
+            and_list(&with(&clusters))
+        ));
+    }
+    let mut own: Vec<&(&str, &str)> = Vec::new();
+    for o in Method::ALL.iter().flat_map(|m| m.info().options) {
+        // an option several methods declare is said once
+        if !own.iter().any(|(k, _)| *k == o.0) {
+            own.push(o);
+        }
+    }
+    for (key, does) in own {
+        let declares = |m: Method| m.info().options.iter().any(|(k, _)| k == key);
+        if has(key) && !any(&declares) {
+            w.push(format!(
+                "{} is ignored: only {} {} {does} ({what})",
+                n(key),
+                n("method"),
+                or_list(&with(&declares))
+            ));
+        }
+    }
+    if number(given, "num_trainers").is_some_and(|m| m != 1.0) && !any(&|m| m.info().many_trainers)
     {
+        let one = with(&|m| !m.info().many_trainers);
         w.push(format!(
-            "{} is ignored: only super-tma, psgd-pa and llcg cluster the graph ({what})",
-            n("super_clustering")
+            "{} is ignored: {} train{} one trainer on the whole graph ({what})",
+            n("num_trainers"),
+            and_list(&one),
+            if one.len() == 1 { "s" } else { "" }
         ));
     }
-    if has("llcg_steps") && !uses(Method::Llcg) {
+    if has("average_weight") && !any(&|m| m.info().no_average_weight.is_none()) {
+        let why: Vec<String> = Method::ALL
+            .iter()
+            .filter_map(|m| m.info().no_average_weight.map(|y| format!("{m} {y}")))
+            .collect();
         w.push(format!(
-            "{} is ignored: only {} llcg takes global correction steps ({what})",
-            n("llcg_steps"),
-            n("method")
+            "{} is ignored: {} ({what})",
+            n("average_weight"),
+            and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
         ));
     }
-    if number(given, "num_trainers").is_some_and(|m| m != 1.0) && only(&[Method::Centralized]) {
+    if number(given, "sync_ramp").is_some_and(|r| r > 1.0)
+        && !any(&|m| m.info().no_sync_ramp.is_none())
+    {
+        let why: Vec<String> = methods
+            .iter()
+            .filter_map(|m| m.info().no_sync_ramp.map(|y| format!("{m} {y}")))
+            .collect();
         w.push(format!(
-            "{} is ignored: centralized trains one trainer on the whole graph ({what})",
-            n("num_trainers")
-        ));
-    }
-    if has("average_weight") && only(&[Method::Centralized, Method::Ggs]) {
-        w.push(format!(
-            "{} is ignored: ggs averages gradients uniformly and centralized averages nothing ({what})",
-            n("average_weight")
-        ));
-    }
-    if number(given, "sync_ramp").is_some_and(|r| r > 1.0) && only(&[Method::Ggs]) {
-        w.push(format!(
-            "{} is ignored: ggs averages no models (it synchronizes gradients every step; its rounds are validation points) ({what})",
-            n("sync_ramp")
+            "{} is ignored: {} ({what})",
+            n("sync_ramp"),
+            and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
         ));
     }
     // the encoders' own options (GAT's heads, ...), from the registry
@@ -364,11 +427,7 @@ mod tests {
 
     #[test]
     fn options_that_contradict_a_partition_directory_are_refused() {
-        let data = DataConfig::of(&TrainConfig {
-            method: Method::PsgdPa,
-            num_trainers: 3,
-            ..TrainConfig::default()
-        });
+        let data = DataConfig::of(&TrainConfig::default(), "metis", 3);
         let dir = std::path::Path::new("parts");
         let g = given(&[
             ("method", "llcg".into()),
@@ -378,7 +437,14 @@ mod tests {
         ]);
         assert_eq!(
             check_partitions(&g, dir, &data, Spelling::Key).unwrap_err(),
-            "partitions parts was made with other options: method llcg (the directory has psgd-pa), seed 7 (the directory has 0); drop those options or re-run `tma partition --out`"
+            "partitions parts was made with other options: seed 7 (the directory has 0); drop those options or re-run `tma partition --out`"
+        );
+        // a method is not a data option: any whose layout is the directory's trains from it;
+        // one of another layout is refused naming both layouts
+        let g = given(&[("method", "ggs".into())]);
+        assert_eq!(
+            check_partitions(&g, dir, &data, Spelling::Flag).unwrap_err(),
+            "--partitions parts holds the metis layout; method ggs trains on the shared-examples layout (methods for this directory: psgd-pa, llcg); write one with `tma partition --out DIR --method ggs`"
         );
         let g = given(&[
             ("num_trainers", 5.into()),

@@ -60,13 +60,14 @@ pub fn absent_trainer_warnings(
         .collect()
 }
 
-/// One line (without the `warning: ` prefix) per GGS trainer that contributed no gradient step
-/// to the model (`steps_per_trainer` 0): its share of the training examples was never trained
-/// on. Said for a trainer that failed before its first step (with when) and for one that never
-/// answered a step in time (the steps went on without it). Empty for the other methods, whose
-/// idle trainers are said when the data is prepared.
-pub fn no_step_warnings(s: &Summary) -> Vec<String> {
-    if s.method != crate::config::Method::Ggs.to_string() {
+/// One line (without the `warning: ` prefix) per trainer of a method that averages no models
+/// (`averages_models` false, `MethodInfo::averages_models`: GGS) that contributed no gradient
+/// step to the model (`steps_per_trainer` 0): its share of the training examples was never
+/// trained on. Said for a trainer that failed before its first step (with when) and for one
+/// that never answered a step in time (the steps went on without it). Empty for the methods
+/// that average models, whose idle trainers are said when the data is prepared.
+pub fn no_step_warnings(s: &Summary, averages_models: bool) -> Vec<String> {
+    if averages_models {
         return Vec::new();
     }
     s.steps_per_trainer
@@ -83,7 +84,8 @@ pub fn no_step_warnings(s: &Summary) -> Vec<String> {
                     .to_string(),
             };
             format!(
-                "ggs: trainer {t} contributed no gradient step ({why}): its share of the training examples was never trained on"
+                "{}: trainer {t} contributed no gradient step ({why}): its share of the training examples was never trained on",
+                s.method
             )
         })
         .collect()

@@ -290,7 +290,7 @@ impl Run {
         let (opened, name, dataset_path, gen_nodes, partitions) = match data {
             DataSource::Partitions(dir) => {
                 let manifest = store::read_manifest(&dir)?;
-                manifest.data.apply(&mut config);
+                crate::methods::apply_partitions(&dir, &manifest.data, &mut config)?;
                 let name = manifest.dataset.clone();
                 // absolute, so `--config RUN_DIR/config.toml` and `--resume` work from any directory
                 let shown = abs_display(&dir);
@@ -559,6 +559,8 @@ impl Run {
                         .map_err(|e| {
                             TrainError::Data(format!("--partitions {}: {e}", dir.display()))
                         })?;
+                    // the method's rule on parts without a training example (GGS: none)
+                    crate::methods::check_idle_parts(&dir, &m.parts, cfg)?;
                     let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
                     prep.metric = metric;
                     prep.warnings.extend(note);
@@ -821,8 +823,11 @@ impl Run {
                 &result.summary.failed_trainers,
                 &self.fail,
             ));
-        // GGS trainers whose examples were never trained on
-        let idle = crate::record::no_step_warnings(&result.summary);
+        // trainers of a method that averages no model (GGS) whose examples were never trained on
+        let idle = crate::record::no_step_warnings(
+            &result.summary,
+            self.config.method.info().averages_models,
+        );
         result.summary.warnings.extend(idle);
         if let Some(tb) = &mut self.tensorboard {
             tb.write_summary(&result.summary)?;

@@ -408,7 +408,7 @@ pub fn prepare_embed(
     let (prep, name, warnings) = match data {
         DataSource::Partitions(dir) => {
             let m = crate::store::read_manifest(&dir)?;
-            m.data.apply(cfg);
+            crate::methods::apply_partitions(&dir, &m.data, cfg)?;
             let mut prep = crate::store::read_coordinator(&dir, &m)?;
             let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
             prep.metric = metric;

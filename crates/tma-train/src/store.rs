@@ -2,10 +2,10 @@
 //! trainers on other hosts each load only their own part (`tma partition --out DIR`,
 //! `tma train --partitions DIR`).
 //!
-//! # Layout (format version 1)
+//! # Layout (format version 2; version 1, read too, recorded `method` in place of `layout`)
 //! ```text
 //! DIR/
-//!   manifest.json        format_version, dataset, task, method, seed, num_parts, drop_parts,
+//!   manifest.json        format_version, dataset, task, layout, seed, num_parts, drop_parts,
 //!                        super_nodes (K), the data options the split used, in_dim/out_dim,
 //!                        per-part statistics, the partition report, and the sha256 of every
 //!                        other file (relative path -> hex digest). Written last.
@@ -54,8 +54,10 @@ use std::path::{Path, PathBuf};
 use tma_graph::npy::{self, Element};
 use tma_graph::{Buf, Csr, Features, LinkSplit, NodeSplit};
 
-/// The on-disk format version this code writes and the only one it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The on-disk format version this code writes. It reads it and version 1, which recorded the
+/// training method (`data.method`) instead of the layout (`data.layout`): read as that
+/// method's layout ([`V1_METHOD_LAYOUTS`]).
+pub const FORMAT_VERSION: u32 = 2;
 
 pub use crate::error::StoreError;
 
@@ -78,8 +80,16 @@ fn fmt_err(path: &Path, reason: impl Into<String>) -> StoreError {
 pub struct DataConfig {
     /// Task the split was made for.
     pub task: Task,
-    /// Method whose partition this is.
-    pub method: Method,
+    /// The layout of the training examples over the trainers
+    /// ([`crate::data::DataLayout::name`]: `random`, `super`, `metis`, `whole`,
+    /// `shared-examples`, or a method's own); every method whose layout under these options
+    /// has this name trains from the directory.
+    pub layout: String,
+    /// The method a version-1 directory recorded instead of a layout (its `method` key, read,
+    /// never written): the method a run on it takes when the one asked for does not fit the
+    /// layout, as that version did.
+    #[serde(default, skip_serializing)]
+    pub method: Option<Method>,
     /// Trainers (parts kept).
     pub num_trainers: usize,
     /// Parts dropped.
@@ -103,12 +113,14 @@ pub struct DataConfig {
 }
 
 impl DataConfig {
-    /// The data options of `cfg`.
-    pub fn of(cfg: &TrainConfig) -> DataConfig {
+    /// The data options of `cfg`, laid out as the layout named `layout` over `num_trainers`
+    /// trainers (a preparation's [`Prepared::layout`] and trainer count).
+    pub fn of(cfg: &TrainConfig, layout: &str, num_trainers: usize) -> DataConfig {
         DataConfig {
             task: cfg.task,
-            method: cfg.method,
-            num_trainers: cfg.effective_trainers(),
+            layout: layout.to_string(),
+            method: None,
+            num_trainers,
             drop_parts: cfg.drop_parts,
             super_nodes: cfg.super_nodes,
             seed: cfg.seed,
@@ -121,10 +133,11 @@ impl DataConfig {
         }
     }
 
-    /// Copies these options into `cfg` (the partition directory decides them).
+    /// Copies these options into `cfg` (the partition directory decides them), all but the
+    /// method: `crate::methods::apply_partitions` also makes the method one that trains on
+    /// the directory's layout.
     pub fn apply(&self, cfg: &mut TrainConfig) {
         cfg.task = self.task;
-        cfg.method = self.method;
         cfg.num_trainers = self.num_trainers;
         cfg.drop_parts = self.drop_parts;
         cfg.super_nodes = self.super_nodes;
@@ -137,6 +150,17 @@ impl DataConfig {
         cfg.split_index = self.split_index;
     }
 }
+
+/// The layout of each method a version-1 directory could record (that version knew these six
+/// and recorded the method): `(method, layout)`.
+pub const V1_METHOD_LAYOUTS: [(&str, &str); 6] = [
+    ("random-tma", "random"),
+    ("super-tma", "super"),
+    ("psgd-pa", "metis"),
+    ("llcg", "metis"),
+    ("ggs", "shared-examples"),
+    ("centralized", "whole"),
+];
 
 /// Statistics of one part, as recorded in the manifest.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -566,7 +590,7 @@ fn write_into(
             size_bytes,
         });
     }
-    let mut data = DataConfig::of(cfg);
+    let mut data = DataConfig::of(cfg, &prep.layout, prep.trainers.len());
     let mut link_protocol = None;
     if let EvalData::Link { split } = &prep.eval {
         // a split stored with the graph brings its own number of negatives (shared ones have
@@ -618,10 +642,21 @@ fn write_into(
 pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     let path = dir.join("manifest.json");
     let bytes = fs::read(&path).map_err(io(&path))?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes)
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|e| fmt_err(&path, format!("not valid JSON: {e}")))?;
     match v.get("format_version") {
         Some(serde_json::Value::Number(n)) if n.as_u64() == Some(FORMAT_VERSION as u64) => {}
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(1) => {
+            // version 1 recorded the method: its layout is the method's
+            let method = v["data"]["method"].as_str().unwrap_or_default().to_string();
+            let Some((_, layout)) = V1_METHOD_LAYOUTS.iter().find(|(m, _)| *m == method) else {
+                return Err(fmt_err(
+                    &path,
+                    format!("invalid manifest: data.method {method:?} is not a method of format version 1"),
+                ));
+            };
+            v["data"]["layout"] = (*layout).into();
+        }
         other => {
             return Err(StoreError::Version {
                 path,
@@ -936,6 +971,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         }
     };
     Ok(Prepared {
+        layout: m.data.layout.clone(),
         degrees: graph.degrees(),
         graph,
         features,
@@ -1041,7 +1077,8 @@ mod tests {
             let m2 = read_manifest(&dir).unwrap();
             assert_eq!(m.hash, m2.hash);
             assert_eq!(m2.hash.len(), 64);
-            assert_eq!(m2.data, DataConfig::of(&cfg));
+            assert_eq!(m2.data, DataConfig::of(&cfg, "random", 3));
+            assert_eq!(m2.data.layout, "random");
             assert_eq!(m2.parts.len(), 3);
             for t in 0..3 {
                 let d = read_part(&dir, &m2, t).unwrap();
@@ -1252,13 +1289,79 @@ mod tests {
         let text = fs::read_to_string(&mf).unwrap();
         fs::write(
             &mf,
-            text.replace("\"format_version\": 1", "\"format_version\": 99"),
+            text.replace("\"format_version\": 2", "\"format_version\": 99"),
         )
         .unwrap();
         let e = read_manifest(&dir).unwrap_err();
         assert!(matches!(e, StoreError::Version { .. }), "{e}");
         assert!(e.to_string().contains("version 99"), "{e}");
         assert!(e.to_string().contains("manifest.json"), "{e}");
+    }
+
+    /// A manifest as version 1 wrote it: `data.method` in place of `data.layout`.
+    pub(crate) fn as_version_1(dir: &Path, method: &str) {
+        let mf = dir.join("manifest.json");
+        let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&mf).unwrap()).unwrap();
+        v["format_version"] = 1.into();
+        let data = v["data"].as_object_mut().unwrap();
+        data.remove("layout");
+        data.insert("method".into(), method.into());
+        fs::write(&mf, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_version_1_directory_reads_as_its_methods_layout() {
+        let (cfg, p) = prep(Task::Node);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("parts");
+        let written = write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        assert_eq!(written.format_version, 2);
+        for (method, layout) in [
+            ("random-tma", "random"),
+            ("llcg", "metis"),
+            ("ggs", "shared-examples"),
+        ] {
+            as_version_1(&dir, method);
+            let m = read_manifest(&dir).unwrap();
+            assert_eq!(m.format_version, 1);
+            assert_eq!(m.data.layout, layout);
+            assert_eq!(m.data.method, Some(method.parse().unwrap()));
+            // the data is read as before
+            assert_eq!(read_all(&dir, &m).unwrap().trainers.len(), 3);
+            // a layout is written, never a method
+            let again = serde_json::to_value(&m.data).unwrap();
+            assert_eq!(again["layout"], layout);
+            assert!(again.get("method").is_none());
+        }
+        as_version_1(&dir, "fast-tma");
+        let e = read_manifest(&dir).unwrap_err().to_string();
+        assert!(
+            e.ends_with("manifest.json: invalid manifest: data.method \"fast-tma\" is not a method of format version 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn llcg_corrects_on_every_training_edge_when_read_from_a_directory() {
+        // regression (issue 28): the coordinator's data read from a partition directory holds
+        // no training graph of its own; LLCG's correction found no training edge there
+        let (cfg, p) = prep(Task::Link);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("parts");
+        write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        let read = read_coordinator(&dir, &read_manifest(&dir).unwrap()).unwrap();
+        let edges = |prep: &Prepared| {
+            let d = crate::llcg::full_graph_data(prep, 3);
+            let TrainTarget::Link { edges } = &d.target else {
+                panic!("link data")
+            };
+            let mut v = edges.to_vec(&d.graph);
+            v.sort_unstable();
+            v
+        };
+        let (mine, theirs) = (edges(&p), edges(&read));
+        assert!(mine.len() > 1000, "{}", mine.len());
+        assert_eq!(mine, theirs);
     }
 
     #[test]

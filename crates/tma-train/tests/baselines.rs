@@ -162,6 +162,7 @@ fn run_with_a_late_round(
         clock: &clock,
         eval_pool: &pool,
         stop: None,
+        sync_ramp: c.effective_sync_ramp(),
     };
     let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
     (rec.0, r)
@@ -293,6 +294,7 @@ fn scripted_run(
         clock: &clock,
         eval_pool: &pool,
         stop: None,
+        sync_ramp: c.effective_sync_ramp(),
     };
     coordinate(
         &mut coord,
@@ -558,6 +560,7 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
             clock: &*clock,
             eval_pool: &pool,
             stop: None,
+            sync_ramp: c.effective_sync_ramp(),
         };
         coordinate(
             &mut coord,
@@ -645,6 +648,7 @@ fn ggs_trainer_that_stalls_misses_steps_then_resyncs() {
             clock: &*clock,
             eval_pool: &pool,
             stop: None,
+            sync_ramp: c.effective_sync_ramp(),
         };
         coordinate(
             &mut coord,

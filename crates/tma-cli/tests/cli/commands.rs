@@ -1,13 +1,13 @@
 //! The `tma` binary as a user runs it: outputs on disk, exit codes, error messages.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use tma_graph::npy;
 
 use crate::harness::{
     assert_fails_with, assert_success, json_file, shared_dataset, stderr, stdout, summary, tempdir,
-    tma, QUICK,
+    tma, train_on_partitions, QUICK,
 };
 
 #[test]
@@ -409,26 +409,34 @@ fn partition_method_takes_the_train_method_names_too() {
     assert_ne!(hashes[0], hashes[2]);
     assert_ne!(hashes[1], hashes[2]);
 
-    // the help says which is which
+    // every training method names its layout: llcg's is psgd-pa's (metis)
+    assert_eq!(part("llcg"), hashes[2]);
+
+    // the help lists the layouts, generated from the method registry
     let h = tma(&["partition", "--help"]);
     let help = stdout(&h);
-    for s in [
-        "random (= random-tma)",
-        "super (= super-tma)",
-        "metis (= psgd-pa)",
-    ] {
-        assert!(help.contains(s), "{s} missing from:\n{help}");
-    }
-    // a train-only method is still refused, with the choices
-    let r = tma(&["partition", "--gen-nodes", "400", "--method", "llcg"]);
+    assert!(
+        help.contains("Layout, with the methods that train on it: random (random-tma), super (super-tma), metis (psgd-pa, llcg), shared-examples (ggs), whole (centralized); or a `tma train --method` name"),
+        "{help}"
+    );
+    // an unknown name is refused with the layouts and the methods
+    let r = tma(&["partition", "--gen-nodes", "400", "--method", "metiss"]);
     assert_eq!(r.status.code(), Some(2));
     assert!(
-        stderr(&r).contains("invalid value 'llcg' for '--method"),
+        stderr(&r).contains("unknown layout 'metiss' (expected a layout: random, super, metis, shared-examples, whole; or a training method, which lays out its own: random-tma, super-tma, psgd-pa, llcg, ggs, centralized)"),
+        "{}",
+        stderr(&r)
+    );
+    // a layout without an assignment has nothing to report without --out
+    let r = tma(&["partition", "--gen-nodes", "400", "--method", "ggs"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        stderr(&r).contains("--method ggs: the shared-examples layout assigns no node to a part (nothing to report); write it with --out DIR"),
         "{}",
         stderr(&r)
     );
 
-    // a partition directory written under the alias records the train method
+    // a partition directory written under a method's name records its layout
     let dir = tempdir();
     let out = dir.path().join("parts");
     let r = tma(&[
@@ -444,7 +452,98 @@ fn partition_method_takes_the_train_method_names_too() {
     ]);
     assert_success(&r);
     let m = json_file(&out.join("manifest.json"));
-    assert_eq!(m["data"]["method"], "psgd-pa");
+    assert_eq!(m["format_version"], 2);
+    assert_eq!(m["data"]["layout"], "metis");
+    assert!(m["data"].get("method").is_none(), "{m}");
+}
+
+/// `tma partition --out DIR --method X` for the layout named `x` (gen 400 nodes, 2 parts).
+fn layout_dir(dir: &Path, x: &str) -> PathBuf {
+    let out = dir.join(format!("parts-{x}"));
+    let r = tma(&[
+        "partition",
+        "--gen-nodes",
+        "400",
+        "--parts",
+        "2",
+        "--method",
+        x,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    out
+}
+
+#[test]
+fn any_method_of_a_directorys_layout_trains_from_it_and_others_are_refused() {
+    // issue 28: a partition directory recorded the method, so llcg and ggs could not train
+    // from one; it records the layout now, and any method with that layout trains from it
+    let dir = tempdir();
+    let metis = layout_dir(dir.path(), "metis");
+    let run = dir.path().join("llcg");
+    let r = train_on_partitions(metis.to_str().unwrap(), &run, &["--method", "llcg"]);
+    assert_success(&r);
+    let s = summary(&run);
+    assert_eq!(s["method"], "llcg");
+    assert_eq!(s["num_trainers"], 2);
+    // no --method: the layout's first method (psgd-pa)
+    let run = dir.path().join("default");
+    assert_success(&train_on_partitions(metis.to_str().unwrap(), &run, &[]));
+    assert_eq!(summary(&run)["method"], "psgd-pa");
+    // ggs from a directory of its own layout (the whole graph, shares of the examples)
+    let shared = layout_dir(dir.path(), "ggs");
+    let m = json_file(&shared.join("manifest.json"));
+    assert_eq!(m["data"]["layout"], "shared-examples");
+    let run = dir.path().join("ggs");
+    assert_success(&train_on_partitions(
+        shared.to_str().unwrap(),
+        &run,
+        &["--method", "ggs"],
+    ));
+    let s = summary(&run);
+    assert_eq!(s["method"], "ggs");
+    assert!(s["rounds"].as_u64().unwrap() >= 1, "{s}");
+    // a method of another layout: refused naming both layouts and the methods that fit
+    let r = train_on_partitions(
+        metis.to_str().unwrap(),
+        &dir.path().join("x"),
+        &["--method", "ggs"],
+    );
+    assert_fails_with(
+        &r,
+        1,
+        &[&format!(
+            "error: --partitions {} holds the metis layout; method ggs trains on the shared-examples layout (methods for this directory: psgd-pa, llcg); write one with `tma partition --out DIR --method ggs`",
+            metis.display()
+        )],
+    );
+    assert!(!dir.path().join("x").exists());
+}
+
+#[test]
+fn a_version_1_partition_directory_trains_as_the_method_it_recorded() {
+    // directories written before issue 28 recorded the method (format version 1)
+    let dir = tempdir();
+    let parts = layout_dir(dir.path(), "metis");
+    let mf = parts.join("manifest.json");
+    let mut m = json_file(&mf);
+    m["format_version"] = 1.into();
+    let data = m["data"].as_object_mut().unwrap();
+    data.remove("layout");
+    data.insert("method".into(), "llcg".into());
+    std::fs::write(&mf, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let run = dir.path().join("run");
+    assert_success(&train_on_partitions(parts.to_str().unwrap(), &run, &[]));
+    assert_eq!(summary(&run)["method"], "llcg");
+    // any method of its layout still trains from it
+    let run = dir.path().join("psgd");
+    assert_success(&train_on_partitions(
+        parts.to_str().unwrap(),
+        &run,
+        &["--method", "psgd-pa"],
+    ));
+    assert_eq!(summary(&run)["method"], "psgd-pa");
 }
 
 #[test]

@@ -1106,3 +1106,53 @@ fn mpi_an_error_in_the_command_line_is_printed_once() {
     assert_eq!(err.matches(line).count(), 1, "{err}");
     assert!(!run.exists());
 }
+
+#[test]
+fn mpi_llcg_and_ggs_train_from_directories_of_their_layouts() {
+    // issue 28: a partition directory recorded the method (random-tma, super-tma or psgd-pa),
+    // so llcg and ggs could not train from one, hence not under MPI; it records the layout now
+    require_mpirun();
+    let _job = one_job();
+    let ds = shared_dataset("planetoid_cora");
+    let tmp = tempdir();
+    for (layout, method) in [("metis", "llcg"), ("shared-examples", "ggs")] {
+        let parts = tmp.path().join(layout);
+        let o = tma(&[
+            "partition",
+            "--parts",
+            "3",
+            "--method",
+            layout,
+            "--out",
+            parts.to_str().unwrap(),
+            "--dataset",
+            ds.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        let run = tmp.path().join(method);
+        let mut args = vec![
+            "train",
+            "--engine",
+            "mpi",
+            "--method",
+            method,
+            "--partitions",
+            parts.to_str().unwrap(),
+            "--out",
+            run.to_str().unwrap(),
+        ];
+        args.extend_from_slice(TRAIN);
+        let o = mpirun(4, &args).output().unwrap();
+        assert!(o.status.success(), "{method}: {}", text(&o));
+        let s = summary(&run);
+        assert_eq!(s["method"], method, "{s}");
+        assert_eq!(s["num_trainers"].as_u64(), Some(3));
+        assert!(s["failed_trainers"].as_array().unwrap().is_empty(), "{s}");
+        // every trainer rank trained and the model learned (Cora: 7 classes, chance ~0.14-0.3)
+        let steps = s["steps_per_trainer"].as_array().unwrap();
+        assert_eq!(steps.len(), 3, "{s}");
+        assert!(steps.iter().all(|n| n.as_u64().unwrap() > 0), "{s}");
+        let acc = s["best_val"]["value"].as_f64().unwrap();
+        assert!(acc > 0.4, "{method}: best validation accuracy {acc}");
+    }
+}

@@ -198,7 +198,8 @@ fn partition_dir_trains_and_corruption_is_refused() {
     let o = tma(&["partition", "--parts", "2", "--out", p]);
     assert!(o.status.success(), "{}", text(&o));
     let m = json_file(&parts.join("manifest.json"));
-    assert_eq!(m["format_version"].as_u64(), Some(1));
+    assert_eq!(m["format_version"].as_u64(), Some(2));
+    assert_eq!(m["data"]["layout"], "random");
     assert_eq!(m["parts"].as_array().unwrap().len(), 2);
     let run = dir.path().join("run");
     let o = train_on_partitions(p, &run, &[]);

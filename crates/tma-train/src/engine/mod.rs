@@ -178,6 +178,7 @@ pub fn coordinate_prepared(
         clock: &*ctx.clock,
         eval_pool: &eval_pool,
         stop: ctx.stop.as_deref(),
+        sync_ramp: ctx.method.info().sync_ramp(cfg),
     };
     coordinate(
         endpoint,

@@ -238,8 +238,8 @@ pub static TABLE: &[OptionSpec] = &[
         "Task: `link` (link prediction, MRR) or `node` (node classification, accuracy).")
         .default_text("node")
         .invalid(&["\"edge\""]),
-    row("method", Kind::Name(parsed::<Method>),
-        "Training method: random-tma, super-tma, psgd-pa (METIS parts + averaging), llcg (psgd-pa + global correction steps), ggs (synchronous data parallel, whole-graph sampling) or centralized (one trainer, whole graph).")
+    // its help is the method registry's (`rows`)
+    row("method", Kind::Name(parsed::<Method>), "Training method.")
         .invalid(&["\"fast\""]),
     row("num_trainers", Kind::Count, "Number of trainers M.")
         .flag("trainers", &["trainers"])
@@ -408,11 +408,20 @@ pub fn rows() -> &'static [OptionSpec] {
             .strip_suffix(&format!(" Default: {default_model}."))
             .unwrap_or(&model_help)
             .to_string();
+        let method_help = Method::help_text();
+        let method_help = method_help
+            .strip_suffix(&format!(" Default: {}.", Method::default()))
+            .unwrap_or(&method_help)
+            .to_string();
         let mut rows: Vec<OptionSpec> = TABLE
             .iter()
             .map(|o| match o.key {
                 "model" => OptionSpec {
                     help: leak(model_help.clone()),
+                    ..*o
+                },
+                "method" => OptionSpec {
+                    help: leak(method_help.clone()),
                     ..*o
                 },
                 _ => *o,
