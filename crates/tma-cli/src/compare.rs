@@ -323,7 +323,7 @@ fn run_one(
     let mut run = Run::start(spec)?;
     run.stop_on(stop.clone());
     let t0 = Instant::now();
-    run.prepare()?;
+    let run = run.prepare()?;
     let prepare_s = t0.elapsed().as_secs_f64();
     for w in run.warnings() {
         eprintln!("warning: {method} seed {seed}: {w}");

@@ -410,7 +410,8 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
-    let prep = prepared?;
+    let run = prepared?;
+    let prep = run.prepared();
     if !quiet {
         // what is read in place: the coordinator's graph, and every trainer part this
         // process holds (none on MPI rank 0)
@@ -439,7 +440,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     }
     interrupted_early("before training started")?;
     crate::interrupt::set_before_training(false);
-    let prep = run.prepared().expect("prepared");
+    let prep = run.prepared();
     if !quiet {
         let m = prep.trainers.len().max(cfg.effective_trainers());
         let checks = if cfg.val_check_interval.is_zero() {

@@ -203,11 +203,12 @@ struct ResolvedConfig<'a> {
     train: &'a TrainConfig,
 }
 
-/// The data a run has opened, before preparation.
+/// The data a run has opened. Preparation ([`Run::prepare`]) turns a dataset into the
+/// [`PreparedRun`]'s data (`Used`); a partition directory stays, for the engine.
 enum Opened {
     Dataset(Dataset),
     Partitions { dir: PathBuf, manifest: Manifest },
-    Prepared,
+    Used,
 }
 
 /// One run, from its data to its complete run directory.
@@ -223,7 +224,6 @@ pub struct Run {
     /// Whether the directory existed before this run created it; `None` when resuming (a
     /// resumed directory is never removed).
     created: Option<bool>,
-    prepared: Option<Prepared>,
     manifest_sha256: Option<String>,
     clock: std::sync::OnceLock<Arc<dyn Clock>>,
     stop: Option<StopFlag>,
@@ -384,7 +384,6 @@ impl Run {
             run_dir,
             resumed,
             created,
-            prepared: None,
             manifest_sha256,
             clock: std::sync::OnceLock::new(),
             stop: None,
@@ -508,11 +507,6 @@ impl Run {
         self.resumed.as_ref()
     }
 
-    /// The prepared data, after [`Run::prepare`].
-    pub fn prepared(&self) -> Option<&Prepared> {
-        self.prepared.as_ref()
-    }
-
     /// Splits and partitions the data (or reads the partition directory: every part in-process,
     /// only the coordinator's data under MPI) and writes `partition.json` (fresh runs of a
     /// partitioned method). A resumed run must find the partition its checkpoint was made on.
@@ -521,147 +515,143 @@ impl Run {
     /// [`TrainError::Data`] / [`TrainError::Partition`] from preparation, [`TrainError::Store`]
     /// for a bad partition directory, [`TrainError::Config`] when a resumed run's partition
     /// differs from its checkpoint's.
-    pub fn prepare(&mut self) -> Result<&Prepared, TrainError> {
-        if self.prepared.is_none() {
-            let cfg = &self.config;
-            let opened = std::mem::replace(&mut self.opened, Opened::Prepared);
-            let (mut prep, pj) = match opened {
-                Opened::Dataset(ds) => {
-                    // a mapped graph (the on-disk format): the parts are written under the run
-                    // directory and mapped back, so trainers hold only their part's pages
-                    let spill = ds
-                        .graph
-                        .indices
-                        .is_mapped()
-                        .then(|| crate::spill::Spill::unlinked(self.dir.join(".parts")));
-                    let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_ref())?;
-                    let pj = prep.report.as_ref().map(|rep| {
-                        serde_json::json!({
-                            "method": cfg.method.to_string(),
-                            "seed": cfg.seed,
-                            "num_parts": cfg.num_trainers,
-                            "drop_parts": cfg.drop_parts,
-                            "super_nodes": cfg.super_nodes,
-                            "assignment_sha256": prep.partition_hash,
-                            "report": rep,
-                        })
-                    });
-                    (prep, pj)
-                }
-                Opened::Partitions { dir, manifest: m } => {
-                    let mut prep = match self.engine {
-                        Engine::Mpi => store::read_coordinator(&dir, &m)?,
-                        Engine::InProcess => store::read_all(&dir, &m)?,
-                    };
-                    // made for its layout (`tma partition --out`): checked for training here
-                    let num_train: Vec<usize> = m.parts.iter().map(|p| p.num_train).collect();
-                    crate::data::check_partitions(&m.dataset, &prep.eval, cfg.task, &num_train)
-                        .map_err(|e| {
-                            TrainError::Data(format!("--partitions {}: {e}", dir.display()))
-                        })?;
-                    // the method's rule on parts without a training example (GGS: none)
-                    crate::methods::check_idle_parts(&dir, &m.parts, cfg)?;
-                    let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
-                    prep.metric = metric;
-                    prep.warnings.extend(note);
-                    let pj = serde_json::json!({
+    pub fn prepare(mut self) -> Result<PreparedRun, TrainError> {
+        let cfg = &self.config;
+        let opened = std::mem::replace(&mut self.opened, Opened::Used);
+        let (mut prep, pj) = match opened {
+            Opened::Dataset(ds) => {
+                // a mapped graph (the on-disk format): the parts are written under the run
+                // directory and mapped back, so trainers hold only their part's pages
+                let spill = ds
+                    .graph
+                    .indices
+                    .is_mapped()
+                    .then(|| crate::spill::Spill::unlinked(self.dir.join(".parts")));
+                let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_ref())?;
+                let pj = prep.report.as_ref().map(|rep| {
+                    serde_json::json!({
                         "method": cfg.method.to_string(),
                         "seed": cfg.seed,
                         "num_parts": cfg.num_trainers,
                         "drop_parts": cfg.drop_parts,
                         "super_nodes": cfg.super_nodes,
-                        "assignment_sha256": m.assignment_sha256,
-                        "manifest_sha256": m.hash,
-                        "parts": m.parts,
-                        "report": m.report,
-                    });
-                    self.opened = Opened::Partitions { dir, manifest: m };
-                    (prep, Some(pj))
-                }
-                Opened::Prepared => unreachable!("prepared is None"),
-            };
-            if let Some(available) = self.available_memory {
-                crate::memory::check(cfg, &prep, available)?;
+                        "assignment_sha256": prep.partition_hash,
+                        "report": rep,
+                    })
+                });
+                (prep, pj)
             }
-            let mut warnings = self.load_notes.clone();
-            warnings.extend(prep.warnings.iter().cloned());
-            warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, cfg.seed));
-            if !cfg.val_check_interval.is_zero() && cfg.val_check_interval >= cfg.time_limit {
-                warnings.push(format!(
-                    "val-check-interval ({}) is not shorter than time-limit ({}): no validation check will run, only the rounds are validated",
-                    humantime::format_duration(cfg.val_check_interval),
-                    humantime::format_duration(cfg.time_limit)
-                ));
-            }
-            warnings.extend(crate::data::matmul_precision_warning(cfg));
-            if let Some(w) = threads_warning(cfg.threads, num_cores()) {
-                warnings.push(w);
-            }
-            if let Some(st) = self.resumed.as_ref() {
-                if cfg.time_limit.as_secs_f64() <= st.elapsed_s {
-                    warnings.push(format!(
-                        "resume: time-limit ({}) is not past the run's training time so far ({:.1}s): one more round forms at once and is the last; raise --time-limit to train longer",
-                        humantime::format_duration(cfg.time_limit),
-                        st.elapsed_s
-                    ));
-                }
-            }
-            // a resume may change the precision (the model is the same), but not silently
-            if let Some(saved) = self.resumed.as_ref().and_then(|st| st.config.as_ref()) {
-                let was = saved
-                    .get("matmul_precision")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("highest");
-                if was != cfg.matmul_precision.as_str() {
-                    warnings.push(format!(
-                        "resume: matmul-precision {was} -> {} (the rounds before the resume ran at {was})",
-                        cfg.matmul_precision
-                    ));
-                }
-            }
-            let idle = prep.idle_trainers();
-            if !idle.is_empty() {
-                warnings.push(format!(
-                    "trainer{} {} got no training {} (a small graph for {} trainers): {} every round with weight 0, the others train",
-                    if idle.len() == 1 { "" } else { "s" },
-                    idle.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
-                    if cfg.task == crate::config::Task::Link { "edges" } else { "nodes" },
-                    prep.trainers.len(),
-                    if idle.len() == 1 { "it joins" } else { "they join" }
-                ));
-            }
-            if let Some(st) = &self.resumed {
-                let short = |h: Option<&str>| {
-                    h.map_or("none".to_string(), |h| h.chars().take(16).collect())
+            Opened::Partitions { dir, manifest: m } => {
+                let mut prep = match self.engine {
+                    Engine::Mpi => store::read_coordinator(&dir, &m)?,
+                    Engine::InProcess => store::read_all(&dir, &m)?,
                 };
-                if st.partition_hash != prep.partition_hash {
-                    return Err(TrainError::Config(format!(
-                        "--resume {}: the checkpoint was made on another partition of the data (assignment sha256 {}, now {}); resume with the same --dataset, --method, --trainers, --drop-parts, --super-nodes and --seed",
-                        self.dir.display(),
-                        short(st.partition_hash.as_deref()),
-                        short(prep.partition_hash.as_deref()),
-                    )));
-                }
-                if st.manifest_sha256 != self.manifest_sha256 {
-                    return Err(TrainError::Config(format!(
-                        "--resume {}: the checkpoint was made {} (manifest sha256 {}), this run reads {} (manifest sha256 {}); resume with the same --partitions",
-                        self.dir.display(),
-                        if st.manifest_sha256.is_some() { "from a partition directory" } else { "without --partitions" },
-                        short(st.manifest_sha256.as_deref()),
-                        if self.manifest_sha256.is_some() { "a partition directory" } else { "a dataset" },
-                        short(self.manifest_sha256.as_deref()),
-                    )));
-                }
-            } else if let Some(mut pj) = pj {
-                pj["warnings"] = serde_json::json!(warnings);
-                pj["removed_on_load"] = serde_json::json!(prep.removed);
-                let bytes = serde_json::to_vec_pretty(&pj).expect("partition.json serializes");
-                self.run_dir.write("partition.json", &bytes)?;
+                // made for its layout (`tma partition --out`): checked for training here
+                let num_train: Vec<usize> = m.parts.iter().map(|p| p.num_train).collect();
+                crate::data::check_partitions(&m.dataset, &prep.eval, cfg.task, &num_train)
+                    .map_err(|e| {
+                        TrainError::Data(format!("--partitions {}: {e}", dir.display()))
+                    })?;
+                // the method's rule on parts without a training example (GGS: none)
+                crate::methods::check_idle_parts(&dir, &m.parts, cfg)?;
+                let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
+                prep.metric = metric;
+                prep.warnings.extend(note);
+                let pj = serde_json::json!({
+                    "method": cfg.method.to_string(),
+                    "seed": cfg.seed,
+                    "num_parts": cfg.num_trainers,
+                    "drop_parts": cfg.drop_parts,
+                    "super_nodes": cfg.super_nodes,
+                    "assignment_sha256": m.assignment_sha256,
+                    "manifest_sha256": m.hash,
+                    "parts": m.parts,
+                    "report": m.report,
+                });
+                self.opened = Opened::Partitions { dir, manifest: m };
+                (prep, Some(pj))
             }
-            self.warnings = warnings;
-            self.prepared = Some(prep);
+            Opened::Used => unreachable!("a run is prepared once: prepare takes it"),
+        };
+        if let Some(available) = self.available_memory {
+            crate::memory::check(cfg, &prep, available)?;
         }
-        Ok(self.prepared.as_ref().expect("just prepared"))
+        let mut warnings = self.load_notes.clone();
+        warnings.extend(prep.warnings.iter().cloned());
+        warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, cfg.seed));
+        if !cfg.val_check_interval.is_zero() && cfg.val_check_interval >= cfg.time_limit {
+            warnings.push(format!(
+                "val-check-interval ({}) is not shorter than time-limit ({}): no validation check will run, only the rounds are validated",
+                humantime::format_duration(cfg.val_check_interval),
+                humantime::format_duration(cfg.time_limit)
+            ));
+        }
+        warnings.extend(crate::data::matmul_precision_warning(cfg));
+        if let Some(w) = threads_warning(cfg.threads, num_cores()) {
+            warnings.push(w);
+        }
+        if let Some(st) = self.resumed.as_ref() {
+            if cfg.time_limit.as_secs_f64() <= st.elapsed_s {
+                warnings.push(format!(
+                    "resume: time-limit ({}) is not past the run's training time so far ({:.1}s): one more round forms at once and is the last; raise --time-limit to train longer",
+                    humantime::format_duration(cfg.time_limit),
+                    st.elapsed_s
+                ));
+            }
+        }
+        // a resume may change the precision (the model is the same), but not silently
+        if let Some(saved) = self.resumed.as_ref().and_then(|st| st.config.as_ref()) {
+            let was = saved
+                .get("matmul_precision")
+                .and_then(|v| v.as_str())
+                .unwrap_or("highest");
+            if was != cfg.matmul_precision.as_str() {
+                warnings.push(format!(
+                    "resume: matmul-precision {was} -> {} (the rounds before the resume ran at {was})",
+                    cfg.matmul_precision
+                ));
+            }
+        }
+        let idle = prep.idle_trainers();
+        if !idle.is_empty() {
+            warnings.push(format!(
+                "trainer{} {} got no training {} (a small graph for {} trainers): {} every round with weight 0, the others train",
+                if idle.len() == 1 { "" } else { "s" },
+                idle.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+                if cfg.task == crate::config::Task::Link { "edges" } else { "nodes" },
+                prep.trainers.len(),
+                if idle.len() == 1 { "it joins" } else { "they join" }
+            ));
+        }
+        if let Some(st) = &self.resumed {
+            let short =
+                |h: Option<&str>| h.map_or("none".to_string(), |h| h.chars().take(16).collect());
+            if st.partition_hash != prep.partition_hash {
+                return Err(TrainError::Config(format!(
+                    "--resume {}: the checkpoint was made on another partition of the data (assignment sha256 {}, now {}); resume with the same --dataset, --method, --trainers, --drop-parts, --super-nodes and --seed",
+                    self.dir.display(),
+                    short(st.partition_hash.as_deref()),
+                    short(prep.partition_hash.as_deref()),
+                )));
+            }
+            if st.manifest_sha256 != self.manifest_sha256 {
+                return Err(TrainError::Config(format!(
+                    "--resume {}: the checkpoint was made {} (manifest sha256 {}), this run reads {} (manifest sha256 {}); resume with the same --partitions",
+                    self.dir.display(),
+                    if st.manifest_sha256.is_some() { "from a partition directory" } else { "without --partitions" },
+                    short(st.manifest_sha256.as_deref()),
+                    if self.manifest_sha256.is_some() { "a partition directory" } else { "a dataset" },
+                    short(self.manifest_sha256.as_deref()),
+                )));
+            }
+        } else if let Some(mut pj) = pj {
+            pj["warnings"] = serde_json::json!(warnings);
+            pj["removed_on_load"] = serde_json::json!(prep.removed);
+            let bytes = serde_json::to_vec_pretty(&pj).expect("partition.json serializes");
+            self.run_dir.write("partition.json", &bytes)?;
+        }
+        self.warnings = warnings;
+        Ok(PreparedRun { run: self, prep })
     }
 
     /// The training clock, started at the first call: from 0, or from the checkpoint's
@@ -678,59 +668,123 @@ impl Run {
             .clone()
     }
 
-    /// Trains with in-process trainers ([`crate::engine::InProcess`], with the run's injected
-    /// failures); see [`Run::train_with`] for what is written.
+    /// Prepares ([`Run::prepare`]) and trains with in-process trainers; see
+    /// [`PreparedRun::train`].
     ///
     /// # Errors
-    /// As [`Run::train_with`]; [`TrainError::Config`] for a run whose spec asks for the MPI
-    /// engine (it trains through `engine::mpi::Mpi`).
+    /// As [`Run::prepare`] and [`PreparedRun::train`].
     pub fn train(self, observer: &mut dyn Observer) -> Result<RunResult, TrainError> {
-        self.train_keeping_data(observer).map(|(result, _)| result)
+        self.prepare()?.train(observer)
     }
 
-    /// As [`Run::train`], and hands back the prepared data (the evaluation graph and
-    /// features), for inference with the trained models after the run (e.g. embeddings in the
-    /// Python package).
+    /// Prepares and trains, handing back the prepared data; see
+    /// [`PreparedRun::train_keeping_data`].
     ///
     /// # Errors
-    /// As [`Run::train`].
+    /// As [`Run::prepare`] and [`PreparedRun::train_keeping_data`].
     pub fn train_keeping_data(
         self,
         observer: &mut dyn Observer,
     ) -> Result<(RunResult, Prepared), TrainError> {
-        if self.engine != Engine::InProcess {
+        self.prepare()?.train_keeping_data(observer)
+    }
+
+    /// Prepares and trains with `engine`, handing back the prepared data; see
+    /// [`PreparedRun::train_with`].
+    ///
+    /// # Errors
+    /// As [`Run::prepare`] and [`PreparedRun::train_with`].
+    pub fn train_keeping_data_with(
+        self,
+        engine: &mut dyn crate::engine::Engine,
+        observer: &mut dyn Observer,
+    ) -> Result<(RunResult, Prepared), TrainError> {
+        self.prepare()?.train_keeping_data_with(engine, observer)
+    }
+
+    /// Prepares and trains with `engine`; see [`PreparedRun::train_with`].
+    ///
+    /// # Errors
+    /// As [`Run::prepare`] and [`PreparedRun::train_with`].
+    pub fn train_with(
+        self,
+        engine: &mut dyn crate::engine::Engine,
+        observer: &mut dyn Observer,
+    ) -> Result<RunResult, TrainError> {
+        self.prepare()?.train_with(engine, observer)
+    }
+}
+
+/// A run whose data is prepared ([`Run::prepare`]): the second phase of a run, which only
+/// trains. Reads as its [`Run`] (directory, configuration, warnings, clock) through `Deref`.
+pub struct PreparedRun {
+    run: Run,
+    prep: Prepared,
+}
+
+impl std::ops::Deref for PreparedRun {
+    type Target = Run;
+    fn deref(&self) -> &Run {
+        &self.run
+    }
+}
+
+impl PreparedRun {
+    /// The prepared data (split, parts or the partition directory's, evaluation data).
+    pub fn prepared(&self) -> &Prepared {
+        &self.prep
+    }
+
+    /// Trains with in-process trainers ([`crate::engine::InProcess`], with the run's injected
+    /// failures); see [`PreparedRun::train_with`] for what is written.
+    ///
+    /// # Errors
+    /// As [`PreparedRun::train_with`]; [`TrainError::Config`] for a run whose spec asks for
+    /// the MPI engine (it trains through `engine::mpi::Mpi`).
+    pub fn train(self, observer: &mut dyn Observer) -> Result<RunResult, TrainError> {
+        self.train_keeping_data(observer).map(|(result, _)| result)
+    }
+
+    /// As [`PreparedRun::train`], and hands back the prepared data (the evaluation graph and
+    /// features), for inference with the trained models after the run (e.g. embeddings in the
+    /// Python package).
+    ///
+    /// # Errors
+    /// As [`PreparedRun::train`].
+    pub fn train_keeping_data(
+        self,
+        observer: &mut dyn Observer,
+    ) -> Result<(RunResult, Prepared), TrainError> {
+        if self.run.engine != Engine::InProcess {
             return Err(TrainError::Config(
                 "this run's engine is mpi: train it with Run::train_with and the MPI engine of rank 0 (engine::mpi::launch)".into(),
             ));
         }
-        let mut engine = crate::engine::InProcess::new(self.fail.clone());
+        let mut engine = crate::engine::InProcess::new(self.run.fail.clone());
         self.train_keeping_data_with(&mut engine, observer)
     }
 
-    /// As [`Run::train_with`], and hands back the prepared data (see
-    /// [`Run::train_keeping_data`]).
+    /// As [`PreparedRun::train_with`], and hands back the prepared data (see
+    /// [`PreparedRun::train_keeping_data`]).
     ///
     /// # Errors
-    /// As [`Run::train_with`].
+    /// As [`PreparedRun::train_with`].
     pub fn train_keeping_data_with(
         mut self,
         engine: &mut dyn crate::engine::Engine,
         observer: &mut dyn Observer,
     ) -> Result<(RunResult, Prepared), TrainError> {
         let result = self.train_in_place(engine, observer)?;
-        let prep = self.prepared.take().expect("a trained run is prepared");
-        Ok((result, prep))
+        Ok((result, self.prep))
     }
 
     /// Trains with `engine` (which runs the trainers and the coordinator's loop and returns
     /// its result), while the run appends every round to `rounds.jsonl`, checkpoints it and
     /// passes it on to `observer`; then writes `model_final.safetensors`,
-    /// `model_best.safetensors` and, last, `summary.json`. Prepares the data first if
-    /// [`Run::prepare`] was not called. Time counts from [`Run::clock`].
+    /// `model_best.safetensors` and, last, `summary.json`. Time counts from [`Run::clock`].
     ///
     /// # Errors
-    /// Preparation errors, the engine's error, or [`TrainError::Io`] for files that cannot be
-    /// written.
+    /// The engine's error, or [`TrainError::Io`] for files that cannot be written.
     pub fn train_with(
         mut self,
         engine: &mut dyn crate::engine::Engine,
@@ -739,64 +793,64 @@ impl Run {
         self.train_in_place(engine, observer)
     }
 
-    /// [`Run::train_with`] on a borrowed run (its prepared data stays in it).
+    /// [`PreparedRun::train_with`] on a borrowed run (its prepared data stays in it).
     fn train_in_place(
         &mut self,
         engine: &mut dyn crate::engine::Engine,
         observer: &mut dyn Observer,
     ) -> Result<RunResult, TrainError> {
-        self.prepare()?;
-        let clock = self.clock();
-        let prep = self.prepared.as_ref().expect("prepared");
-        let model = build_model(&self.config, prep.model_shape())?;
+        let clock = self.run.clock();
+        let Self { run, prep } = self;
+        let prep = &*prep;
+        let model = build_model(&run.config, prep.model_shape())?;
         // what the model files say about the model (encoder, its options, widths, PyTorch export)
         let model_meta = model.file_metadata();
         let template = model.zero_params();
-        let resume = match &self.resumed {
-            Some(st) => Some(checkpoint::resume_from(&self.dir, st, &template)?),
+        let resume = match &run.resumed {
+            Some(st) => Some(checkpoint::resume_from(&run.dir, st, &template)?),
             None => None,
         };
         // a resumed run records the configuration it continues with (flags over the saved one)
-        if let Some(text) = self.resumed_config.take() {
-            self.run_dir.write("config.toml", text.as_bytes())?;
+        if let Some(text) = run.resumed_config.take() {
+            run.run_dir.write("config.toml", text.as_bytes())?;
         }
-        let segment = self.resumed.as_ref().map_or(0, |s| s.round);
+        let segment = run.resumed.as_ref().map_or(0, |s| s.round);
         let ckpt = Checkpointer::new(
-            &self.dir,
+            &run.dir,
             template,
-            self.config.seed,
+            run.config.seed,
             segment,
             prep.partition_hash.clone(),
-            self.manifest_sha256.clone(),
-            self.resumed.as_ref(),
+            run.manifest_sha256.clone(),
+            run.resumed.as_ref(),
         )?
-        .with_config(serde_json::to_value(&self.config).expect("config serializes"));
+        .with_config(serde_json::to_value(&run.config).expect("config serializes"));
         let mut recorder = Recorder {
             user: observer,
-            run_dir: &mut self.run_dir,
+            run_dir: &mut run.run_dir,
             ckpt,
-            tensorboard: self.tensorboard.as_mut(),
+            tensorboard: run.tensorboard.as_mut(),
         };
-        let partitions = match &self.opened {
+        let partitions = match &run.opened {
             Opened::Partitions { dir, manifest } => Some((dir.as_path(), manifest)),
             _ => None,
         };
         let mut result = engine.run(EngineContext {
-            method: crate::methods::training_method(self.config.method),
+            method: crate::methods::training_method(run.config.method),
             prep,
             partitions,
-            cfg: &self.config,
+            cfg: &run.config,
             clock,
             observer: &mut recorder,
             resume,
             segment,
-            stop: self.stop.clone(),
+            stop: run.stop.clone(),
         })?;
         // the last checkpoint on disk before the summary says the run ended
         recorder.ckpt.flush()?;
         result.summary.checkpoints_superseded = recorder.ckpt.superseded();
         drop(recorder);
-        result.summary.warnings = self.warnings.clone();
+        result.summary.warnings = run.warnings.clone();
         // a diverged run is recorded once, at the first round it showed in
         result.summary.warnings.extend(
             result
@@ -812,8 +866,8 @@ impl Run {
                 &result.rounds,
                 result.summary.num_trainers,
                 &result.summary.failed_trainers,
-                self.config.sync_every,
-                self.config.round_timeout,
+                run.config.sync_every,
+                run.config.round_timeout,
             ));
         // trainers lost during the run (not failed on purpose): said once, with when
         result
@@ -821,15 +875,15 @@ impl Run {
             .warnings
             .extend(crate::record::lost_trainer_warnings(
                 &result.summary.failed_trainers,
-                &self.fail,
+                &run.fail,
             ));
         // trainers of a method that averages no model (GGS) whose examples were never trained on
         let idle = crate::record::no_step_warnings(
             &result.summary,
-            self.config.method.info().averages_models,
+            run.config.method.info().averages_models,
         );
         result.summary.warnings.extend(idle);
-        if let Some(tb) = &mut self.tensorboard {
+        if let Some(tb) = &mut run.tensorboard {
             tb.write_summary(&result.summary)?;
         }
         if result.summary.memory.is_empty() {
@@ -844,7 +898,7 @@ impl Run {
                     None,
                 ));
         }
-        self.run_dir.finish(&result, &model_meta)?;
+        run.run_dir.finish(&result, &model_meta)?;
         Ok(result)
     }
 }

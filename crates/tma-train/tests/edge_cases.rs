@@ -56,9 +56,9 @@ fn a_trainer_without_training_nodes_joins_every_round_with_weight_zero() {
     let cfg = quick(Method::RandomTma, 2);
     let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(one_training_node(200))));
     spec.out = Some(out.clone());
-    let mut run = Run::start(spec).unwrap();
-    let prep = run.prepare().unwrap();
-    let idle = prep.idle_trainers();
+    let run = Run::start(spec).unwrap();
+    let run = run.prepare().unwrap();
+    let idle = run.prepared().idle_trainers();
     assert_eq!(idle.len(), 1, "one of the two parts holds node 0");
     let w = run.warnings().to_vec();
     assert_eq!(
@@ -232,7 +232,8 @@ fn every_caller_of_run_gets_the_memory_check_by_default() {
     let available = tma_train::memory::available_bytes().expect("/proc/meminfo is readable here");
     let mut spec = RunSpec::new(cfg.clone(), DataSource::InMemory(Box::new(sbm(300))));
     spec.out = Some(out.clone());
-    let mut run = Run::start(spec).unwrap();
+    let run = Run::start(spec).unwrap();
+    // a refused preparation consumes the run, which leaves the directory as it found it
     let err = run.prepare().err().expect("refused").to_string();
     assert!(
         err.contains("GiB are available") && err.contains("--hidden 100000000"),
@@ -241,7 +242,6 @@ fn every_caller_of_run_gets_the_memory_check_by_default() {
     let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
     let need = tma_train::memory::estimate(&cfg, &prep).unwrap().total();
     assert!(need > available, "{need} vs {available}");
-    drop(run);
     assert!(!out.exists(), "a refused run leaves no directory");
 }
 
@@ -265,7 +265,6 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
             && err.contains("reduce --hidden, --trainers, --batch-size or --eval-memory"),
         "{err}"
     );
-    drop(run);
     assert!(!out.exists(), "a refused run leaves no directory");
     // the estimate's parts, exactly: 2-layer SAGE (8 -> 1e6 -> 8 classes)
     let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
