@@ -31,27 +31,33 @@ def _need_mpi():
     pytest.skip(why)
 
 
+# `python -m tma train` as 3 ranks on this host (1 coordinator + 2 trainers), as root in a
+# container too; the arguments of `train` follow
+MPIRUN_3 = [
+    "mpirun", "--oversubscribe", "-np", "3",
+    "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo",
+    sys.executable, "-m", "tma", "train",
+]
+MPI_ENV = dict(
+    os.environ,
+    OMPI_ALLOW_RUN_AS_ROOT="1",
+    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+    OMPI_MCA_btl_vader_single_copy_mechanism="none",
+)
+
+
 def test_python_m_tma_train_under_mpirun(cora_dir, tmp_path):
     _need_mpi()
     parts = tmp_path / "parts"
     tma.partition(str(cora_dir), "random", 2, out=str(parts), seed=1)
     run_dir = tmp_path / "run"
-    env = dict(
-        os.environ,
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_btl_vader_single_copy_mechanism="none",
-    )
-    cmd = [
-        "mpirun", "--oversubscribe", "-np", "3",
-        "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo",
-        sys.executable, "-m", "tma", "train",
+    cmd = MPIRUN_3 + [
         "--partitions", str(parts), "--engine", "mpi",
         "--time-limit", "4s", "--sync-every", "1s", "--sync-ramp", "2",
         "--hidden", "32", "--threads", "1", "--join-timeout", "60s",
         "--out", str(run_dir),
     ]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(cmd, env=MPI_ENV, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
     # only rank 0 prints the result; the trainer ranks return None and print nothing
     assert p.stdout.count(f"run directory: {run_dir}") == 1, p.stdout
@@ -189,19 +195,11 @@ def test_an_interrupted_run_is_resumed_under_mpirun_from_python(cora_dir, tmp_pa
                   sync_every="500ms", sync_ramp=0, time_limit="30s", threads=2)
     before = json.loads((run_dir / "summary.json").read_text())
     assert before["interrupted"] is True, before
-    env = dict(
-        os.environ,
-        OMPI_ALLOW_RUN_AS_ROOT="1",
-        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-        OMPI_MCA_btl_vader_single_copy_mechanism="none",
-    )
-    cmd = [
-        "mpirun", "--oversubscribe", "-np", "3",
-        "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo",
-        sys.executable, "-m", "tma", "train", "--resume", str(run_dir), "--engine", "mpi",
+    cmd = MPIRUN_3 + [
+        "--resume", str(run_dir), "--engine", "mpi",
         "--time-limit", "4s", "--threads", "1", "--join-timeout", "60s",
     ]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    p = subprocess.run(cmd, env=MPI_ENV, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.count(f"run directory: {run_dir}") == 1, p.stdout
     s = json.loads((run_dir / "summary.json").read_text())
