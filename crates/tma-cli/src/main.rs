@@ -93,6 +93,9 @@ enum Command {
             "Directory of the comparison: table.md, results.json, val_vs_time.svg and one run \
              directory per method and seed (METHOD-seedK). Default: \
              runs/compare-<dataset>-<task>-<time>"
+        )),
+        mut_arg("tensorboard", |a| a.help(
+            "Also write each run's round metrics as TensorBoard scalars, in an event file              under DIR/<this comparison's folder>/<METHOD>-seed<K>/ (`tensorboard --logdir              DIR`). Default: none"
         ))
     )]
     Compare(Box<compare::CompareOpts>),
