@@ -95,7 +95,7 @@ enum Command {
              runs/compare-<dataset>-<task>-<time>"
         )),
         mut_arg("tensorboard", |a| a.help(
-            "Also write each run's round metrics as TensorBoard scalars, in an event file              under DIR/<this comparison's folder>/<METHOD>-seed<K>/ (`tensorboard --logdir              DIR`). Default: none"
+            "Also write each run's round metrics as TensorBoard scalars, in an event file under DIR/<this comparison's folder>/<METHOD>-seed<K>/ (`tensorboard --logdir DIR`). Default: none"
         ))
     )]
     Compare(Box<compare::CompareOpts>),
@@ -114,7 +114,7 @@ fn command() -> clap::Command {
             opts::with_table_help(encoder_flags::add(c), &[])
         })
         .mut_subcommand("compare", |c| {
-            opts::with_table_help(encoder_flags::add(c), &["out"])
+            opts::with_table_help(encoder_flags::add(c), &["out", "tensorboard"])
         })
 }
 

@@ -157,7 +157,7 @@ pub struct TrainOpts {
 
 /// `cmd` (`tma train`, or `tma compare`, which takes its options) with every flag's help
 /// from its row of the option table ([`tma_train::options::table::help`]: text and default),
-/// except the flags in `own` (compare's `--out` says compare's own default).
+/// except the flags in `own` (compare's `--out` and `--tensorboard` say where compare puts its runs).
 pub(crate) fn with_table_help(cmd: clap::Command, own: &[&str]) -> clap::Command {
     let ids: Vec<String> = cmd
         .get_arguments()
