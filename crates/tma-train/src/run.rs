@@ -9,8 +9,8 @@
 //! use tma_train::{DataSource, Quiet, Run, RunSpec, TrainConfig};
 //! # fn main() -> Result<(), tma_train::TrainError> {
 //! let cfg = TrainConfig { time_limit: std::time::Duration::from_secs(20), ..TrainConfig::default() };
-//! let mut run = Run::start(RunSpec::new(cfg, DataSource::Dataset("../shared/datasets/planetoid_cora".into())))?;
-//! run.prepare()?;                       // split + partition, writes partition.json
+//! let run = Run::start(RunSpec::new(cfg, DataSource::Dataset("../shared/datasets/planetoid_cora".into())))?;
+//! let run = run.prepare()?;             // split + partition, writes partition.json: a PreparedRun
 //! let result = run.train(&mut Quiet)?;  // rounds.jsonl, checkpoints, models, summary.json
 //! println!("{}", result.summary.best_test.value);
 //! # Ok(())
