@@ -10,6 +10,23 @@ import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# small training options with deterministic rounds: round k forms after exactly 3k steps of
+# every trainer, so round k's model and metrics do not depend on timing (only how many rounds
+# fit in the time limit does)
+SMALL = dict(
+    method="random-tma",
+    trainers=2,
+    sync_every_steps=3,
+    time_limit="3s",
+    hidden=16,
+    fanouts=[5, 5],
+    batch_size=32,
+    lr=0.01,
+    seed=3,
+    threads=2,
+)
+
 DATASETS = REPO.parent / "shared" / "datasets"
 
 

@@ -14,18 +14,9 @@ import pytest
 
 import tma
 
-SMALL = dict(
-    method="random-tma",
-    trainers=2,
-    sync_every_steps=3,
-    time_limit="2s",
-    hidden=16,
-    fanouts=[5, 5],
-    batch_size=32,
-    lr=0.01,
-    seed=3,
-    threads=2,
-)
+from conftest import SMALL
+
+SMALL = dict(SMALL, time_limit="2s")
 
 
 def _accumulator():

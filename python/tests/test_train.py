@@ -9,20 +9,7 @@ import pytest
 
 import tma
 
-# deterministic rounds: round k forms after exactly 3k steps of every trainer, so round k's
-# model and metrics do not depend on timing (only how many rounds fit in the time limit does)
-SMALL = dict(
-    method="random-tma",
-    trainers=2,
-    sync_every_steps=3,
-    time_limit="3s",
-    hidden=16,
-    fanouts=[5, 5],
-    batch_size=32,
-    lr=0.01,
-    seed=3,
-    threads=2,
-)
+from conftest import SMALL
 
 
 def cli_args(opts: dict) -> list:
