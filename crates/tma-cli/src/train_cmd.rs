@@ -211,19 +211,6 @@ impl std::fmt::Display for SaidByRankZero {
 
 impl std::error::Error for SaidByRankZero {}
 
-/// This process's rank when an MPI launcher started it (Open MPI, PMI / Hydra, PMIx, Slurm),
-/// read from the launcher's environment before MPI is initialized.
-pub(crate) fn launcher_rank() -> Option<u64> {
-    [
-        "OMPI_COMM_WORLD_RANK",
-        "PMIX_RANK",
-        "PMI_RANK",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.parse().ok())
-}
-
 /// The command line of `tma train` resolved and checked: what every rank reads the same.
 /// Returns the flags alone, the options over the config file, the configuration, the failures
 /// to inject and the run directory to resume.
@@ -255,7 +242,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     let mpi_asked = o.engine.as_deref() == Some("mpi");
     let (flags, o, mut cfg, fail, resume_dir) = match resolve_command_line(o) {
         Ok(r) => r,
-        Err(e) if mpi_asked && launcher_rank().is_some_and(|r| r > 0) => {
+        Err(e) if mpi_asked && tma_train::engine::launcher_rank().is_some_and(|r| r > 0) => {
             return Err(SaidByRankZero(e).into())
         }
         Err(e) => return Err(e),

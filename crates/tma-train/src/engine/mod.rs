@@ -190,6 +190,20 @@ pub fn coordinate_prepared(
     )
 }
 
+/// This process's rank when an MPI launcher started it (Open MPI, PMIx, PMI / Hydra, Slurm),
+/// read from the launcher's environment: known before MPI is initialized, and without the
+/// `mpi` feature. `None` outside a launcher.
+pub fn launcher_rank() -> Option<u64> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

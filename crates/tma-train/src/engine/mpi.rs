@@ -171,15 +171,7 @@ fn startup_watchdog(timeout: Duration) -> std::sync::mpsc::Sender<()> {
 /// What a rank stuck in `MPI_Init` prints: its rank (from the launcher's environment, since
 /// MPI cannot say yet), its host, the timeout, and what to do.
 fn startup_timeout_message(timeout: Duration) -> String {
-    let rank = [
-        "OMPI_COMM_WORLD_RANK",
-        "PMIX_RANK",
-        "PMI_RANK",
-        "SLURM_PROCID",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok())
-    .unwrap_or_else(|| "?".into());
+    let rank = super::launcher_rank().map_or_else(|| "?".into(), |r| r.to_string());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "?".into());
