@@ -473,7 +473,7 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         "### {title}\n\nseeds {}; mean ± sample std over seeds; time to target over the runs that reached it\n\n{table}",
         seeds_s.join(", ")
     );
-    tma_train::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
+    tma_train::store::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
     let series: Vec<Series> = o
         .methods
         .iter()
@@ -505,7 +505,7 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         "table": rows,
         "runs": runs,
     });
-    tma_train::output::write_atomic(
+    tma_train::store::output::write_atomic(
         &out.join("results.json"),
         &serde_json::to_vec_pretty(&results)?,
     )?;
