@@ -416,9 +416,7 @@ pub fn evaluate_with(
         {
             evaluate_shared(model, params, prep, ls, split, opts, metric)
         }
-        EvalData::Link { split: ls } => {
-            evaluate_link(model, params, prep, ls, split, opts, metric)
-        }
+        EvalData::Link { split: ls } => evaluate_link(model, params, prep, ls, split, opts, metric),
         EvalData::Node { split: ns, targets } => {
             evaluate_node(model, params, prep, ns, targets, split, opts)
         }
@@ -638,8 +636,7 @@ fn score_in_pieces(
                 dim: d,
                 data: Vec::new().into(),
             };
-            let tma_graph::Features::Dense { data, .. } = std::mem::replace(&mut got, empty)
-            else {
+            let tma_graph::Features::Dense { data, .. } = std::mem::replace(&mut got, empty) else {
                 unreachable!("dense rows")
             };
             let h = tma_nn::Mat {

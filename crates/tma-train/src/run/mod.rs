@@ -528,7 +528,6 @@ impl Run {
         Ok((dir, rd, existed))
     }
 
-
     /// The run directory.
     pub fn dir(&self) -> &Path {
         &self.dir
