@@ -33,12 +33,6 @@ const MAX_FN_LINES: usize = 150;
 /// in it and for an entry that is no longer long (or has a reason now).
 const KNOWN_LONG: &[&str] = &[
     "crates/tma-cli/src/compare.rs::compare",
-    "crates/tma-cli/src/train_cmd.rs::partition",
-    "crates/tma-train/src/engines/coordinator.rs::coordinate",
-    "crates/tma-train/src/data/mod.rs::prepare_for",
-    "crates/tma-train/src/evaluation/eval.rs::evaluate_with",
-    "crates/tma-train/src/evaluation/infer.rs::infer_rows_inner",
-    "crates/tma-train/src/run/mod.rs::start",
 ];
 
 fn workspace_root() -> PathBuf {
