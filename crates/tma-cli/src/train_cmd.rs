@@ -969,11 +969,38 @@ fn partition_job(o: &PartitionOpts) -> Result<TrainConfig> {
     tma_train::methods::partition_job(o.method.as_str(), base).map_err(anyhow::Error::msg)
 }
 
+/// `tma partition`: with `--out DIR`, the layout of `o.method` written as a partition
+/// directory for `tma train --partitions DIR` ([`partition_out`]); without, the partition
+/// computed and its report printed (in place for a graph in the on-disk format:
+/// [`partition_mapped`]; else [`partition_in_memory`]).
+///
+/// # Errors
+/// Options that do not fit together ([`check_partition_options`]); data that cannot be read;
+/// a partition that fails; files that cannot be written.
 pub fn partition(o: PartitionOpts) -> Result<()> {
     let layout = o.method.layout(&TrainConfig {
         super_nodes: o.super_nodes,
         ..TrainConfig::default()
     });
+    check_partition_options(&o, &layout)?;
+    if let Some(out) = &o.out {
+        return partition_out(&o, out);
+    }
+    if let Some(dir) = o.dataset.as_deref().filter(|d| tma_graph::is_disk_graph(d)) {
+        return partition_mapped(&o, dir);
+    }
+    partition_in_memory(&o)
+}
+
+/// Refuses the options of `tma partition` that do not fit `layout` (the layout `o.method`
+/// makes) or each other, and warns (one line) about `--super-clustering` where the layout
+/// clusters nothing.
+///
+/// # Errors
+/// `--super-nodes` below `--parts + --drop-parts` for a layout of super-nodes (the check `tma
+/// train --method super-tma` makes); `--memory-budget` without `--out` or on a dataset that
+/// is not in the on-disk format.
+fn check_partition_options(o: &PartitionOpts, layout: &tma_train::data::DataLayout) -> Result<()> {
     // the check `tma train --method super-tma` makes (TrainConfig::validate), with or without
     // --out: fewer super-nodes than parts leaves parts empty
     if layout.uses_super_nodes() && o.super_nodes < o.num_parts + o.drop_parts {
@@ -1015,128 +1042,158 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             )
         );
     }
-    if let Some(out) = &o.out {
-        let cfg = partition_job(&o)?;
-        // signals are caught before the staging folder exists (one arriving between the two
-        // killed the process and left the folder behind); the watcher acts on it once started
-        crate::interrupt::catch_signals();
-        // --out is checked (and its staging folder made) before the data is loaded
-        let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
-        if writer.removed_stale_staging() {
-            eprintln!(
-                "note: removed {}, the unfinished staging folder of an earlier run that was killed",
-                writer.staging().display()
-            );
-        }
-        crate::interrupt::remove_on_interrupt(
-            writer.staging().to_path_buf(),
-            out.clone(),
-            writer.abort_flag(),
+    Ok(())
+}
+
+/// `tma partition --out DIR`: the data loaded and its layout written to `out` (staged, then
+/// renamed; the staging folder removed on an interrupt), each part said on stderr as it is
+/// streamed, then what was written ([`print_written`]), the process's memory, and `--json`.
+///
+/// # Errors
+/// `--out` that cannot be used; data that cannot be read; a layout that cannot be made or
+/// written.
+fn partition_out(o: &PartitionOpts, out: &Path) -> Result<()> {
+    let cfg = partition_job(o)?;
+    // signals are caught before the staging folder exists (one arriving between the two
+    // killed the process and left the folder behind); the watcher acts on it once started
+    crate::interrupt::catch_signals();
+    // --out is checked (and its staging folder made) before the data is loaded
+    let writer = tma_train::store::PartitionWriter::create(out).context("--out")?;
+    if writer.removed_stale_staging() {
+        eprintln!(
+            "note: removed {}, the unfinished staging folder of an earlier run that was killed",
+            writer.staging().display()
         );
-        tma_train::memory::start_sampler();
-        let ds = load(
-            &o.dataset,
-            read_options(o.format, Some(o.undirected)),
-            o.gen_nodes,
-            &cfg,
-        )?;
-        println!("{}", ds.summary());
-        let t = std::time::Instant::now();
-        if let Some(w) = ds.removed.warning() {
-            eprintln!("warning: {w}");
-        }
-        if ds.graph.indices.is_mapped() {
-            eprintln!(
-                "graph mapped from disk: each part is built in turn and streamed to {}",
-                out.display()
-            );
-        }
-        let (m, warnings) =
-            crate::dist::write_partitions(ds, &cfg, writer, o.memory_budget, |p| {
-                eprintln!(
-                    "  part-{:03} ({}/{}): {} nodes, {} arcs, {:.1} MiB streamed in {:.2}s",
-                    p.trainer,
-                    p.trainer + 1,
-                    p.num_parts,
-                    p.num_nodes,
-                    p.num_edges,
-                    p.bytes as f64 / (1u64 << 20) as f64,
-                    p.secs
-                );
-            })?;
-        // under --memory-budget: which clustering ran and why (also in the manifest's report)
-        if let Some(line) = m
-            .report
-            .as_ref()
-            .and_then(|r| r.get("clustering_choice"))
-            .and_then(|l| l.as_str())
-        {
-            eprintln!("{line}");
-        }
+    }
+    crate::interrupt::remove_on_interrupt(
+        writer.staging().to_path_buf(),
+        out.to_path_buf(),
+        writer.abort_flag(),
+    );
+    tma_train::memory::start_sampler();
+    let ds = load(
+        &o.dataset,
+        read_options(o.format, Some(o.undirected)),
+        o.gen_nodes,
+        &cfg,
+    )?;
+    println!("{}", ds.summary());
+    let t = std::time::Instant::now();
+    if let Some(w) = ds.removed.warning() {
+        eprintln!("warning: {w}");
+    }
+    if ds.graph.indices.is_mapped() {
+        eprintln!(
+            "graph mapped from disk: each part is built in turn and streamed to {}",
+            out.display()
+        );
+    }
+    let (m, warnings) = crate::dist::write_partitions(ds, &cfg, writer, o.memory_budget, |p| {
+        eprintln!(
+            "  part-{:03} ({}/{}): {} nodes, {} arcs, {:.1} MiB streamed in {:.2}s",
+            p.trainer,
+            p.trainer + 1,
+            p.num_parts,
+            p.num_nodes,
+            p.num_edges,
+            p.bytes as f64 / (1u64 << 20) as f64,
+            p.secs
+        );
+    })?;
+    print_written(out, &m, &cfg, t, &warnings);
+    let mem = tma_train::memory::ProcessMemory::this_process("partition", None, None);
+    match o.memory_budget {
+        Some(b) => eprintln!(
+            "{} (--memory-budget {:.0} MiB)",
+            mem.line(),
+            b as f64 / (1u64 << 20) as f64
+        ),
+        None => eprintln!("{}", mem.line()),
+    }
+    if let Some(path) = &o.json {
+        write_json(path, &m)?;
+    }
+    Ok(())
+}
+
+/// What `tma partition --out` says of the directory it wrote to `out` (manifest `m`, layout
+/// made with `cfg`, started at `started`): the clustering chosen under `--memory-budget`, one
+/// line for the directory and one per part (nodes, edges, training examples, MiB), the
+/// clustering's and the arcs kept, then the preparation's `warnings` and the parts without a
+/// training example (some of them; none: the preparation's line said so).
+fn print_written(
+    out: &Path,
+    m: &tma_train::store::Manifest,
+    cfg: &TrainConfig,
+    started: std::time::Instant,
+    warnings: &[String],
+) {
+    // under --memory-budget: which clustering ran and why (also in the manifest's report)
+    if let Some(line) = m
+        .report
+        .as_ref()
+        .and_then(|r| r.get("clustering_choice"))
+        .and_then(|l| l.as_str())
+    {
+        eprintln!("{line}");
+    }
+    println!(
+        "wrote {} ({} parts, task {}) in {:.2}s; manifest sha256 {}",
+        out.display(),
+        m.parts.len(),
+        cfg.task,
+        started.elapsed().as_secs_f64(),
+        m.hash
+    );
+    for p in &m.parts {
         println!(
-            "wrote {} ({} parts, task {}) in {:.2}s; manifest sha256 {}",
-            out.display(),
-            m.parts.len(),
-            cfg.task,
-            t.elapsed().as_secs_f64(),
-            m.hash
+            "  {}  nodes {:>9}  edges {:>10}  train {:>9}  {:>8.1} MiB",
+            p.dir,
+            p.num_nodes,
+            p.num_edges,
+            p.num_train,
+            p.size_bytes as f64 / (1 << 20) as f64
         );
-        for p in &m.parts {
+    }
+    if let Some(rep) = &m.report {
+        if let Some(line) = rep.get("clustering_line").and_then(|l| l.as_str()) {
+            println!("{line}");
+        }
+        if let Some(kept) = rep.get("total_edge_fraction_kept").and_then(|k| k.as_f64()) {
             println!(
-                "  {}  nodes {:>9}  edges {:>10}  train {:>9}  {:>8.1} MiB",
-                p.dir,
-                p.num_nodes,
-                p.num_edges,
-                p.num_train,
-                p.size_bytes as f64 / (1 << 20) as f64
+                "arcs kept by the parts: {:.4} of {} (the rest cross parts)",
+                kept, m.num_edges
             );
         }
-        if let Some(rep) = &m.report {
-            if let Some(line) = rep.get("clustering_line").and_then(|l| l.as_str()) {
-                println!("{line}");
-            }
-            if let Some(kept) = rep.get("total_edge_fraction_kept").and_then(|k| k.as_f64()) {
-                println!(
-                    "arcs kept by the parts: {:.4} of {} (the rest cross parts)",
-                    kept, m.num_edges
-                );
-            }
-        }
-        for w in &warnings {
-            eprintln!("warning: {w}");
-        }
-        let idle: Vec<&str> = m
-            .parts
-            .iter()
-            .filter(|p| p.num_train == 0)
-            .map(|p| p.dir.as_str())
-            .collect();
-        // none with training examples: the preparation's line above says so (and why)
-        if !idle.is_empty() && idle.len() < m.parts.len() {
-            eprintln!(
-                "warning: {} {} no training {}: written anyway; `tma train` runs such a trainer with weight 0",
-                idle.join(", "),
-                if idle.len() == 1 { "has" } else { "have" },
-                if cfg.task == Task::Link { "edges" } else { "nodes" }
-            );
-        }
-        let mem = tma_train::memory::ProcessMemory::this_process("partition", None, None);
-        match o.memory_budget {
-            Some(b) => eprintln!(
-                "{} (--memory-budget {:.0} MiB)",
-                mem.line(),
-                b as f64 / (1u64 << 20) as f64
-            ),
-            None => eprintln!("{}", mem.line()),
-        }
-        if let Some(path) = o.json {
-            write_json(&path, &m)?;
-        }
-        return Ok(());
     }
-    if let Some(dir) = o.dataset.as_deref().filter(|d| tma_graph::is_disk_graph(d)) {
-        return partition_mapped(&o, dir);
+    for w in warnings {
+        eprintln!("warning: {w}");
     }
+    let idle: Vec<&str> = m
+        .parts
+        .iter()
+        .filter(|p| p.num_train == 0)
+        .map(|p| p.dir.as_str())
+        .collect();
+    // none with training examples: the preparation's line above says so (and why)
+    if !idle.is_empty() && idle.len() < m.parts.len() {
+        eprintln!(
+            "warning: {} {} no training {}: written anyway; `tma train` runs such a trainer with weight 0",
+            idle.join(", "),
+            if idle.len() == 1 { "has" } else { "have" },
+            if cfg.task == Task::Link { "edges" } else { "nodes" }
+        );
+    }
+}
+
+/// `tma partition` without `--out` on a dataset read into memory: the partition computed and
+/// its report printed (a table, its warnings, the time and the assignment's hash), and written
+/// as JSON with `--json`.
+///
+/// # Errors
+/// Data that cannot be read; a layout that assigns no node to a part; a partition that fails;
+/// a `--json` file that cannot be written.
+fn partition_in_memory(o: &PartitionOpts) -> Result<()> {
     let ds = load(
         &o.dataset,
         read_options(o.format, Some(o.undirected)),
@@ -1146,7 +1203,7 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
             ..TrainConfig::default()
         },
     )?;
-    let pcfg = partition_config(&o)?;
+    let pcfg = partition_config(o)?;
     let t = std::time::Instant::now();
     let p = tma_partition::partition(&ds.graph, &pcfg)?;
     let secs = t.elapsed().as_secs_f64();
@@ -1164,8 +1221,8 @@ pub fn partition(o: PartitionOpts) -> Result<()> {
         "partitioned in {secs:.2}s; assignment sha256 {}",
         p.hash_hex()
     );
-    if let Some(path) = o.json {
-        write_json(&path, &rep)?;
+    if let Some(path) = &o.json {
+        write_json(path, &rep)?;
     }
     Ok(())
 }

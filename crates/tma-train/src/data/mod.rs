@@ -788,54 +788,7 @@ pub fn prepare_for(
     let mut untrainable = false;
     let (graph, eval, node_targets) = match cfg.task {
         Task::Link => {
-            let split = match ds.link_split.take() {
-                Some(stored) => {
-                    stored_split(&ds.graph, directed, &ds.name, stored, cfg, &mut warnings)?
-                }
-                None => {
-                    let split = tma_graph::link_split(
-                        &ds.graph,
-                        directed,
-                        cfg.val_frac,
-                        cfg.test_frac,
-                        Some(cfg.eval_max_edges),
-                        cfg.eval_num_neg,
-                        cfg.seed,
-                    );
-                    let notes = &split.notes;
-                    if split.val_pos.is_empty()
-                        || (cfg.test_frac > 0.0 && split.test_pos.is_empty())
-                    {
-                        let why = if notes.unrankable > 0 {
-                            format!(
-                                "no valid negative pair exists for the held-out edges ({} of them): every source is adjacent to every other node (a complete graph?); MRR needs non-edges to rank against",
-                                notes.unrankable
-                            )
-                        } else if cfg.val_frac <= 0.0 || cfg.eval_max_edges == 0 {
-                            format!(
-                                "--val-frac {} / --eval-max-edges {} hold out no validation edge; link prediction needs at least one",
-                                cfg.val_frac, cfg.eval_max_edges
-                            )
-                        } else {
-                            format!(
-                                "it has {} edge(s); link prediction needs at least {} (1 validation, {}1 training)",
-                                notes.num_edges,
-                                2 + (cfg.test_frac > 0.0) as usize,
-                                if cfg.test_frac > 0.0 { "1 test, " } else { "" }
-                            )
-                        };
-                        return Err(TrainError::Data(format!(
-                            "dataset '{}': cannot split for link prediction: {why}",
-                            ds.name
-                        )));
-                    }
-                    warnings.extend(notes.warnings(cfg.val_frac, cfg.test_frac, cfg.eval_num_neg));
-                    split
-                }
-            };
-            if split.test_pos.is_empty() {
-                warnings.push(EMPTY_TEST_SPLIT.replace("{what}", "0 test pairs"));
-            }
+            let split = link_split_of(&mut ds, cfg, &mut warnings)?;
             let g = split.train_graph.clone();
             (g, EvalData::Link { split }, None)
         }
@@ -869,179 +822,25 @@ pub fn prepare_for(
         None => cfg.hidden,
     };
 
-    let mut is_train_node = vec![false; graph.num_nodes()];
-    if let EvalData::Node { split, targets } = &eval {
-        for &v in &split.train {
-            // an unlabelled node (-1) in a fixed training split is not a training example
-            let labelled = match targets {
-                NodeTargets::Classes { y, .. } => y[v as usize] >= 0,
-                NodeTargets::MultiLabel { .. } => true,
-            };
-            is_train_node[v as usize] = labelled;
-        }
-    }
-    let build = |trainer: usize,
-                 part: usize,
-                 global_ids: Vec<u32>,
-                 sub: Csr,
-                 features: Option<Features>|
-     -> TrainerData {
-        let features = features.unwrap_or_else(|| {
-            if global_ids.len() == ds.features.num_nodes()
-                && global_ids.iter().enumerate().all(|(i, &g)| g as usize == i)
-            {
-                // every node in order: share the rows (a mapped matrix stays mapped)
-                ds.features.clone()
-            } else {
-                ds.features.gather(&global_ids)
-            }
-        });
-        let target = match &node_targets {
-            None => TrainTarget::Link {
-                edges: LinkExamples::of_graph(&sub, directed),
-            },
-            Some(t) => TrainTarget::Node {
-                nodes: (0..global_ids.len() as u32)
-                    .filter(|&l| is_train_node[global_ids[l as usize] as usize])
-                    .collect(),
-                targets: t.gather(&global_ids),
-            },
-        };
-        TrainerData {
-            trainer,
-            part,
-            degrees: sub.degrees(),
-            graph: sub,
-            features,
-            target,
-            global_ids,
-        }
+    let builder = TrainerBuilder {
+        features: &ds.features,
+        directed,
+        node_targets: node_targets.as_ref(),
+        is_train_node: train_node_mask(&eval, graph.num_nodes()),
     };
-
-    let (trainers, report, partition_hash) = match layout {
+    let LaidOut {
+        trainers,
+        report,
+        partition_hash,
+    } = match layout {
         // evaluation reads the graph, features and split only
-        _ if purpose == Purpose::Evaluation => (Vec::new(), None, None),
-        DataLayout::Whole => {
-            let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
-            (vec![build(0, 0, all, graph.clone(), None)], None, None)
-        }
-        DataLayout::SharedExamples => {
-            let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
-            let full = build(0, 0, all, graph.clone(), None);
-            let trainers = share_examples(
-                &full,
-                cfg.num_trainers + cfg.drop_parts,
-                cfg.num_trainers,
-                cfg.seed,
-            );
-            (trainers, None, None)
-        }
-        DataLayout::Custom(sets) => {
-            let sets = sets.node_sets(&graph, cfg);
-            let trainers = sets
-                .into_iter()
-                .enumerate()
-                .map(|(t, nodes)| {
-                    let sub = graph.induced_subgraph(&nodes);
-                    build(t, t, nodes, sub, None)
-                })
-                .collect();
-            (trainers, None, None)
-        }
-        DataLayout::Partitioned(method) => {
-            let pcfg = DataLayout::Partitioned(method)
-                .partition_config(cfg)
-                .expect("a partitioned layout");
-            // under the spill's memory budget (`tma partition --out --memory-budget`), `auto`
-            // runs label propagation where METIS would not fit, and `metis` is refused there
-            let budget = spill.and_then(|s| s.budget());
-            let partition = tma_partition::partition_ref_within(graph.view(), &pcfg, budget)?;
-            let labels = match &node_targets {
-                // a layout without labels (no class) has no label divergence to report
-                Some(NodeTargets::Classes { y, num_classes }) if num_classes > &0 => {
-                    Some((y.as_slice(), *num_classes))
-                }
-                _ => None,
-            };
-            let report = tma_partition::partition_report(&graph, &partition, labels);
-            let kept = partition.kept_parts();
-            use rayon::prelude::*;
-            let trainers: Vec<TrainerData> = match spill {
-                None => kept
-                    .par_iter()
-                    .enumerate()
-                    .map(|(t, &p)| {
-                        let part = tma_partition::build_part(&graph, &partition, p);
-                        build(t, p, part.global_ids, part.graph, None)
-                    })
-                    .collect(),
-                Some(spill) => {
-                    let sizes: Vec<(usize, usize)> = kept
-                        .iter()
-                        .filter_map(|&p| report.parts.iter().find(|s| s.part == p))
-                        .map(|s| (s.num_nodes, s.num_edges))
-                        .collect();
-                    spill
-                        .check_budget(graph.num_nodes(), &sizes)
-                        .map_err(TrainError::Data)?;
-                    let root = spill.root();
-                    let mut out = Vec::with_capacity(kept.len());
-                    for (t, &p) in kept.iter().enumerate() {
-                        let started = std::time::Instant::now();
-                        let part = tma_partition::build_part(&graph, &partition, p);
-                        let (sub, features) = spill
-                            .spill_part(
-                                t,
-                                kept.len(),
-                                &part.graph,
-                                &ds.features,
-                                &part.global_ids,
-                                started,
-                            )
-                            .map_err(|source| TrainError::Dataset {
-                                path: root.to_path_buf(),
-                                source,
-                            })?;
-                        drop(part.graph);
-                        // the part was streamed from the whole mapped graph: drop the pages it
-                        // read from this process's RSS (they stay in the page cache), so the
-                        // spill holds one part's pass, not the whole graph (no-op when owned)
-                        graph.release_pages();
-                        ds.features.release_pages();
-                        out.push(build(t, p, part.global_ids, sub, Some(features)));
-                    }
-                    if !spill.keeps_files() {
-                        let _ = std::fs::remove_dir(root);
-                    }
-                    out
-                }
-            };
-            (trainers, Some(report), Some(partition.hash_hex()))
-        }
+        _ if purpose == Purpose::Evaluation => LaidOut::default(),
+        layout => lay_out(&builder, &graph, cfg, layout, spill)?,
     };
     if let Some(rep) = &report {
         warnings.extend(rep.warnings.iter().cloned());
     }
-    let idle: Vec<usize> = trainers
-        .iter()
-        .filter(|t| t.num_examples() == 0)
-        .map(|t| t.trainer)
-        .collect();
-    let num_examples = match &eval {
-        EvalData::Node { split, .. } => split.train.len(),
-        EvalData::Link { split } => split.num_train_edges(),
-    };
-    match purpose {
-        // every trainer idle; the method's own rule on some idle trainers is
-        // `crate::methods::prepare`'s (it knows whether the method averages models)
-        Purpose::Training => check_idle(&idle, trainers.len(), cfg, num_examples, true)?,
-        // where the node data cannot be trained on, its own line says why no part has a
-        // training node
-        Purpose::Layout if idle.len() == trainers.len() && !untrainable => {
-            warnings.push(no_part_trains_line(trainers.len(), cfg.task, num_examples))
-        }
-        Purpose::Layout | Purpose::Evaluation => {}
-    }
+    check_trainers(&trainers, &eval, cfg, purpose, untrainable, &mut warnings)?;
     Ok(Prepared {
         layout: layout_name,
         graph,
@@ -1058,6 +857,363 @@ pub fn prepare_for(
         metric,
         val_subset: None,
     })
+}
+
+/// The link task's split of `ds`: the split stored with the dataset ([`stored_split`], taken
+/// out of `ds.link_split`), else a fresh seeded one ([`fresh_link_split`]). The split's notes
+/// go to `warnings`, and one line when its test split is empty.
+///
+/// # Errors
+/// [`TrainError::Data`] naming the dataset when no validation pair can be held out.
+fn link_split_of(
+    ds: &mut Dataset,
+    cfg: &TrainConfig,
+    warnings: &mut Vec<String>,
+) -> Result<LinkSplit, TrainError> {
+    let split = match ds.link_split.take() {
+        Some(stored) => stored_split(&ds.graph, ds.directed, &ds.name, stored, cfg, warnings)?,
+        None => fresh_link_split(ds, cfg, warnings)?,
+    };
+    if split.test_pos.is_empty() {
+        warnings.push(EMPTY_TEST_SPLIT.replace("{what}", "0 test pairs"));
+    }
+    Ok(split)
+}
+
+/// A link split of `ds`'s edges made now ([`tma_graph::link_split`]: `cfg.val_frac` and
+/// `cfg.test_frac` of the edges held out, validation and test capped at `cfg.eval_max_edges`
+/// positives, `cfg.eval_num_neg` negatives each, seeded by `cfg.seed`); its notes go to
+/// `warnings`.
+///
+/// # Errors
+/// [`TrainError::Data`] naming the dataset and why, when no validation pair (or, with a test
+/// fraction, no test pair) could be held out.
+fn fresh_link_split(
+    ds: &Dataset,
+    cfg: &TrainConfig,
+    warnings: &mut Vec<String>,
+) -> Result<LinkSplit, TrainError> {
+    let split = tma_graph::link_split(
+        &ds.graph,
+        ds.directed,
+        cfg.val_frac,
+        cfg.test_frac,
+        Some(cfg.eval_max_edges),
+        cfg.eval_num_neg,
+        cfg.seed,
+    );
+    let notes = &split.notes;
+    if split.val_pos.is_empty() || (cfg.test_frac > 0.0 && split.test_pos.is_empty()) {
+        let why = if notes.unrankable > 0 {
+            format!(
+                "no valid negative pair exists for the held-out edges ({} of them): every source is adjacent to every other node (a complete graph?); MRR needs non-edges to rank against",
+                notes.unrankable
+            )
+        } else if cfg.val_frac <= 0.0 || cfg.eval_max_edges == 0 {
+            format!(
+                "--val-frac {} / --eval-max-edges {} hold out no validation edge; link prediction needs at least one",
+                cfg.val_frac, cfg.eval_max_edges
+            )
+        } else {
+            format!(
+                "it has {} edge(s); link prediction needs at least {} (1 validation, {}1 training)",
+                notes.num_edges,
+                2 + (cfg.test_frac > 0.0) as usize,
+                if cfg.test_frac > 0.0 { "1 test, " } else { "" }
+            )
+        };
+        return Err(TrainError::Data(format!(
+            "dataset '{}': cannot split for link prediction: {why}",
+            ds.name
+        )));
+    }
+    warnings.extend(notes.warnings(cfg.val_frac, cfg.test_frac, cfg.eval_num_neg));
+    Ok(split)
+}
+
+/// `[N]` flags of the graph's nodes: whether a node is a training example of a node task (in
+/// the training split and labelled; an unlabelled node (-1) in a fixed training split is
+/// not). All false for a link task.
+fn train_node_mask(eval: &EvalData, num_nodes: usize) -> Vec<bool> {
+    let mut is_train_node = vec![false; num_nodes];
+    if let EvalData::Node { split, targets } = eval {
+        for &v in &split.train {
+            // an unlabelled node (-1) in a fixed training split is not a training example
+            let labelled = match targets {
+                NodeTargets::Classes { y, .. } => y[v as usize] >= 0,
+                NodeTargets::MultiLabel { .. } => true,
+            };
+            is_train_node[v as usize] = labelled;
+        }
+    }
+    is_train_node
+}
+
+/// What every trainer's data is built from besides its own subgraph: the dataset's features,
+/// whether the graph is directed, the node task's targets (`None`: link task) and the
+/// training-node flags ([`train_node_mask`]).
+struct TrainerBuilder<'a> {
+    features: &'a Features,
+    directed: bool,
+    node_targets: Option<&'a NodeTargets>,
+    is_train_node: Vec<bool>,
+}
+
+impl TrainerBuilder<'_> {
+    /// Trainer `trainer`'s data for part `part`: subgraph `sub` of the nodes `global_ids`
+    /// (local `l` = global `global_ids[l]`), with `features` when they were written already
+    /// (a spilled part), else gathered from the dataset's rows (shared when `global_ids` is
+    /// every node in order: a mapped matrix stays mapped). Link task: the subgraph's edges are
+    /// the examples; node task: its training nodes (local ids) with their targets.
+    fn build(
+        &self,
+        trainer: usize,
+        part: usize,
+        global_ids: Vec<u32>,
+        sub: Csr,
+        features: Option<Features>,
+    ) -> TrainerData {
+        let features = features.unwrap_or_else(|| {
+            if global_ids.len() == self.features.num_nodes()
+                && global_ids.iter().enumerate().all(|(i, &g)| g as usize == i)
+            {
+                // every node in order: share the rows (a mapped matrix stays mapped)
+                self.features.clone()
+            } else {
+                self.features.gather(&global_ids)
+            }
+        });
+        let target = match self.node_targets {
+            None => TrainTarget::Link {
+                edges: LinkExamples::of_graph(&sub, self.directed),
+            },
+            Some(t) => TrainTarget::Node {
+                nodes: (0..global_ids.len() as u32)
+                    .filter(|&l| self.is_train_node[global_ids[l as usize] as usize])
+                    .collect(),
+                targets: t.gather(&global_ids),
+            },
+        };
+        TrainerData {
+            trainer,
+            part,
+            degrees: sub.degrees(),
+            graph: sub,
+            features,
+            target,
+            global_ids,
+        }
+    }
+}
+
+/// The trainers of a layout ([`lay_out`]).
+#[derive(Default)]
+struct LaidOut {
+    /// Every trainer's data, trainer `t` at index `t`.
+    trainers: Vec<TrainerData>,
+    /// The partition report (partitioned layouts only).
+    report: Option<PartitionReport>,
+    /// The partition's hash, hex (partitioned layouts only).
+    partition_hash: Option<String>,
+}
+
+/// The trainers' data of `layout` over `graph` (the training graph), with the partition's
+/// report and hash for a partitioned layout.
+///
+/// # Errors
+/// As [`partitioned_trainers`].
+fn lay_out(
+    builder: &TrainerBuilder<'_>,
+    graph: &Csr,
+    cfg: &TrainConfig,
+    layout: DataLayout,
+    spill: Option<&crate::data::spill::Spill>,
+) -> Result<LaidOut, TrainError> {
+    let unpartitioned = |trainers| LaidOut {
+        trainers,
+        report: None,
+        partition_hash: None,
+    };
+    Ok(match layout {
+        DataLayout::Whole => {
+            let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
+            unpartitioned(vec![builder.build(0, 0, all, graph.clone(), None)])
+        }
+        DataLayout::SharedExamples => {
+            let all: Vec<u32> = (0..graph.num_nodes() as u32).collect();
+            let full = builder.build(0, 0, all, graph.clone(), None);
+            let trainers = share_examples(
+                &full,
+                cfg.num_trainers + cfg.drop_parts,
+                cfg.num_trainers,
+                cfg.seed,
+            );
+            unpartitioned(trainers)
+        }
+        DataLayout::Custom(sets) => {
+            let sets = sets.node_sets(graph, cfg);
+            let trainers = sets
+                .into_iter()
+                .enumerate()
+                .map(|(t, nodes)| {
+                    let sub = graph.induced_subgraph(&nodes);
+                    builder.build(t, t, nodes, sub, None)
+                })
+                .collect();
+            unpartitioned(trainers)
+        }
+        DataLayout::Partitioned(method) => {
+            let (trainers, report, hash) =
+                partitioned_trainers(builder, graph, cfg, method, spill)?;
+            LaidOut {
+                trainers,
+                report: Some(report),
+                partition_hash: Some(hash),
+            }
+        }
+    })
+}
+
+/// A partitioned layout: `graph` partitioned by `method` as `cfg` says (under the spill's
+/// memory budget, `auto` runs label propagation where METIS would not fit, and `metis` is
+/// refused there), one trainer per kept part (built in parallel in memory, or one at a time
+/// and written under the spill's root: [`spilled_trainers`]), with the partition report and
+/// the partition's hash (hex).
+///
+/// # Errors
+/// [`TrainError::Partition`] if partitioning fails; as [`spilled_trainers`].
+fn partitioned_trainers(
+    builder: &TrainerBuilder<'_>,
+    graph: &Csr,
+    cfg: &TrainConfig,
+    method: PartitionMethod,
+    spill: Option<&crate::data::spill::Spill>,
+) -> Result<(Vec<TrainerData>, PartitionReport, String), TrainError> {
+    let pcfg = DataLayout::Partitioned(method)
+        .partition_config(cfg)
+        .expect("a partitioned layout");
+    // under the spill's memory budget (`tma partition --out --memory-budget`), `auto`
+    // runs label propagation where METIS would not fit, and `metis` is refused there
+    let budget = spill.and_then(|s| s.budget());
+    let partition = tma_partition::partition_ref_within(graph.view(), &pcfg, budget)?;
+    let labels = match builder.node_targets {
+        // a layout without labels (no class) has no label divergence to report
+        Some(NodeTargets::Classes { y, num_classes }) if num_classes > &0 => {
+            Some((y.as_slice(), *num_classes))
+        }
+        _ => None,
+    };
+    let report = tma_partition::partition_report(graph, &partition, labels);
+    let kept = partition.kept_parts();
+    use rayon::prelude::*;
+    let trainers: Vec<TrainerData> = match spill {
+        None => kept
+            .par_iter()
+            .enumerate()
+            .map(|(t, &p)| {
+                let part = tma_partition::build_part(graph, &partition, p);
+                builder.build(t, p, part.global_ids, part.graph, None)
+            })
+            .collect(),
+        Some(spill) => spilled_trainers(builder, graph, &partition, &kept, &report, spill)?,
+    };
+    Ok((trainers, report, partition.hash_hex()))
+}
+
+/// The trainers of `partition`'s kept parts (`kept`, trainer `t` for part `kept[t]`) built one
+/// at a time, each part's graph and dense
+/// features written under `spill.root()` and mapped back ([`crate::data::spill::Spill::spill_part`]),
+/// the pages read from a mapped `graph` and features released after each part. The spill's
+/// root is removed afterwards unless its files are kept.
+///
+/// # Errors
+/// [`TrainError::Data`] when the spill's memory budget cannot hold the build of the parts
+/// (`report`'s part sizes); [`TrainError::Dataset`] naming the root when a part cannot be
+/// written or mapped.
+fn spilled_trainers(
+    builder: &TrainerBuilder<'_>,
+    graph: &Csr,
+    partition: &tma_partition::Partition,
+    kept: &[usize],
+    report: &PartitionReport,
+    spill: &crate::data::spill::Spill,
+) -> Result<Vec<TrainerData>, TrainError> {
+    let sizes: Vec<(usize, usize)> = kept
+        .iter()
+        .filter_map(|&p| report.parts.iter().find(|s| s.part == p))
+        .map(|s| (s.num_nodes, s.num_edges))
+        .collect();
+    spill
+        .check_budget(graph.num_nodes(), &sizes)
+        .map_err(TrainError::Data)?;
+    let root = spill.root();
+    let mut out = Vec::with_capacity(kept.len());
+    for (t, &p) in kept.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let part = tma_partition::build_part(graph, partition, p);
+        let (sub, features) = spill
+            .spill_part(
+                t,
+                kept.len(),
+                &part.graph,
+                builder.features,
+                &part.global_ids,
+                started,
+            )
+            .map_err(|source| TrainError::Dataset {
+                path: root.to_path_buf(),
+                source,
+            })?;
+        drop(part.graph);
+        // the part was streamed from the whole mapped graph: drop the pages it
+        // read from this process's RSS (they stay in the page cache), so the
+        // spill holds one part's pass, not the whole graph (no-op when owned)
+        graph.release_pages();
+        builder.features.release_pages();
+        out.push(builder.build(t, p, part.global_ids, sub, Some(features)));
+    }
+    if !spill.keeps_files() {
+        let _ = std::fs::remove_dir(root);
+    }
+    Ok(out)
+}
+
+/// Checks the trainers for `purpose`: under [`Purpose::Training`] refuses them when none has
+/// a training example ([`check_idle`]); under [`Purpose::Layout`] says so in one line of
+/// `warnings` instead (unless `untrainable`: the node data's own line says why no part has a
+/// training node).
+///
+/// # Errors
+/// As [`check_idle`].
+fn check_trainers(
+    trainers: &[TrainerData],
+    eval: &EvalData,
+    cfg: &TrainConfig,
+    purpose: Purpose,
+    untrainable: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(), TrainError> {
+    let idle: Vec<usize> = trainers
+        .iter()
+        .filter(|t| t.num_examples() == 0)
+        .map(|t| t.trainer)
+        .collect();
+    let num_examples = match eval {
+        EvalData::Node { split, .. } => split.train.len(),
+        EvalData::Link { split } => split.num_train_edges(),
+    };
+    match purpose {
+        // every trainer idle; the method's own rule on some idle trainers is
+        // `crate::methods::prepare`'s (it knows whether the method averages models)
+        Purpose::Training => check_idle(&idle, trainers.len(), cfg, num_examples, true)?,
+        // where the node data cannot be trained on, its own line says why no part has a
+        // training node
+        Purpose::Layout if idle.len() == trainers.len() && !untrainable => {
+            warnings.push(no_part_trains_line(trainers.len(), cfg.task, num_examples))
+        }
+        Purpose::Layout | Purpose::Evaluation => {}
+    }
+    Ok(())
 }
 
 /// What `tma partition --out` says after a reason training could not run on the parts.

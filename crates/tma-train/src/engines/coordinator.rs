@@ -9,10 +9,10 @@
 use crate::clock::{next_round_due, next_round_due_ramped, skipped_slots_ramped, Clock};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
-use crate::engines::cluster::{CoordinatorEndpoint, Reply};
+use crate::engines::cluster::{Contribution, CoordinatorEndpoint, Reply};
 use crate::engines::method::{Exchange, Schedule};
 use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
-use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, PendingRound};
+use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, Evaluator, PendingRound};
 use crate::evaluation::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
 use crate::TrainError;
 use std::sync::Arc;
@@ -96,19 +96,10 @@ pub fn coordinate(
     }
     exchange.start(&model);
     coord.broadcast_initial(Arc::new(model.data.clone()));
-    let mut last_steps = step_offsets.clone();
-    let mut last_epochs = resumed_epochs;
     let paced = exchange.schedule() == Schedule::PerRound;
     let step_mode = cfg.sync_every_steps > 0;
     // training time of the last round formed (the run's start before the first one)
-    let mut last_formed = clock.elapsed();
-    // when the last validation (a round's or a check's) was started: the ramp's budget for them
-    let mut last_val_at = last_formed;
-    // the gather that ended the loop had nobody left to hear from (every trainer lost)
-    let mut all_lost = false;
-    // the last round was formed early on a stop request, before the time limit (a request that
-    // comes after the last round is formed, during the final validation, ends nothing early)
-    let mut ended_by_request = false;
+    let last_formed = clock.elapsed();
 
     let template = model.clone();
     // the threads that combine a round's contributions (the average; LLCG's correction):
@@ -132,6 +123,28 @@ pub fn coordinate(
     if !coord.supports_checks() {
         checks = None;
     }
+    let mut rounds = Rounds {
+        coord,
+        exchange,
+        ctx,
+        n,
+        timeout,
+        paced,
+        step_mode,
+        last_steps: step_offsets.clone(),
+        step_offsets,
+        combine_pool,
+        checks,
+        model,
+        round,
+        last_epochs: resumed_epochs,
+        last_formed,
+        // when the last validation (a round's or a check's) was started: the ramp's budget
+        last_val_at: last_formed,
+        loss: (0.0, 0),
+        all_lost: false,
+        ended_by_request: false,
+    };
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
@@ -142,213 +155,339 @@ pub fn coordinate(
         &template,
         observer,
         best,
-        |ev| {
-            let mut exchange_id = 0u64;
-            let (mut loss_sum, mut loss_count) = (0f64, 0u64);
-            loop {
-                // the first slot after the last round: slots that passed while it was late are
-                // skipped (clock::next_round_due)
-                let round_due = next_round_due_ramped(
-                    last_formed,
-                    cfg.sync_every,
-                    ctx.sync_ramp,
-                    cfg.time_limit,
-                );
-                // a ramp round (docs/decisions/0015-averaging-ramp.md): its validation is
-                // skipped where validation would take over a quarter of the time since the last
-                let ramp_round = paced && !step_mode && round_due < cfg.sync_every;
-                // step-count schedule and gradient exchanges: at once (trainers join a round
-                // after their steps)
-                let due = if paced && !step_mode {
-                    round_due
-                } else {
-                    Duration::ZERO
-                };
-                loop {
-                    ev.poll();
-                    // validation must keep up: with two rounds waiting for it, wait for one
-                    // (rounds slow down to the evaluator's pace instead of piling up models),
-                    // except for the final round at the time limit
-                    if ev.in_flight() >= 2 && clock.elapsed() < cfg.time_limit {
-                        // (in slices, so that a trainer waking up is answered meanwhile)
-                        if !ev.wait_one_for(Duration::from_millis(200)) {
-                            coord.answer_late(&exchange.idle_reply());
-                        }
-                        continue;
-                    }
-                    let now = clock.elapsed();
-                    if now >= due || ctx.stop_requested() {
-                        break;
-                    }
-                    // a validation check between rounds (`--val-check-interval`)
-                    if let Some(c) = checks.as_mut() {
-                        if let Some(p) = c.step(coord, &*exchange, now, due, round, ev.in_flight())
-                        {
-                            let mut p = p;
-                            for (s, &t) in p.record.steps.iter_mut().zip(&p.record.participants) {
-                                *s += step_offsets[t];
-                            }
-                            ev.submit(p);
-                            last_val_at = now;
-                        }
-                    }
-                    // a trainer waking up after missed rounds gets the current model now
-                    coord.answer_late(&exchange.idle_reply());
-                    clock.sleep((due - now).min(Duration::from_millis(20)));
-                }
-                // a check still waiting for copies is superseded by the round
-                if let Some(c) = checks.as_mut() {
-                    c.pending = None;
-                }
-                // the last round is the first one formed at or after the time limit, whether it
-                // was scheduled there or the rounds before it ran late
-                let mut stop = (paced && due >= cfg.time_limit)
-                    || clock.elapsed() >= cfg.time_limit
-                    || ctx.stop_requested();
-                // averaging rounds are numbered as rounds (across resumes); gradient exchanges
-                // count from 1 in each process lifetime
-                exchange_id = if paced { round + 1 } else { exchange_id + 1 };
-                coord.call_round(exchange_id);
-                // a step-count round waits for its trainers' steps, but never past the time
-                // limit: then it is called again as the last one, which every trainer joins at
-                // once whatever its step count
-                let until = step_mode.then(|| cfg.time_limit.saturating_sub(clock.elapsed()));
-                let mut contribs =
-                    coord.gather(exchange_id, timeout, &exchange.idle_reply(), until);
-                if contribs.is_empty()
-                    && step_mode
-                    && clock.elapsed() >= cfg.time_limit
-                    && (0..n).any(|t| coord.is_alive(t))
-                {
-                    coord.call_final(exchange_id);
-                    contribs = coord.gather(exchange_id, timeout, &exchange.idle_reply(), None);
-                }
-                let elapsed = clock.elapsed();
-                stop |= elapsed >= cfg.time_limit;
-                ended_by_request = stop
-                    && elapsed < cfg.time_limit
-                    && !(paced && due >= cfg.time_limit)
-                    && ctx.stop_requested();
-                if contribs.is_empty() {
-                    // nobody left: every trainer is gone
-                    all_lost = true;
-                    break;
-                }
-                // on its own threads: on the evaluation's, a round waited for a running
-                // validation to finish while its trainers waited for the round's reply
-                let payload = combine_pool.install(|| exchange.combine(&contribs, &mut model));
-                let participants: Vec<usize> = contribs.iter().map(|c| c.trainer).collect();
-                coord.reply(
-                    &participants,
-                    if stop {
-                        Reply::Stop(payload)
-                    } else {
-                        Reply::Continue(payload)
-                    },
-                );
-                for c in &contribs {
-                    last_steps[c.trainer] = step_offsets[c.trainer] + c.report.steps;
-                    last_epochs[c.trainer] = c.report.epochs;
-                    loss_sum += c.report.loss_sum;
-                    loss_count += c.report.loss_count;
-                }
-                if paced || elapsed >= round_due || stop {
-                    round += 1;
-                    last_formed = elapsed;
-                    let missing: Vec<usize> =
-                        (0..n).filter(|t| !participants.contains(t)).collect();
-                    // time-based slots that passed while this round waited: skipped, and
-                    // said in the round's record (clock::next_round_due)
-                    let skipped_slots = if paced && !step_mode {
-                        skipped_slots_ramped(
-                            round_due,
-                            elapsed,
-                            cfg.sync_every,
-                            ctx.sync_ramp,
-                            cfg.time_limit,
-                        )
-                    } else {
-                        0
-                    };
-                    let record = RoundRecord {
-                        round,
-                        elapsed_s: elapsed.as_secs_f64(),
-                        steps: participants.iter().map(|&t| last_steps[t]).collect(),
-                        epochs: participants.iter().map(|&t| last_epochs[t]).collect(),
-                        participants,
-                        missing,
-                        train_loss: if loss_count > 0 {
-                            loss_sum / loss_count as f64
-                        } else {
-                            f64::NAN
-                        },
-                        val: EvalResult::default(),
-                        eval_s: 0.0,
-                        eval_cpu_s: 0.0,
-                        is_best: false,
-                        skipped_slots,
-                        check: false,
-                    };
-                    (loss_sum, loss_count) = (0.0, 0);
-                    // a ramp round is validated only while validation stays cheap next to
-                    // the training between validations: none in flight, and the last one took
-                    // at most a quarter of the time since the last was started (rounds or
-                    // checks); with the ramp's short spans, every few rounds
-                    let since = elapsed.saturating_sub(last_val_at).as_secs_f64();
-                    // before any validation has been timed, a ramp round is validated only
-                    // once its model carries real training: on a big graph the first
-                    // validation can take minutes, and it read a model of one step per trainer
-                    let untrained = ev.last_eval_s().is_none()
-                        && (record.steps.iter().sum::<u64>()
-                            < RAMP_FIRST_EVAL_STEPS * record.steps.len().max(1) as u64);
-                    let ramp_skip = ramp_round
-                        && (ev.in_flight() > 0
-                            || untrained
-                            || ev
-                                .last_eval_s()
-                                .is_some_and(|e| e > RAMP_EVAL_SHARE * since));
-                    let validate =
-                        stop || (!ramp_skip && round.is_multiple_of(cfg.eval_every.max(1)));
-                    if validate {
-                        last_val_at = elapsed;
-                    }
-                    ev.submit(PendingRound {
-                        validate,
-                        record,
-                        params: Arc::new(model.data.clone()),
-                    });
-                }
-                if stop || ev.failed() {
-                    break;
-                }
-            }
-            // tell anyone still waiting (e.g. a trainer that missed the last round) to stop
-            let everyone: Vec<usize> = (0..n).filter(|&t| coord.is_alive(t)).collect();
-            coord.reply(&everyone, Reply::Stop(exchange.idle_reply()));
-            coord.call_round(u64::MAX);
-        },
+        |ev| rounds.run(ev),
     );
     // every trainer lost before the time limit: the run is incomplete (it can be resumed)
-    let lost_early = all_lost && clock.elapsed() < cfg.time_limit;
+    let lost_early = rounds.all_lost && clock.elapsed() < cfg.time_limit;
     finish_run(
         ctx,
         n,
         book,
-        model,
+        rounds.model,
         RunEnd {
-            last_steps,
+            last_steps: rounds.last_steps,
             ended_early: if lost_early {
                 Some(StopCause::TrainersLost)
-            } else if ended_by_request {
+            } else if rounds.ended_by_request {
                 Some(StopCause::StopRequest)
             } else {
                 None
             },
             resumed_best_check,
-            round,
-            last_formed: resumed_at.unwrap_or(last_formed),
+            round: rounds.round,
+            last_formed: resumed_at.unwrap_or(rounds.last_formed),
         },
     )
+}
+
+/// The coordinator's loop ([`coordinate`]): its transport and exchange, what stays fixed for
+/// the run, and what each round carries to the next.
+struct Rounds<'a, 'c> {
+    coord: &'a mut dyn CoordinatorEndpoint,
+    exchange: &'a mut dyn Exchange,
+    ctx: &'a Coordinated<'c>,
+    /// Trainers started.
+    n: usize,
+    /// How long a gather waits for the trainers ([`gather_timeout`]).
+    timeout: Duration,
+    /// Rounds on the wall-clock (or step-count) schedule: `Schedule::PerRound`.
+    paced: bool,
+    /// The step-count schedule (`sync_every_steps > 0`).
+    step_mode: bool,
+    /// Each trainer's steps at the resume point (0 for a fresh run).
+    step_offsets: Vec<u64>,
+    /// The threads that combine a round's contributions.
+    combine_pool: rayon::ThreadPool,
+    /// Validation checks between rounds, when on.
+    checks: Option<Checks>,
+    /// The current model.
+    model: ParamSet,
+    /// Rounds formed (across resumes).
+    round: u64,
+    /// Steps of each trainer since the start of the run, as of its last contribution.
+    last_steps: Vec<u64>,
+    /// Epochs of each trainer, as of its last contribution.
+    last_epochs: Vec<u64>,
+    /// Training time of the last round formed (the run's start before the first one).
+    last_formed: Duration,
+    /// When the last validation (a round's or a check's) was started.
+    last_val_at: Duration,
+    /// The training loss summed over the contributions since the last round formed, and the
+    /// count it sums.
+    loss: (f64, u64),
+    /// The gather that ended the loop had nobody left to hear from (every trainer lost).
+    all_lost: bool,
+    /// The last round was formed early on a stop request, before the time limit (a request
+    /// that comes after the last round is formed, during the final validation, ends nothing
+    /// early).
+    ended_by_request: bool,
+}
+
+impl Rounds<'_, '_> {
+    /// The rounds, each handed to `ev`, until the last one (the first formed at or after the
+    /// time limit, or on a stop request), every trainer is lost, or a validation failed; then
+    /// every live trainer is told to stop.
+    fn run(&mut self, ev: &mut Evaluator<'_>) {
+        let (cfg, clock) = (self.ctx.cfg, self.ctx.clock);
+        let mut exchange_id = 0u64;
+        loop {
+            // the first slot after the last round: slots that passed while it was late are
+            // skipped (clock::next_round_due)
+            let round_due = next_round_due_ramped(
+                self.last_formed,
+                cfg.sync_every,
+                self.ctx.sync_ramp,
+                cfg.time_limit,
+            );
+            // a ramp round (docs/decisions/0015-averaging-ramp.md): its validation is
+            // skipped where validation would take over a quarter of the time since the last
+            let ramp_round = self.paced && !self.step_mode && round_due < cfg.sync_every;
+            // step-count schedule and gradient exchanges: at once (trainers join a round
+            // after their steps)
+            let due = if self.paced && !self.step_mode {
+                round_due
+            } else {
+                Duration::ZERO
+            };
+            self.wait_until(ev, due);
+            // a check still waiting for copies is superseded by the round
+            if let Some(c) = self.checks.as_mut() {
+                c.pending = None;
+            }
+            // the last round is the first one formed at or after the time limit, whether it
+            // was scheduled there or the rounds before it ran late
+            let mut stop = (self.paced && due >= cfg.time_limit)
+                || clock.elapsed() >= cfg.time_limit
+                || self.ctx.stop_requested();
+            // averaging rounds are numbered as rounds (across resumes); gradient exchanges
+            // count from 1 in each process lifetime
+            exchange_id = if self.paced {
+                self.round + 1
+            } else {
+                exchange_id + 1
+            };
+            let contribs = self.gather(exchange_id);
+            let elapsed = clock.elapsed();
+            stop |= elapsed >= cfg.time_limit;
+            self.ended_by_request = stop
+                && elapsed < cfg.time_limit
+                && !(self.paced && due >= cfg.time_limit)
+                && self.ctx.stop_requested();
+            if contribs.is_empty() {
+                // nobody left: every trainer is gone
+                self.all_lost = true;
+                break;
+            }
+            let participants = self.combine_and_reply(&contribs, stop);
+            if self.paced || elapsed >= round_due || stop {
+                self.form_round(ev, participants, elapsed, round_due, ramp_round, stop);
+            }
+            if stop || ev.failed() {
+                break;
+            }
+        }
+        // tell anyone still waiting (e.g. a trainer that missed the last round) to stop
+        let everyone: Vec<usize> = (0..self.n).filter(|&t| self.coord.is_alive(t)).collect();
+        self.coord
+            .reply(&everyone, Reply::Stop(self.exchange.idle_reply()));
+        self.coord.call_round(u64::MAX);
+    }
+
+    /// Waits until training time `due` (or a stop request), keeping validation up (with two
+    /// rounds waiting for the evaluator, it waits for one, except at the time limit),
+    /// running the validation checks between rounds and answering trainers that wake up
+    /// late, in slices of at most 20 ms.
+    fn wait_until(&mut self, ev: &mut Evaluator<'_>, due: Duration) {
+        let (cfg, clock) = (self.ctx.cfg, self.ctx.clock);
+        loop {
+            ev.poll();
+            // validation must keep up: with two rounds waiting for it, wait for one
+            // (rounds slow down to the evaluator's pace instead of piling up models),
+            // except for the final round at the time limit
+            if ev.in_flight() >= 2 && clock.elapsed() < cfg.time_limit {
+                // (in slices, so that a trainer waking up is answered meanwhile)
+                if !ev.wait_one_for(Duration::from_millis(200)) {
+                    self.coord.answer_late(&self.exchange.idle_reply());
+                }
+                continue;
+            }
+            let now = clock.elapsed();
+            if now >= due || self.ctx.stop_requested() {
+                break;
+            }
+            // a validation check between rounds (`--val-check-interval`)
+            if let Some(c) = self.checks.as_mut() {
+                if let Some(p) = c.step(
+                    &mut *self.coord,
+                    &*self.exchange,
+                    now,
+                    due,
+                    self.round,
+                    ev.in_flight(),
+                ) {
+                    let mut p = p;
+                    for (s, &t) in p.record.steps.iter_mut().zip(&p.record.participants) {
+                        *s += self.step_offsets[t];
+                    }
+                    ev.submit(p);
+                    self.last_val_at = now;
+                }
+            }
+            // a trainer waking up after missed rounds gets the current model now
+            self.coord.answer_late(&self.exchange.idle_reply());
+            clock.sleep((due - now).min(Duration::from_millis(20)));
+        }
+    }
+
+    /// Calls exchange `exchange_id` and gathers the trainers' contributions (empty: nobody
+    /// left). A step-count round waits for its trainers' steps, but never past the time
+    /// limit: then it is called again as the last one, which every trainer joins at once
+    /// whatever its step count.
+    fn gather(&mut self, exchange_id: u64) -> Vec<Contribution> {
+        let (cfg, clock) = (self.ctx.cfg, self.ctx.clock);
+        self.coord.call_round(exchange_id);
+        let until = self
+            .step_mode
+            .then(|| cfg.time_limit.saturating_sub(clock.elapsed()));
+        let mut contribs = self.coord.gather(
+            exchange_id,
+            self.timeout,
+            &self.exchange.idle_reply(),
+            until,
+        );
+        if contribs.is_empty()
+            && self.step_mode
+            && clock.elapsed() >= cfg.time_limit
+            && (0..self.n).any(|t| self.coord.is_alive(t))
+        {
+            self.coord.call_final(exchange_id);
+            contribs =
+                self.coord
+                    .gather(exchange_id, self.timeout, &self.exchange.idle_reply(), None);
+        }
+        contribs
+    }
+
+    /// Combines `contribs` (never empty) into the model on the combining threads, replies to
+    /// their trainers (`Stop` when `stop`, else `Continue`) and counts their steps, epochs and
+    /// training loss. Returns the participating trainers.
+    fn combine_and_reply(&mut self, contribs: &[Contribution], stop: bool) -> Vec<usize> {
+        let (exchange, model) = (&mut *self.exchange, &mut self.model);
+        // on its own threads: on the evaluation's, a round waited for a running
+        // validation to finish while its trainers waited for the round's reply
+        let payload = self
+            .combine_pool
+            .install(|| exchange.combine(contribs, model));
+        let participants: Vec<usize> = contribs.iter().map(|c| c.trainer).collect();
+        self.coord.reply(
+            &participants,
+            if stop {
+                Reply::Stop(payload)
+            } else {
+                Reply::Continue(payload)
+            },
+        );
+        for c in contribs {
+            self.last_steps[c.trainer] = self.step_offsets[c.trainer] + c.report.steps;
+            self.last_epochs[c.trainer] = c.report.epochs;
+            self.loss.0 += c.report.loss_sum;
+            self.loss.1 += c.report.loss_count;
+        }
+        participants
+    }
+
+    /// Forms the next round at training time `elapsed` from the combined model: its record
+    /// (`participants`, the trainers missing, the slots skipped since `round_due`, the mean
+    /// training loss since the last round) goes to `ev`, to be validated when
+    /// [`Rounds::validates`] says so.
+    fn form_round(
+        &mut self,
+        ev: &mut Evaluator<'_>,
+        participants: Vec<usize>,
+        elapsed: Duration,
+        round_due: Duration,
+        ramp_round: bool,
+        stop: bool,
+    ) {
+        let cfg = self.ctx.cfg;
+        self.round += 1;
+        self.last_formed = elapsed;
+        let missing: Vec<usize> = (0..self.n).filter(|t| !participants.contains(t)).collect();
+        // time-based slots that passed while this round waited: skipped, and
+        // said in the round's record (clock::next_round_due)
+        let skipped_slots = if self.paced && !self.step_mode {
+            skipped_slots_ramped(
+                round_due,
+                elapsed,
+                cfg.sync_every,
+                self.ctx.sync_ramp,
+                cfg.time_limit,
+            )
+        } else {
+            0
+        };
+        let (loss_sum, loss_count) = self.loss;
+        let record = RoundRecord {
+            round: self.round,
+            elapsed_s: elapsed.as_secs_f64(),
+            steps: participants.iter().map(|&t| self.last_steps[t]).collect(),
+            epochs: participants.iter().map(|&t| self.last_epochs[t]).collect(),
+            participants,
+            missing,
+            train_loss: if loss_count > 0 {
+                loss_sum / loss_count as f64
+            } else {
+                f64::NAN
+            },
+            val: EvalResult::default(),
+            eval_s: 0.0,
+            eval_cpu_s: 0.0,
+            is_best: false,
+            skipped_slots,
+            check: false,
+        };
+        self.loss = (0.0, 0);
+        let validate = self.validates(ev, &record, elapsed, ramp_round, stop);
+        if validate {
+            self.last_val_at = elapsed;
+        }
+        ev.submit(PendingRound {
+            validate,
+            record,
+            params: Arc::new(self.model.data.clone()),
+        });
+    }
+
+    /// Whether the round just formed (`record`, at `elapsed`) is validated: the last one
+    /// (`stop`) always; others every `eval_every` rounds, except a ramp round while validation
+    /// is not cheap next to the training between validations.
+    fn validates(
+        &self,
+        ev: &Evaluator<'_>,
+        record: &RoundRecord,
+        elapsed: Duration,
+        ramp_round: bool,
+        stop: bool,
+    ) -> bool {
+        // a ramp round is validated only while validation stays cheap next to
+        // the training between validations: none in flight, and the last one took
+        // at most a quarter of the time since the last was started (rounds or
+        // checks); with the ramp's short spans, every few rounds
+        let since = elapsed.saturating_sub(self.last_val_at).as_secs_f64();
+        // before any validation has been timed, a ramp round is validated only
+        // once its model carries real training: on a big graph the first
+        // validation can take minutes, and it read a model of one step per trainer
+        let untrained = ev.last_eval_s().is_none()
+            && (record.steps.iter().sum::<u64>()
+                < RAMP_FIRST_EVAL_STEPS * record.steps.len().max(1) as u64);
+        let ramp_skip = ramp_round
+            && (ev.in_flight() > 0
+                || untrained
+                || ev
+                    .last_eval_s()
+                    .is_some_and(|e| e > RAMP_EVAL_SHARE * since));
+        stop || (!ramp_skip && self.round.is_multiple_of(self.ctx.cfg.eval_every.max(1)))
+    }
 }
 
 /// The share of the training time between validations a ramp round's validation may take

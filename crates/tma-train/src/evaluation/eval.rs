@@ -408,210 +408,314 @@ pub fn evaluate_with(
     split: Split,
     opts: &InferOptions,
 ) -> EvalResult {
-    // rows of `h` are the distinct nodes the split reads; ids below are local to them
-    let infer = |nodes: &[u32]| {
-        let (uniq, local) = unique_with_inverse(nodes);
-        let (h, _) = infer_nodes(
-            model,
-            params,
-            &prep.graph,
-            &prep.degrees,
-            &prep.features,
-            &uniq,
-            opts,
-        );
-        (h, uniq, local)
-    };
     let metric = prep.metric.resolve(prep.eval.target_kind());
-    let mut all = BTreeMap::new();
-    match &prep.eval {
+    let all = match &prep.eval {
         // negatives shared by every positive (OGB's ogbl-collab, ppa, ddi): Hits@K as OGB
         EvalData::Link { split: ls }
             if ls.protocol.as_ref().is_some_and(|p| p.shared.is_some()) =>
         {
-            all.extend(evaluate_shared(
-                model, params, prep, ls, split, opts, metric,
-            ));
+            evaluate_shared(model, params, prep, ls, split, opts, metric)
         }
-        EvalData::Link { split: ls } => {
-            let k = ls.num_neg;
-            // validation: the fixed subset of positives (`Prepared::cap_validation`), each
-            // with its own `k` negatives
-            let subset: (Vec<(u32, u32)>, Vec<u32>);
-            let (pos, neg): (&[(u32, u32)], &[u32]) = match (split, &prep.val_subset) {
-                (Split::Val, None) => (&ls.val_pos, &ls.val_neg),
-                (Split::Val, Some(at)) => {
-                    subset = (
-                        at.iter().map(|&i| ls.val_pos[i as usize]).collect(),
-                        at.iter()
-                            .flat_map(|&i| &ls.val_neg[i as usize * k..(i as usize + 1) * k])
-                            .copied()
-                            .collect(),
-                    );
-                    (&subset.0, &subset.1)
-                }
-                (Split::Test, _) => (&ls.test_pos, &ls.test_neg),
-            };
-            // the outputs of every distinct endpoint of the split (sources, destinations,
-            // negatives) are computed once ([`infer_rows`], the way `opts` says: in memory,
-            // or mapped from scratch files when they do not fit the budget); the positives are
-            // then scored in chunks of LINK_EVAL_CHUNK, each in pieces whose rows fit half the
-            // budget, and the scores of all chunks are ranked together. A split of at most
-            // LINK_EVAL_CHUNK positives (every split tma makes in memory: --eval-max-edges
-            // 500) numbers its endpoints in order of first appearance, as one chunk always
-            // did; a bigger one (stored with a big graph: the whole test split) in id order,
-            // found by binary search.
-            let d = model.out_dim();
-            let chunk_ends = |chunk: &[(u32, u32)], cneg: &[u32]| -> Vec<u32> {
-                let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
-                ends.extend(chunk.iter().map(|p| p.1));
-                ends.extend_from_slice(cneg);
-                ends
-            };
-            let (uniq, first_local) = if pos.len() <= LINK_EVAL_CHUNK {
-                let (uniq, local) = unique_with_inverse(&chunk_ends(pos, neg));
-                (uniq, Some(local))
-            } else {
-                (distinct_sorted(prep.graph.num_nodes(), pos, neg), None)
-            };
-            let (table, _) = infer_rows(
-                model,
-                params,
-                &prep.graph,
-                &prep.degrees,
-                &prep.features,
-                &uniq,
-                opts,
-            );
-            let mut pos_scores = Vec::with_capacity(pos.len());
-            let mut neg_scores = Vec::with_capacity(neg.len());
-            let mut score = |h: &tma_nn::Mat, src: &[u32], dst: &[u32], negl: &[u32]| {
-                pos_scores.extend(model.score(params, h, src, dst));
-                let mut nsrc = Vec::with_capacity(negl.len());
-                for &s in src {
-                    nsrc.extend(std::iter::repeat_n(s, k));
-                }
-                neg_scores.extend(model.score(params, h, &nsrc, negl));
-            };
-            // positives per piece: their rows and their negatives' fit half the budget
-            let per =
-                (opts.memory_budget / 2 / ((k as u64 + 2) * d as u64 * 4).max(1)).max(1) as usize;
-            if let (Some(local), false, true) = (&first_local, table.is_mapped(), per >= pos.len())
-            {
-                // one piece: the table itself
-                let tma_graph::Features::Dense { data, .. } = table else {
-                    unreachable!("dense rows")
-                };
-                let h = tma_nn::Mat {
-                    rows: uniq.len(),
-                    cols: d,
-                    data: data.into_vec(),
-                };
-                let (src, rest) = local.split_at(pos.len());
-                let (dst, negl) = rest.split_at(pos.len());
-                score(&h, src, dst, negl);
-            } else {
-                let mut got = tma_graph::Features::Dense {
-                    num_nodes: 0,
-                    dim: d,
-                    data: Vec::new().into(),
-                };
-                for (c, chunk) in pos.chunks(LINK_EVAL_CHUNK).enumerate() {
-                    let first = c * LINK_EVAL_CHUNK;
-                    let cneg = &neg[first * k..(first + chunk.len()) * k];
-                    // rows of the table: by first appearance (one chunk) or by id
-                    let at: Vec<u32> = match &first_local {
-                        Some(local) => local.clone(),
-                        None => chunk_ends(chunk, cneg)
-                            .iter()
-                            .map(|v| {
-                                uniq.binary_search(v).expect("an endpoint of the split") as u32
-                            })
-                            .collect(),
-                    };
-                    let (src, rest) = at.split_at(chunk.len());
-                    let (dst, negl) = rest.split_at(chunk.len());
-                    for a in (0..chunk.len()).step_by(per) {
-                        let b = (a + per).min(chunk.len());
-                        let mut idx: Vec<u32> = src[a..b].to_vec();
-                        idx.extend_from_slice(&dst[a..b]);
-                        idx.extend_from_slice(&negl[a * k..b * k]);
-                        let (rows, local) = unique_with_inverse(&idx);
-                        // mapped rows: gathered in row order, released as copied
-                        table.gather_releasing(&rows, &mut got);
-                        let empty = tma_graph::Features::Dense {
-                            num_nodes: 0,
-                            dim: d,
-                            data: Vec::new().into(),
-                        };
-                        let tma_graph::Features::Dense { data, .. } =
-                            std::mem::replace(&mut got, empty)
-                        else {
-                            unreachable!("dense rows")
-                        };
-                        let h = tma_nn::Mat {
-                            rows: rows.len(),
-                            cols: d,
-                            data: data.into_vec(),
-                        };
-                        let (ls, rest) = local.split_at(b - a);
-                        let (ld, ln) = rest.split_at(b - a);
-                        score(&h, ls, ld, ln);
-                    }
-                }
-            }
-            all.extend(link_metrics(&pos_scores, &neg_scores, k, metric));
-            if ls.protocol.is_some() {
-                // a dataset's MRR protocol (ogbl-citation2) also reports hits@3
-                all.insert("hits@3".into(), hits_at(&pos_scores, &neg_scores, k, 3));
-            }
-        }
+        EvalData::Link { split: ls } => evaluate_link(model, params, prep, ls, split, opts, metric),
         EvalData::Node { split: ns, targets } => {
-            // validation: the fixed subset of its nodes (`Prepared::cap_validation`)
-            let subset: Vec<u32>;
-            let split_nodes = match (split, &prep.val_subset) {
-                (Split::Val, None) => &ns.val,
-                (Split::Val, Some(at)) => {
-                    subset = at.iter().map(|&i| ns.val[i as usize]).collect();
-                    &subset
-                }
-                (Split::Test, _) => &ns.test,
-            };
-            // logits of the split's distinct nodes; `nodes` and the targets below are local
-            let (h, uniq, local) = infer(split_nodes);
-            let local_targets = match targets {
-                NodeTargets::Classes { y, num_classes } => NodeTargets::Classes {
-                    y: uniq.iter().map(|&v| y[v as usize]).collect(),
-                    num_classes: *num_classes,
-                },
-                NodeTargets::MultiLabel { y, num_labels } => {
-                    let l = *num_labels;
-                    let mut y_local = Vec::with_capacity(uniq.len() * l);
-                    for &v in &uniq {
-                        y_local.extend_from_slice(&y[v as usize * l..(v as usize + 1) * l]);
-                    }
-                    NodeTargets::MultiLabel {
-                        y: y_local,
-                        num_labels: l,
-                    }
-                }
-            };
-            all.extend(node_metrics(&h.data, &local_targets, &[], &local));
-            // the majority class is the training nodes', which the local rows do not hold
-            if let NodeTargets::Classes { y, num_classes } = targets {
-                all.insert(
-                    "majority_rate".into(),
-                    majority_rate(y, *num_classes, &ns.train, split_nodes),
-                );
-            }
+            evaluate_node(model, params, prep, ns, targets, split, opts)
         }
-    }
+    };
     EvalResult {
         metric: String::new(),
         value: f64::NAN,
         all,
     }
     .select(metric)
+}
+
+/// [`evaluate_with`] for a link split whose positives each have their own `ls.num_neg`
+/// negatives: [`link_metrics`] of the positives' scores ranked against their negatives'
+/// (validation: `prep.val_subset` of the positives when set), and `hits@3` for a dataset's own
+/// MRR protocol (ogbl-citation2).
+fn evaluate_link(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    ls: &tma_graph::LinkSplit,
+    split: Split,
+    opts: &InferOptions,
+    metric: Metric,
+) -> BTreeMap<String, f64> {
+    let k = ls.num_neg;
+    // validation: the fixed subset of positives (`Prepared::cap_validation`), each
+    // with its own `k` negatives
+    let subset: (Vec<(u32, u32)>, Vec<u32>);
+    let (pos, neg): (&[(u32, u32)], &[u32]) = match (split, &prep.val_subset) {
+        (Split::Val, None) => (&ls.val_pos, &ls.val_neg),
+        (Split::Val, Some(at)) => {
+            subset = (
+                at.iter().map(|&i| ls.val_pos[i as usize]).collect(),
+                at.iter()
+                    .flat_map(|&i| &ls.val_neg[i as usize * k..(i as usize + 1) * k])
+                    .copied()
+                    .collect(),
+            );
+            (&subset.0, &subset.1)
+        }
+        (Split::Test, _) => (&ls.test_pos, &ls.test_neg),
+    };
+    let LinkScorer {
+        pos: pos_scores,
+        neg: neg_scores,
+        ..
+    } = link_scores(model, params, prep, pos, neg, k, opts);
+    let mut all = link_metrics(&pos_scores, &neg_scores, k, metric);
+    if ls.protocol.is_some() {
+        // a dataset's MRR protocol (ogbl-citation2) also reports hits@3
+        all.insert("hits@3".into(), hits_at(&pos_scores, &neg_scores, k, 3));
+    }
+    all
+}
+
+/// The endpoints a chunk of positives reads, in order: its sources, its destinations, then
+/// its negatives (`cneg: [chunk.len() * k]`).
+fn chunk_ends(chunk: &[(u32, u32)], cneg: &[u32]) -> Vec<u32> {
+    let mut ends: Vec<u32> = chunk.iter().map(|p| p.0).collect();
+    ends.extend(chunk.iter().map(|p| p.1));
+    ends.extend_from_slice(cneg);
+    ends
+}
+
+/// The scores of positives and of their negatives, appended piece by piece.
+struct LinkScorer<'a> {
+    model: &'a Model,
+    params: &'a ParamSet,
+    /// Negatives per positive.
+    k: usize,
+    /// `[P]` scores of the positives so far.
+    pos: Vec<f32>,
+    /// `[P * k]` scores of their negatives so far.
+    neg: Vec<f32>,
+}
+
+impl LinkScorer<'_> {
+    /// Scores the positives `src[i] -> dst[i]` and each source `src[i]` against its `k`
+    /// negatives `negl[i * k..(i + 1) * k]`, all of them rows of `h` (local ids).
+    fn score(&mut self, h: &tma_nn::Mat, src: &[u32], dst: &[u32], negl: &[u32]) {
+        let (model, params, k) = (self.model, self.params, self.k);
+        self.pos.extend(model.score(params, h, src, dst));
+        let mut nsrc = Vec::with_capacity(negl.len());
+        for &s in src {
+            nsrc.extend(std::iter::repeat_n(s, k));
+        }
+        self.neg.extend(model.score(params, h, &nsrc, negl));
+    }
+}
+
+/// The scores of the positives `pos` and of their negatives (`neg: [pos.len() * k]`).
+///
+/// The outputs of every distinct endpoint of the split (sources, destinations, negatives) are
+/// computed once ([`infer_rows`], the way `opts` says: in memory, or mapped from scratch files
+/// when they do not fit the budget); the positives are then scored in chunks of
+/// [`LINK_EVAL_CHUNK`], each in pieces whose rows fit half the budget, and the scores of all
+/// chunks are ranked together. A split of at most [`LINK_EVAL_CHUNK`] positives (every split
+/// tma makes in memory: --eval-max-edges 500) numbers its endpoints in order of first
+/// appearance, as one chunk always did; a bigger one (stored with a big graph: the whole test
+/// split) in id order, found by binary search.
+fn link_scores<'a>(
+    model: &'a Model,
+    params: &'a ParamSet,
+    prep: &Prepared,
+    pos: &[(u32, u32)],
+    neg: &[u32],
+    k: usize,
+    opts: &InferOptions,
+) -> LinkScorer<'a> {
+    let d = model.out_dim();
+    let (uniq, first_local) = if pos.len() <= LINK_EVAL_CHUNK {
+        let (uniq, local) = unique_with_inverse(&chunk_ends(pos, neg));
+        (uniq, Some(local))
+    } else {
+        (distinct_sorted(prep.graph.num_nodes(), pos, neg), None)
+    };
+    let (table, _) = infer_rows(
+        model,
+        params,
+        &prep.graph,
+        &prep.degrees,
+        &prep.features,
+        &uniq,
+        opts,
+    );
+    let mut scorer = LinkScorer {
+        model,
+        params,
+        k,
+        pos: Vec::with_capacity(pos.len()),
+        neg: Vec::with_capacity(neg.len()),
+    };
+    // positives per piece: their rows and their negatives' fit half the budget
+    let per = (opts.memory_budget / 2 / ((k as u64 + 2) * d as u64 * 4).max(1)).max(1) as usize;
+    if let (Some(local), false, true) = (&first_local, table.is_mapped(), per >= pos.len()) {
+        // one piece: the table itself
+        let tma_graph::Features::Dense { data, .. } = table else {
+            unreachable!("dense rows")
+        };
+        let h = tma_nn::Mat {
+            rows: uniq.len(),
+            cols: d,
+            data: data.into_vec(),
+        };
+        let (src, rest) = local.split_at(pos.len());
+        let (dst, negl) = rest.split_at(pos.len());
+        scorer.score(&h, src, dst, negl);
+    } else {
+        let rows = TableRows {
+            table: &table,
+            uniq: &uniq,
+            first_local: first_local.as_deref(),
+            dim: d,
+        };
+        score_in_pieces(&mut scorer, &rows, pos, neg, per);
+    }
+    scorer
+}
+
+/// The outputs of a link split's distinct endpoints ([`link_scores`]).
+struct TableRows<'a> {
+    /// `[uniq.len(), dim]` rows, in memory or mapped.
+    table: &'a tma_graph::Features,
+    /// The node of each row.
+    uniq: &'a [u32],
+    /// For a split of one chunk: the row of each of its endpoints ([`chunk_ends`] order);
+    /// `None`: `uniq` is sorted, rows are found by binary search.
+    first_local: Option<&'a [u32]>,
+    /// Columns of a row (the model's output width).
+    dim: usize,
+}
+
+/// Scores `pos` (with `neg: [pos.len() * scorer.k]`) chunk by chunk of [`LINK_EVAL_CHUNK`]
+/// positives, each chunk in pieces of at most `per` positives whose rows are gathered from
+/// `rows.table` (mapped rows in row order, released as copied).
+fn score_in_pieces(
+    scorer: &mut LinkScorer<'_>,
+    rows: &TableRows<'_>,
+    pos: &[(u32, u32)],
+    neg: &[u32],
+    per: usize,
+) {
+    let (k, d) = (scorer.k, rows.dim);
+    let mut got = tma_graph::Features::Dense {
+        num_nodes: 0,
+        dim: d,
+        data: Vec::new().into(),
+    };
+    for (c, chunk) in pos.chunks(LINK_EVAL_CHUNK).enumerate() {
+        let first = c * LINK_EVAL_CHUNK;
+        let cneg = &neg[first * k..(first + chunk.len()) * k];
+        // rows of the table: by first appearance (one chunk) or by id
+        let at: Vec<u32> = match rows.first_local {
+            Some(local) => local.to_vec(),
+            None => chunk_ends(chunk, cneg)
+                .iter()
+                .map(|v| {
+                    rows.uniq
+                        .binary_search(v)
+                        .expect("an endpoint of the split") as u32
+                })
+                .collect(),
+        };
+        let (src, rest) = at.split_at(chunk.len());
+        let (dst, negl) = rest.split_at(chunk.len());
+        for a in (0..chunk.len()).step_by(per) {
+            let b = (a + per).min(chunk.len());
+            let mut idx: Vec<u32> = src[a..b].to_vec();
+            idx.extend_from_slice(&dst[a..b]);
+            idx.extend_from_slice(&negl[a * k..b * k]);
+            let (piece, local) = unique_with_inverse(&idx);
+            // mapped rows: gathered in row order, released as copied
+            rows.table.gather_releasing(&piece, &mut got);
+            let empty = tma_graph::Features::Dense {
+                num_nodes: 0,
+                dim: d,
+                data: Vec::new().into(),
+            };
+            let tma_graph::Features::Dense { data, .. } = std::mem::replace(&mut got, empty) else {
+                unreachable!("dense rows")
+            };
+            let h = tma_nn::Mat {
+                rows: piece.len(),
+                cols: d,
+                data: data.into_vec(),
+            };
+            let (ls, rest) = local.split_at(b - a);
+            let (ld, ln) = rest.split_at(b - a);
+            scorer.score(&h, ls, ld, ln);
+        }
+    }
+}
+
+/// [`evaluate_with`] for a node task: the split's logits ([`infer_nodes`] on its distinct
+/// nodes; validation: `prep.val_subset` of its nodes when set) against their targets
+/// ([`node_metrics`]), and for classes the `majority_rate` of the training nodes' most
+/// frequent class.
+fn evaluate_node(
+    model: &Model,
+    params: &ParamSet,
+    prep: &Prepared,
+    ns: &tma_graph::NodeSplit,
+    targets: &NodeTargets,
+    split: Split,
+    opts: &InferOptions,
+) -> BTreeMap<String, f64> {
+    // validation: the fixed subset of its nodes (`Prepared::cap_validation`)
+    let subset: Vec<u32>;
+    let split_nodes = match (split, &prep.val_subset) {
+        (Split::Val, None) => &ns.val,
+        (Split::Val, Some(at)) => {
+            subset = at.iter().map(|&i| ns.val[i as usize]).collect();
+            &subset
+        }
+        (Split::Test, _) => &ns.test,
+    };
+    // logits of the split's distinct nodes (rows of `h`); `local` and the targets below are
+    // local to them
+    let (uniq, local) = unique_with_inverse(split_nodes);
+    let (h, _) = infer_nodes(
+        model,
+        params,
+        &prep.graph,
+        &prep.degrees,
+        &prep.features,
+        &uniq,
+        opts,
+    );
+    let mut all = node_metrics(&h.data, &local_targets(targets, &uniq), &[], &local);
+    // the majority class is the training nodes', which the local rows do not hold
+    if let NodeTargets::Classes { y, num_classes } = targets {
+        all.insert(
+            "majority_rate".into(),
+            majority_rate(y, *num_classes, &ns.train, split_nodes),
+        );
+    }
+    all
+}
+
+/// `targets` of the nodes `uniq` (graph ids), row `i` for `uniq[i]`.
+fn local_targets(targets: &NodeTargets, uniq: &[u32]) -> NodeTargets {
+    match targets {
+        NodeTargets::Classes { y, num_classes } => NodeTargets::Classes {
+            y: uniq.iter().map(|&v| y[v as usize]).collect(),
+            num_classes: *num_classes,
+        },
+        NodeTargets::MultiLabel { y, num_labels } => {
+            let l = *num_labels;
+            let mut y_local = Vec::with_capacity(uniq.len() * l);
+            for &v in uniq {
+                y_local.extend_from_slice(&y[v as usize * l..(v as usize + 1) * l]);
+            }
+            NodeTargets::MultiLabel {
+                y: y_local,
+                num_labels: l,
+            }
+        }
+    }
 }
 
 /// The distinct endpoints of `pos` and of `neg` (node ids below `n`), ascending: one bit per

@@ -288,36 +288,21 @@ fn infer_rows_inner(
             .map(|(l, layer)| layer.cost(&counts_of(l, c.src[l], c.dst[l], c.arcs[l], sparse)))
             .sum()
     };
-    let full_cost = cost_of(&full_counts);
-    let full_bytes = chunk_bytes(&full_counts, &dims, sparse, false);
-    let budget = opts.memory_budget;
-    let full = |model: &Model| {
-        let h = model.infer_full(p, graph, degrees, features);
-        let out = gather_rows(&h, nodes);
-        model.recycle(h);
-        (
-            mat_rows(out),
-            InferReport {
-                path: InferPath::Full,
-                chunks: 1,
-                peak_bytes: full_bytes,
-                cost: full_cost,
-                full_cost,
-            },
-        )
+    let full = FullEstimate {
+        cost: cost_of(&full_counts),
+        bytes: chunk_bytes(&full_counts, &dims, sparse, false),
     };
     match &opts.mode {
-        InferMode::Full => full(model),
+        InferMode::Full => full_pass(model, p, graph, degrees, features, nodes, full),
         InferMode::Sampled(fanouts) => {
             assert_eq!(fanouts.len(), layers, "one eval fanout per layer");
             let (out, mut report) = sampled(
                 model, p, graph, degrees, features, nodes, fanouts, opts, &dims,
             );
-            report.full_cost = full_cost;
+            report.full_cost = full.cost;
             (mat_rows(out), report)
         }
         mode => {
-            let auto = *mode == InferMode::Auto;
             let mut lw = Layerwise {
                 model,
                 p,
@@ -325,105 +310,175 @@ fn infer_rows_inner(
                 degrees,
                 features,
                 dims: &dims,
-                budget,
+                budget: opts.memory_budget,
                 mark: vec![0u64; graph.num_nodes().div_ceil(64)],
                 chunks: 0,
                 peak: 0,
                 cost: 0.0,
             };
-            if auto {
-                // one group of every node: the least work any restricted pass does
-                let sets = lw.sets(nodes);
-                let single = lw.group_cost(nodes, &sets);
-                tracing::debug!(
-                    sets = ?sets.iter().map(Vec::len).collect::<Vec<_>>(),
-                    restricted_vs_full = single / full_cost.max(1.0),
-                    "restricted sets of {} nodes",
-                    nodes.len()
-                );
-                if single * RESTRICTED_OVERHEAD >= full_cost {
-                    if full_bytes <= budget {
-                        return full(model);
-                    }
-                    // the neighbourhoods cover most of the graph but a whole layer does not
-                    // fit the budget: the full pass through a mapped scratch file (one chunk in
-                    // memory)
-                    if let Ok(rows) = infer_all_to_file(model, p, graph, degrees, features, opts) {
-                        return (
-                            match gather_to_file(&rows, model.out_dim(), nodes, opts) {
-                                Some(Ok(f)) => f,
-                                _ => mat_rows(gather_mapped(
-                                    &rows,
-                                    model.out_dim(),
-                                    graph.num_nodes(),
-                                    nodes,
-                                )),
-                            },
-                            InferReport {
-                                path: InferPath::Full,
-                                chunks: 0,
-                                peak_bytes: budget / 2,
-                                cost: full_cost,
-                                full_cost,
-                            },
-                        );
-                    }
+            if *mode == InferMode::Auto {
+                if let Some(done) = auto_pass(&mut lw, nodes, opts, full) {
+                    return done;
                 }
-                // the stored rows of the group do not fit half the budget: the layers below
-                // the last go through mapped scratch files (cutting the group into halves
-                // instead recomputes the neighbourhoods they share: on a power-law graph,
-                // most of the hubs in every half)
-                let spill = (nodes.len() > 1 && lw.stored_bytes(nodes.len(), &sets) > budget / 2)
-                    .then(|| opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir));
-                if let Ok(h) = lw.run(nodes, sets, spill.as_deref()) {
-                    model.release_buffers();
-                    return (
-                        h,
-                        InferReport {
-                            path: if spill.is_some() {
-                                InferPath::RestrictedFile
-                            } else {
-                                InferPath::Restricted
-                            },
-                            chunks: lw.chunks,
-                            peak_bytes: lw.peak,
-                            cost: lw.cost,
-                            full_cost,
-                        },
-                    );
-                }
-                // a scratch file could not be written: the groups in memory below
-                (lw.chunks, lw.peak, lw.cost) = (0, 0, 0.0);
             }
-            // groups whose stored rows fit half the budget, halves recursively
-            let groups = lw.plan(nodes);
-            let out_dim = model.out_dim();
-            let mut out = Mat::zeros(nodes.len(), out_dim);
-            for g in groups {
-                let r = g.range.clone();
-                let h = lw
-                    .run(&nodes[r.clone()], g.sets, None)
-                    .expect("in-memory groups write no file");
-                let Features::Dense { data, .. } = h else {
-                    unreachable!("dense outputs")
-                };
-                out.data[r.start * out_dim..r.end * out_dim].copy_from_slice(&data);
-            }
-            // the chunks' buffers (up to half the budget each) would otherwise stay pooled
-            // in the model between evaluations
-            model.release_buffers();
-            (
-                mat_rows(out),
-                InferReport {
-                    path: InferPath::Restricted,
-                    chunks: lw.chunks,
-                    peak_bytes: lw.peak,
-                    cost: lw.cost,
-                    full_cost,
-                },
-            )
+            restricted_in_memory(&mut lw, nodes, full.cost)
         }
     }
+}
+
+/// The estimated work and memory of the full pass (every layer over the whole graph).
+#[derive(Clone, Copy)]
+struct FullEstimate {
+    /// Multiply-adds (each layer's [`EvalLayer::cost`] summed).
+    cost: f64,
+    /// Bytes of its largest layer's activations ([`chunk_bytes`]; the graph is read in place).
+    bytes: u64,
+}
+
+/// [`InferPath::Full`] in memory: every layer over the whole graph, then the rows of `nodes`
+/// (`[nodes.len(), out_dim]`), reported as one chunk of `full`'s bytes and cost.
+fn full_pass(
+    model: &Model,
+    p: &ParamSet,
+    graph: &Csr,
+    degrees: &[u32],
+    features: &Features,
+    nodes: &[u32],
+    full: FullEstimate,
+) -> (Features, InferReport) {
+    let h = model.infer_full(p, graph, degrees, features);
+    let out = gather_rows(&h, nodes);
+    model.recycle(h);
+    (
+        mat_rows(out),
+        InferReport {
+            path: InferPath::Full,
+            chunks: 1,
+            peak_bytes: full.bytes,
+            cost: full.cost,
+            full_cost: full.cost,
+        },
+    )
+}
+
+/// [`InferMode::Auto`]'s choice for `nodes`: the full pass where the restricted pass over one
+/// group of every node, times [`RESTRICTED_OVERHEAD`], costs at least the full pass (in memory
+/// when that fits the budget, else through a mapped scratch file); otherwise the restricted
+/// pass over one group, the layers below the last in mapped scratch files when their stored
+/// rows do not fit half the budget ([`InferPath::RestrictedFile`]).
+///
+/// `None` when a scratch file could not be written: `lw`'s counters are reset and the caller
+/// computes the groups in memory ([`restricted_in_memory`]).
+fn auto_pass(
+    lw: &mut Layerwise<'_>,
+    nodes: &[u32],
+    opts: &InferOptions,
+    full: FullEstimate,
+) -> Option<(Features, InferReport)> {
+    let (model, p, graph, degrees, features) = (lw.model, lw.p, lw.graph, lw.degrees, lw.features);
+    let (budget, full_cost) = (lw.budget, full.cost);
+    // one group of every node: the least work any restricted pass does
+    let sets = lw.sets(nodes);
+    let single = lw.group_cost(nodes, &sets);
+    tracing::debug!(
+        sets = ?sets.iter().map(Vec::len).collect::<Vec<_>>(),
+        restricted_vs_full = single / full_cost.max(1.0),
+        "restricted sets of {} nodes",
+        nodes.len()
+    );
+    if single * RESTRICTED_OVERHEAD >= full_cost {
+        if full.bytes <= budget {
+            return Some(full_pass(model, p, graph, degrees, features, nodes, full));
+        }
+        // the neighbourhoods cover most of the graph but a whole layer does not
+        // fit the budget: the full pass through a mapped scratch file (one chunk in
+        // memory)
+        if let Ok(rows) = infer_all_to_file(model, p, graph, degrees, features, opts) {
+            return Some((
+                match gather_to_file(&rows, model.out_dim(), nodes, opts) {
+                    Some(Ok(f)) => f,
+                    _ => mat_rows(gather_mapped(
+                        &rows,
+                        model.out_dim(),
+                        graph.num_nodes(),
+                        nodes,
+                    )),
+                },
+                InferReport {
+                    path: InferPath::Full,
+                    chunks: 0,
+                    peak_bytes: budget / 2,
+                    cost: full_cost,
+                    full_cost,
+                },
+            ));
+        }
+    }
+    // the stored rows of the group do not fit half the budget: the layers below
+    // the last go through mapped scratch files (cutting the group into halves
+    // instead recomputes the neighbourhoods they share: on a power-law graph,
+    // most of the hubs in every half)
+    let spill = (nodes.len() > 1 && lw.stored_bytes(nodes.len(), &sets) > budget / 2)
+        .then(|| opts.scratch_dir.clone().unwrap_or_else(std::env::temp_dir));
+    if let Ok(h) = lw.run(nodes, sets, spill.as_deref()) {
+        model.release_buffers();
+        return Some((
+            h,
+            InferReport {
+                path: if spill.is_some() {
+                    InferPath::RestrictedFile
+                } else {
+                    InferPath::Restricted
+                },
+                chunks: lw.chunks,
+                peak_bytes: lw.peak,
+                cost: lw.cost,
+                full_cost,
+            },
+        ));
+    }
+    // a scratch file could not be written: the groups in memory below
+    (lw.chunks, lw.peak, lw.cost) = (0, 0, 0.0);
+    None
+}
+
+/// [`InferPath::Restricted`] in memory: `nodes` cut into groups whose stored rows fit half the
+/// budget (halves, recursively: [`Layerwise::plan`]), each computed layer-wise; the outputs
+/// `[nodes.len(), out_dim]`, row `i` for `nodes[i]`. `full_cost`: the full pass's, for the
+/// report.
+fn restricted_in_memory(
+    lw: &mut Layerwise<'_>,
+    nodes: &[u32],
+    full_cost: f64,
+) -> (Features, InferReport) {
+    let model = lw.model;
+    // groups whose stored rows fit half the budget, halves recursively
+    let groups = lw.plan(nodes);
+    let out_dim = model.out_dim();
+    let mut out = Mat::zeros(nodes.len(), out_dim);
+    for g in groups {
+        let r = g.range.clone();
+        let h = lw
+            .run(&nodes[r.clone()], g.sets, None)
+            .expect("in-memory groups write no file");
+        let Features::Dense { data, .. } = h else {
+            unreachable!("dense outputs")
+        };
+        out.data[r.start * out_dim..r.end * out_dim].copy_from_slice(&data);
+    }
+    // the chunks' buffers (up to half the budget each) would otherwise stay pooled
+    // in the model between evaluations
+    model.release_buffers();
+    (
+        mat_rows(out),
+        InferReport {
+            path: InferPath::Restricted,
+            chunks: lw.chunks,
+            peak_bytes: lw.peak,
+            cost: lw.cost,
+            full_cost,
+        },
+    )
 }
 
 /// Most arcs one chunk of the layer-wise pass aggregates (its neighbour lists, read in place

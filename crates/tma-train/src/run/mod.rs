@@ -213,6 +213,21 @@ enum Opened {
     Used,
 }
 
+/// The data [`Run::start`] opened, with what `config.toml` records of where it came from.
+struct OpenedSource {
+    opened: Opened,
+    /// The dataset's name (a partition directory's: its manifest's).
+    name: String,
+    /// The dataset's path, absolute (`dataset` in `config.toml`).
+    dataset: Option<String>,
+    /// How it was read, when the source named it ([`DataSource::DatasetAs`]).
+    read: Option<ReadOptions>,
+    /// Nodes of the generated graph ([`DataSource::Generated`]).
+    gen_nodes: Option<usize>,
+    /// The partition directory, absolute.
+    partitions: Option<String>,
+}
+
 /// One run, from its data to its complete run directory.
 pub struct Run {
     config: TrainConfig,
@@ -241,6 +256,27 @@ pub struct Run {
     resumed_config: Option<String>,
     /// The TensorBoard event file (`RunSpec::tensorboard`).
     tensorboard: Option<EventLog>,
+}
+
+/// Writes `config.toml` (`resolved`) to the new run directory `run_dir` (returns `None`); a
+/// `resumed` run gets the text back instead, written when it starts training (once its
+/// resume has passed its checks).
+///
+/// # Errors
+/// [`TrainError::Config`] if it does not serialize; [`TrainError::Io`] when it cannot be
+/// written.
+fn record_config(
+    resolved: &ResolvedConfig<'_>,
+    run_dir: &RunDir,
+    resumed: bool,
+) -> Result<Option<String>, TrainError> {
+    let text = toml::to_string(resolved)
+        .map_err(|e| TrainError::Config(format!("serializing config.toml: {e}")))?;
+    if resumed {
+        return Ok(Some(text));
+    }
+    run_dir.write("config.toml", text.as_bytes())?;
+    Ok(None)
 }
 
 fn abs_display(p: &Path) -> String {
@@ -288,100 +324,24 @@ impl Run {
         }
         // the front end's notes on its options come first, then the reader's
         let mut load_notes = notes;
-        let mut format_read: Option<ReadOptions> = None;
-        let (opened, name, dataset_path, gen_nodes, partitions) = match data {
-            DataSource::Partitions(dir) => {
-                let manifest = store::read_manifest(&dir)?;
-                crate::methods::apply_partitions(&dir, &manifest.data, &mut config)?;
-                let name = manifest.dataset.clone();
-                // absolute, so `--config RUN_DIR/config.toml` and `--resume` work from any directory
-                let shown = abs_display(&dir);
-                (
-                    Opened::Partitions { dir, manifest },
-                    name,
-                    None,
-                    None,
-                    Some(shown),
-                )
-            }
-            DataSource::InMemory(ds) => {
-                let name = ds.name.clone();
-                (Opened::Dataset(*ds), name, None, None, None)
-            }
-            other => {
-                let (ds, notes) =
-                    load_dataset_noted(&other, &config)?.expect("a dataset or generated graph");
-                load_notes.extend(notes);
-                let (path, gen) = match &other {
-                    DataSource::Dataset(p) => (Some(abs_display(p)), None),
-                    DataSource::DatasetAs { path, read } => {
-                        format_read = Some(*read);
-                        (Some(abs_display(path)), None)
-                    }
-                    DataSource::Generated { num_nodes } => (None, Some(*num_nodes)),
-                    _ => (None, None),
-                };
-                let name = ds.name.clone();
-                (Opened::Dataset(ds), name, path, gen, None)
-            }
-        };
-        let manifest_sha256 = match &opened {
+        let source = Run::open_data(data, &mut config, &mut load_notes)?;
+        let manifest_sha256 = match &source.opened {
             Opened::Partitions { manifest, .. } => Some(manifest.hash.clone()),
             _ => None,
         };
         let (dir, run_dir, resumed, created) = if resume {
-            let Some(dir) = out else {
-                return Err(TrainError::Config(
-                    "resume needs the run directory to continue".into(),
-                ));
-            };
-            if !dir.join("config.toml").exists() {
-                return Err(TrainError::Config(format!(
-                    "{}: no config.toml there (not a tma run directory)",
-                    dir.display()
-                )));
-            }
-            if !dir.join("checkpoint").join("state.json").exists() {
-                return Err(TrainError::Config(format!(
-                    "--resume {}: the run stopped before its first checkpoint was complete (checkpoint/state.json is missing), so there is nothing to resume from; start it again (remove {} or choose another --out)",
-                    dir.display(),
-                    dir.display()
-                )));
-            }
-            let st = checkpoint::read_state(&dir)?;
-            if let Some(saved) = &st.config {
-                let now = serde_json::to_value(&config).expect("config serializes");
-                let diff = checkpoint::resume_differences(saved, &now);
-                if !diff.is_empty() {
-                    return Err(TrainError::Config(format!(
-                        "--resume {}: {} differ{} from the run's checkpoint; a resumed run keeps its data, partition and model options: drop {} (or start a new run with another --out)",
-                        dir.display(),
-                        diff.join(", "),
-                        if diff.len() == 1 { "s" } else { "" },
-                        if diff.len() == 1 { "that flag" } else { "those flags" }
-                    )));
-                }
-            }
-            let rd = RunDir::reopen(&dir, st.round)?;
+            let (dir, rd, st) = Run::reopen_run_dir(out, &config)?;
             (dir, rd, Some(st), None)
         } else {
-            let dir = out.unwrap_or_else(|| default_out(&name, &config));
-            let existed = dir.exists();
-            let rd = RunDir::create(&dir).map_err(|e| match e {
-                TrainError::RunDirExists(d) if unstarted_run_dir(&d) => TrainError::Config(format!(
-                    "--out {}: it holds a run that stopped before its first round (no checkpoint, nothing to resume); remove it or choose another --out",
-                    d.display()
-                )),
-                e => e,
-            })?;
+            let (dir, rd, existed) = Run::create_run_dir(out, &source.name, &config)?;
             (dir, rd, None, Some(existed))
         };
         let mut run = Run {
             config,
             fail,
             engine,
-            name,
-            opened,
+            name: source.name,
+            opened: source.opened,
             dir,
             run_dir,
             resumed,
@@ -408,34 +368,164 @@ impl Run {
             }
             None => None,
         };
-        {
-            let resolved = ResolvedConfig {
-                dataset: dataset_path,
-                format: format_read
-                    .and_then(|r| r.format)
-                    .map(|f| f.name().to_string()),
-                undirected: format_read.and_then(|r| r.undirected.then_some(true)),
-                gen_nodes,
-                fail: run
-                    .fail
-                    .iter()
-                    .map(|(t, d)| format!("{t}@{}", humantime::format_duration(*d)))
-                    .collect(),
-                partitions,
-                engine: (engine != Engine::InProcess).then_some(engine),
-                join_timeout: join_timeout.map(|d| humantime::format_duration(d).to_string()),
-                tensorboard,
-                train: &run.config,
-            };
-            let text = toml::to_string(&resolved)
-                .map_err(|e| TrainError::Config(format!("serializing config.toml: {e}")))?;
-            if run.resumed.is_none() {
-                run.run_dir.write("config.toml", text.as_bytes())?;
-            } else {
-                run.resumed_config = Some(text);
+        let resolved = ResolvedConfig {
+            dataset: source.dataset,
+            format: source
+                .read
+                .and_then(|r| r.format)
+                .map(|f| f.name().to_string()),
+            undirected: source.read.and_then(|r| r.undirected.then_some(true)),
+            gen_nodes: source.gen_nodes,
+            fail: run
+                .fail
+                .iter()
+                .map(|(t, d)| format!("{t}@{}", humantime::format_duration(*d)))
+                .collect(),
+            partitions: source.partitions,
+            engine: (engine != Engine::InProcess).then_some(engine),
+            join_timeout: join_timeout.map(|d| humantime::format_duration(d).to_string()),
+            tensorboard,
+            train: &run.config,
+        };
+        run.resumed_config = record_config(&resolved, &run.run_dir, run.resumed.is_some())?;
+        Ok(run)
+    }
+
+    /// Opens `data` for [`Run::start`]: a partition directory's manifest (whose data options
+    /// are applied to `config`), a dataset in memory as it is, else the dataset read or the
+    /// graph generated (the reader's notes appended to `load_notes`).
+    ///
+    /// # Errors
+    /// [`TrainError::Dataset`] / [`TrainError::Store`] for data that cannot be read;
+    /// [`TrainError::Config`] for a partition directory whose options do not fit `config`.
+    fn open_data(
+        data: DataSource,
+        config: &mut TrainConfig,
+        load_notes: &mut Vec<String>,
+    ) -> Result<OpenedSource, TrainError> {
+        Ok(match data {
+            DataSource::Partitions(dir) => {
+                let manifest = store::read_manifest(&dir)?;
+                crate::methods::apply_partitions(&dir, &manifest.data, config)?;
+                let name = manifest.dataset.clone();
+                // absolute, so `--config RUN_DIR/config.toml` and `--resume` work from any directory
+                let shown = abs_display(&dir);
+                OpenedSource {
+                    opened: Opened::Partitions { dir, manifest },
+                    name,
+                    dataset: None,
+                    read: None,
+                    gen_nodes: None,
+                    partitions: Some(shown),
+                }
+            }
+            DataSource::InMemory(ds) => {
+                let name = ds.name.clone();
+                OpenedSource {
+                    opened: Opened::Dataset(*ds),
+                    name,
+                    dataset: None,
+                    read: None,
+                    gen_nodes: None,
+                    partitions: None,
+                }
+            }
+            other => {
+                let (ds, notes) =
+                    load_dataset_noted(&other, config)?.expect("a dataset or generated graph");
+                load_notes.extend(notes);
+                let mut read = None;
+                let (path, gen) = match &other {
+                    DataSource::Dataset(p) => (Some(abs_display(p)), None),
+                    DataSource::DatasetAs { path, read: r } => {
+                        read = Some(*r);
+                        (Some(abs_display(path)), None)
+                    }
+                    DataSource::Generated { num_nodes } => (None, Some(*num_nodes)),
+                    _ => (None, None),
+                };
+                let name = ds.name.clone();
+                OpenedSource {
+                    opened: Opened::Dataset(ds),
+                    name,
+                    dataset: path,
+                    read,
+                    gen_nodes: gen,
+                    partitions: None,
+                }
+            }
+        })
+    }
+
+    /// The run directory `out` of an interrupted run reopened at its last checkpoint, with
+    /// the checkpoint's state, after checking that `config` keeps the checkpoint's data,
+    /// partition and model options.
+    ///
+    /// # Errors
+    /// [`TrainError::Config`] without `out`, for a directory that is not a run directory or
+    /// has no complete checkpoint, and for options that differ from the checkpoint's (named);
+    /// [`TrainError::Io`] / [`TrainError::Store`] when the checkpoint cannot be read.
+    fn reopen_run_dir(
+        out: Option<PathBuf>,
+        config: &TrainConfig,
+    ) -> Result<(PathBuf, RunDir, CheckpointState), TrainError> {
+        let Some(dir) = out else {
+            return Err(TrainError::Config(
+                "resume needs the run directory to continue".into(),
+            ));
+        };
+        if !dir.join("config.toml").exists() {
+            return Err(TrainError::Config(format!(
+                "{}: no config.toml there (not a tma run directory)",
+                dir.display()
+            )));
+        }
+        if !dir.join("checkpoint").join("state.json").exists() {
+            return Err(TrainError::Config(format!(
+                "--resume {}: the run stopped before its first checkpoint was complete (checkpoint/state.json is missing), so there is nothing to resume from; start it again (remove {} or choose another --out)",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        let st = checkpoint::read_state(&dir)?;
+        if let Some(saved) = &st.config {
+            let now = serde_json::to_value(config).expect("config serializes");
+            let diff = checkpoint::resume_differences(saved, &now);
+            if !diff.is_empty() {
+                return Err(TrainError::Config(format!(
+                    "--resume {}: {} differ{} from the run's checkpoint; a resumed run keeps its data, partition and model options: drop {} (or start a new run with another --out)",
+                    dir.display(),
+                    diff.join(", "),
+                    if diff.len() == 1 { "s" } else { "" },
+                    if diff.len() == 1 { "that flag" } else { "those flags" }
+                )));
             }
         }
-        Ok(run)
+        let rd = RunDir::reopen(&dir, st.round)?;
+        Ok((dir, rd, st))
+    }
+
+    /// A new run directory: `out`, or [`default_out`] of the dataset `name`; with whether it
+    /// existed (empty) before.
+    ///
+    /// # Errors
+    /// [`TrainError::RunDirExists`] for a non-empty directory; [`TrainError::Config`] for one
+    /// holding a run that stopped before its first round; [`TrainError::Io`].
+    fn create_run_dir(
+        out: Option<PathBuf>,
+        name: &str,
+        config: &TrainConfig,
+    ) -> Result<(PathBuf, RunDir, bool), TrainError> {
+        let dir = out.unwrap_or_else(|| default_out(name, config));
+        let existed = dir.exists();
+        let rd = RunDir::create(&dir).map_err(|e| match e {
+            TrainError::RunDirExists(d) if unstarted_run_dir(&d) => TrainError::Config(format!(
+                "--out {}: it holds a run that stopped before its first round (no checkpoint, nothing to resume); remove it or choose another --out",
+                d.display()
+            )),
+            e => e,
+        })?;
+        Ok((dir, rd, existed))
     }
 
     /// The run directory.
