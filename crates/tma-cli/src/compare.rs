@@ -577,8 +577,14 @@ fn layouts_of(p: &Plan) -> Result<Vec<(String, Vec<Method>)>> {
 
 /// The partition directory of layout `name` under OUT/partitions/: reused when complete
 /// (made by an earlier start of this comparison), else made from the data with the options
-/// of `methods[0]` and the first seed.
-fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Layout {
+/// of `methods[0]` and the first seed. A directory that cannot be written (the data loads and
+/// is laid out, the writing fails) is a fallback, said and recorded: the methods of the layout
+/// then prepare their data per run.
+///
+/// # Errors
+/// A directory there that holds another layout or seed; data that cannot be loaded or laid
+/// out (every run would fail the same way).
+fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
     let seed = p.seeds[0];
     let dir = p.out.join("partitions").join(name);
     let side = p.out.join("partitions").join(format!("{name}.json"));
@@ -592,37 +598,33 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Layout {
         manifest_sha256: None,
         fallback: None,
     };
-    let made = if dir.join("manifest.json").is_file() {
-        reuse_layout(&dir, name, seed).map(|hash| {
-            eprintln!(
-                "partitions {name}: reusing {} (made earlier by this comparison)",
-                dir.display()
-            );
-            if let Some(v) = std::fs::read(&side)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            {
-                layout.seconds = v["seconds"].as_f64();
-                layout.warnings = serde_json::from_value(v["warnings"].clone()).unwrap_or_default();
-            }
-            hash
-        })
-    } else {
-        make_layout(p, &dir, methods[0], seed).and_then(|(hash, secs, warnings)| {
-            layout.seconds = Some(secs);
-            layout.warnings = warnings;
+    if dir.join("manifest.json").is_file() {
+        layout.manifest_sha256 = Some(reuse_layout(&dir, name, seed)?);
+        eprintln!(
+            "partitions {name}: reusing {} (made earlier by this comparison)",
+            dir.display()
+        );
+        if let Some(v) = std::fs::read(&side)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        {
+            layout.seconds = v["seconds"].as_f64();
+            layout.warnings = serde_json::from_value(v["warnings"].clone()).unwrap_or_default();
+        }
+        layout.dir = Some(dir);
+        return Ok(layout);
+    }
+    match make_layout(p, &dir, methods[0], seed)? {
+        Ok((hash, secs, warnings)) => {
             let v = serde_json::json!({
                 "layout": name, "methods": layout.methods, "seed": seed, "seconds": secs,
-                "warnings": layout.warnings, "manifest_sha256": hash,
+                "warnings": warnings, "manifest_sha256": hash,
             });
             tma_train::output::write_atomic(&side, &serde_json::to_vec_pretty(&v)?)?;
-            Ok(hash)
-        })
-    };
-    match made {
-        Ok(hash) => {
-            layout.dir = Some(dir);
+            layout.seconds = Some(secs);
+            layout.warnings = warnings;
             layout.manifest_sha256 = Some(hash);
+            layout.dir = Some(dir);
         }
         Err(e) => {
             let why = format!(
@@ -633,7 +635,7 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Layout {
             layout.fallback = Some(why);
         }
     }
-    layout
+    Ok(layout)
 }
 
 /// Checks that the complete partition directory `dir` holds layout `name` made with `seed`;
@@ -653,16 +655,22 @@ fn reuse_layout(dir: &Path, name: &str, seed: u64) -> Result<String> {
 
 /// Makes the partition directory `dir` for `method`'s layout with `seed` (as `tma partition
 /// --out` does); returns the manifest's sha256, the seconds taken and the preparation's
-/// warnings (printed).
+/// warnings (printed), or (inner error) why the directory could not be written.
+///
+/// # Errors
+/// (Outer) data that cannot be loaded, options that do not resolve, a layout that fails.
 fn make_layout(
     p: &Plan,
     dir: &Path,
     method: Method,
     seed: u64,
-) -> Result<(String, f64, Vec<String>)> {
+) -> Result<Result<(String, f64, Vec<String>)>> {
     let t = std::time::Instant::now();
     let (o, cfg, _) = resolve(run_opts(&p.base, method, seed))?;
-    let writer = tma_train::store::PartitionWriter::create(dir)?;
+    let writer = match tma_train::store::PartitionWriter::create(dir) {
+        Ok(w) => w,
+        Err(e) => return Ok(Err(e.into())),
+    };
     if writer.removed_stale_staging() {
         eprintln!(
             "note: removed {}, the unfinished staging folder of an earlier start that was stopped",
@@ -677,7 +685,7 @@ fn make_layout(
     )?;
     let mut warnings: Vec<String> = ds.removed.warning().into_iter().collect();
     let quiet = p.quiet;
-    let (m, w) = crate::dist::write_partitions(ds, &cfg, writer, None, move |part| {
+    let written = crate::dist::write_partitions(ds, &cfg, writer, None, move |part| {
         if !quiet {
             eprintln!(
                 "  part-{:03} ({}/{}): {} nodes, {} arcs streamed in {:.2}s",
@@ -689,7 +697,13 @@ fn make_layout(
                 part.secs
             );
         }
-    })?;
+    });
+    let (m, w) = match written {
+        Ok(mw) => mw,
+        // the layout itself failed (data that does not fit the task, ...): as every run would
+        Err(e) if e.downcast_ref::<tma_train::TrainError>().is_some() => return Err(e),
+        Err(e) => return Ok(Err(e)),
+    };
     warnings.extend(w);
     for w in &warnings {
         eprintln!("warning: partitions {}: {w}", m.data.layout);
@@ -701,7 +715,7 @@ fn make_layout(
         m.parts.len(),
         dir.display()
     );
-    Ok((m.hash, secs, warnings))
+    Ok(Ok((m.hash, secs, warnings)))
 }
 
 /// Where a run of the comparison stands, from its run directory.
@@ -793,8 +807,10 @@ fn run_one(
     };
     let mut run = Run::start(spec).with_context(|| format!("{method} seed {seed}"))?;
     let (stop, cleanup) = interrupt;
-    if let (Some(existed), Ok(mut slot)) = (run.dir_existed(), cleanup.lock()) {
-        *slot = Some((dir.clone(), existed));
+    // a second signal removes this run's directory if it has no checkpoint yet (a continued
+    // run's is never removed), not the previous run's
+    if let Ok(mut slot) = cleanup.lock() {
+        *slot = run.dir_existed().map(|existed| (dir.clone(), existed));
     }
     run.stop_on(stop.clone());
     if let Some(st) = run.resumed() {
@@ -902,7 +918,7 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     let layouts: Vec<Layout> = layouts_of(&plan)?
         .iter()
         .map(|(l, ms)| prepare_layout(&plan, l, ms))
-        .collect();
+        .collect::<Result<_>>()?;
     crate::interrupt::set_before_training(false);
     if stop.load(Ordering::SeqCst) {
         stopped(&plan, "the preparation of the data");
