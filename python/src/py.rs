@@ -837,7 +837,7 @@ fn _train(
     }))
 }
 
-/// One rank of an MPI job ([`tma_train::engine::mpi`]): rank 0 starts the run `spec` on its
+/// One rank of an MPI job ([`tma_train::engines::mpi`]): rank 0 starts the run `spec` on its
 /// partition directory and trains it with the MPI engine (an error before the round loop ends
 /// the whole job, since the trainer ranks wait for rank 0); a trainer rank trains its part and
 /// gives `None`.
@@ -847,7 +847,7 @@ fn train_mpi(
     stop: tma_train::StopFlag,
     mut fwd: Forward,
 ) -> Result<Option<Trained>, TrainError> {
-    use tma_train::engine::mpi::{launch, run_trainer, Rank};
+    use tma_train::engines::mpi::{launch, run_trainer, Rank};
     let DataSource::Partitions(dir) = &spec.data else {
         return Err(TrainError::Config(
             "engine mpi trains on a partition directory".into(),
@@ -888,7 +888,7 @@ fn train_mpi(
                 eprintln!(
                     "tma: rank(s) of the MPI job were lost; the run directory {} is complete; mpirun is ended {} after this process exits",
                     dir.display(),
-                    humantime::format_duration(tma_train::engine::mpi::LAUNCHER_GRACE)
+                    humantime::format_duration(tma_train::engines::mpi::LAUNCHER_GRACE)
                 );
                 end.detach();
             }
@@ -1235,7 +1235,7 @@ impl PyModel {
                 let opts = r.cfg.infer_options();
                 let mut all: Vec<f32> = Vec::new();
                 pool.install(|| {
-                    tma_train::infer::infer_layers_streamed(
+                    tma_train::evaluation::infer::infer_layers_streamed(
                         &r.model,
                         &r.params,
                         &r.prep.graph,

@@ -33,12 +33,11 @@ const MAX_FN_LINES: usize = 150;
 /// in it and for an entry that is no longer long (or has a reason now).
 const KNOWN_LONG: &[&str] = &[
     "crates/tma-cli/src/train_cmd.rs::partition",
-    "crates/tma-cli/src/train_cmd.rs::train_inner",
-    "crates/tma-train/src/coordinator.rs::coordinate",
-    "crates/tma-train/src/data.rs::prepare_for",
-    "crates/tma-train/src/eval.rs::evaluate_with",
-    "crates/tma-train/src/infer.rs::infer_rows_inner",
-    "crates/tma-train/src/run.rs::start",
+    "crates/tma-train/src/engines/coordinator.rs::coordinate",
+    "crates/tma-train/src/data/mod.rs::prepare_for",
+    "crates/tma-train/src/evaluation/eval.rs::evaluate_with",
+    "crates/tma-train/src/evaluation/infer.rs::infer_rows_inner",
+    "crates/tma-train/src/run/mod.rs::start",
 ];
 
 fn workspace_root() -> PathBuf {
@@ -216,7 +215,7 @@ fn the_round_loop_and_data_preparation_import_no_baseline() {
     for name in [
         "coordinator",
         "evaluator",
-        "engine",
+        "engines",
         "data",
         "method",
         "trainer",
@@ -240,6 +239,58 @@ fn the_round_loop_and_data_preparation_import_no_baseline() {
         .map(|(m, _)| m.rsplit("::").next().unwrap())
         .collect();
     assert_eq!(users, BTreeSet::from(["methods"]));
+}
+
+/// `tma-train`'s top level, in the order its crate documentation gives (`src/lib.rs`): a file
+/// or folder imports only those before it.
+const TRAIN_LAYERS: &[&str] = &[
+    "error",
+    "clock",
+    "memory",
+    "config/",
+    "data/",
+    "evaluation/",
+    "store/",
+    "engines/",
+    "methods/",
+    "options/",
+    "run/",
+    "saved",
+];
+
+#[test]
+fn tma_train_folders_import_only_the_folders_before_them() {
+    let ws = workspace();
+    let (_, crates) = ws.iter().find(|(m, _)| m.name == "tma-train").unwrap();
+    let g = folder_graph(&crates[0].graph());
+    let top: BTreeSet<&str> = g
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !k.contains("::") && *k != "crate")
+        .collect();
+    assert_eq!(
+        top,
+        TRAIN_LAYERS.iter().copied().collect::<BTreeSet<_>>(),
+        "tma-train's top-level files and folders changed: place each in TRAIN_LAYERS (and in src/lib.rs's table)"
+    );
+    let rank = |m: &str| TRAIN_LAYERS.iter().position(|x| *x == m).unwrap();
+    let mut upward = Vec::new();
+    for (a, deps) in &g {
+        if !top.contains(a.as_str()) {
+            continue;
+        }
+        for (b, (file, line)) in deps {
+            if top.contains(b.as_str()) && rank(b) > rank(a) {
+                upward.push(format!("{a} -> {b} at {}:{line}", shown(file)));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "imports against TRAIN_LAYERS: {upward:#?}"
+    );
+    // the check sees the folders' imports: engines/ uses evaluation/ and config/
+    assert!(g["engines/"].contains_key("evaluation/") && g["engines/"].contains_key("config/"));
 }
 
 /// Every source file of the workspace's crates and examples outside test code, and of the fuzz

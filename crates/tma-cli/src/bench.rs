@@ -41,7 +41,7 @@ use tma_nn::{
 use tma_partition::{build_parts, partition};
 use tma_sample::{BlockView, NeighborSampler};
 use tma_train::data::{NodeTargets, TrainTarget, TrainerData};
-use tma_train::trainer::Trainer;
+use tma_train::engines::trainer::Trainer;
 use tma_train::{Task, TrainConfig};
 
 /// Options of `tma bench`.

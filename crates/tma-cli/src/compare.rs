@@ -422,7 +422,10 @@ fn fresh_plan(o: &CompareOpts) -> Result<Plan> {
         target: o.target,
         title: o.title.clone(),
     };
-    tma_train::output::write_atomic(&out.join("compare.json"), &serde_json::to_vec_pretty(&rec)?)?;
+    tma_train::store::output::write_atomic(
+        &out.join("compare.json"),
+        &serde_json::to_vec_pretty(&rec)?,
+    )?;
     Ok(plan_of(out))
 }
 
@@ -620,7 +623,7 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
                 "layout": name, "methods": layout.methods, "seed": seed, "seconds": secs,
                 "warnings": warnings, "manifest_sha256": hash,
             });
-            tma_train::output::write_atomic(&side, &serde_json::to_vec_pretty(&v)?)?;
+            tma_train::store::output::write_atomic(&side, &serde_json::to_vec_pretty(&v)?)?;
             layout.seconds = Some(secs);
             layout.warnings = warnings;
             layout.manifest_sha256 = Some(hash);
@@ -851,7 +854,10 @@ fn run_one(
 }
 
 fn write_continued(out: &Path, c: &Continued) -> Result<()> {
-    tma_train::output::write_atomic(&out.join("continued.json"), &serde_json::to_vec_pretty(c)?)?;
+    tma_train::store::output::write_atomic(
+        &out.join("continued.json"),
+        &serde_json::to_vec_pretty(c)?,
+    )?;
     Ok(())
 }
 
@@ -1020,7 +1026,7 @@ fn write_results(
         "### {title}\n\nseeds {}; mean ± sample std over seeds; time to target over the runs that reached it; {reuse}\n\n{table}",
         seeds_s.join(", ")
     );
-    tma_train::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
+    tma_train::store::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
     // one time axis for every method: up to the budget, or the last validation past it
     let end = runs
         .iter()
@@ -1089,7 +1095,7 @@ fn write_results(
         },
         "runs": runs,
     });
-    tma_train::output::write_atomic(
+    tma_train::store::output::write_atomic(
         &out.join("results.json"),
         &serde_json::to_vec_pretty(&results)?,
     )?;

@@ -106,7 +106,7 @@ pub fn write_partitions(
     cfg: &TrainConfig,
     out: store::PartitionWriter,
     budget: Option<u64>,
-    on_part: impl Fn(&tma_train::spill::SpilledPart) + Send + Sync + 'static,
+    on_part: impl Fn(&tma_train::data::spill::SpilledPart) + Send + Sync + 'static,
 ) -> Result<(Manifest, Vec<String>)> {
     let name = ds.name.clone();
     let directed = ds.directed;

@@ -183,7 +183,7 @@ pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf, abort: Arc<AtomicBool
             if std::fs::rename(&staging, &aside).is_ok() {
                 // the writer may still write files into the folder it has open until it
                 // meets the vanished folder or the abort flag and stops (it never makes the
-                // staging folder again: `tma_train::spill::create_dir_below`): wait for that (at
+                // staging folder again: `tma_train::data::spill::create_dir_below`): wait for that (at
                 // most 2 s: a long computation that writes nothing is simply ended)
                 for _ in 0..100 {
                     if PARKED.load(Ordering::SeqCst) {

@@ -256,7 +256,7 @@ mod tests {
         keys.sort_unstable();
         let not_in_files = ["config", "resume", "quiet", "debug_slow_round"];
         // (the encoders' own options are no field: a file's `heads = 4` lands in the encoder map)
-        let encoder = |k: &str| tma_train::encoder_options::declared(k).is_some();
+        let encoder = |k: &str| tma_train::config::encoder_options::declared(k).is_some();
         let mut rows: Vec<&str> = table::rows()
             .iter()
             .map(|o| o.key)

@@ -291,7 +291,7 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
     if let Some(k) = f
         .encoder
         .keys()
-        .find(|k| tma_train::encoder_options::declared(k).is_none())
+        .find(|k| tma_train::config::encoder_options::declared(k).is_none())
     {
         let mut known: Vec<String> = match serde_json::to_value(TrainOpts::default()) {
             Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),

@@ -248,7 +248,7 @@ pub fn train_all_splits(flags: TrainOpts) -> Result<()> {
             runs.clone(),
         );
         let path = parent.join("splits.json");
-        tma_train::output::write_atomic(&path, &serde_json::to_vec_pretty(&report)?)
+        tma_train::store::output::write_atomic(&path, &serde_json::to_vec_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let report = SplitsReport::new(&name, cfg.method.as_str(), &metric, num_splits, runs);

@@ -41,7 +41,10 @@ impl Observer for Printer {
             "val -".to_string()
         };
         // said when it happens (summary.json records it: `Run`)
-        if let (Some(w), false) = (tma_train::record::diverged_warning(r), self.said_diverged) {
+        if let (Some(w), false) = (
+            tma_train::evaluation::record::diverged_warning(r),
+            self.said_diverged,
+        ) {
             eprintln!("warning: {w}");
             self.said_diverged = true;
         }
@@ -92,7 +95,7 @@ pub(crate) fn validation_share_note(
     cfg: &tma_train::TrainConfig,
 ) -> Option<String> {
     let core_s: f64 = rounds.iter().map(|r| r.eval_cpu_s).sum();
-    let cores = tma_train::engine::total_threads(cfg) as f64;
+    let cores = tma_train::engines::total_threads(cfg) as f64;
     let share = core_s / (cores * train_time_s);
     if !(train_time_s > 0.0 && share > 0.15) {
         return None;
@@ -193,7 +196,7 @@ pub fn train(o: TrainOpts) -> Result<()> {
 
 /// Rank 0's MPI engine while [`train`] owns it (`()` without the `mpi` feature).
 #[cfg(feature = "mpi")]
-pub(crate) type MpiSlot = Option<tma_train::engine::mpi::Mpi>;
+pub(crate) type MpiSlot = Option<tma_train::engines::mpi::Mpi>;
 #[cfg(not(feature = "mpi"))]
 pub(crate) type MpiSlot = Option<()>;
 
@@ -236,13 +239,11 @@ type CommandLine = (
 );
 
 pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
-    #[cfg(not(feature = "mpi"))]
-    let _ = mpi_slot;
     let quiet = o.quiet;
     let mpi_asked = o.engine.as_deref() == Some("mpi");
     let (flags, o, mut cfg, fail, resume_dir) = match resolve_command_line(o) {
         Ok(r) => r,
-        Err(e) if mpi_asked && tma_train::engine::launcher_rank().is_some_and(|r| r > 0) => {
+        Err(e) if mpi_asked && tma_train::engines::launcher_rank().is_some_and(|r| r > 0) => {
             return Err(SaidByRankZero(e).into())
         }
         Err(e) => return Err(e),
@@ -260,40 +261,11 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
                 .into(),
         );
     }
-    #[cfg(feature = "mpi")]
-    let mpi_ctx = match engine {
-        Engine::Mpi => {
-            let Some((pdir, m)) = &parts else {
-                bail!("--engine mpi needs --partitions DIR (write one with `tma partition --out DIR`)");
-            };
-            use tma_train::engine::mpi::{launch, run_trainer, Rank};
-            match launch(join_timeout)? {
-                Rank::Trainer(ctx) => {
-                    let method = tma_train::training_method(cfg.method);
-                    return Ok(run_trainer(
-                        ctx,
-                        method,
-                        pdir,
-                        m,
-                        &cfg,
-                        &fail,
-                        o.out.as_deref(),
-                    )?);
-                }
-                Rank::Coordinator(mpi) => {
-                    // the rank count first: nothing is loaded or printed for a job that
-                    // cannot run (an error here ends every rank, see `train`)
-                    mpi_slot.insert(*mpi).check_ranks(m)?;
-                }
-            }
-            true
-        }
-        Engine::InProcess => false,
+    let Some(mpi_coordinator) = mpi_role(engine, &parts, join_timeout, &cfg, &fail, &o, mpi_slot)?
+    else {
+        // a trainer rank of an MPI job: its part is trained
+        return Ok(());
     };
-    #[cfg(not(feature = "mpi"))]
-    if engine == Engine::Mpi {
-        bail!("--engine mpi: this tma was built without MPI support");
-    }
     let data = match (&o.partitions, &parts) {
         (Some(dir), _) => DataSource::Partitions(dir.clone()),
         _ => data_source(
@@ -352,43 +324,160 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     };
     interrupted_early("while loading the data")?;
     if !quiet {
-        if let Some(ds) = run.dataset() {
-            eprintln!("dataset   {}", ds.summary());
-            if ds.split.is_none() && cfg_task_is_node(run.config()) {
-                eprintln!(
-                    "          (no fixed split: a seeded 60/20/20 split of the labelled nodes, --seed {})",
-                    run.config().seed
-                );
-            }
-            if ds.structural_features {
-                eprintln!("          (no node features: using 32-d structural features, see docs)");
-            }
+        print_opened(&run, &out);
+    }
+    let run = prepare_and_say(run, quiet)?;
+    interrupted_early("before training started")?;
+    crate::interrupt::set_before_training(false);
+    let cfg = run.config().clone();
+    if !quiet {
+        print_training_header(&run, &out, tb_file.as_deref(), o.tensorboard.as_deref());
+    }
+    let progress = Progress::start(&cfg, run.clock(), quiet);
+    let slow_round = match &flags.debug_slow_round {
+        Some(s) => Some(parse_duration("debug-slow-round", s)?),
+        None => None,
+    };
+    let mut printer = Printer {
+        bar: progress.bar.clone(),
+        slow_round,
+        said_diverged: false,
+    };
+    #[cfg(feature = "mpi")]
+    let (result, job_end) = match mpi_slot.take().filter(|_| mpi_coordinator) {
+        Some(mut mpi) => {
+            let result = run.train_with(&mut mpi, &mut printer);
+            let job_end = mpi.finish(&result);
+            (result.map_err(anyhow::Error::from), job_end)
         }
-        if let Some((dir, m)) = run.partitions() {
-            eprintln!(
-                "dataset   {} from partition directory {} ({} parts, manifest sha256 {})",
-                m.dataset,
-                dir.display(),
-                m.parts.len(),
-                &m.hash[..16]
-            );
+        None => (run.train(&mut printer).map_err(anyhow::Error::from), None),
+    };
+    #[cfg(not(feature = "mpi"))]
+    let (result, job_end): (_, JobEndSlot) = {
+        let _ = mpi_coordinator;
+        (run.train(&mut printer).map_err(anyhow::Error::from), None)
+    };
+    progress.finish();
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if job_end.is_some() {
+                eprintln!("error: {e:#}");
+                end_mpi_job(job_end, 1);
+            }
+            return Err(e);
         }
-        if let Some(st) = run.resumed() {
-            eprintln!(
-                "resuming  from round {} at t={:.1}s ({})",
-                st.round,
-                st.elapsed_s,
-                out.display()
-            );
+    };
+    let lost = print_result(&result, &cfg, &out, quiet);
+    if result.summary.interrupted {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        // 130 / 143: stopped on request (Ctrl-C / SIGTERM); 1: an incomplete run, an error
+        let code = if lost {
+            1
+        } else {
+            crate::interrupt::exit_code()
+        };
+        end_mpi_job(job_end, code);
+        std::process::exit(code);
+    }
+    end_mpi_job(job_end, 0);
+    Ok(())
+}
+
+/// This process's part under `engine`: `Some(false)` in-process; under `--engine mpi`,
+/// `Some(true)` on rank 0 (the coordinator, its engine put into `mpi_slot` once the job's rank
+/// count is checked) and `None` on a trainer rank, which has trained its part when this
+/// returns.
+///
+/// # Errors
+/// `--engine mpi` without `--partitions`, or in a tma built without MPI; the job's start-up
+/// (`tma_train::engines::mpi::launch`) and a trainer rank's run.
+fn mpi_role(
+    engine: Engine,
+    parts: &Option<(PathBuf, tma_train::store::Manifest)>,
+    join_timeout: Option<Duration>,
+    cfg: &TrainConfig,
+    fail: &tma_train::FailPlan,
+    o: &TrainOpts,
+    mpi_slot: &mut MpiSlot,
+) -> Result<Option<bool>> {
+    if engine == Engine::InProcess {
+        return Ok(Some(false));
+    }
+    #[cfg(feature = "mpi")]
+    {
+        let Some((pdir, m)) = parts else {
+            bail!("--engine mpi needs --partitions DIR (write one with `tma partition --out DIR`)");
+        };
+        use tma_train::engines::mpi::{launch, run_trainer, Rank};
+        match launch(join_timeout)? {
+            Rank::Trainer(ctx) => {
+                let method = tma_train::training_method(cfg.method);
+                run_trainer(ctx, method, pdir, m, cfg, fail, o.out.as_deref())?;
+                Ok(None)
+            }
+            Rank::Coordinator(mpi) => {
+                // the rank count first: nothing is loaded or printed for a job that
+                // cannot run (an error here ends every rank, see `train`)
+                mpi_slot.insert(*mpi).check_ranks(m)?;
+                Ok(Some(true))
+            }
         }
     }
-    let cfg = run.config().clone();
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = (parts, join_timeout, cfg, fail, o, mpi_slot);
+        bail!("--engine mpi: this tma was built without MPI support");
+    }
+}
+
+/// Says what a started run reads: the dataset (and what tma derives for it), the partition
+/// directory, where a resumed run continues.
+fn print_opened(run: &Run, out: &Path) {
+    if let Some(ds) = run.dataset() {
+        eprintln!("dataset   {}", ds.summary());
+        if ds.split.is_none() && cfg_task_is_node(run.config()) {
+            eprintln!(
+                "          (no fixed split: a seeded 60/20/20 split of the labelled nodes, --seed {})",
+                run.config().seed
+            );
+        }
+        if ds.structural_features {
+            eprintln!("          (no node features: using 32-d structural features, see docs)");
+        }
+    }
+    if let Some((dir, m)) = run.partitions() {
+        eprintln!(
+            "dataset   {} from partition directory {} ({} parts, manifest sha256 {})",
+            m.dataset,
+            dir.display(),
+            m.parts.len(),
+            &m.hash[..16]
+        );
+    }
+    if let Some(st) = run.resumed() {
+        eprintln!(
+            "resuming  from round {} at t={:.1}s ({})",
+            st.round,
+            st.elapsed_s,
+            out.display()
+        );
+    }
+}
+
+/// Splits and partitions the run's data under a spinner, then says how long it took, what is
+/// mapped from disk, the partition report and the configuration's warnings.
+///
+/// # Errors
+/// As `tma_train::run::Run::prepare`.
+fn prepare_and_say(run: Run, quiet: bool) -> Result<tma_train::run::PreparedRun> {
     let spinner = (!quiet).then(|| {
         let s = ProgressBar::new_spinner();
         s.set_message(format!(
             "splitting and partitioning ({}, {} trainers)",
-            cfg.method,
-            cfg.effective_trainers()
+            run.config().method,
+            run.config().effective_trainers()
         ));
         s.enable_steady_tick(Duration::from_millis(100));
         s
@@ -422,111 +511,109 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
     if let (Some(rep), false) = (&prep.report, quiet) {
         eprintln!("{}", rep.to_table());
     }
-    let cfg_warn = run.warnings().to_vec();
-    for w in &cfg_warn {
+    for w in run.warnings() {
         eprintln!("warning: {w}");
     }
-    interrupted_early("before training started")?;
-    crate::interrupt::set_before_training(false);
-    let prep = run.prepared();
-    if !quiet {
-        let m = prep.trainers.len().max(cfg.effective_trainers());
-        let checks = if cfg.val_check_interval.is_zero() {
-            String::new()
-        } else {
-            format!(
-                " (validation checks every {})",
-                humantime::format_duration(cfg.val_check_interval)
-            )
-        };
-        let ramp = ramp_text(&cfg);
-        let sync = if cfg.sync_every_steps > 0 {
-            format!("{} steps", cfg.sync_every_steps)
-        } else {
-            humantime::format_duration(cfg.sync_every).to_string()
-        };
+    Ok(run)
+}
+
+/// The line that says what trains, how often it averages, for how long and where it writes;
+/// how to resume it; where its TensorBoard events go.
+fn print_training_header(
+    run: &tma_train::run::PreparedRun,
+    out: &Path,
+    tb_file: Option<&Path>,
+    tb_dir: Option<&Path>,
+) {
+    let cfg = run.config();
+    let m = run.prepared().trainers.len().max(cfg.effective_trainers());
+    let checks = if cfg.val_check_interval.is_zero() {
+        String::new()
+    } else {
+        format!(
+            " (validation checks every {})",
+            humantime::format_duration(cfg.val_check_interval)
+        )
+    };
+    let ramp = ramp_text(cfg);
+    let sync = if cfg.sync_every_steps > 0 {
+        format!("{} steps", cfg.sync_every_steps)
+    } else {
+        humantime::format_duration(cfg.sync_every).to_string()
+    };
+    eprintln!(
+        "training  {m} trainer{}, {} model, sync every {sync}{ramp}{checks}, time limit {} -> {}",
+        if m == 1 { "" } else { "s" },
+        cfg.model,
+        humantime::format_duration(cfg.time_limit),
+        out.display()
+    );
+    eprintln!(
+        "          (interrupted? `tma train --resume {}` continues from the last round)",
+        out.display()
+    );
+    if let (Some(file), Some(dir)) = (tb_file, tb_dir) {
         eprintln!(
-            "training  {m} trainer{}, {} model, sync every {sync}{ramp}{checks}, time limit {} -> {}",
-            if m == 1 { "" } else { "s" },
-            cfg.model,
-            humantime::format_duration(cfg.time_limit),
-            out.display()
+            "tensorboard  {} (watch with `tensorboard --logdir {}`)",
+            file.display(),
+            dir.display()
         );
-        eprintln!(
-            "          (interrupted? `tma train --resume {}` continues from the last round)",
-            out.display()
-        );
-        if let (Some(file), Some(dir)) = (&tb_file, &o.tensorboard) {
-            eprintln!(
-                "tensorboard  {} (watch with `tensorboard --logdir {}`)",
-                file.display(),
-                dir.display()
+    }
+}
+
+/// The progress bar of the training budget, advanced by a thread from the run's clock.
+struct Progress {
+    bar: Option<ProgressBar>,
+    done: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    /// A bar over `cfg.time_limit` (none when `quiet`), ticking every 100 ms.
+    fn start(cfg: &TrainConfig, clock: Arc<dyn tma_train::Clock>, quiet: bool) -> Progress {
+        let bar = (!quiet).then(|| {
+            let b = ProgressBar::new(cfg.time_limit.as_millis() as u64);
+            b.set_style(
+                ProgressStyle::with_template("{spinner} {wide_bar} {msg}").expect("template"),
             );
-        }
+            b
+        });
+        let done = Arc::new(AtomicBool::new(false));
+        let ticker = bar.clone().map(|b| {
+            let done = done.clone();
+            let limit = cfg.time_limit;
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    let e = clock.elapsed().min(limit);
+                    b.set_position(e.as_millis() as u64);
+                    b.set_message(format!(
+                        "{:.0}s / {:.0}s",
+                        e.as_secs_f64(),
+                        limit.as_secs_f64()
+                    ));
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        });
+        Progress { bar, done, ticker }
     }
 
-    let bar = (!quiet).then(|| {
-        let b = ProgressBar::new(cfg.time_limit.as_millis() as u64);
-        b.set_style(ProgressStyle::with_template("{spinner} {wide_bar} {msg}").expect("template"));
-        b
-    });
-    let clock = run.clock();
-    let done = Arc::new(AtomicBool::new(false));
-    let ticker = bar.clone().map(|b| {
-        let clock = clock.clone();
-        let done = done.clone();
-        let limit = cfg.time_limit;
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                let e = clock.elapsed().min(limit);
-                b.set_position(e.as_millis() as u64);
-                b.set_message(format!(
-                    "{:.0}s / {:.0}s",
-                    e.as_secs_f64(),
-                    limit.as_secs_f64()
-                ));
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    });
-    let slow_round = match &flags.debug_slow_round {
-        Some(s) => Some(parse_duration("debug-slow-round", s)?),
-        None => None,
-    };
-    let mut printer = Printer {
-        bar: bar.clone(),
-        slow_round,
-        said_diverged: false,
-    };
-    #[cfg(feature = "mpi")]
-    let (result, job_end) = match mpi_slot.take().filter(|_| mpi_ctx) {
-        Some(mut mpi) => {
-            let result = run.train_with(&mut mpi, &mut printer);
-            let job_end = mpi.finish(&result);
-            (result.map_err(anyhow::Error::from), job_end)
+    /// Stops the ticker and clears the bar.
+    fn finish(self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker {
+            let _ = t.join();
         }
-        None => (run.train(&mut printer).map_err(anyhow::Error::from), None),
-    };
-    #[cfg(not(feature = "mpi"))]
-    let (result, job_end): (_, JobEndSlot) =
-        (run.train(&mut printer).map_err(anyhow::Error::from), None);
-    done.store(true, Ordering::Relaxed);
-    if let Some(t) = ticker {
-        let _ = t.join();
-    }
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    let result = match result {
-        Ok(r) => r,
-        Err(e) => {
-            if job_end.is_some() {
-                eprintln!("error: {e:#}");
-                end_mpi_job(job_end, 1);
-            }
-            return Err(e);
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
         }
-    };
+    }
+}
+
+/// Prints a finished run: its final and best metrics, what the metric cannot tell, lost
+/// trainers, where it is and how to resume an interrupted one, each process's memory.
+/// Returns whether every trainer was lost.
+fn print_result(result: &tma_train::RunResult, cfg: &TrainConfig, out: &Path, quiet: bool) -> bool {
     let s = &result.summary;
     println!(
         "done: {} rounds in {:.1}s; final val {}={} test={}; best ({}) val={} test={}",
@@ -543,6 +630,58 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         value_text(s.best_val.value),
         value_text(s.best_test.value)
     );
+    print_metric_notes(s);
+    if let Some(note) = validation_share_note(&result.rounds, s.train_time_s, cfg) {
+        eprintln!("{note}");
+    }
+    if !s.failed_trainers.is_empty() {
+        println!("failed trainers: {}", failed_list(&s.failed_trainers));
+    }
+    // recorded in summary.json warnings (tma_train::run)
+    for w in tma_train::evaluation::record::absent_trainer_warnings(
+        &result.rounds,
+        s.num_trainers,
+        &s.failed_trainers,
+        cfg.sync_every,
+        cfg.round_timeout,
+    ) {
+        eprintln!("warning: {w}");
+    }
+    // (recorded in summary.json's warnings by the run)
+    for w in tma_train::evaluation::record::no_step_warnings(s, cfg.method.averages_models()) {
+        eprintln!("warning: {w}");
+    }
+    println!("run directory: {}", out.display());
+    let lost = s.interrupted_by == Some(StopCause::TrainersLost);
+    if lost {
+        println!(
+            "incomplete: every trainer was lost before the {} time limit; stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
+            humantime::format_duration(cfg.time_limit),
+            s.rounds,
+            s.train_time_s,
+            out.display()
+        );
+        println!("resume with: tma train --resume {}", out.display());
+    } else if s.interrupted {
+        println!(
+            "interrupted: stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
+            s.rounds,
+            s.train_time_s,
+            out.display()
+        );
+        println!("resume with: tma train --resume {}", out.display());
+    }
+    if !quiet {
+        for m in &s.memory {
+            eprintln!("memory: {}", m.line());
+        }
+    }
+    lost
+}
+
+/// What the best model's metric alone does not say: the majority-class rate beside accuracy
+/// (and a warning when the model does not beat it), multi-label macro-F1, every test metric.
+fn print_metric_notes(s: &tma_train::Summary) {
     if let (Some(v), Some(t)) = (
         s.best_val.all.get("majority_rate"),
         s.best_test.all.get("majority_rate"),
@@ -575,72 +714,12 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
             );
         }
     }
-    if let Some(note) = validation_share_note(&result.rounds, s.train_time_s, &cfg) {
-        eprintln!("{note}");
-    }
-    if !s.failed_trainers.is_empty() {
-        println!("failed trainers: {}", failed_list(&s.failed_trainers));
-    }
-    // recorded in summary.json warnings (tma_train::run)
-    for w in tma_train::record::absent_trainer_warnings(
-        &result.rounds,
-        s.num_trainers,
-        &s.failed_trainers,
-        cfg.sync_every,
-        cfg.round_timeout,
-    ) {
-        eprintln!("warning: {w}");
-    }
-    // (recorded in summary.json's warnings by the run)
-    for w in tma_train::record::no_step_warnings(s, cfg.method.averages_models()) {
-        eprintln!("warning: {w}");
-    }
-    println!("run directory: {}", out.display());
-    let lost = s.interrupted_by == Some(StopCause::TrainersLost);
-    if lost {
-        println!(
-            "incomplete: every trainer was lost before the {} time limit; stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
-            humantime::format_duration(cfg.time_limit),
-            s.rounds,
-            s.train_time_s,
-            out.display()
-        );
-        println!("resume with: tma train --resume {}", out.display());
-    } else if s.interrupted {
-        println!(
-            "interrupted: stopped after round {} at t={:.1}s; checkpoint and summary (marked interrupted) written to {}",
-            s.rounds,
-            s.train_time_s,
-            out.display()
-        );
-        println!("resume with: tma train --resume {}", out.display());
-    }
-
-    if !quiet {
-        for m in &s.memory {
-            eprintln!("memory: {}", m.line());
-        }
-    }
-    if s.interrupted {
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        // 130 / 143: stopped on request (Ctrl-C / SIGTERM); 1: an incomplete run, an error
-        let code = if lost {
-            1
-        } else {
-            crate::interrupt::exit_code()
-        };
-        end_mpi_job(job_end, code);
-        std::process::exit(code);
-    }
-    end_mpi_job(job_end, 0);
-    Ok(())
 }
 
 /// Rank 0 of an MPI job that lost a rank: the job's end, which rank 0 carries out once the
-/// run is printed (`tma_train::engine::mpi::JobEnd`); never anything without the `mpi` feature.
+/// run is printed (`tma_train::engines::mpi::JobEnd`); never anything without the `mpi` feature.
 #[cfg(feature = "mpi")]
-type JobEndSlot = Option<tma_train::engine::mpi::JobEnd>;
+type JobEndSlot = Option<tma_train::engines::mpi::JobEnd>;
 #[cfg(not(feature = "mpi"))]
 type JobEndSlot = Option<std::convert::Infallible>;
 
@@ -1149,7 +1228,7 @@ fn partition_mapped(o: &PartitionOpts, dir: &Path) -> Result<()> {
 }
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<()> {
-    tma_train::output::write_atomic(path, &serde_json::to_vec_pretty(v)?)
+    tma_train::store::output::write_atomic(path, &serde_json::to_vec_pretty(v)?)
         .with_context(|| format!("writing {}", path.display()))
 }
 

@@ -88,7 +88,7 @@ pub enum Purpose {
     RmatNodes,
     /// Node split and held-out links (keyed hashes) of the R-MAT generator.
     RmatSplit,
-    /// Neighbour sampling of the sampled evaluation (`tma_train::infer`, `--eval-fanouts`;
+    /// Neighbour sampling of the sampled evaluation (`tma_train::evaluation::infer`, `--eval-fanouts`;
     /// chunked): the same sample at every evaluation of a run.
     EvalSampling,
     /// The fixed subset of the validation nodes (or positives) that bounds every round's

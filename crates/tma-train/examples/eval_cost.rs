@@ -17,8 +17,8 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tma_train::data::EvalData;
-use tma_train::eval::{evaluate_with, Split};
-use tma_train::infer::infer_nodes;
+use tma_train::evaluation::eval::{evaluate_with, Split};
+use tma_train::evaluation::infer::infer_nodes;
 use tma_train::run::{load_dataset, DataSource};
 use tma_train::{build_model, prepare, Method, Task, TrainConfig};
 

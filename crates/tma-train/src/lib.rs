@@ -3,63 +3,51 @@
 //!
 //! * [`run::Run`] owns a run from start to end (data, run directory, config, partition record,
 //!   round log, checkpoints, models, summary); the CLI and other front ends call it.
-//! * [`methods`] maps each [`Method`] to its [`method::TrainingMethod`]: a data layout, a
-//!   trainer loop and a coordinator [`method::Exchange`]. Implementations: [`averaging`]
-//!   (RandomTMA, SuperTMA, PSGD-PA, centralized), [`llcg`], [`ggs`].
-//! * [`data::prepare_with`] splits the dataset and lays it out over the trainers.
-//! * [`engine`] runs the trainers and the coordinator ([`coordinator::coordinate`]) of a
-//!   prepared run, behind one trait ([`engine::Engine`]): [`engine::InProcess`] (threads over
-//!   [`cluster::InProcess`]) or, with the crate feature `mpi`, `engine::mpi::Mpi` (one process
-//!   per rank over `mpi_cluster`); [`run::Run::train_with`] runs either.
-//! * [`eval`] holds the metrics and [`eval::evaluate`]; [`output::RunDir`] the run directory;
-//!   [`checkpoint`] the per-round state; [`store`] partition directories on disk.
-//! * [`saved`] uses a saved model after its run: evaluated again on its data, or embedded.
+//!
+//! The folders, each importing only the ones listed before it (`crates/tma-arch` checks that
+//! no two folders import each other):
+//!
+//! | folder | what it holds |
+//! |---|---|
+//! | [`config`] | [`TrainConfig`]: every knob of a run, and the encoder's own options |
+//! | [`data`] | [`data::prepare_with`]: the split and each trainer's part; parts spilled to disk |
+//! | [`evaluation`] | metrics and [`evaluation::eval::evaluate`], inference, the evaluator thread, what a run reports ([`evaluation::record`]) |
+//! | [`store`] | what is kept on disk: partition directories, the run directory ([`store::output::RunDir`]), checkpoints, TensorBoard events |
+//! | [`engines`] | the round loop (trainers, coordinator, transport) and what runs it: one trait, [`engines::Engine`], implemented by [`engines::InProcess`] (threads) and, with the crate feature `mpi`, `engines::mpi::Mpi` (one process per rank); the contract with methods, [`engines::method::TrainingMethod`] |
+//! | [`methods`] | the method registry and the methods: [`methods::averaging`] (RandomTMA, SuperTMA, PSGD-PA, centralized), [`methods::llcg`], [`methods::ggs`] |
+//! | [`options`] | the option table and the one path from given options to a [`TrainConfig`]; the checks that depend on the method |
+//! | [`run`] | [`run::Run`] and its memory estimate; [`run::Run::train_with`] runs either engine |
+//!
+//! Files outside the folders: [`error`](TrainError), [`clock`] (injected time), [`memory`]
+//! (a process's measured memory), and [`saved`] (a saved model used after its run: evaluated
+//! again on its data, or embedded).
 //!
 //! Source: Zhu et al., *Simplifying Distributed Neural Network Training on Massive Graphs:
 //! Randomized Partitions Improve Model Aggregation*, arXiv 2305.09887.
 #![warn(missing_docs)]
 
-pub mod averaging;
-pub mod checkpoint;
 pub mod clock;
-pub mod cluster;
 pub mod config;
-mod config_checks;
-pub mod coordinator;
 pub mod data;
-pub mod encoder_options;
-pub mod engine;
+pub mod engines;
 mod error;
-pub mod eval;
-mod evaluator;
-pub mod gate;
-pub mod ggs;
-pub mod infer;
-pub mod llcg;
+pub mod evaluation;
 pub mod memory;
-pub mod method;
 pub mod methods;
-#[cfg(feature = "mpi")]
-pub mod mpi_cluster;
 pub mod options;
-pub mod output;
-pub mod record;
 pub mod run;
 pub mod saved;
-pub mod spill;
 pub mod store;
-pub mod tensorboard;
-pub mod trainer;
 
-pub use averaging::{average_models, Corrector};
 pub use clock::{Clock, ManualClock, RealClock};
 pub use config::{AverageWeight, Method, Metric, TargetKind, Task, TrainConfig};
 pub use data::{build_model, Prepared};
 pub use error::TrainError;
-pub use eval::{evaluate, EvalResult, Split};
-pub use methods::{prepare, run_in_process, training_method};
-pub use output::RunDir;
-pub use record::{
+pub use evaluation::eval::{evaluate, EvalResult, Split};
+pub use evaluation::record::{
     Extras, FailPlan, Observer, Quiet, Resume, RoundRecord, RunResult, StopCause, StopFlag, Summary,
 };
+pub use methods::averaging::{average_models, Corrector};
+pub use methods::{prepare, run_in_process, training_method};
 pub use run::{DataSource, Engine, Run, RunSpec};
+pub use store::output::RunDir;

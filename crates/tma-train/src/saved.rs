@@ -2,7 +2,7 @@
 //! `tma.load_model(...).evaluate()`), or run over every node for its embeddings (`tma embed`).
 //!
 //! A model file (`model_best.safetensors` / `model_final.safetensors` of a run directory,
-//! [`crate::output`]) holds the parameters and, in its header's metadata, what the model is
+//! [`crate::store::output`]) holds the parameters and, in its header's metadata, what the model is
 //! ([`FileModel`]: the encoder and its options, widths, layers); files written before tma
 //! recorded that take it from the run's `config.toml` next to it. The model is built from it
 //! ([`crate::build_model`]), and the split is derived again from the dataset and the config's
@@ -16,15 +16,15 @@
 //! Embeddings ([`embed_to_npy`]) are computed layer-wise over every node of the evaluation
 //! graph (for a link model the training graph, held-out edges removed, as evaluation reads it),
 //! a chunk of consecutive nodes at a time within a memory budget
-//! ([`crate::infer::infer_layers_streamed`]: the layers below the last through mapped scratch
+//! ([`crate::evaluation::infer::infer_layers_streamed`]: the layers below the last through mapped scratch
 //! files), and each chunk's rows are streamed into the `.npy` file
-//! ([`crate::spill::write_npy`]), written to a temporary name and renamed into place
+//! ([`crate::data::spill::write_npy`]), written to a temporary name and renamed into place
 //! ([`tma_graph::durable`]): `N x width` floats are never held in memory.
 
 use crate::config::{Task, TrainConfig};
 use crate::data::{build_model, DataLayout, Prepared};
-use crate::eval::{evaluate_with, EvalResult, Split};
-use crate::infer::InferOptions;
+use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
+use crate::evaluation::infer::InferOptions;
 use crate::run::DataSource;
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
@@ -216,7 +216,7 @@ impl FileModel {
     pub fn apply(&self, cfg: &mut TrainConfig, path: &Path) -> Result<(), TrainError> {
         let bad = |e: String| TrainError::Config(format!("{}: {e}", path.display()));
         cfg.model = self.encoder.parse().map_err(bad)?;
-        let mut options = crate::encoder_options::EncoderOptionValues::default();
+        let mut options = crate::config::encoder_options::EncoderOptionValues::default();
         for (k, v) in &self.options {
             if cfg.model.default_options().get(k).is_none() {
                 return Err(bad(format!(
@@ -523,7 +523,7 @@ pub struct EmbedReport {
 /// Writes the outputs of the first `layers` layers of `model` ([`embed_layers`]) on every node
 /// of `prep.graph` to `out`: a `.npy` file of `<f4` (float32), shape `[N, width]`, row `v` for
 /// node `v`. Computed a chunk of consecutive nodes at a time within `opts.memory_budget`
-/// ([`crate::infer::infer_layers_streamed`]; layers below the last through unnamed mapped
+/// ([`crate::evaluation::infer::infer_layers_streamed`]; layers below the last through unnamed mapped
 /// scratch files under `opts.scratch_dir`), each chunk streamed to a temporary file next to
 /// `out` that is `fsync`ed and renamed over it at the end ([`tma_graph::durable`]): a reader
 /// never sees a partial file, and a failure removes the temporary file.
@@ -551,9 +551,9 @@ pub fn embed_to_npy(
     let tmp = tma_graph::durable::temp_path(out).map_err(|e| io_err(e, out))?;
     // an error of the inference (a scratch file) is kept whole, not as the writer's io error
     let mut inner: Option<tma_graph::GraphError> = None;
-    let written = crate::spill::write_npy(&tmp, "<f4", &[n, dim], |w| {
+    let written = crate::data::spill::write_npy(&tmp, "<f4", &[n, dim], |w| {
         let mut rows = 0usize;
-        let r = crate::infer::infer_layers_streamed(
+        let r = crate::evaluation::infer::infer_layers_streamed(
             model,
             params,
             &prep.graph,
@@ -563,7 +563,7 @@ pub fn embed_to_npy(
             opts,
             &mut |chunk: &[f32]| {
                 rows += chunk.len() / dim.max(1);
-                crate::spill::write_le(w, chunk).map_err(|source| tma_graph::GraphError::Io {
+                crate::data::spill::write_le(w, chunk).map_err(|source| tma_graph::GraphError::Io {
                     path: tmp.clone(),
                     source,
                 })

@@ -7,14 +7,16 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use tma_graph::{generate_sbm, SbmConfig};
 use tma_nn::ParamSet;
-use tma_train::averaging::ModelAveraging;
-use tma_train::cluster::{Contribution, CoordinatorEndpoint, InProcess, Reply, TrainerReport};
-use tma_train::coordinator::{coordinate, Coordinated};
 use tma_train::data::share_examples;
-use tma_train::engine::{average_weights, initial_params};
-use tma_train::ggs::{ggs_worker, GradientSync};
-use tma_train::llcg::{full_graph_data, Llcg};
-use tma_train::trainer::Trainer;
+use tma_train::engines::cluster::{
+    Contribution, CoordinatorEndpoint, InProcess, Reply, TrainerReport,
+};
+use tma_train::engines::coordinator::{coordinate, Coordinated};
+use tma_train::engines::trainer::Trainer;
+use tma_train::engines::{average_weights, initial_params};
+use tma_train::methods::averaging::ModelAveraging;
+use tma_train::methods::ggs::{ggs_worker, GradientSync};
+use tma_train::methods::llcg::{full_graph_data, Llcg};
 use tma_train::{
     average_models, build_model, prepare, run_in_process, AverageWeight, Corrector, Extras,
     FailPlan, ManualClock, Method, Observer, Prepared, Quiet, RealClock, RoundRecord, Task,
@@ -976,7 +978,7 @@ struct CheckScript {
     last: Arc<std::sync::Mutex<Vec<f32>>>,
 }
 
-impl tma_train::cluster::TrainerEndpoint for CheckScript {
+impl tma_train::engines::cluster::TrainerEndpoint for CheckScript {
     fn initial_params(&mut self) -> Option<Arc<Vec<f32>>> {
         self.init.take()
     }
@@ -1027,7 +1029,10 @@ fn a_validation_check_copies_the_parameters_and_leaves_training_unchanged() {
         };
         let trainer = Trainer::new(p.trainers[0].clone(), model.clone(), init.clone(), &c);
         let exit = trainer.run(&mut ep, Arc::new(RealClock::start()), None);
-        assert!(matches!(exit, tma_train::trainer::TrainerExit::Stopped));
+        assert!(matches!(
+            exit,
+            tma_train::engines::trainer::TrainerExit::Stopped
+        ));
         let d = deposits.lock().unwrap().clone();
         let l = last.lock().unwrap().clone();
         (d, l)

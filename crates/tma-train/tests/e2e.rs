@@ -211,9 +211,13 @@ fn warmup_scales_the_first_adam_steps() {
         };
         let prep = prepare(sbm(400, 3), &cfg).unwrap();
         let model = tma_train::build_model(&cfg, prep.model_shape()).unwrap();
-        let init = tma_train::engine::initial_params(&cfg, &model);
-        let mut t =
-            tma_train::trainer::Trainer::new(prep.trainers[0].clone(), model, init.clone(), &cfg);
+        let init = tma_train::engines::initial_params(&cfg, &model);
+        let mut t = tma_train::engines::trainer::Trainer::new(
+            prep.trainers[0].clone(),
+            model,
+            init.clone(),
+            &cfg,
+        );
         t.step();
         let max_move = |a: &[f32], b: &[f32]| {
             a.iter()
@@ -406,8 +410,8 @@ fn eval_every_skips_validation_and_records_its_cost() {
 #[test]
 fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
     use tma_train::data::prepare_spilled;
-    use tma_train::method::DataLayout;
-    use tma_train::trainer::Trainer;
+    use tma_train::engines::method::DataLayout;
+    use tma_train::engines::trainer::Trainer;
     let ds = sbm(1200, 11);
     let tmp = tempfile::tempdir().unwrap();
     let gdir = tmp.path().join("graph");
@@ -429,7 +433,7 @@ fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
         mapped,
         &cfg,
         layout,
-        Some(&tma_train::spill::Spill::unlinked(&spill)),
+        Some(&tma_train::data::spill::Spill::unlinked(&spill)),
     )
     .unwrap();
     assert!(
@@ -441,7 +445,7 @@ fn mmap_path_trains_bit_identical_to_the_in_ram_path() {
     assert_eq!(ram.graph, mm.graph);
     assert_eq!(ram.features, mm.features);
     let model = tma_train::build_model(&cfg, ram.model_shape()).unwrap();
-    let init = tma_train::engine::initial_params(&cfg, &model);
+    let init = tma_train::engines::initial_params(&cfg, &model);
     for (a, b) in ram.trainers.iter().zip(&mm.trainers) {
         assert!(b.graph.indices.is_mapped() && b.features.is_mapped());
         assert_eq!(b.graph.heap_bytes() + b.features.heap_bytes(), 0);

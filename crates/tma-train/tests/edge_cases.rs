@@ -240,7 +240,9 @@ fn every_caller_of_run_gets_the_memory_check_by_default() {
         "{err}"
     );
     let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
-    let need = tma_train::memory::estimate(&cfg, &prep).unwrap().total();
+    let need = tma_train::run::memory_estimate::estimate(&cfg, &prep)
+        .unwrap()
+        .total();
     assert!(need > available, "{need} vs {available}");
     assert!(!out.exists(), "a refused run leaves no directory");
 }
@@ -268,7 +270,7 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     assert!(!out.exists(), "a refused run leaves no directory");
     // the estimate's parts, exactly: 2-layer SAGE (8 -> 1e6 -> 8 classes)
     let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
-    let e = tma_train::memory::estimate(&cfg, &prep).unwrap();
+    let e = tma_train::run::memory_estimate::estimate(&cfg, &prep).unwrap();
     let p = tma_train::build_model(&cfg, prep.model_shape())
         .unwrap()
         .num_params() as u64;
@@ -282,13 +284,13 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
         eval_inference: tma_train::config::EvalInference::Full,
         ..cfg.clone()
     };
-    let e_full = tma_train::memory::estimate(&full, &prep).unwrap();
+    let e_full = tma_train::run::memory_estimate::estimate(&full, &prep).unwrap();
     assert_eq!(e_full.evaluation, 300 * 1_000_000 * 8);
     let small = TrainConfig {
         eval_memory: 1 << 20,
         ..cfg.clone()
     };
-    let e_small = tma_train::memory::estimate(&small, &prep).unwrap();
+    let e_small = tma_train::run::memory_estimate::estimate(&small, &prep).unwrap();
     assert_eq!(e_small.evaluation, 1 << 20);
     assert!(e.total() > 1 << 30);
     // activations: one step's for each model pass that runs at once; in-process trainers
@@ -299,7 +301,9 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
             threads,
             ..cfg.clone()
         };
-        tma_train::memory::estimate(&c, &prep).unwrap().activations
+        tma_train::run::memory_estimate::estimate(&c, &prep)
+            .unwrap()
+            .activations
     };
     let one = on(1);
     assert!(one > 0);
@@ -318,7 +322,9 @@ fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
             num_trainers: 4,
             ..cfg.clone()
         };
-        tma_train::memory::estimate(&c, &four).unwrap().activations
+        tma_train::run::memory_estimate::estimate(&c, &four)
+            .unwrap()
+            .activations
     };
     assert_eq!((act(2), act(4), act(16)), (2 * one, 4 * one, 4 * one));
 }
@@ -568,7 +574,7 @@ fn resumed_trainers_continue_their_epochs() {
 /// `config.toml`; a run that fails before its first round leaves no event file.
 #[test]
 fn tensorboard_events_hold_the_rounds_and_the_summary() {
-    use tma_train::tensorboard::read_events;
+    use tma_train::store::tensorboard::read_events;
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run-x");
     let tb = tmp.path().join("tb");

@@ -1,4 +1,4 @@
-//! Inference restricted to the nodes an evaluation reads ([`tma_train::infer`]) against the
+//! Inference restricted to the nodes an evaluation reads ([`tma_train::evaluation::infer`]) against the
 //! full layer-wise pass: same outputs and metrics for every exact path, node and link heads,
 //! SAGE / GCN / GAT, dense and sparse features; chunks within the budget; the cost-based choice;
 //! the sampled estimate. Small generated graphs; seconds in all.
@@ -7,8 +7,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tma_graph::{generate_sbm, Features, SbmConfig};
 use tma_nn::{EncoderKind, Head, Mat, Model, ModelConfig};
-use tma_train::eval::{evaluate_with, Split};
-use tma_train::infer::{infer_nodes, InferMode, InferOptions, InferPath};
+use tma_train::evaluation::eval::{evaluate_with, Split};
+use tma_train::evaluation::infer::{infer_nodes, InferMode, InferOptions, InferPath};
 use tma_train::{build_model, prepare, Method, Task, TrainConfig};
 
 fn opts(mode: InferMode, memory_budget: u64) -> InferOptions {
@@ -455,8 +455,15 @@ fn inference_of_every_node_to_a_file_equals_the_full_pass() {
                     scratch_dir: Some(scratch.path().to_path_buf()),
                     ..opts(InferMode::Full, 64 << 10)
                 };
-                let rows =
-                    tma_train::infer::infer_all_to_file(&m, &p, g, &deg, &ds.features, &o).unwrap();
+                let rows = tma_train::evaluation::infer::infer_all_to_file(
+                    &m,
+                    &p,
+                    g,
+                    &deg,
+                    &ds.features,
+                    &o,
+                )
+                .unwrap();
                 assert!(rows.is_mapped());
                 let got = Mat {
                     rows: whole.rows,
@@ -480,7 +487,7 @@ fn inference_of_every_node_to_a_file_equals_the_full_pass() {
 /// those of the whole split scored at once from the in-memory full pass.
 #[test]
 fn a_many_chunk_link_test_split_scores_as_one_full_pass() {
-    use tma_train::eval::{link_metrics, LINK_EVAL_CHUNK};
+    use tma_train::evaluation::eval::{link_metrics, LINK_EVAL_CHUNK};
     let mut ds = generate_sbm(&SbmConfig {
         num_nodes: 3000,
         avg_degree: 12.0,

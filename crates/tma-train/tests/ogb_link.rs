@@ -6,8 +6,8 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tma_graph::{generate_sbm, LinkProtocol, SbmConfig, SharedNegatives, StoredLinkSplit};
-use tma_train::eval::{evaluate_with, hits_at_shared, Split, LINK_EVAL_CHUNK};
-use tma_train::infer::{InferMode, InferOptions};
+use tma_train::evaluation::eval::{evaluate_with, hits_at_shared, Split, LINK_EVAL_CHUNK};
+use tma_train::evaluation::infer::{InferMode, InferOptions};
 use tma_train::{build_model, prepare, Method, Metric, Task, TrainConfig};
 
 /// `(u, v)` pairs.

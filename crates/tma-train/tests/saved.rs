@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tma_train::infer::InferOptions;
+use tma_train::evaluation::infer::InferOptions;
 use tma_train::saved::{self, EmbedOutput, SavedConfig, SavedModel, Which};
 use tma_train::{DataSource, Method, Quiet, Run, RunSpec, Summary, Task, TrainConfig, TrainError};
 

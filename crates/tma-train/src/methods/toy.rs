@@ -1,14 +1,14 @@
 //! A toy method with a layout of its own, registered for the crate's tests only: it shows
 //! what adding a method takes (this file, its `mod` line and one registry line in
-//! `methods.rs`, both marked `#[cfg(test)]`; docs/decisions/0022-method-registry.md).
+//! `methods/mod.rs`, both marked `#[cfg(test)]`; docs/decisions/0022-method-registry.md).
 //!
 //! `toy-blocks`: trainer `t` of `M` holds the nodes `t*N/M .. (t+1)*N/M` (contiguous blocks of
 //! node ids, the layout `blocks`), models averaged every round as RandomTMA does.
 
-use crate::averaging::ModelAveraging;
 use crate::config::TrainConfig;
 use crate::data::{DataLayout, NodeSets};
-use crate::method::{Exchange, ExchangeInputs, MethodInfo, TrainingMethod};
+use crate::engines::method::{Exchange, ExchangeInputs, MethodInfo, TrainingMethod};
+use crate::methods::averaging::ModelAveraging;
 use tma_graph::Csr;
 
 /// The `blocks` layout: contiguous blocks of node ids.

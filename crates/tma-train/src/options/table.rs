@@ -363,7 +363,7 @@ pub static TABLE: &[OptionSpec] = &[
     row("out", Kind::Path, "Run directory for config, metrics and models.")
         .run(Scope::Run, Default::Text("runs/<dataset>-<method>-<time>")),
     row("tensorboard", Kind::Path,
-        "Also write the round metrics as TensorBoard scalars (validation metrics, training loss, steps, round times; test metrics at the end), as the run goes: an event file under DIR/<run directory's name>/, so `tensorboard --logdir DIR` shows the run next to others (tags: crates/tma-train/src/tensorboard.rs).")
+        "Also write the round metrics as TensorBoard scalars (validation metrics, training loss, steps, round times; test metrics at the end), as the run goes: an event file under DIR/<run directory's name>/, so `tensorboard --logdir DIR` shows the run next to others (tags: crates/tma-train/src/store/tensorboard.rs).")
         .run(Scope::Run, Default::Text("none")),
     row("config", Kind::Path, "TOML file with any of these options (flags win).")
         .run(Scope::Cli, Default::None),

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use tma_graph::{generate_sbm, SbmConfig};
 use tma_nn::ParamSet;
-use tma_train::checkpoint::{load_checkpoint, read_state, Checkpointer};
-use tma_train::record::{Observer, RoundRecord};
+use tma_train::evaluation::record::{Observer, RoundRecord};
+use tma_train::store::checkpoint::{load_checkpoint, read_state, Checkpointer};
 use tma_train::store::{read_all, read_manifest, read_part, write_partition_dir};
 use tma_train::{EvalResult, Task, TrainConfig};
 
@@ -215,7 +215,7 @@ fn with_file(
     r
 }
 
-/// A partition directory (crates/tma-train/src/store.rs): `read_manifest`, `read_all`, and
+/// A partition directory (crates/tma-train/src/store/mod.rs): `read_manifest`, `read_all`, and
 /// each part alone.
 pub fn store_dir(dir: &Path) -> Outcome {
     let m = read_manifest(dir).map_err(|e| e.to_string())?;
@@ -225,7 +225,7 @@ pub fn store_dir(dir: &Path) -> Outcome {
     text(read_all(dir, &m))
 }
 
-/// A checkpoint (crates/tma-train/src/checkpoint.rs): `read_state`, then `load_checkpoint`
+/// A checkpoint (crates/tma-train/src/store/checkpoint.rs): `read_state`, then `load_checkpoint`
 /// against the configured model.
 pub fn checkpoint_dir(run: &Path) -> Outcome {
     text(read_state(run))?;

@@ -1,5 +1,7 @@
 //! Run configuration: every knob of a training run, with the reference release's defaults.
 
+pub mod encoder_options;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -21,7 +23,7 @@ pub enum Task {
 /// name (`as_str`, [`fmt::Display`], parsing, serde: `random-tma`, `super-tma`, `psgd-pa`,
 /// `llcg`, `ggs`, `centralized`), its constants (`Method::RandomTma`, ...), every registered
 /// method (`Method::ALL`) and its implementation (`crate::methods::training_method`), whose
-/// declaration ([`crate::method::MethodInfo`]) and layout say what it supports.
+/// declaration ([`crate::engines::method::MethodInfo`]) and layout say what it supports.
 /// The default is the registry's first method (random-tma).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Method(pub(crate) u16);
@@ -46,7 +48,7 @@ impl FromStr for Task {
     }
 }
 
-/// How evaluation computes the model's outputs on the nodes it reads ([`crate::infer`]);
+/// How evaluation computes the model's outputs on the nodes it reads ([`crate::evaluation::infer`]);
 /// `--eval-inference`. Every choice is exact; `--eval-fanouts` selects the sampled estimate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -330,7 +332,7 @@ pub struct TrainConfig {
     /// the trainers it expects (those in step with the previous round); a trainer that has not
     /// answered by then misses the round, which forms from those that arrived. A trainer that
     /// missed a round is not waited for again: its next answer is answered with the current
-    /// averaged model and it rejoins at the following round (see [`crate::cluster::Roster`]).
+    /// averaged model and it rejoins at the following round (see [`crate::engines::cluster::Roster`]).
     /// Must exceed one optimizer step (with `sync_every_steps`: that many steps).
     #[serde(default = "default_round_timeout", with = "humantime_serde_compat")]
     pub round_timeout: Duration,
@@ -344,7 +346,7 @@ pub struct TrainConfig {
     /// `tma_nn::EncoderKind::options`), top-level keys in config files (`heads = 4`);
     /// defaults where not given ([`TrainConfig::model_options`] resolves them).
     #[serde(flatten)]
-    pub encoder_options: crate::encoder_options::EncoderOptionValues,
+    pub encoder_options: crate::config::encoder_options::EncoderOptionValues,
     /// Hidden width (and embedding width for link prediction).
     pub hidden: usize,
     /// Encoder layers (one fanout each).
@@ -399,7 +401,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub eval_inference: EvalInference,
     /// Bytes one chunk of restricted (or sampled) evaluation may take: its blocks and its
-    /// largest layer's activations ([`crate::infer::chunk_bytes`]); `auto` runs the full pass
+    /// largest layer's activations ([`crate::evaluation::infer::chunk_bytes`]); `auto` runs the full pass
     /// only if it fits too.
     #[serde(default = "default_eval_memory")]
     pub eval_memory: u64,
@@ -513,9 +515,17 @@ fn default_eval_max_nodes() -> usize {
     DEFAULT_EVAL_MAX_NODES
 }
 
+/// Default `eval_memory` (the evaluation's memory budget, `InferOptions::memory_budget` of
+/// `crate::evaluation::infer`): 1 GiB.
+pub const DEFAULT_EVAL_MEMORY: u64 = 1 << 30;
+
 fn default_eval_memory() -> u64 {
-    crate::infer::DEFAULT_EVAL_MEMORY
+    DEFAULT_EVAL_MEMORY
 }
+
+/// Deadlines a trainer may miss, without a fresh contribution in between, before rounds stop
+/// waiting for it (the roster of `crate::engines::cluster`; said in the summary's warnings).
+pub const LATE_LIMIT: u32 = 2;
 
 fn default_round_timeout() -> Duration {
     Duration::from_secs(10)
@@ -582,7 +592,11 @@ impl TrainConfig {
         let v = serde_json::to_value(TrainConfig::default()).expect("config serializes");
         let mut keys: Vec<String> = v.as_object().expect("a struct").keys().cloned().collect();
         // the encoders' own options (GAT's `heads`, ...), declared in the registry
-        keys.extend(crate::encoder_options::keys().into_iter().map(String::from));
+        keys.extend(
+            crate::config::encoder_options::keys()
+                .into_iter()
+                .map(String::from),
+        );
         keys.sort();
         keys.dedup();
         keys
@@ -595,28 +609,6 @@ impl TrainConfig {
     /// at the end of the run (it is taken back if it answers again).
     pub fn peer_timeout(&self) -> Duration {
         (self.sync_every + self.round_timeout) * 4
-    }
-
-    /// The evaluation's [`crate::infer::InferOptions`]: `eval_fanouts` (sampled, 0 = all
-    /// neighbours) if set, else `eval_inference`; `eval_memory`, `seed`.
-    pub fn infer_options(&self) -> crate::infer::InferOptions {
-        use crate::infer::InferMode;
-        let mode = if !self.eval_fanouts.is_empty() {
-            let all = |f: &usize| if *f == 0 { usize::MAX } else { *f };
-            InferMode::Sampled(self.eval_fanouts.iter().map(all).collect())
-        } else {
-            match self.eval_inference {
-                EvalInference::Auto => InferMode::Auto,
-                EvalInference::Full => InferMode::Full,
-                EvalInference::Restricted => InferMode::Restricted,
-            }
-        };
-        crate::infer::InferOptions {
-            mode,
-            memory_budget: self.eval_memory,
-            seed: self.seed,
-            scratch_dir: None,
-        }
     }
 
     /// The options the encoder `model` is built with: its declared defaults, replaced by the

@@ -17,20 +17,22 @@
 //! # }
 //! ```
 //!
-//! The run directory's layout is in [`crate::output`], the checkpoint's in
-//! [`crate::checkpoint`]. A run that fails before its first round leaves no directory behind
+//! The run directory's layout is in [`crate::store::output`], the checkpoint's in
+//! [`crate::store::checkpoint`]. A run that fails before its first round leaves no directory behind
 //! (a directory it found empty is emptied again); one with at least one round is kept, with a
 //! checkpoint to resume from.
 
-use crate::checkpoint::{self, CheckpointState, Checkpointer};
+pub mod memory_estimate;
+
 use crate::clock::{Clock, RealClock};
 use crate::config::TrainConfig;
 use crate::data::{build_model, Prepared};
-pub use crate::engine::EngineContext;
-use crate::output::RunDir;
-use crate::record::{FailPlan, Observer, RoundRecord, RunResult, StopFlag};
+pub use crate::engines::EngineContext;
+use crate::evaluation::record::{FailPlan, Observer, RoundRecord, RunResult, StopFlag};
+use crate::store::checkpoint::{self, CheckpointState, Checkpointer};
+use crate::store::output::RunDir;
+use crate::store::tensorboard::EventLog;
 use crate::store::{self, Manifest};
-use crate::tensorboard::EventLog;
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -69,11 +71,11 @@ pub enum DataSource {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Engine {
-    /// Trainers are threads of this process ([`crate::engine::InProcess`]).
+    /// Trainers are threads of this process ([`crate::engines::InProcess`]).
     #[default]
     InProcess,
     /// One process per rank under `mpirun`/`srun` (feature `mpi`); rank 0 runs this [`Run`]
-    /// with [`Run::train_with`] and the MPI engine (`engine::mpi`).
+    /// with [`Run::train_with`] and the MPI engine (`engines::mpi`).
     Mpi,
 }
 
@@ -99,7 +101,7 @@ pub struct RunSpec {
     /// printed and recorded in `partition.json` and `summary.json` with the rest.
     pub notes: Vec<String>,
     /// `--tensorboard DIR`: the round metrics also as TensorBoard scalars, in an event file
-    /// under `DIR/<run directory's name>/` ([`crate::tensorboard`]); recorded in
+    /// under `DIR/<run directory's name>/` ([`crate::store::tensorboard`]); recorded in
     /// `config.toml`, so a resumed run appends to the same folder.
     pub tensorboard: Option<PathBuf>,
     /// On a partition directory ([`DataSource::Partitions`]): the seed of the model's
@@ -482,7 +484,7 @@ impl Run {
         self.stop = Some(flag);
     }
 
-    /// The memory [`Run::prepare`] checks the run's estimate ([`crate::memory::estimate`])
+    /// The memory [`Run::prepare`] checks the run's estimate ([`crate::run::memory_estimate::estimate`])
     /// against, refusing a run that would not fit: by default what this process may still use
     /// ([`crate::memory::available_bytes`]: the machine's available memory, the cgroup's limit,
     /// `ulimit -v`), for every front end; `None` turns the check off. (Not the `--memory-budget`
@@ -549,7 +551,7 @@ impl Run {
                     .graph
                     .indices
                     .is_mapped()
-                    .then(|| crate::spill::Spill::unlinked(self.dir.join(".parts")));
+                    .then(|| crate::data::spill::Spill::unlinked(self.dir.join(".parts")));
                 let prep = crate::methods::prepare_spilled(ds, cfg, spill.as_ref())?;
                 let pj = prep.report.as_ref().map(|rep| {
                     serde_json::json!({
@@ -600,7 +602,7 @@ impl Run {
             Opened::Used => unreachable!("a run is prepared once: prepare takes it"),
         };
         if let Some(available) = self.available_memory {
-            crate::memory::check(cfg, &prep, available)?;
+            crate::run::memory_estimate::check(cfg, &prep, available)?;
         }
         let mut warnings = self.load_notes.clone();
         warnings.extend(prep.warnings.iter().cloned());
@@ -724,7 +726,7 @@ impl Run {
     /// As [`Run::prepare`] and [`PreparedRun::train_with`].
     pub fn train_keeping_data_with(
         self,
-        engine: &mut dyn crate::engine::Engine,
+        engine: &mut dyn crate::engines::Engine,
         observer: &mut dyn Observer,
     ) -> Result<(RunResult, Prepared), TrainError> {
         self.prepare()?.train_keeping_data_with(engine, observer)
@@ -736,7 +738,7 @@ impl Run {
     /// As [`Run::prepare`] and [`PreparedRun::train_with`].
     pub fn train_with(
         self,
-        engine: &mut dyn crate::engine::Engine,
+        engine: &mut dyn crate::engines::Engine,
         observer: &mut dyn Observer,
     ) -> Result<RunResult, TrainError> {
         self.prepare()?.train_with(engine, observer)
@@ -763,12 +765,12 @@ impl PreparedRun {
         &self.prep
     }
 
-    /// Trains with in-process trainers ([`crate::engine::InProcess`], with the run's injected
+    /// Trains with in-process trainers ([`crate::engines::InProcess`], with the run's injected
     /// failures); see [`PreparedRun::train_with`] for what is written.
     ///
     /// # Errors
     /// As [`PreparedRun::train_with`]; [`TrainError::Config`] for a run whose spec asks for
-    /// the MPI engine (it trains through `engine::mpi::Mpi`).
+    /// the MPI engine (it trains through `engines::mpi::Mpi`).
     pub fn train(self, observer: &mut dyn Observer) -> Result<RunResult, TrainError> {
         self.train_keeping_data(observer).map(|(result, _)| result)
     }
@@ -785,10 +787,10 @@ impl PreparedRun {
     ) -> Result<(RunResult, Prepared), TrainError> {
         if self.run.engine != Engine::InProcess {
             return Err(TrainError::Config(
-                "this run's engine is mpi: train it with Run::train_with and the MPI engine of rank 0 (engine::mpi::launch)".into(),
+                "this run's engine is mpi: train it with Run::train_with and the MPI engine of rank 0 (engines::mpi::launch)".into(),
             ));
         }
-        let mut engine = crate::engine::InProcess::new(self.run.fail.clone());
+        let mut engine = crate::engines::InProcess::new(self.run.fail.clone());
         self.train_keeping_data_with(&mut engine, observer)
     }
 
@@ -799,7 +801,7 @@ impl PreparedRun {
     /// As [`PreparedRun::train_with`].
     pub fn train_keeping_data_with(
         mut self,
-        engine: &mut dyn crate::engine::Engine,
+        engine: &mut dyn crate::engines::Engine,
         observer: &mut dyn Observer,
     ) -> Result<(RunResult, Prepared), TrainError> {
         let result = self.train_in_place(engine, observer)?;
@@ -815,7 +817,7 @@ impl PreparedRun {
     /// The engine's error, or [`TrainError::Io`] for files that cannot be written.
     pub fn train_with(
         mut self,
-        engine: &mut dyn crate::engine::Engine,
+        engine: &mut dyn crate::engines::Engine,
         observer: &mut dyn Observer,
     ) -> Result<RunResult, TrainError> {
         self.train_in_place(engine, observer)
@@ -824,7 +826,7 @@ impl PreparedRun {
     /// [`PreparedRun::train_with`] on a borrowed run (its prepared data stays in it).
     fn train_in_place(
         &mut self,
-        engine: &mut dyn crate::engine::Engine,
+        engine: &mut dyn crate::engines::Engine,
         observer: &mut dyn Observer,
     ) -> Result<RunResult, TrainError> {
         let clock = self.run.clock();
@@ -884,13 +886,13 @@ impl PreparedRun {
             result
                 .rounds
                 .iter()
-                .find_map(crate::record::diverged_warning),
+                .find_map(crate::evaluation::record::diverged_warning),
         );
         // a trainer in no round (not failed): too slow for the schedule, said once here
         result
             .summary
             .warnings
-            .extend(crate::record::absent_trainer_warnings(
+            .extend(crate::evaluation::record::absent_trainer_warnings(
                 &result.rounds,
                 result.summary.num_trainers,
                 &result.summary.failed_trainers,
@@ -901,12 +903,12 @@ impl PreparedRun {
         result
             .summary
             .warnings
-            .extend(crate::record::lost_trainer_warnings(
+            .extend(crate::evaluation::record::lost_trainer_warnings(
                 &result.summary.failed_trainers,
                 &run.fail,
             ));
         // trainers of a method that averages no model (GGS) whose examples were never trained on
-        let idle = crate::record::no_step_warnings(
+        let idle = crate::evaluation::record::no_step_warnings(
             &result.summary,
             run.config.method.info().averages_models,
         );

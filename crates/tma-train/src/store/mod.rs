@@ -35,7 +35,7 @@
 //! graph and dense features ([`read_coordinator`]) are read in place ([`tma_graph::Buf`] over
 //! the mapped file, after the file's sha256 is checked by streaming it), so a trainer holds only
 //! the pages of its part it touches, as reclaimable page cache. Writing ([`PartitionWriter`])
-//! goes to a staging folder `.DIR.tmp` (each file streamed by [`crate::spill::write_npy`], its
+//! goes to a staging folder `.DIR.tmp` (each file streamed by [`crate::data::spill::write_npy`], its
 //! sha256 computed while writing, fsync'd; manifest last) that is renamed to `DIR` at the end,
 //! so `DIR` either holds a complete partition or does not exist. From a mapped graph (the
 //! on-disk format) the parts are built one at a time and streamed into the staging folder as
@@ -43,6 +43,10 @@
 //! Reading checks the format version and the sha256 of every file it opens against the
 //! manifest; the manifest's own sha256 ([`Manifest`] `hash`) identifies the partition in
 //! checkpoints.
+
+pub mod checkpoint;
+pub mod output;
+pub mod tensorboard;
 
 use crate::config::{Method, Task, TrainConfig};
 use crate::data::{EvalData, NodeTargets, Prepared, TrainTarget, TrainerData};
@@ -222,7 +226,7 @@ pub struct Manifest {
     pub hash: String,
 }
 
-use crate::spill::hex;
+use crate::data::spill::hex;
 
 /// A dataset's link protocol as a partition directory records it (`Manifest::link_protocol`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -243,12 +247,12 @@ struct Writer {
     files: BTreeMap<String, String>,
     sizes: BTreeMap<String, u64>,
     /// Files already in the staging directory, written by the spill of the parts
-    /// ([`crate::spill::Spill::kept`]): recorded, not written again.
-    spilled: BTreeMap<String, crate::spill::Written>,
+    /// ([`crate::data::spill::Spill::kept`]): recorded, not written again.
+    spilled: BTreeMap<String, crate::data::spill::Written>,
 }
 
 impl Writer {
-    fn record(&mut self, rel: &str, w: &crate::spill::Written) {
+    fn record(&mut self, rel: &str, w: &crate::data::spill::Written) {
         self.files.insert(rel.to_string(), w.sha256.clone());
         self.sizes.insert(rel.to_string(), w.bytes);
     }
@@ -258,14 +262,14 @@ impl Writer {
         tma_graph::durable::write(&path, bytes)?;
         self.record(
             rel,
-            &crate::spill::Written {
+            &crate::data::spill::Written {
                 sha256: hex(&Sha256::digest(bytes)),
                 bytes: bytes.len() as u64,
             },
         );
         Ok(())
     }
-    /// An array, streamed to its `.npy` file ([`crate::spill::write_npy`]: the bytes of
+    /// An array, streamed to its `.npy` file ([`crate::data::spill::write_npy`]: the bytes of
     /// [`npy::encode`], never encoded whole in memory), unless the spill already wrote it.
     fn npy<T: Element>(
         &mut self,
@@ -280,9 +284,9 @@ impl Writer {
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
             // never the root itself: a Ctrl-C handler may have removed it
-            crate::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
+            crate::data::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
         }
-        let w = crate::spill::write_array(&path, data, shape)?;
+        let w = crate::data::spill::write_array(&path, data, shape)?;
         self.record(rel, &w);
         Ok(())
     }
@@ -322,12 +326,12 @@ impl Writer {
         let path = self.root.join(rel);
         if let Some(parent) = path.parent() {
             // never the root itself: a Ctrl-C handler may have removed it
-            crate::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
+            crate::data::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
         }
-        let w = crate::spill::write_npy(&path, u32::DESCR, &[p.len(), 2], |w| {
+        let w = crate::data::spill::write_npy(&path, u32::DESCR, &[p.len(), 2], |w| {
             for c in p.chunks(1 << 15) {
                 let flat: Vec<u32> = c.iter().flat_map(|&(a, b)| [a, b]).collect();
-                crate::spill::write_le(w, &flat)?;
+                crate::data::spill::write_le(w, &flat)?;
             }
             Ok(())
         })?;
@@ -439,11 +443,11 @@ impl PartitionWriter {
         &self.staging
     }
 
-    /// A [`Spill`](crate::spill::Spill) that streams the parts into the staging folder and
+    /// A [`Spill`](crate::data::spill::Spill) that streams the parts into the staging folder and
     /// keeps them there, for [`crate::data::prepare_spilled`]; pass it back to
     /// [`PartitionWriter::finish`].
-    pub fn spill(&self) -> crate::spill::Spill {
-        crate::spill::Spill::kept(&self.staging).root_exists()
+    pub fn spill(&self) -> crate::data::spill::Spill {
+        crate::data::spill::Spill::kept(&self.staging).root_exists()
     }
 
     /// Writes `prep` (prepared with `cfg`; its parts spilled by `spilled` if given) into the
@@ -459,7 +463,7 @@ impl PartitionWriter {
         cfg: &TrainConfig,
         dataset: &str,
         directed: bool,
-        spilled: Option<&crate::spill::Spill>,
+        spilled: Option<&crate::data::spill::Spill>,
     ) -> Result<Manifest, StoreError> {
         let m = write_into(
             &self.staging,
@@ -506,7 +510,7 @@ fn write_into(
     cfg: &TrainConfig,
     dataset: &str,
     directed: bool,
-    spilled: BTreeMap<String, crate::spill::Written>,
+    spilled: BTreeMap<String, crate::data::spill::Written>,
 ) -> Result<Manifest, StoreError> {
     let mut w = Writer {
         root: staging.to_path_buf(),
@@ -1351,7 +1355,7 @@ mod tests {
         write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
         let read = read_coordinator(&dir, &read_manifest(&dir).unwrap()).unwrap();
         let edges = |prep: &Prepared| {
-            let d = crate::llcg::full_graph_data(prep, 3);
+            let d = crate::methods::llcg::full_graph_data(prep, 3);
             let TrainTarget::Link { edges } = &d.target else {
                 panic!("link data")
             };

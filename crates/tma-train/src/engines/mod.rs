@@ -2,7 +2,7 @@
 //! with two implementations:
 //!
 //! * [`InProcess`] ([`in_process`]): M trainer threads in this process, connected to the
-//!   coordinator by [`crate::cluster::InProcess`];
+//!   coordinator by [`crate::engines::cluster::InProcess`];
 //! * `Mpi` (module `mpi`, crate feature `mpi`): one process per rank under `mpirun` / `srun`;
 //!   rank 0 runs the coordinator through this trait, ranks `1..=M` each run one trainer on its
 //!   own part of a partition directory (`mpi::launch` tells a process which it is).
@@ -10,23 +10,30 @@
 //! [`crate::run::Run::train_with`] runs either. What both share is written once, here: the
 //! averaging-weight rule ([`average_weight`], [`weights_of`]), the initial model
 //! ([`initial_params`]), and the coordinator's round loop and exchange
-//! ([`coordinate_prepared`] over [`crate::coordinator::coordinate`]); who takes part in a round
-//! is [`crate::cluster::Roster`] in both transports.
+//! ([`coordinate_prepared`] over [`crate::engines::coordinator::coordinate`]); who takes part in a round
+//! is [`crate::engines::cluster::Roster`] in both transports.
 
+pub mod cluster;
+pub mod coordinator;
+pub mod gate;
 pub mod in_process;
+pub mod method;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "mpi")]
+pub mod mpi_cluster;
+pub mod trainer;
 
 pub use in_process::{run_in_process, InProcess};
 
 use crate::clock::Clock;
-use crate::cluster::CoordinatorEndpoint;
 use crate::config::{AverageWeight, TrainConfig};
-use crate::coordinator::{coordinate, Coordinated};
 use crate::data::{build_model, Prepared};
-use crate::gate::StepGate;
-use crate::method::{ExchangeInputs, TrainingMethod};
-use crate::record::{Observer, Resume, RunResult, StopFlag};
+use crate::engines::cluster::CoordinatorEndpoint;
+use crate::engines::coordinator::{coordinate, Coordinated};
+use crate::engines::gate::StepGate;
+use crate::engines::method::{ExchangeInputs, TrainingMethod};
+use crate::evaluation::record::{Observer, Resume, RunResult, StopFlag};
 use crate::store::Manifest;
 use crate::TrainError;
 use std::path::Path;
@@ -82,9 +89,9 @@ pub fn trainer_threads(threads: usize, num_trainers: usize) -> usize {
 
 /// The step gate of `num_trainers` in-process trainers on `threads` worker threads: `None`
 /// when every trainer has a thread of its own, else a gate of `threads` permits
-/// ([`crate::gate`]).
+/// ([`crate::engines::gate`]).
 pub fn step_gate(threads: usize, num_trainers: usize) -> Option<Arc<StepGate>> {
-    (crate::gate::concurrent_steps(threads, num_trainers) < num_trainers)
+    (crate::engines::gate::concurrent_steps(threads, num_trainers) < num_trainers)
         .then(|| Arc::new(StepGate::new(threads)))
 }
 

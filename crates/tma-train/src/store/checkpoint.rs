@@ -18,7 +18,7 @@
 //! RNG state: every random stream of a run is a pure function of the user's `seed`, the
 //! stream's purpose and, for the trainers, the *segment* (0 for a fresh run, `k` after a resume
 //! from round `k`: a resumed run does not replay the samples of its first segment); see
-//! [`crate::trainer::trainer_rng`] and `tma_graph::seed`. So the checkpoint records the seed and the segment, not generator
+//! [`crate::engines::trainer::trainer_rng`] and `tma_graph::seed`. So the checkpoint records the seed and the segment, not generator
 //! internals, and resuming never changes the seed. Adam moments are local to each trainer and
 //! restart at zero after a resume.
 //!
@@ -34,9 +34,9 @@
 //! at 0.
 
 use crate::clock::Clock;
-use crate::eval::EvalResult;
-use crate::output::write_atomic;
-use crate::record::{Observer, Resume, RoundRecord};
+use crate::evaluation::eval::EvalResult;
+use crate::evaluation::record::{Observer, Resume, RoundRecord};
+use crate::store::output::write_atomic;
 use crate::TrainError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -168,7 +168,7 @@ pub fn resume_differences(saved: &serde_json::Value, now: &serde_json::Value) ->
         Some(v) => v.to_string(),
         None => "(unset)".to_string(),
     };
-    let encoder: Vec<(&str, String)> = crate::encoder_options::keys()
+    let encoder: Vec<(&str, String)> = crate::config::encoder_options::keys()
         .into_iter()
         .map(|k| (k, format!("--{}", k.replace('_', "-"))))
         .collect();

@@ -29,7 +29,7 @@
 //! Validation checks between rounds (`--val-check-interval`) are not written (they are in
 //! `rounds.jsonl`): their step would be the round before them.
 
-use crate::record::{Observer, RoundRecord, Summary};
+use crate::evaluation::record::{Observer, RoundRecord, Summary};
 use crate::TrainError;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -440,7 +440,7 @@ fn decode_event(data: &[u8]) -> Result<Event, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::EvalResult;
+    use crate::evaluation::eval::EvalResult;
     use std::collections::BTreeMap;
 
     #[test]

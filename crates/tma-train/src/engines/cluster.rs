@@ -3,7 +3,7 @@
 //!
 //! [`InProcess`] implements it with threads and channels. An MPI implementation (one process
 //! per rank) plugs in behind the same two traits, so the algorithm code in
-//! [`crate::coordinator`] and [`crate::trainer`] runs unchanged over both.
+//! [`crate::engines::coordinator`] and [`crate::engines::trainer`] runs unchanged over both.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrainerReport {
     /// Optimizer steps since this trainer started (after `--resume`, since the resume; the
-    /// coordinator adds the checkpointed count, [`crate::record::Resume::steps`]).
+    /// coordinator adds the checkpointed count, [`crate::evaluation::record::Resume::steps`]).
     pub steps: u64,
     /// Completed passes over the trainer's training data.
     pub epochs: u64,
@@ -151,7 +151,7 @@ pub trait CoordinatorEndpoint {
 /// * Any other contribution (to an older round, or between rounds) is **stale**: it is answered
 ///   at once with the current averaged model ([`Verdict::CatchUp`]) and the trainer is expected
 ///   from the next round on.
-/// * A trainer that missed the deadline of [`LATE_LIMIT`] rounds it was expected in, without
+/// * A trainer that missed the deadline of [`crate::config::LATE_LIMIT`] rounds it was expected in, without
 ///   a fresh contribution in between, **stays slow**: no round waits for it until it is back
 ///   in step, i.e. until a contribution of its reaches a round in time (fresh, it enters that
 ///   round as any other). A slow link once made every third round wait a full
@@ -170,10 +170,6 @@ pub struct Roster {
     gathering: bool,
     started: bool,
 }
-
-/// Deadlines a trainer may miss, without a fresh contribution in between, before rounds stop
-/// waiting for it ([`Roster`]).
-pub const LATE_LIMIT: u32 = 2;
 
 /// What [`Roster::admit`] makes of a contribution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,15 +222,15 @@ impl Roster {
     }
 
     /// Whether the round being gathered waits for trainer `t` (liveness aside): it is due in
-    /// this round and has not missed [`LATE_LIMIT`] deadlines since its last fresh
+    /// this round and has not missed [`crate::config::LATE_LIMIT`] deadlines since its last fresh
     /// contribution.
     pub fn expects(&self, t: usize) -> bool {
-        self.gathering && self.next[t] == self.round && self.misses[t] < LATE_LIMIT
+        self.gathering && self.next[t] == self.round && self.misses[t] < crate::config::LATE_LIMIT
     }
 
     /// Whether trainer `t` stays slow: no round waits for it until it is back in step.
     pub fn is_slow(&self, t: usize) -> bool {
-        self.misses[t] >= LATE_LIMIT
+        self.misses[t] >= crate::config::LATE_LIMIT
     }
 
     /// Trainer `t` answered round `round`: see [`Verdict`]. A trainer that is not fresh is

@@ -14,15 +14,17 @@
 //! A trainer that fails is absent from the next gradient mean (its endpoint is dead, so the
 //! barrier does not wait for it); the survivors go on. A trainer that stalls misses steps
 //! instead of delaying them; when it answers again it is sent the current parameters (the
-//! transport's catch-up, [`crate::cluster::Roster`]) and takes part from the next step, in sync
+//! transport's catch-up, [`crate::engines::cluster::Roster`]) and takes part from the next step, in sync
 //! with the others (docs/decisions/0007-trainer-failures.md).
 
-use crate::averaging::average_models;
 use crate::clock::Clock;
-use crate::cluster::{Contribution, Reply, TrainerEndpoint, TrainerReport};
 use crate::config::TrainConfig;
-use crate::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod};
-use crate::trainer::{Trainer, TrainerExit};
+use crate::engines::cluster::{Contribution, Reply, TrainerEndpoint, TrainerReport};
+use crate::engines::method::{
+    DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod,
+};
+use crate::engines::trainer::{Trainer, TrainerExit};
+use crate::methods::averaging::average_models;
 use std::sync::Arc;
 use std::time::Duration;
 use tma_nn::{Adam, ParamSet};

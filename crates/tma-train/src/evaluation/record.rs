@@ -2,7 +2,7 @@
 //! [`Observer`] that receives rounds as they are validated, and where a resumed run continues
 //! from ([`Resume`]).
 
-use crate::eval::EvalResult;
+use crate::evaluation::eval::EvalResult;
 use crate::TrainError;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -54,7 +54,7 @@ pub fn absent_trainer_warnings(
                 "trainer {t} took part in none of the {formed} rounds: each of its answers came after its round had formed (a host or link too slow for --sync-every {}), so none of its training is in the model; a round waits for a trainer at most --round-timeout {}, and not at all once it has missed {} deadlines in a row",
                 humantime::format_duration(sync_every),
                 humantime::format_duration(round_timeout),
-                crate::cluster::LATE_LIMIT
+                crate::config::LATE_LIMIT
             )
         })
         .collect()

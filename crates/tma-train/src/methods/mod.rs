@@ -12,15 +12,16 @@
 //! that way (`methods/toy.rs`, two lines marked `#[cfg(test)]`), and trains it in-process and
 //! from a partition directory (docs/decisions/0022-method-registry.md).
 
-use crate::averaging;
+pub mod averaging;
+pub mod ggs;
+pub mod llcg;
+
 use crate::clock::Clock;
 use crate::config::{Method, TrainConfig};
 use crate::data::{prepare_with, DataLayout, Prepared};
-use crate::ggs;
-use crate::llcg;
-pub use crate::method::MethodInfo;
-use crate::method::TrainingMethod;
-use crate::record::{Extras, FailPlan, Observer, RunResult};
+pub use crate::engines::method::MethodInfo;
+use crate::engines::method::TrainingMethod;
+use crate::evaluation::record::{Extras, FailPlan, Observer, RunResult};
 use crate::TrainError;
 use std::fmt;
 use std::str::FromStr;
@@ -421,7 +422,7 @@ pub fn check_idle_parts(
 pub fn prepare_spilled(
     ds: Dataset,
     cfg: &TrainConfig,
-    spill: Option<&crate::spill::Spill>,
+    spill: Option<&crate::data::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
     let prep = crate::data::prepare_spilled(ds, cfg, cfg.method.layout(cfg), spill)?;
     check_idle(&prep, cfg)?;
@@ -437,17 +438,17 @@ pub fn prepare_spilled(
 pub fn prepare_layout(
     ds: Dataset,
     cfg: &TrainConfig,
-    spill: Option<&crate::spill::Spill>,
+    spill: Option<&crate::data::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
     let layout = cfg.method.layout(cfg);
     crate::data::prepare_for(ds, cfg, layout, spill, crate::data::Purpose::Layout)
 }
 
 /// Runs a prepared job of `cfg.method` with in-process trainers
-/// ([`crate::engine::run_in_process`]).
+/// ([`crate::engines::run_in_process`]).
 ///
 /// # Errors
-/// As [`crate::engine::run_in_process`].
+/// As [`crate::engines::run_in_process`].
 pub fn run_in_process(
     prep: &Prepared,
     cfg: &TrainConfig,
@@ -456,7 +457,7 @@ pub fn run_in_process(
     observer: &mut dyn Observer,
     extras: Extras,
 ) -> Result<RunResult, TrainError> {
-    crate::engine::run_in_process(
+    crate::engines::run_in_process(
         training_method(cfg.method),
         prep,
         cfg,
@@ -471,7 +472,7 @@ pub fn run_in_process(
 mod tests {
     use super::*;
     use crate::config::Task;
-    use crate::record::Quiet;
+    use crate::evaluation::record::Quiet;
     use crate::run::{generated_graph_config, DataSource, Run, RunSpec};
     use std::time::Duration;
 

@@ -6,9 +6,11 @@
 //! the parameters of all participating trainers are replaced by their arithmetic mean.
 //! Adam moments are neither averaged nor reset. Weighting by nodes/edges is an option.
 
-use crate::cluster::Contribution;
 use crate::config::TrainConfig;
-use crate::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod};
+use crate::engines::cluster::Contribution;
+use crate::engines::method::{
+    DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod,
+};
 use std::sync::Arc;
 use tma_nn::ParamSet;
 use tma_partition::PartitionMethod;

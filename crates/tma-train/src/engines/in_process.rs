@@ -1,5 +1,5 @@
 //! The in-process engine: M trainer threads, each in its own rayon pool, and the coordinator
-//! on the calling thread, connected by [`crate::cluster::InProcess`]. More trainers than
+//! on the calling thread, connected by [`crate::engines::cluster::InProcess`]. More trainers than
 //! threads pass a first-come step gate and share one buffer pool (docs/decisions/0020).
 
 use super::{
@@ -7,12 +7,12 @@ use super::{
     trainer_threads, Engine, EngineContext,
 };
 use crate::clock::Clock;
-use crate::cluster::InProcess as Channels;
 use crate::config::TrainConfig;
 use crate::data::{build_model, Prepared};
-use crate::method::TrainingMethod;
-use crate::record::{Extras, FailPlan, Observer, Resume, RunResult};
-use crate::trainer::{Trainer, TrainerExit};
+use crate::engines::cluster::InProcess as Channels;
+use crate::engines::method::TrainingMethod;
+use crate::engines::trainer::{Trainer, TrainerExit};
+use crate::evaluation::record::{Extras, FailPlan, Observer, Resume, RunResult};
 use crate::TrainError;
 use std::sync::Arc;
 
@@ -78,7 +78,7 @@ pub fn run_in_process(
     let threads = total_threads(cfg);
     let share = trainer_threads(threads, m);
     // more trainers than threads: at most `threads` steps at once, the trainers' models
-    // sharing the buffers of that many steps (crate::gate)
+    // sharing the buffers of that many steps (crate::engines::gate)
     let gate = step_gate(threads, m);
     let mut models: Vec<tma_nn::Model> = match &gate {
         Some(g) => {

@@ -6,9 +6,9 @@
 //! steps between rounds).
 
 use crate::clock::Clock;
-use crate::cluster::{Reply, TrainerEndpoint, TrainerReport};
 use crate::config::TrainConfig;
 use crate::data::{NodeTargets, TrainTarget, TrainerData};
+use crate::engines::cluster::{Reply, TrainerEndpoint, TrainerReport};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -66,8 +66,8 @@ pub struct Trainer {
     /// Optimizer steps taken.
     pub steps: u64,
     last: StepStats,
-    /// In-process trainers on fewer cores: the gate each step passes ([`crate::gate`]).
-    gate: Option<std::sync::Arc<crate::gate::StepGate>>,
+    /// In-process trainers on fewer cores: the gate each step passes ([`crate::engines::gate`]).
+    gate: Option<std::sync::Arc<crate::engines::gate::StepGate>>,
 }
 
 /// Sample the blocks of `seeds` in the trainer's graph and record, in `last`, the time since
@@ -159,8 +159,8 @@ impl Trainer {
     }
 
     /// Makes the model computation of every step ([`Trainer::compute_gradients`], after the
-    /// sampling) pass `gate` (in-process trainers outnumbering the cores: [`crate::gate`]).
-    pub fn set_step_gate(&mut self, gate: std::sync::Arc<crate::gate::StepGate>) {
+    /// sampling) pass `gate` (in-process trainers outnumbering the cores: [`crate::engines::gate`]).
+    pub fn set_step_gate(&mut self, gate: std::sync::Arc<crate::engines::gate::StepGate>) {
         self.gate = Some(gate);
     }
 

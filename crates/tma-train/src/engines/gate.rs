@@ -17,7 +17,7 @@ use std::sync::{Condvar, Mutex};
 
 /// Model passes that run at once for `num_trainers` in-process trainers on `threads` worker
 /// threads (0 read as 1): every trainer's when each has a thread, else `threads` (the gate's
-/// permits). What the memory estimate counts activations for (`crate::memory::estimate`).
+/// permits). What the memory estimate counts activations for (`crate::run::memory_estimate::estimate`).
 pub fn concurrent_steps(threads: usize, num_trainers: usize) -> usize {
     num_trainers.min(threads.max(1))
 }

@@ -6,7 +6,7 @@
 
 use crate::config::Metric;
 use crate::data::{EvalData, NodeTargets, Prepared};
-use crate::infer::{infer_nodes, infer_rows, InferOptions};
+use crate::evaluation::infer::{infer_nodes, infer_rows, InferOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tma_nn::{Model, ParamSet};
@@ -735,9 +735,9 @@ fn evaluate_shared(
     // more than one chunk of pairs: every node's outputs once, layer-wise into a mapped
     // scratch file (as the per-source path does for a big split), each chunk reads its rows
     let everyone = (pos.len() + neg.len() > LINK_EVAL_CHUNK
-        && !matches!(opts.mode, crate::infer::InferMode::Sampled(_)))
+        && !matches!(opts.mode, crate::evaluation::infer::InferMode::Sampled(_)))
     .then(|| {
-        crate::infer::infer_all_to_file(
+        crate::evaluation::infer::infer_all_to_file(
             model,
             params,
             &prep.graph,

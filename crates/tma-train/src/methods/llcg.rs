@@ -8,11 +8,11 @@
 //! the coordinator replies, so the corrected model is what trainers continue from and what is
 //! evaluated.
 
-use crate::averaging::{Corrector, ModelAveraging};
 use crate::config::TrainConfig;
 use crate::data::{EvalData, LinkExamples, Prepared, TrainTarget, TrainerData};
-use crate::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, TrainingMethod};
-use crate::trainer::Trainer;
+use crate::engines::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, TrainingMethod};
+use crate::engines::trainer::Trainer;
+use crate::methods::averaging::{Corrector, ModelAveraging};
 use tma_nn::{Model, ParamSet};
 use tma_partition::PartitionMethod;
 

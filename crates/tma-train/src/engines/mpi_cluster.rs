@@ -1,6 +1,6 @@
 //! The MPI transport (feature `mpi`): one process per rank, rank 0 the coordinator, rank
 //! `t + 1` trainer `t`. Implements [`CoordinatorEndpoint`] and [`TrainerEndpoint`], so
-//! [`crate::coordinator::coordinate`] and [`crate::trainer::Trainer::run`] run unchanged.
+//! [`crate::engines::coordinator::coordinate`] and [`crate::engines::trainer::Trainer::run`] run unchanged.
 //!
 //! Messages (point-to-point on `MPI_COMM_WORLD`, only trainer <-> rank 0):
 //! * `HELLO` trainer -> 0, right after `MPI_Init`: the trainer's host name.
@@ -49,11 +49,11 @@
 //! (`MPI_Abort`), so no rank is left hanging.
 
 use crate::clock::Clock;
-use crate::cluster::{
+use crate::config::TrainConfig;
+use crate::engines::cluster::{
     Contribution, CoordinatorEndpoint, Gathered, Reply, Roster, TrainerEndpoint, TrainerReport,
     Verdict,
 };
-use crate::config::TrainConfig;
 use mpi::ffi;
 use mpi::point_to_point::MatchedReceiveVec;
 use mpi::raw::AsRaw;
@@ -748,7 +748,7 @@ impl MpiCoordinator {
 
     /// Lets every joined trainer start: sends the seed segment of the trainers' random streams
     /// (0, or the round a resumed run continues from; see
-    /// [`crate::trainer::Trainer::with_segment`]); the initial parameters follow from
+    /// [`crate::engines::trainer::Trainer::with_segment`]); the initial parameters follow from
     /// `coordinate`. `epochs[t]`: the epochs trainer `t` had completed at the resume point
     /// ([`crate::Resume::epochs`]; missing entries count as 0), from which it goes on counting.
     pub fn start(&mut self, segment: u64, epochs: &[u64]) {

@@ -5,19 +5,19 @@
 //!   [`crate::data::prepare_with`]): how the training examples reach the trainers.
 //! * [`TrainingMethod::run_trainer`]: a trainer's loop between exchanges.
 //! * [`Exchange`]: what the coordinator does with the trainers' contributions (read by
-//!   [`crate::coordinator::coordinate`]).
+//!   [`crate::engines::coordinator::coordinate`]).
 //!
-//! The implementations live in [`crate::averaging`] (time-based model averaging, with an
-//! optional [`crate::averaging::Corrector`]), [`crate::llcg`] and [`crate::ggs`]; only
+//! The implementations live in [`crate::methods::averaging`] (time-based model averaging, with an
+//! optional [`crate::methods::averaging::Corrector`]), [`crate::methods::llcg`] and [`crate::methods::ggs`]; only
 //! [`crate::methods`] maps a [`crate::config::Method`] name to one of them, so the round loop
 //! and the data preparation import no baseline.
 
 use crate::clock::Clock;
-use crate::cluster::{Contribution, TrainerEndpoint};
 use crate::config::TrainConfig;
 pub use crate::data::DataLayout;
 use crate::data::Prepared;
-use crate::trainer::{Trainer, TrainerExit};
+use crate::engines::cluster::{Contribution, TrainerEndpoint};
+use crate::engines::trainer::{Trainer, TrainerExit};
 use std::sync::Arc;
 use std::time::Duration;
 use tma_nn::{Model, ParamSet};
@@ -66,7 +66,7 @@ pub struct ExchangeInputs<'a> {
     pub model: &'a Model,
     /// The parameters every trainer starts from.
     pub init: &'a ParamSet,
-    /// Averaging weight of each trainer (see [`crate::engine::average_weights`]).
+    /// Averaging weight of each trainer (see [`crate::engines::average_weights`]).
     pub weights: Vec<f64>,
 }
 

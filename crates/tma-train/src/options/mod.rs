@@ -7,6 +7,8 @@
 //! [`TrainConfig::validate`]. Options are named by their config-file keys (`super_nodes`);
 //! each front end spells them its own way ([`Spelling`]): the same refusal, the same words.
 
+mod checks;
+
 pub mod table;
 
 use crate::config::{Method, Task, TrainConfig};
@@ -276,7 +278,7 @@ pub fn check_partitions(
 
 /// One-line warnings (without a `warning: ` prefix) for given options that none of `methods`
 /// (with the encoder `model`) uses, by what the methods declare (their
-/// [`crate::method::MethodInfo`] and layout): `super_nodes` without a super-node layout
+/// [`crate::engines::method::MethodInfo`] and layout): `super_nodes` without a super-node layout
 /// (super-tma), `super_clustering` without a clustering layout, a method's own option
 /// (`llcg_steps`) without that method, `num_trainers` (other than 1) with only one-trainer
 /// methods (centralized), `average_weight` with only methods that weigh no model (ggs,

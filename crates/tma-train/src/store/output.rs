@@ -12,7 +12,7 @@
 //! ```
 //! Every file but `rounds.jsonl` is written to a temporary file and renamed into place.
 
-use crate::record::{RoundRecord, RunResult};
+use crate::evaluation::record::{RoundRecord, RunResult};
 use crate::TrainError;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

@@ -7,13 +7,13 @@
 //! which method or transport it runs.
 
 use crate::clock::{next_round_due, next_round_due_ramped, skipped_slots_ramped, Clock};
-use crate::cluster::{CoordinatorEndpoint, Reply};
 use crate::config::TrainConfig;
 use crate::data::Prepared;
-use crate::eval::{evaluate_with, EvalResult, Split};
-use crate::evaluator::{with_evaluator, Best, Book, EvalWith, PendingRound};
-use crate::method::{Exchange, Schedule};
-use crate::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
+use crate::engines::cluster::{CoordinatorEndpoint, Reply};
+use crate::engines::method::{Exchange, Schedule};
+use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
+use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, PendingRound};
+use crate::evaluation::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
 use crate::TrainError;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,7 @@ impl Coordinated<'_> {
 }
 
 /// How long the coordinator waits for the trainers' contributions to one exchange before it
-/// goes on without the missing ones: `round_timeout` (see [`crate::cluster::Roster`] for whom
+/// goes on without the missing ones: `round_timeout` (see [`crate::engines::cluster::Roster`] for whom
 /// it waits).
 pub fn gather_timeout(cfg: &TrainConfig) -> Duration {
     cfg.round_timeout
@@ -394,7 +394,7 @@ struct Checks {
 struct PendingCheck {
     id: u64,
     called: Duration,
-    got: Vec<(usize, crate::cluster::CheckDeposit)>,
+    got: Vec<(usize, crate::engines::cluster::CheckDeposit)>,
 }
 
 impl Checks {

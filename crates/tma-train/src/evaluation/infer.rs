@@ -40,6 +40,7 @@
 //! behind); when one cannot be
 //! written, auto falls back to the in-memory groups.
 
+use crate::config::{EvalInference, TrainConfig};
 use tma_graph::seed::{chunk_rng, derive, Purpose};
 use tma_graph::{Csr, Features};
 use tma_nn::{EvalLayer, Input, LayerCounts, Mat, Model, ParamSet};
@@ -81,8 +82,8 @@ pub struct InferOptions {
 /// full pass's wall time, one at 31% of pubmed's work 0.15x (docs/decisions).
 pub const RESTRICTED_OVERHEAD: f64 = 1.5;
 
-/// Default [`InferOptions::memory_budget`]: 1 GiB.
-pub const DEFAULT_EVAL_MEMORY: u64 = 1 << 30;
+/// Default [`InferOptions::memory_budget`]: 1 GiB (the configuration's default `eval_memory`).
+pub use crate::config::DEFAULT_EVAL_MEMORY;
 
 impl Default for InferOptions {
     fn default() -> Self {
@@ -90,6 +91,31 @@ impl Default for InferOptions {
             mode: InferMode::Auto,
             memory_budget: DEFAULT_EVAL_MEMORY,
             seed: 0,
+            scratch_dir: None,
+        }
+    }
+}
+
+/// The evaluation options of a training configuration (kept here, beside [`InferOptions`], so
+/// that the configuration does not import evaluation).
+impl TrainConfig {
+    /// The evaluation's [`InferOptions`]: `eval_fanouts` (sampled, 0 = all
+    /// neighbours) if set, else `eval_inference`; `eval_memory`, `seed`.
+    pub fn infer_options(&self) -> InferOptions {
+        let mode = if !self.eval_fanouts.is_empty() {
+            let all = |f: &usize| if *f == 0 { usize::MAX } else { *f };
+            InferMode::Sampled(self.eval_fanouts.iter().map(all).collect())
+        } else {
+            match self.eval_inference {
+                EvalInference::Auto => InferMode::Auto,
+                EvalInference::Full => InferMode::Full,
+                EvalInference::Restricted => InferMode::Restricted,
+            }
+        };
+        InferOptions {
+            mode,
+            memory_budget: self.eval_memory,
+            seed: self.seed,
             scratch_dir: None,
         }
     }

@@ -1,6 +1,6 @@
 //! The checks and derived values of a [`TrainConfig`] that depend on its method: they read
-//! the method's declaration ([`crate::method::MethodInfo`], through the registry in [`crate::methods`]),
-//! never its name. Kept apart from `config.rs` (the configuration's data, defaults and names),
+//! the method's declaration ([`crate::engines::method::MethodInfo`], through the registry in [`crate::methods`]),
+//! never its name. Kept apart from `config/mod.rs` (the configuration's data, defaults and names),
 //! which the methods' implementations read, so the registry sits above both.
 
 use crate::config::{Metric, TargetKind, Task, TrainConfig};
@@ -8,7 +8,7 @@ use crate::Method;
 
 impl TrainConfig {
     /// The averaging ramp this run uses: `sync_ramp`, except 0 for a method that declares no
-    /// ramp ([`crate::method::MethodInfo::no_sync_ramp`]: ggs, which synchronizes gradients every step; its
+    /// ramp ([`crate::engines::method::MethodInfo::no_sync_ramp`]: ggs, which synchronizes gradients every step; its
     /// rounds are validation points only) and on the step-count schedule
     /// (`sync_every_steps`), which have none.
     pub fn effective_sync_ramp(&self) -> u32 {
@@ -16,7 +16,7 @@ impl TrainConfig {
     }
 
     /// Number of trainers that actually train: `num_trainers`, or 1 for a method with one
-    /// trainer ([`crate::method::MethodInfo::many_trainers`]: centralized).
+    /// trainer ([`crate::engines::method::MethodInfo::many_trainers`]: centralized).
     pub fn effective_trainers(&self) -> usize {
         if self.method.info().many_trainers {
             self.num_trainers
@@ -159,7 +159,7 @@ impl TrainConfig {
 
     /// The refusals of [`TrainConfig::validate`] that the method's declaration decides:
     /// validation checks and the step schedule where it has none.
-    fn check_capabilities(&self, info: &crate::method::MethodInfo) -> Result<(), String> {
+    fn check_capabilities(&self, info: &crate::engines::method::MethodInfo) -> Result<(), String> {
         if let (Some(why), false) = (info.no_validation_checks, self.val_check_interval.is_zero()) {
             let with: Vec<&str> = Method::ALL
                 .iter()

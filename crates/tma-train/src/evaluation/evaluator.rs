@@ -3,9 +3,9 @@
 //! order, to the [`Observer`]. One evaluator serves every method.
 
 use crate::data::Prepared;
-use crate::eval::{evaluate_with, EvalResult, Split};
-use crate::infer::InferOptions;
-use crate::record::{Observer, RoundRecord};
+use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
+use crate::evaluation::infer::InferOptions;
+use crate::evaluation::record::{Observer, RoundRecord};
 use crate::TrainError;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -99,7 +99,7 @@ impl Evaluator<'_> {
     fn accept(&mut self, mut p: PendingRound) {
         self.in_flight -= 1;
         let is_best = p.validate
-            && crate::eval::improves(
+            && crate::evaluation::eval::improves(
                 p.record.val.value,
                 self.book.best.as_ref().map(|(_, b, _)| b.value),
             );

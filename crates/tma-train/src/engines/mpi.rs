@@ -2,13 +2,13 @@
 //! Rank 0 runs the coordinator ([`Mpi`], an [`Engine`] that [`crate::run::Run::train_with`]
 //! drives) on the partition directory's `coordinator/` data; rank `t + 1` runs trainer `t` on
 //! `part-{t:03}/` only ([`run_trainer`]). [`launch`] initializes MPI and tells a process which
-//! of the two it is. The transport is [`crate::mpi_cluster`]; the round loop, the exchange and
+//! of the two it is. The transport is [`crate::engines::mpi_cluster`]; the round loop, the exchange and
 //! the averaging weights are those of every engine ([`super::coordinate_prepared`],
 //! [`super::manifest_weights`]).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), tma_train::TrainError> {
-//! use tma_train::engine::mpi::{launch, Rank};
+//! use tma_train::engines::mpi::{launch, Rank};
 //! use tma_train::{DataSource, Engine, Quiet, Run, RunSpec, TrainConfig};
 //! let dir = std::path::PathBuf::from("parts");
 //! let cfg = TrainConfig::default();
@@ -16,7 +16,7 @@
 //!     Rank::Trainer(ctx) => {
 //!         let m = tma_train::store::read_manifest(&dir)?;
 //!         let method = tma_train::training_method(cfg.method);
-//!         tma_train::engine::mpi::run_trainer(ctx, method, &dir, &m, &cfg, &Default::default(), None)?;
+//!         tma_train::engines::mpi::run_trainer(ctx, method, &dir, &m, &cfg, &Default::default(), None)?;
 //!     }
 //!     Rank::Coordinator(mut mpi) => {
 //!         let mut spec = RunSpec::new(cfg, DataSource::Partitions(dir));
@@ -36,15 +36,15 @@ use super::{coordinate_prepared, manifest_weights, Engine, EngineContext};
 use crate::clock::{Clock, RealClock};
 use crate::config::TrainConfig;
 use crate::data::{build_model, ModelShape};
-use crate::method::TrainingMethod;
-use crate::mpi_cluster::mpi::environment::Universe;
-use crate::mpi_cluster::mpi::topology::SimpleCommunicator;
-use crate::mpi_cluster::mpi::traits::Communicator;
-use crate::mpi_cluster::mpi::Threading;
-use crate::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer, StartFailure};
-use crate::record::{FailPlan, RunResult};
+use crate::engines::method::TrainingMethod;
+use crate::engines::mpi_cluster::mpi::environment::Universe;
+use crate::engines::mpi_cluster::mpi::topology::SimpleCommunicator;
+use crate::engines::mpi_cluster::mpi::traits::Communicator;
+use crate::engines::mpi_cluster::mpi::Threading;
+use crate::engines::mpi_cluster::{ByeKind, MpiCoordinator, MpiTrainer, StartFailure};
+use crate::engines::trainer::{Trainer, TrainerExit};
+use crate::evaluation::record::{FailPlan, RunResult};
 use crate::store::{self, Manifest};
-use crate::trainer::{Trainer, TrainerExit};
 use crate::TrainError;
 use std::path::Path;
 use std::sync::Arc;
@@ -89,7 +89,7 @@ pub struct MpiContext {
 
 impl MpiContext {
     /// Initializes MPI (`MPI_THREAD_SERIALIZED`: on rank 0 the heartbeat thread calls MPI too,
-    /// under one lock; see [`crate::mpi_cluster`]); `join_timeout`
+    /// under one lock; see [`crate::engines::mpi_cluster`]); `join_timeout`
     /// (`--join-timeout`, default 120 s) bounds the waits for ranks to join and to exit.
     ///
     /// A start-up watchdog bounds `MPI_Init` itself by `join_timeout` too: a rank lost before
@@ -99,7 +99,8 @@ impl MpiContext {
     pub fn init(join_timeout: Option<Duration>) -> Result<MpiContext, TrainError> {
         let join_timeout = join_timeout.unwrap_or(Duration::from_secs(120));
         let watchdog = startup_watchdog(join_timeout);
-        let init = crate::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized);
+        let init =
+            crate::engines::mpi_cluster::mpi::initialize_with_threading(Threading::Serialized);
         drop(watchdog); // MPI_Init returned: the watchdog thread ends
         let Some((universe, _threading)) = init else {
             return Err(TrainError::Engine(
@@ -108,9 +109,9 @@ impl MpiContext {
         };
         let world = universe.world();
         // a failure on the link to one peer must not abort every rank
-        crate::mpi_cluster::errors_return(&world);
-        let host =
-            crate::mpi_cluster::mpi::environment::processor_name().unwrap_or_else(|_| "?".into());
+        crate::engines::mpi_cluster::errors_return(&world);
+        let host = crate::engines::mpi_cluster::mpi::environment::processor_name()
+            .unwrap_or_else(|_| "?".into());
         Ok(MpiContext {
             rank: world.rank() as usize,
             size: world.size() as usize,
@@ -143,7 +144,7 @@ impl MpiContext {
     /// with an error, which is what ends it under `mpirun --enable-recovery`), then
     /// `MPI_Abort(code)`; never returns.
     pub fn abort_job(&self, message: &str, code: i32) -> ! {
-        crate::mpi_cluster::abort_job(&self.world(), message, code)
+        crate::engines::mpi_cluster::abort_job(&self.world(), message, code)
     }
 }
 
@@ -361,7 +362,7 @@ pub struct Mpi {
     /// The exit status an error of [`Engine::run`] ends the job with (2: wrong rank count, 3:
     /// ranks not ready, 1: anything else).
     abort_code: i32,
-    finished: Result<(), Vec<crate::mpi_cluster::RankProblem>>,
+    finished: Result<(), Vec<crate::engines::mpi_cluster::RankProblem>>,
 }
 
 impl Mpi {
@@ -504,7 +505,7 @@ impl Engine for Mpi {
             return Err(self.fail(msg, 3));
         }
         let epochs: Vec<u64> = (0..m.parts.len())
-            .map(|t| crate::record::Resume::epochs_of(e.resume.as_ref(), t))
+            .map(|t| crate::evaluation::record::Resume::epochs_of(e.resume.as_ref(), t))
             .collect();
         coord.start(e.segment, &epochs);
         let weights = manifest_weights(e.cfg, m);

@@ -4,6 +4,8 @@
 //! own part: the node-induced subgraph of its nodes, their features and targets, with local ids
 //! (`Part::global_ids` maps local -> global).
 
+pub mod spill;
+
 use crate::config::{Metric, TargetKind, Task, TrainConfig};
 use crate::TrainError;
 use rand::seq::SliceRandom;
@@ -723,7 +725,7 @@ pub fn prepare_with(
 }
 
 /// [`prepare_with`]; with `spill = Some(s)`, the parts of a partitioned layout are built one
-/// at a time and written under `s.root()` ([`crate::spill::Spill::spill_part`]: graph and dense
+/// at a time and written under `s.root()` ([`crate::data::spill::Spill::spill_part`]: graph and dense
 /// features streamed to `.npy` files and mapped back; the files unlinked, or kept for a
 /// partition directory), so each trainer holds only mapped pages of its part and preparation
 /// holds one part's subgraph at a time. The data is the same as without `spill`, bit for bit.
@@ -733,12 +735,12 @@ pub fn prepare_with(
 /// # Errors
 /// As [`prepare_with`]; [`TrainError::Dataset`] naming the file when a part cannot be written
 /// or mapped; [`TrainError::Data`] when the spill's memory budget
-/// ([`crate::spill::Spill::memory_budget`]) cannot hold the build of the parts.
+/// ([`crate::data::spill::Spill::memory_budget`]) cannot hold the build of the parts.
 pub fn prepare_spilled(
     ds: Dataset,
     cfg: &TrainConfig,
     layout: DataLayout,
-    spill: Option<&crate::spill::Spill>,
+    spill: Option<&crate::data::spill::Spill>,
 ) -> Result<Prepared, TrainError> {
     prepare_for(ds, cfg, layout, spill, Purpose::Training)
 }
@@ -769,7 +771,7 @@ pub fn prepare_for(
     mut ds: Dataset,
     cfg: &TrainConfig,
     layout: DataLayout,
-    spill: Option<&crate::spill::Spill>,
+    spill: Option<&crate::data::spill::Spill>,
     purpose: Purpose,
 ) -> Result<Prepared, TrainError> {
     if cfg.normalize_features && !ds.structural_features {
@@ -1064,7 +1066,7 @@ pub const WRITTEN_BUT_REFUSED: &str =
 
 /// Refuses trainers without a training example where training cannot run them: all of
 /// them (nothing would train), or any under a method that does not average models (GGS;
-/// `averages_models`: its [`crate::method::MethodInfo::averages_models`]).
+/// `averages_models`: its [`crate::engines::method::MethodInfo::averages_models`]).
 /// `num_examples`: the training examples of the split.
 ///
 /// # Errors
