@@ -913,6 +913,9 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         Some(out) => resume_plan(&o, out)?,
         None => fresh_plan(&o)?,
     };
+    // one writer at a time: a second `--resume` of a comparison still going would continue
+    // (or start again) the run in flight under it
+    let _lock = lock_comparison(&plan.out)?;
     let cfg0 = check_runs(&plan)?;
     let name = dataset_name(&plan.base);
     // Ctrl-C or SIGTERM: the run in flight stops after its round in flight (checkpoint and
@@ -946,6 +949,25 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         }
     }
     write_results(&plan, &cfg0, &name, &layouts, &continued)
+}
+
+/// An exclusive lock on the comparison's directory `out`, held while the returned file is open.
+///
+/// # Errors
+/// Another process holds it (a comparison still going, or continuing it); `out` cannot be
+/// opened.
+fn lock_comparison(out: &Path) -> Result<std::fs::File> {
+    let f = std::fs::File::open(out).with_context(|| format!("opening {}", out.display()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "{} is being written by another tma compare (still going, or continuing it): wait for it to end or stop it (Ctrl-C) before `tma compare --resume`",
+            out.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", out.display()))
+        }
+    }
 }
 
 /// Says where the comparison `p` stopped on a signal during `during` and how to continue it,

@@ -244,6 +244,12 @@ fn an_interrupted_comparison_continues_with_resume_keeping_its_finished_runs() {
     // run: nothing of it is written at exit
     let child = crate::harness::spawn_tma(&["compare", "--resume", o, "--quiet"]);
     wait_for_training(&out.join("random-tma-seed1"));
+    // one writer at a time: a second --resume meanwhile is refused and changes nothing
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--quiet"]),
+        1,
+        &["is being written by another tma compare"],
+    );
     crate::harness::signal(child.id(), libc::SIGKILL);
     let r = child.wait_with_output().unwrap();
     assert_eq!(
