@@ -359,3 +359,43 @@ fn the_seeds_share_one_partition_per_layout_and_differ_in_training() {
         .unwrap()
         .contains("random (random-tma), metis (psgd-pa, llcg)"));
 }
+
+#[test]
+fn a_layout_that_cannot_be_written_falls_back_to_a_split_per_run_said_and_recorded() {
+    let dir = tempdir();
+    let out = dir.path().join("cmp");
+    // a file where the random layout's partition directory goes: it cannot be written there
+    std::fs::create_dir_all(out.join("partitions/random")).unwrap();
+    std::fs::write(out.join("partitions/random/notes.txt"), "mine").unwrap();
+    let mut args = resumable_args(out.to_str().unwrap());
+    args[4] = "random-tma";
+    let i = args.iter().position(|a| *a == "1500ms").unwrap();
+    args[i] = "600ms";
+    let r = crate::harness::tma(&args[..]);
+    assert_success(&r);
+    assert!(
+        stderr(&r)
+            .contains("warning: the random layout could not be written as a partition directory"),
+        "{}",
+        stderr(&r)
+    );
+    // the user's file is untouched
+    assert_eq!(
+        std::fs::read_to_string(out.join("partitions/random/notes.txt")).unwrap(),
+        "mine"
+    );
+    let res = json_file(&out.join("results.json"));
+    let fallback = res["partitions"][0]["fallback"].as_str().unwrap();
+    assert!(fallback.contains("each run of random-tma splits and partitions the data itself"));
+    assert!(res["reuse"]
+        .as_str()
+        .unwrap()
+        .contains("random-tma split and partition per run"));
+    // each seed made its own split and partition, with its seed
+    let part = |run: &str| json_file(&out.join(run).join("partition.json"));
+    assert_eq!(part("random-tma-seed1")["seed"], 1);
+    assert_ne!(
+        part("random-tma-seed0")["assignment_sha256"],
+        part("random-tma-seed1")["assignment_sha256"]
+    );
+}
