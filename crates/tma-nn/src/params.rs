@@ -152,7 +152,11 @@ impl ParamSet {
             .map(|s| s.name.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let mut meta: HashMap<String, String> = [("tma.param_order".to_string(), order)].into();
+        let mut meta: HashMap<String, String> = [
+            ("tma.param_order".to_string(), order),
+            (DATA_SHA256_KEY.to_string(), data_sha256(&bytes)),
+        ]
+        .into();
         for (k, v) in extra {
             meta.insert(k.to_string(), v.clone());
         }
@@ -240,8 +244,42 @@ impl ParamSet {
                 *d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             }
         }
-        Ok((p, meta.metadata().clone().unwrap_or_default()))
+        let meta = meta.metadata().clone().unwrap_or_default();
+        if let Some(want) = meta.get(DATA_SHA256_KEY) {
+            let bytes: Vec<Vec<u8>> = p
+                .specs
+                .iter()
+                .map(|s| {
+                    p.data[s.offset..s.offset + s.numel()]
+                        .iter()
+                        .flat_map(|v| v.to_le_bytes())
+                        .collect()
+                })
+                .collect();
+            let got = data_sha256(&bytes);
+            if &got != want {
+                return Err(fmt(format!(
+                    "damaged: its tensors' sha256 is {got}, its header says {want} (written by tma; a changed byte, e.g. a disk or copy error)"
+                )));
+            }
+        }
+        Ok((p, meta))
     }
+}
+
+/// The `__metadata__` key under which [`ParamSet::save_safetensors`] records the sha256 of
+/// the tensors' bytes (little-endian f32, the tensors in `tma.param_order`), hex; checked by
+/// [`ParamSet::load_safetensors`] when present (files of other writers have none).
+pub const DATA_SHA256_KEY: &str = "tma.data_sha256";
+
+/// Hex sha256 of `parts` concatenated.
+fn data_sha256(parts: &[Vec<u8>]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -285,6 +323,48 @@ mod tests {
         p.save_safetensors(&path).unwrap();
         let q = ParamSet::load_safetensors(&path).unwrap();
         assert_eq!(p, q); // same names, order, shapes, offsets, bit-identical values
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_flipped_bit_in_a_tensor_is_refused_and_files_without_a_checksum_load() {
+        // regression: a model file with a changed byte in its tensors loaded (and evaluated)
+        // without a word
+        let dir = std::env::temp_dir().join(format!("tma-nn-flip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.safetensors");
+        let p = sample();
+        p.save_safetensors(&path).unwrap();
+        let (_, meta) = ParamSet::load_safetensors_with(&path).unwrap();
+        // the sha256 of the 9 values' little-endian bytes in file order (b.weight, a.bias, c.act)
+        let bytes: Vec<u8> = p.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(meta[DATA_SHA256_KEY], data_sha256(&[bytes]));
+        assert_eq!(meta[DATA_SHA256_KEY].len(), 64);
+        let mut buf = std::fs::read(&path).unwrap();
+        let last = buf.len() - 1; // the last tensor's last byte
+        buf[last] ^= 0x01;
+        std::fs::write(&path, &buf).unwrap();
+        let e = ParamSet::load_safetensors(&path).unwrap_err();
+        assert!(matches!(e, NnError::Format { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("p.safetensors") && msg.contains("damaged") && msg.contains("sha256"),
+            "{msg}"
+        );
+        // a file of another writer (no checksum in its header) loads as it is
+        let raw: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let view =
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2], &raw).unwrap();
+        let other = dir.join("other.safetensors");
+        let st = safetensors::tensor::serialize(vec![("w".to_string(), view)], &None).unwrap();
+        std::fs::write(&other, &st).unwrap();
+        assert_eq!(
+            ParamSet::load_safetensors(&other).unwrap().data,
+            vec![1.5, -2.0]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

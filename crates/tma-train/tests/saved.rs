@@ -318,6 +318,23 @@ fn a_model_file_carries_its_encoder_and_old_files_load_from_their_config() {
     assert_eq!(desc["layers"][0]["module"], "GATConv");
     assert_eq!(desc["layers"][0]["heads"], 4);
     assert_eq!(desc["layers"][1]["heads"], 1);
+    // so do the checkpoint's model files (regression: they were written without it, so a
+    // checkpoint's model did not say which encoder it holds)
+    let ckpt: Vec<PathBuf> = std::fs::read_dir(run.join("checkpoint"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    assert!(!ckpt.is_empty(), "no checkpoint model file");
+    for f in &ckpt {
+        let (_, m) = tma_nn::ParamSet::load_safetensors_with(f).unwrap();
+        assert_eq!(
+            m.get(tma_nn::Model::METADATA_KEY),
+            meta.get(tma_nn::Model::METADATA_KEY),
+            "{}",
+            f.display()
+        );
+    }
 
     // the metadata decides: a config.toml that says sage with 2 heads is overridden
     let moved = tmp.path().join("moved");

@@ -626,10 +626,13 @@ fn rounds_that_skip_sync_slots_behind_a_slow_round_say_so() {
             v.get("skipped_slots").map_or(0, |s| s.as_u64().unwrap())
         })
         .collect();
-    // round 1's record stalls the coordinator 1.5 s: round 2 (due at 0.6 s) forms at ~1.8 s,
-    // and the slots between are skipped
+    // round 1's record stalls the coordinator 1.5 s: the next round (due 0.3 s after it)
+    // forms ~1.5 s late, and the slots between are skipped. Which round that is depends on
+    // when round 1 formed on a busy machine (a slow start can make the first rounds late
+    // too), so any round with at least 2 skipped slots counts (once this flaked on
+    // `skipped[1]`, round 2's, alone)
     assert!(
-        skipped[1] >= 2,
+        skipped.iter().any(|&s| s >= 2),
         "skipped slots per round {skipped:?}\n{rounds}"
     );
     assert!(

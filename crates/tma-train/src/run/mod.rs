@@ -854,7 +854,8 @@ impl PreparedRun {
             run.manifest_sha256.clone(),
             run.resumed.as_ref(),
         )?
-        .with_config(serde_json::to_value(&run.config).expect("config serializes"));
+        .with_config(serde_json::to_value(&run.config).expect("config serializes"))
+        .with_model_metadata(model_meta.clone());
         let mut recorder = Recorder {
             user: observer,
             run_dir: &mut run.run_dir,

@@ -236,6 +236,9 @@ struct WriterShared {
     cv: std::sync::Condvar,
     /// Added before every write (tests: a slow disk).
     delay: std::sync::Mutex<Duration>,
+    /// What every model file says about its model (`tma_nn::Model::file_metadata`, under
+    /// `tma_nn::Model::METADATA_KEY`), as the run's final and best model files do.
+    model_meta: std::sync::Mutex<Option<String>>,
 }
 
 impl WriterShared {
@@ -262,7 +265,12 @@ fn writer_loop(shared: Arc<WriterShared>, dir: PathBuf, mut template: ParamSet) 
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
-        let r = write_job(&dir, &mut template, job);
+        let meta = shared
+            .model_meta
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let r = write_job(&dir, &mut template, meta.as_deref(), job);
         let mut slot = shared.lock();
         slot.busy = false;
         if let Err(e) = r {
@@ -274,7 +282,16 @@ fn writer_loop(shared: Arc<WriterShared>, dir: PathBuf, mut template: ParamSet) 
 
 /// Writes a job's model files that are not on disk yet, then `state.json`, then removes the
 /// model files the new state no longer names.
-fn write_job(dir: &Path, template: &mut ParamSet, job: WriteJob) -> Result<(), TrainError> {
+fn write_job(
+    dir: &Path,
+    template: &mut ParamSet,
+    model_meta: Option<&str>,
+    job: WriteJob,
+) -> Result<(), TrainError> {
+    let meta: Vec<(&str, String)> = model_meta
+        .map(|m| (tma_nn::Model::METADATA_KEY, m.to_string()))
+        .into_iter()
+        .collect();
     for (name, params) in &job.models {
         let path = dir.join(name);
         if let Some(p) = params {
@@ -283,7 +300,7 @@ fn write_job(dir: &Path, template: &mut ParamSet, job: WriteJob) -> Result<(), T
             if !path.exists() {
                 template.data.copy_from_slice(p);
                 template
-                    .save_safetensors(&path)
+                    .save_safetensors_with(&path, &meta)
                     .map_err(TrainError::Model)?;
             }
         }
@@ -341,6 +358,7 @@ impl Checkpointer {
             slot: std::sync::Mutex::new(WriterSlot::default()),
             cv: std::sync::Condvar::new(),
             delay: std::sync::Mutex::new(Duration::ZERO),
+            model_meta: std::sync::Mutex::new(None),
         });
         let writer = {
             let (shared, dir) = (shared.clone(), dir.clone());
@@ -369,6 +387,18 @@ impl Checkpointer {
     /// Records the run's configuration in every `state.json` ([`CheckpointState::config`]).
     pub fn with_config(mut self, config: serde_json::Value) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// Writes `meta` (`tma_nn::Model::file_metadata` of the run's model) into the header of
+    /// every model file from now on, under `tma_nn::Model::METADATA_KEY`, so a checkpoint's
+    /// model file says which encoder it holds as `model_best.safetensors` does.
+    pub fn with_model_metadata(self, meta: String) -> Self {
+        *self
+            .shared
+            .model_meta
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(meta);
         self
     }
 
