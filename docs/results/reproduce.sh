@@ -9,7 +9,13 @@ cargo build --release -p tma-cli
 COMMON="--trainers 4 --threads 2 --hidden 128 --fanouts 10,10 --lr 0.005 --time-limit 12s --sync-every 2s --seeds 0,1,2 --quiet"
 NODE="--task node --batch-size 512"
 LINK="--task link --batch-size 2048 --eval-num-neg 100 --eval-max-edges 500"
-run() { local name=$1; shift; [ -f "$OUT/$name/results.json" ] || $TMA compare "$@" --out "$OUT/$name"; }
+# a comparison already finished is kept; one that was interrupted continues (--resume)
+run() {
+  local name=$1; shift
+  if [ -f "$OUT/$name/results.json" ]; then return; fi
+  if [ -f "$OUT/$name/compare.json" ]; then $TMA compare "$@" --out "$OUT/$name" --resume "$OUT/$name"
+  else $TMA compare "$@" --out "$OUT/$name"; fi
+}
 for g in musae_facebook_pagepage amazon_photo coauthor_cs; do
   run "$g-node" --dataset $D/$g $COMMON $NODE
 done

@@ -649,7 +649,9 @@ def compare(
     with ``out=<out>/<method>-seed<seed>``; ``on_round(record)`` gets ``method`` and ``seed``
     added. Returns one dict per run (pandas-friendly): ``method``, ``seed``, ``dir``,
     ``rounds``, ``final_val``, ``final_test``, ``best_val``, ``best_test`` (metric values),
-    ``metric``, ``steps_per_trainer``, ``interrupted``."""
+    ``metric``, ``steps_per_trainer``, ``interrupted``. Unlike ``tma compare``, each run splits
+    and partitions the data with its own seed (the CLI makes one partition per layout, shared
+    by every seed) and an interrupted comparison is not continued."""
     if "method" in options or "seed" in options:
         raise ValueError("compare: give methods= and seeds= (lists), not method= / seed=")
     if isinstance(dataset, (str, _os.PathLike)):

@@ -1,41 +1,61 @@
-//! `tma compare`: several methods on the same data, partition seeds, model and wall-clock
-//! budget, over several seeds; a table, a JSON result file and a plot of the validation metric
-//! against wall-clock time.
+//! `tma compare`: several methods on the same data, model and wall-clock budget, over several
+//! seeds; a table, a JSON result file and a plot of the validation metric against training
+//! time (the mean over seeds on one time grid up to the budget's end, with a min-max band).
+//!
+//! The data is prepared once: the split and partition of each layout the methods train on
+//! (`tma_train::methods::layout_names`) is made once, with the first seed, into a partition
+//! directory, and every run of every method of that layout and every seed trains from it
+//! (`RunSpec::training_seed`): the seeds vary the initialization, sampling, dropout and
+//! training negatives, not the split or the partition. Runs go one after another, each
+//! streaming its rounds to its run directory; the table and plot are read back from the run
+//! directories, so an interrupted comparison continues with `tma compare --resume OUT`:
+//! finished runs are kept as they are, the interrupted run continues from its last checkpoint
+//! (one that stopped before its first checkpoint starts again), and the rest run.
 //!
 //! ```text
 //! OUT/
-//!   results.json        every run (validation curve + summary) and the aggregated table
-//!   table.md            the table (mean ± sample std over seeds)
-//!   val_vs_time.svg     validation metric vs training time, mean over seeds, one line per method
-//!   <method>-seed<s>/   each run's own run directory (config.toml, rounds.jsonl, summary.json, models)
+//!   compare.json            the comparison's options (written first; `--resume OUT` reads them)
+//!   partitions/<layout>/    one partition directory per layout (`tma partition --out`'s format)
+//!   partitions/<layout>.json  how it was made: seed, seconds, methods, warnings
+//!   <method>-seed<s>/       each run's run directory (config.toml, rounds.jsonl, summary.json, ...)
+//!   continued.json          runs continued or restarted by `--resume` (absent if none)
+//!   results.json            every run (curve + summary), the table, the plotted curves
+//!   table.md                the table (mean ± sample std over seeds)
+//!   val_vs_time.svg         validation metric vs training time: mean over seeds, min-max band
 //! ```
 
-use crate::opts::{data_source, read_options, resolve, TrainOpts};
+use crate::curves::{mean_band, GridPoint};
+use crate::opts::{data_source, read_options, resolve, with_config_file, TrainOpts};
 use crate::plot::{line_plot_svg, Series};
 use crate::train_cmd::value_text;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
-use tma_train::{Method, Observer, RoundRecord, Run, RunSpec, Summary, TrainError};
+use std::sync::atomic::Ordering;
+use tma_train::options::Spelling;
+use tma_train::{DataSource, Method, Run, RunSpec};
 
 /// Options of `tma compare`: every `tma train` option (applied to every run) plus the methods,
-/// seeds and target. `--method` and `--seed` are replaced by `--methods` and `--seeds`.
-/// `--drop-parts` and `--fail` apply to every method except `centralized` (one trainer).
-/// `--resume`, `--partitions`, `--engine mpi` and `--join-timeout` are errors (see
-/// [`unsupported_options`]).
+/// seeds and target. `--method` and `--seed` are replaced by `--methods` and `--seeds`;
+/// `--resume OUT` continues the comparison in OUT. `--drop-parts` and `--fail` apply to every
+/// method except `centralized` (one trainer). `--partitions`, `--engine mpi` and
+/// `--join-timeout` are errors (see [`unsupported_options`]).
 #[derive(Args, Debug)]
 pub struct CompareOpts {
     #[command(flatten)]
     pub train: TrainOpts,
     /// Methods to compare, comma separated. Default: every registered method.
-    #[arg(long, value_delimiter = ',', default_value = Method::names_csv())]
-    pub methods: Vec<Method>,
-    /// Seeds (split, partition, init, sampling), comma separated; every method runs once per seed.
-    #[arg(long, value_delimiter = ',', default_value = "0,1,2")]
-    pub seeds: Vec<u64>,
+    #[arg(long, value_delimiter = ',')]
+    pub methods: Option<Vec<Method>>,
+    /// Seeds, comma separated; every method runs once per seed. The split and partition are
+    /// made once, with the first seed, and shared by every seed: the seeds vary the
+    /// initialization, sampling, dropout and training negatives. Default: 0,1,2.
+    #[arg(long, value_delimiter = ',')]
+    pub seeds: Option<Vec<u64>>,
     /// Validation metric a run must reach for "time to target". Default: 95% of the best mean
     /// best-validation metric among the methods.
     #[arg(long)]
@@ -45,11 +65,28 @@ pub struct CompareOpts {
     pub title: Option<String>,
 }
 
-/// One point of a validation curve.
+/// `--seeds`' default.
+const DEFAULT_SEEDS: [u64; 3] = [0, 1, 2];
+
+/// What `compare.json` records: the comparison's options, so that `--resume OUT` continues it
+/// as it was started.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+struct Recorded {
+    /// Format of this file (1).
+    format: u32,
+    /// Every `tma train` option given (flags over the --config file), by config-file key.
+    options: serde_json::Map<String, Value>,
+    methods: Vec<Method>,
+    seeds: Vec<u64>,
+    target: Option<f64>,
+    title: Option<String>,
+}
+
+/// One point of a validation curve (a validated round or validation check of `rounds.jsonl`).
 #[derive(Serialize, Clone, Debug)]
 pub struct CurvePoint {
     pub round: u64,
-    /// Training time of the averaged model, seconds.
+    /// Training time of the validated model, seconds.
     pub elapsed_s: f64,
     /// Primary validation metric.
     pub val: f64,
@@ -57,15 +94,43 @@ pub struct CurvePoint {
     pub participants: usize,
 }
 
-/// One run of one method with one seed.
+/// One run of one method with one seed, as its run directory holds it.
 #[derive(Serialize, Debug)]
 pub struct RunOutcome {
     pub method: String,
     pub seed: u64,
-    /// Seconds spent splitting and partitioning (not counted in the training budget).
-    pub prepare_s: f64,
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Its validated rounds (`rounds.jsonl`), in time order.
     pub curve: Vec<CurvePoint>,
-    pub summary: Summary,
+    /// Its `summary.json`.
+    pub summary: Value,
+}
+
+impl RunOutcome {
+    /// The number at `path` in the summary (NaN where it is null or absent: undefined).
+    fn num(&self, path: &[&str]) -> f64 {
+        path.iter()
+            .try_fold(&self.summary, |v, k| v.get(k))
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NAN)
+    }
+
+    /// The run's validation curve as `(seconds, value)` points for [`mean_band`]: its validated
+    /// rounds, then its final value (`summary.json`'s `final_val`, which the table reads) held
+    /// from its last round's time on.
+    fn step_points(&self) -> Vec<(f64, f64)> {
+        let mut p: Vec<(f64, f64)> = self.curve.iter().map(|c| (c.elapsed_s, c.val)).collect();
+        let (end, fin) = (
+            self.num(&["train_time_s"]),
+            self.num(&["final_val", "value"]),
+        );
+        let last = p.last().copied();
+        if last.is_none_or(|l| l.1.to_bits() != fin.to_bits() || l.0 < end) {
+            p.push((last.map_or(end, |l| l.0.max(end)), fin));
+        }
+        p
+    }
 }
 
 /// Mean and sample standard deviation (n - 1; 0 for a single value).
@@ -134,39 +199,26 @@ pub fn row(method: &str, runs: &[&RunOutcome], target: f64) -> Row {
     Row {
         method: method.to_string(),
         runs: runs.len(),
-        final_val: v(&|r| r.summary.final_val.value),
-        final_test: v(&|r| r.summary.final_test.value),
-        best_val: v(&|r| r.summary.best_val.value),
-        best_test: v(&|r| r.summary.best_test.value),
+        final_val: v(&|r| r.num(&["final_val", "value"])),
+        final_test: v(&|r| r.num(&["final_test", "value"])),
+        best_val: v(&|r| r.num(&["best_val", "value"])),
+        best_test: v(&|r| r.num(&["best_test", "value"])),
         time_to_target_s: Stat::of(&reached),
         reached_target: reached.len(),
-        rounds: v(&|r| r.summary.rounds as f64),
+        rounds: v(&|r| r.num(&["rounds"])),
         steps_per_trainer: v(&|r| {
-            let s: Vec<f64> = r
-                .summary
-                .steps_per_trainer
-                .iter()
-                .filter(|&&s| s > 0)
-                .map(|&s| s as f64)
-                .collect();
+            let s: Vec<f64> = r.summary["steps_per_trainer"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_f64)
+                        .filter(|&s| s > 0.0)
+                        .collect()
+                })
+                .unwrap_or_default();
             s.iter().sum::<f64>() / s.len().max(1) as f64
         }),
     }
-}
-
-/// Mean validation curve of `runs` aligned by round index (up to the shortest run): x = mean
-/// elapsed seconds, y = mean metric.
-pub fn mean_curve(runs: &[&RunOutcome]) -> Vec<(f64, f64)> {
-    let n = runs.iter().map(|r| r.curve.len()).min().unwrap_or(0);
-    (0..n)
-        .map(|i| {
-            let k = runs.len() as f64;
-            (
-                runs.iter().map(|r| r.curve[i].elapsed_s).sum::<f64>() / k,
-                runs.iter().map(|r| r.curve[i].val).sum::<f64>() / k,
-            )
-        })
-        .collect()
 }
 
 /// The table in Markdown.
@@ -196,62 +248,48 @@ pub fn table_markdown(rows: &[Row], metric: &str, target: f64) -> String {
     s
 }
 
-/// Prints one line per round and keeps the validation curve (the run writes `rounds.jsonl`).
-struct Recorder {
+/// Prints one line per validated round (the run itself writes `rounds.jsonl`).
+struct Progress {
     label: String,
     quiet: bool,
-    curve: Vec<CurvePoint>,
 }
 
-impl Observer for Recorder {
-    fn on_round(&mut self, r: &RoundRecord) -> Result<(), TrainError> {
-        // a round left unvalidated by --eval-every is no point of the curve
-        if !r.val.value.is_finite() {
+impl tma_train::Observer for Progress {
+    fn on_round(&mut self, r: &tma_train::RoundRecord) -> Result<(), tma_train::TrainError> {
+        if self.quiet || !r.val.value.is_finite() {
             return Ok(());
         }
-        if !self.quiet {
-            eprintln!(
-                "  {:<24} round {:>3} t={:>6.1}s val {}={:.4}{}",
-                self.label,
-                r.round,
-                r.elapsed_s,
-                r.val.metric,
-                r.val.value,
-                if r.missing.is_empty() {
-                    String::new()
-                } else {
-                    format!(" missing={:?}", r.missing)
-                }
-            );
-        }
-        self.curve.push(CurvePoint {
-            round: r.round,
-            elapsed_s: r.elapsed_s,
-            val: r.val.value,
-            participants: r.participants.len(),
-        });
+        eprintln!(
+            "  {:<24} round {:>3} t={:>6.1}s val {}={:.4}{}",
+            self.label,
+            r.round,
+            r.elapsed_s,
+            r.val.metric,
+            r.val.value,
+            if r.missing.is_empty() {
+                String::new()
+            } else {
+                format!(" missing={:?}", r.missing)
+            }
+        );
         Ok(())
     }
 }
 
-/// A copy of `o` (through its serialized form, which holds every training option).
-fn clone_opts(o: &TrainOpts) -> Result<TrainOpts> {
-    Ok(serde_json::from_value(serde_json::to_value(o)?)?)
-}
-
 /// The options of one run: `base` (flags over the config file) with `method` and `seed`.
-fn run_opts(base: &TrainOpts, method: Method, seed: u64) -> Result<TrainOpts> {
-    let mut o = clone_opts(base)?;
+fn run_opts(base: &TrainOpts, method: Method, seed: u64) -> TrainOpts {
+    let mut o = base.clone();
     o.config = None; // already merged into `base`
     o.method = Some(method);
     o.seed = Some(seed);
     o.out = None;
+    o.resume = None;
     // one trainer (centralized): no parts to drop, no trainer to fail
     if !method.info().many_trainers {
         o.drop_parts = None;
         o.fail = None;
     }
-    Ok(o)
+    o
 }
 
 /// `tma train` options that `tma compare` cannot honour, one message each: `flags` is the
@@ -265,15 +303,9 @@ pub fn unsupported_options(flags: &TrainOpts, merged: &TrainOpts) -> Vec<String>
         }
     };
     let mut e = Vec::new();
-    if flags.resume.is_some() {
-        e.push(
-            "--resume is not supported by `tma compare` (it runs several fresh runs); resume one run with `tma train --resume RUN_DIR`"
-                .to_string(),
-        );
-    }
     if merged.partitions.is_some() {
         e.push(format!(
-            "{} is not supported by `tma compare` (every method partitions the data its own way, in this process); give --dataset DIR, or train on a partition directory with `tma train --partitions DIR`",
+            "{} is not supported by `tma compare` (it makes one partition directory per layout itself, under OUT/partitions/, shared by every method of the layout and every seed); give --dataset DIR, or train on a partition directory with `tma train --partitions DIR`",
             from(flags.partitions.is_some(), "partitions")
         ));
     }
@@ -292,49 +324,521 @@ pub fn unsupported_options(flags: &TrainOpts, merged: &TrainOpts) -> Vec<String>
     e
 }
 
-fn run_one(
-    base: &TrainOpts,
+/// A comparison to run: its options, resolved (fresh) or read back (`--resume`).
+struct Plan {
+    /// Every run's options but the method and seed (flags over the config file).
+    base: TrainOpts,
+    methods: Vec<Method>,
+    seeds: Vec<u64>,
+    target: Option<f64>,
+    title: Option<String>,
+    out: PathBuf,
+    quiet: bool,
+}
+
+/// `o`'s options over its `--config` file, with `method`/`seed` unset and `config` merged.
+fn merged_options(o: &TrainOpts) -> Result<TrainOpts> {
+    let mut m = with_config_file(o.clone())?;
+    m.config = None;
+    m.method = None;
+    m.seed = None;
+    m.resume = None;
+    Ok(m)
+}
+
+/// The options of `o` as `compare.json` records them (config-file keys; unset ones left out).
+fn options_map(o: &TrainOpts) -> Result<serde_json::Map<String, Value>> {
+    match serde_json::to_value(o)? {
+        Value::Object(m) => Ok(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        _ => bail!("the options do not serialize to a map"),
+    }
+}
+
+/// A fresh comparison: `o` checked, its directory made and its options recorded.
+fn fresh_plan(o: &CompareOpts) -> Result<Plan> {
+    let methods = o.methods.clone().unwrap_or_else(|| Method::ALL.to_vec());
+    let seeds = o.seeds.clone().unwrap_or_else(|| DEFAULT_SEEDS.to_vec());
+    if methods.is_empty() || seeds.is_empty() {
+        bail!("--methods and --seeds must name at least one each");
+    }
+    // a repeated method or seed would write the same run directory twice: refused before any
+    // run (it used to fail halfway, leaving the first runs behind)
+    if let Some(m) = first_repeat(&methods) {
+        bail!("--methods names {m} twice: name each method once");
+    }
+    if let Some(s) = first_repeat(&seeds) {
+        bail!("--seeds names {s} twice: name each seed once");
+    }
+    let base = merged_options(&o.train)?;
+    let unsupported = unsupported_options(&o.train, &base);
+    if !unsupported.is_empty() {
+        bail!("{}", unsupported.join("; "));
+    }
+    crate::opts::check_gen_nodes(&o.train, &base)?;
+    let plan_of = |out: PathBuf| Plan {
+        base: base.clone(),
+        methods: methods.clone(),
+        seeds: seeds.clone(),
+        target: o.target,
+        title: o.title.clone(),
+        out,
+        quiet: o.train.quiet,
+    };
+    let cfg0 = check_runs(&plan_of(PathBuf::new()))?;
+    for w in crate::opts::unused_flag_warnings(&o.train, &methods, cfg0.model) {
+        eprintln!("warning: {w}");
+    }
+    let out = base.out.clone().unwrap_or_else(|| {
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let stamp: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
+        PathBuf::from("runs").join(format!(
+            "compare-{}-{}-{stamp}",
+            dataset_name(&base),
+            cfg0.task
+        ))
+    });
+    if out.join("compare.json").exists() {
+        bail!(
+            "--out {} already holds a comparison (compare.json): continue it with `tma compare --resume {}` (finished runs are kept), or choose another --out",
+            out.display(),
+            out.display()
+        );
+    }
+    if out.join("results.json").exists() {
+        bail!(
+            "{} already holds a comparison (results.json); choose another --out",
+            out.display()
+        );
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let rec = Recorded {
+        format: 1,
+        options: options_map(&TrainOpts {
+            out: None,
+            ..base.clone()
+        })?,
+        methods: methods.clone(),
+        seeds: seeds.clone(),
+        target: o.target,
+        title: o.title.clone(),
+    };
+    tma_train::store::output::write_atomic(
+        &out.join("compare.json"),
+        &serde_json::to_vec_pretty(&rec)?,
+    )?;
+    Ok(plan_of(out))
+}
+
+/// `--resume OUT`: the comparison recorded in OUT/compare.json, refused when an option given
+/// now differs from the recorded one (each named).
+fn resume_plan(o: &CompareOpts, out: &Path) -> Result<Plan> {
+    if let Some(given_out) = o.train.out.as_ref().filter(|g| *g != out) {
+        bail!(
+            "--resume {} continues that comparison; drop --out {}",
+            out.display(),
+            given_out.display()
+        );
+    }
+    let path = out.join("compare.json");
+    let bytes = std::fs::read(&path).with_context(|| {
+        format!(
+            "--resume {}: no compare.json there (not a comparison of this tma; one made before `tma compare --resume` existed cannot be continued: start it again with another --out)",
+            out.display()
+        )
+    })?;
+    let rec: Recorded = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a comparison's record", path.display()))?;
+    let merged = merged_options(&o.train)?;
+    let unsupported = unsupported_options(&o.train, &merged);
+    if !unsupported.is_empty() {
+        bail!("{}", unsupported.join("; "));
+    }
+    let show = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    let mut differ = Vec::new();
+    for (k, v) in options_map(&merged)? {
+        if k == "out" {
+            continue;
+        }
+        match rec.options.get(&k) {
+            Some(r) if *r == v => {}
+            r => differ.push(format!(
+                "{} {} (recorded: {})",
+                Spelling::Flag.name(&k),
+                show(&v),
+                r.map_or_else(|| "not given".to_string(), show)
+            )),
+        }
+    }
+    let csv = |xs: Vec<String>| xs.join(",");
+    if let Some(m) = o.methods.as_ref().filter(|m| **m != rec.methods) {
+        differ.push(format!(
+            "--methods {} (recorded: {})",
+            csv(m.iter().map(|m| m.to_string()).collect()),
+            csv(rec.methods.iter().map(|m| m.to_string()).collect())
+        ));
+    }
+    if let Some(s) = o.seeds.as_ref().filter(|s| **s != rec.seeds) {
+        differ.push(format!(
+            "--seeds {} (recorded: {})",
+            csv(s.iter().map(|s| s.to_string()).collect()),
+            csv(rec.seeds.iter().map(|s| s.to_string()).collect())
+        ));
+    }
+    if o.target.is_some() && o.target != rec.target {
+        differ.push(format!(
+            "--target {} (recorded: {})",
+            o.target.unwrap_or_default(),
+            rec.target
+                .map_or_else(|| "not given".into(), |t| t.to_string())
+        ));
+    }
+    if o.title.is_some() && o.title != rec.title {
+        differ.push(format!(
+            "--title (recorded: {})",
+            rec.title.clone().unwrap_or_else(|| "not given".into())
+        ));
+    }
+    if !differ.is_empty() {
+        bail!(
+            "--resume {}: the comparison was started with other options: {}; drop {} to continue it as it was started (or start another comparison with another --out)",
+            out.display(),
+            differ.join(", "),
+            if differ.len() == 1 { "that option" } else { "those options" }
+        );
+    }
+    let base: TrainOpts = serde_json::from_value(Value::Object(rec.options.clone()))
+        .with_context(|| format!("{}: its options are not this tma's", path.display()))?;
+    Ok(Plan {
+        base: TrainOpts {
+            out: Some(out.to_path_buf()),
+            ..base
+        },
+        methods: rec.methods,
+        seeds: rec.seeds,
+        target: rec.target,
+        title: rec.title,
+        out: out.to_path_buf(),
+        quiet: o.train.quiet,
+    })
+}
+
+/// Every run's options are valid before the first one starts (e.g. --sync-every-steps, which
+/// ggs rejects, or a --fail trainer index), not minutes into the comparison. Returns the
+/// configuration of the shared options (the first method, the first seed).
+fn check_runs(p: &Plan) -> Result<tma_train::TrainConfig> {
+    for &seed in &p.seeds {
+        for &m in &p.methods {
+            resolve(run_opts(&p.base, m, seed)).with_context(|| format!("--methods {m}"))?;
+        }
+    }
+    Ok(resolve(run_opts(&p.base, p.methods[0], p.seeds[0]))?.1)
+}
+
+/// The dataset's name for titles and the default --out: its folder's name, or `generated`.
+fn dataset_name(base: &TrainOpts) -> String {
+    base.dataset
+        .as_ref()
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "generated".into())
+}
+
+/// One layout the methods train on, prepared once for all of them.
+#[derive(Serialize, Debug)]
+struct Layout {
+    name: String,
+    /// The methods that train on it.
+    methods: Vec<String>,
+    /// Its partition directory; `None` when it could not be written (`fallback` says why):
+    /// then each run of these methods splits and partitions the data itself, with its seed.
+    dir: Option<PathBuf>,
+    /// The seed of its split and partition.
+    seed: u64,
+    /// Seconds it took to make (load, split, partition, write), when this comparison made it.
+    seconds: Option<f64>,
+    /// What preparation changed or dropped in the data, one line each.
+    warnings: Vec<String>,
+    /// sha256 of the directory's manifest.
+    manifest_sha256: Option<String>,
+    /// Why the methods of this layout prepare their own data per run, if they do.
+    fallback: Option<String>,
+}
+
+/// The layouts of `p.methods` (under the first seed's options), in method order.
+fn layouts_of(p: &Plan) -> Result<Vec<(String, Vec<Method>)>> {
+    let mut out: Vec<(String, Vec<Method>)> = Vec::new();
+    for &m in &p.methods {
+        let (_, cfg, _) = resolve(run_opts(&p.base, m, p.seeds[0]))?;
+        let name = m.layout(&cfg).name();
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, ms)) => ms.push(m),
+            None => out.push((name, vec![m])),
+        }
+    }
+    Ok(out)
+}
+
+/// The partition directory of layout `name` under OUT/partitions/: reused when complete
+/// (made by an earlier start of this comparison), else made from the data with the options
+/// of `methods[0]` and the first seed. A directory that cannot be written (the data loads and
+/// is laid out, the writing fails) is a fallback, said and recorded: the methods of the layout
+/// then prepare their data per run.
+///
+/// # Errors
+/// A directory there that holds another layout or seed; data that cannot be loaded or laid
+/// out (every run would fail the same way).
+fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
+    let seed = p.seeds[0];
+    let dir = p.out.join("partitions").join(name);
+    let side = p.out.join("partitions").join(format!("{name}.json"));
+    let mut layout = Layout {
+        name: name.to_string(),
+        methods: methods.iter().map(|m| m.to_string()).collect(),
+        dir: None,
+        seed,
+        seconds: None,
+        warnings: Vec::new(),
+        manifest_sha256: None,
+        fallback: None,
+    };
+    if dir.join("manifest.json").is_file() {
+        layout.manifest_sha256 = Some(reuse_layout(&dir, name, seed)?);
+        eprintln!(
+            "partitions {name}: reusing {} (made earlier by this comparison)",
+            dir.display()
+        );
+        if let Some(v) = std::fs::read(&side)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        {
+            layout.seconds = v["seconds"].as_f64();
+            layout.warnings = serde_json::from_value(v["warnings"].clone()).unwrap_or_default();
+        }
+        layout.dir = Some(dir);
+        return Ok(layout);
+    }
+    match make_layout(p, &dir, methods[0], seed)? {
+        Ok((hash, secs, warnings)) => {
+            let v = serde_json::json!({
+                "layout": name, "methods": layout.methods, "seed": seed, "seconds": secs,
+                "warnings": warnings, "manifest_sha256": hash,
+            });
+            tma_train::store::output::write_atomic(&side, &serde_json::to_vec_pretty(&v)?)?;
+            layout.seconds = Some(secs);
+            layout.warnings = warnings;
+            layout.manifest_sha256 = Some(hash);
+            layout.dir = Some(dir);
+        }
+        Err(e) => {
+            let why = format!(
+                "the {name} layout could not be written as a partition directory ({e:#}): each run of {} splits and partitions the data itself, with its own seed",
+                layout.methods.join(", ")
+            );
+            eprintln!("warning: {why}");
+            layout.fallback = Some(why);
+        }
+    }
+    Ok(layout)
+}
+
+/// Checks that the complete partition directory `dir` holds layout `name` made with `seed`;
+/// returns its manifest's sha256.
+fn reuse_layout(dir: &Path, name: &str, seed: u64) -> Result<String> {
+    let m = tma_train::store::read_manifest(dir)?;
+    if m.data.layout != name || m.data.seed != seed {
+        bail!(
+            "{} holds the {} layout made with seed {}, not the {name} layout with seed {seed}; remove it",
+            dir.display(),
+            m.data.layout,
+            m.data.seed
+        );
+    }
+    Ok(m.hash)
+}
+
+/// Makes the partition directory `dir` for `method`'s layout with `seed` (as `tma partition
+/// --out` does); returns the manifest's sha256, the seconds taken and the preparation's
+/// warnings (printed), or (inner error) why the directory could not be written.
+///
+/// # Errors
+/// (Outer) data that cannot be loaded, options that do not resolve, a layout that fails.
+fn make_layout(
+    p: &Plan,
+    dir: &Path,
     method: Method,
     seed: u64,
-    out: &Path,
-    quiet: bool,
-    stop: &tma_train::StopFlag,
-) -> Result<RunOutcome> {
-    let (o, cfg, fail) = resolve(run_opts(base, method, seed)?)?;
-    let dir = out.join(format!("{method}-seed{seed}"));
+) -> Result<Result<(String, f64, Vec<String>)>> {
+    let t = std::time::Instant::now();
+    let (o, cfg, _) = resolve(run_opts(&p.base, method, seed))?;
+    let writer = match tma_train::store::PartitionWriter::create(dir) {
+        Ok(w) => w,
+        Err(e) => return Ok(Err(e.into())),
+    };
+    if writer.removed_stale_staging() {
+        eprintln!(
+            "note: removed {}, the unfinished staging folder of an earlier start that was stopped",
+            writer.staging().display()
+        );
+    }
+    let ds = crate::opts::load(
+        &o.dataset,
+        read_options(o.format, o.undirected),
+        o.gen_nodes,
+        &cfg,
+    )?;
+    let mut warnings: Vec<String> = ds.removed.warning().into_iter().collect();
+    let quiet = p.quiet;
+    let written = crate::dist::write_partitions(ds, &cfg, writer, None, move |part| {
+        if !quiet {
+            eprintln!(
+                "  part-{:03} ({}/{}): {} nodes, {} arcs streamed in {:.2}s",
+                part.trainer,
+                part.trainer + 1,
+                part.num_parts,
+                part.num_nodes,
+                part.num_edges,
+                part.secs
+            );
+        }
+    });
+    let (m, w) = match written {
+        Ok(mw) => mw,
+        // the layout itself failed (data that does not fit the task, ...): as every run would
+        Err(e) if e.downcast_ref::<tma_train::TrainError>().is_some() => return Err(e),
+        Err(e) => return Ok(Err(e)),
+    };
+    warnings.extend(w);
+    for w in &warnings {
+        eprintln!("warning: partitions {}: {w}", m.data.layout);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    eprintln!(
+        "partitions {}: made once in {secs:.1}s with seed {seed} ({} parts) into {}",
+        m.data.layout,
+        m.parts.len(),
+        dir.display()
+    );
+    Ok(Ok((m.hash, secs, warnings)))
+}
+
+/// Where a run of the comparison stands, from its run directory.
+#[derive(Debug, PartialEq)]
+enum RunState {
+    /// No run directory yet.
+    Absent,
+    /// A directory without a complete checkpoint: the run stopped before its first round.
+    Unstarted,
+    /// Stopped with a checkpoint (Ctrl-C, SIGTERM or killed): continued from it.
+    Interrupted,
+    /// `summary.json` present and not marked interrupted by a stop request.
+    Finished,
+}
+
+fn run_state(dir: &Path) -> RunState {
+    let summary = std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+    if let Some(s) = summary {
+        // a run whose trainers were all lost ended early for good: it is finished
+        let stopped =
+            s["interrupted"] == Value::Bool(true) && s["interrupted_by"] == "stop_request";
+        if !stopped {
+            return RunState::Finished;
+        }
+    }
+    if dir.join("checkpoint").join("state.json").is_file() {
+        RunState::Interrupted
+    } else if dir.exists() {
+        RunState::Unstarted
+    } else {
+        RunState::Absent
+    }
+}
+
+/// What `--resume` did to runs that were not finished (`continued.json`): run name -> line.
+type Continued = BTreeMap<String, String>;
+
+/// Runs (or continues) `method` with `seed` into OUT/<method>-seed<seed>, unless it finished.
+fn run_one(
+    p: &Plan,
+    method: Method,
+    seed: u64,
+    layout: &Layout,
+    interrupt: &(tma_train::StopFlag, crate::interrupt::Cleanup),
+    continued: &mut Continued,
+) -> Result<()> {
+    let name = format!("{method}-seed{seed}");
+    let dir = p.out.join(&name);
+    let state = run_state(&dir);
+    if state == RunState::Finished {
+        eprintln!(
+            "== {method} seed {seed}: finished earlier, kept ({})",
+            dir.display()
+        );
+        return Ok(());
+    }
+    if state == RunState::Unstarted {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        let line =
+            "stopped before its first checkpoint (nothing to resume): removed and started again"
+                .to_string();
+        eprintln!("== {method} seed {seed}: {line}");
+        continued.insert(name.clone(), line);
+        write_continued(&p.out, continued)?;
+    }
+    let (o, cfg, fail) = resolve(run_opts(&p.base, method, seed))?;
     // each run's event file under DIR/<compare's folder>/<method>-seed<seed>/
     let tensorboard = o
         .tensorboard
         .as_ref()
-        .map(|tb| tb.join(out.file_name().unwrap_or(out.as_os_str())));
+        .map(|tb| tb.join(p.out.file_name().unwrap_or(p.out.as_os_str())));
+    let data = match &layout.dir {
+        Some(d) => DataSource::Partitions(d.clone()),
+        None => data_source(
+            &o.dataset,
+            read_options(o.format, o.undirected),
+            o.gen_nodes,
+        ),
+    };
     let spec = RunSpec {
         fail,
-        out: Some(dir),
+        out: Some(dir.clone()),
+        resume: state == RunState::Interrupted,
         tensorboard,
-        ..RunSpec::new(
-            cfg,
-            data_source(
-                &o.dataset,
-                read_options(o.format, o.undirected),
-                o.gen_nodes,
-            ),
-        )
+        training_seed: layout.dir.as_ref().map(|_| seed),
+        ..RunSpec::new(cfg, data)
     };
-    let mut run = Run::start(spec)?;
+    let mut run = Run::start(spec).with_context(|| format!("{method} seed {seed}"))?;
+    let (stop, cleanup) = interrupt;
+    // a second signal removes this run's directory if it has no checkpoint yet (a continued
+    // run's is never removed), not the previous run's
+    if let Ok(mut slot) = cleanup.lock() {
+        *slot = run.dir_existed().map(|existed| (dir.clone(), existed));
+    }
     run.stop_on(stop.clone());
-    let t0 = Instant::now();
-    let run = run.prepare()?;
-    let prepare_s = t0.elapsed().as_secs_f64();
+    if let Some(st) = run.resumed() {
+        let line = format!(
+            "continued from its checkpoint at round {} ({:.1}s of training; the optimizer's moments restart)",
+            st.round, st.elapsed_s
+        );
+        eprintln!("== {method} seed {seed}: {line}");
+        continued.insert(name, line);
+        write_continued(&p.out, continued)?;
+    } else {
+        eprintln!("== {method} seed {seed}");
+    }
+    let run = run
+        .prepare()
+        .with_context(|| format!("{method} seed {seed}"))?;
     for w in run.warnings() {
         eprintln!("warning: {method} seed {seed}: {w}");
     }
-    let mut rec = Recorder {
+    let mut progress = Progress {
         label: format!("{method} seed {seed}"),
-        quiet,
-        curve: Vec::new(),
+        quiet: p.quiet,
     };
     let result = run
-        .train(&mut rec)
+        .train(&mut progress)
         .with_context(|| format!("{method} seed {seed}"))?;
     let s = &result.summary;
     eprintln!(
@@ -346,108 +850,178 @@ fn run_one(
         value_text(s.best_val.value),
         value_text(s.best_test.value)
     );
+    Ok(())
+}
+
+fn write_continued(out: &Path, c: &Continued) -> Result<()> {
+    tma_train::store::output::write_atomic(
+        &out.join("continued.json"),
+        &serde_json::to_vec_pretty(c)?,
+    )?;
+    Ok(())
+}
+
+/// The validated points of `rounds.jsonl` at `path`, in file (time) order.
+fn read_curve(path: &Path) -> Result<Vec<CurvePoint>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut curve = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let r: Value = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: not a round record", path.display(), i + 1))?;
+        // a round left unvalidated by --eval-every (or undefined) is no point of the curve
+        let Some(val) = r["val"]["value"].as_f64() else {
+            continue;
+        };
+        curve.push(CurvePoint {
+            round: r["round"].as_u64().unwrap_or(0),
+            elapsed_s: r["elapsed_s"].as_f64().unwrap_or(f64::NAN),
+            val,
+            participants: r["participants"].as_array().map_or(0, Vec::len),
+        });
+    }
+    Ok(curve)
+}
+
+/// The finished run `method`-seed`seed` of the comparison in `out`, read from its directory.
+fn read_outcome(out: &Path, method: Method, seed: u64) -> Result<RunOutcome> {
+    let dir = out.join(format!("{method}-seed{seed}"));
+    let sp = dir.join("summary.json");
+    let bytes = std::fs::read(&sp).with_context(|| format!("reading {}", sp.display()))?;
+    let summary: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{}: not a summary", sp.display()))?;
     Ok(RunOutcome {
         method: method.to_string(),
         seed,
-        prepare_s,
-        curve: rec.curve,
-        summary: result.summary,
+        curve: read_curve(&dir.join("rounds.jsonl"))?,
+        dir,
+        summary,
     })
 }
 
-/// Runs the comparison and writes OUT/{results.json, table.md, val_vs_time.svg}.
+/// Runs the comparison (or continues it: `--resume OUT`) and writes
+/// OUT/{results.json, table.md, val_vs_time.svg}.
 pub fn compare(o: CompareOpts) -> Result<()> {
     if o.train.method.is_some() || o.train.seed.is_some() {
         bail!("tma compare takes --methods and --seeds (not --method / --seed)");
     }
-    if o.methods.is_empty() || o.seeds.is_empty() {
-        bail!("--methods and --seeds must name at least one each");
-    }
-    // a repeated method or seed would write the same run directory twice: refused before any
-    // run (it used to fail halfway, leaving the first runs behind)
-    if let Some(m) = first_repeat(&o.methods) {
-        bail!("--methods names {m} twice: name each method once");
-    }
-    if let Some(s) = first_repeat(&o.seeds) {
-        bail!("--seeds names {s} twice: name each seed once");
-    }
-    if o.train.resume.is_some() {
-        // before the config is read: --resume has no config file of its own here
-        bail!("{}", unsupported_options(&o.train, &o.train).join("; "));
-    }
-    let quiet = o.train.quiet;
-    // merge a --config file once, so every run sees the same options
-    let (base, cfg0, _) = resolve(clone_opts_with_config(&o.train)?)?;
-    let unsupported = unsupported_options(&o.train, &base);
-    if !unsupported.is_empty() {
-        bail!("{}", unsupported.join("; "));
-    }
-    crate::opts::check_gen_nodes(&o.train, &base)?;
-    // every run's options are valid before the first one starts (e.g. --sync-every-steps,
-    // which ggs rejects, or a --fail trainer index), not minutes into the comparison
-    for &seed in &o.seeds {
-        for &m in &o.methods {
-            resolve(run_opts(&base, m, seed)?).with_context(|| format!("--methods {m}"))?;
-        }
-    }
-    for w in crate::opts::unused_flag_warnings(&o.train, &o.methods, cfg0.model) {
-        eprintln!("warning: {w}");
-    }
-    let name = base
-        .dataset
-        .as_ref()
-        .and_then(|d| d.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "generated".into());
-    let out = base.out.clone().unwrap_or_else(|| {
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let stamp: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
-        PathBuf::from("runs").join(format!("compare-{name}-{}-{stamp}", cfg0.task))
-    });
-    if out.join("results.json").exists() {
-        bail!(
-            "{} already holds a comparison (results.json); choose another --out",
-            out.display()
-        );
-    }
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let plan = match o.train.resume.as_deref() {
+        Some(out) => resume_plan(&o, out)?,
+        None => fresh_plan(&o)?,
+    };
+    // one writer at a time: a second `--resume` of a comparison still going would continue
+    // (or start again) the run in flight under it
+    let _lock = lock_comparison(&plan.out)?;
+    let cfg0 = check_runs(&plan)?;
+    let name = dataset_name(&plan.base);
     // Ctrl-C or SIGTERM: the run in flight stops after its round in flight (checkpoint and
     // summary written, as `tma train`), no further run starts, no table is written
-    let (stop, _) = crate::interrupt::install();
-    let mut runs = Vec::new();
-    for &seed in &o.seeds {
-        for &m in &o.methods {
-            eprintln!("== {m} seed {seed} ({name}, {})", cfg0.task);
-            runs.push(run_one(&base, m, seed, &out, quiet, &stop)?);
-            if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                eprintln!(
-                    "interrupt: the comparison stopped during {m} seed {seed} after {} of {} runs; their run directories are in {} (each resumable with `tma train --resume DIR`); no table or results.json was written",
-                    runs.len(),
-                    o.seeds.len() * o.methods.len(),
-                    out.display()
-                );
-                use std::io::Write;
-                let _ = std::io::stdout().flush();
-                std::process::exit(crate::interrupt::exit_code());
+    let interrupt = crate::interrupt::install();
+    let stop = interrupt.0.clone();
+    // the data once: one partition directory per layout, for every method and seed
+    crate::interrupt::set_before_training(true);
+    let layouts: Vec<Layout> = layouts_of(&plan)?
+        .iter()
+        .map(|(l, ms)| prepare_layout(&plan, l, ms))
+        .collect::<Result<_>>()?;
+    crate::interrupt::set_before_training(false);
+    if stop.load(Ordering::SeqCst) {
+        stopped(&plan, "the preparation of the data");
+    }
+    let mut continued: Continued = std::fs::read(plan.out.join("continued.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    for &seed in &plan.seeds {
+        for &m in &plan.methods {
+            let layout = layouts
+                .iter()
+                .find(|l| l.methods.contains(&m.to_string()))
+                .expect("every method has its layout");
+            run_one(&plan, m, seed, layout, &interrupt, &mut continued)?;
+            if stop.load(Ordering::SeqCst) {
+                stopped(&plan, &format!("{m} seed {seed}"));
             }
+        }
+    }
+    write_results(&plan, &cfg0, &name, &layouts, &continued)
+}
+
+/// An exclusive lock on the comparison's directory `out`, held while the returned file is open.
+///
+/// # Errors
+/// Another process holds it (a comparison still going, or continuing it); `out` cannot be
+/// opened.
+fn lock_comparison(out: &Path) -> Result<std::fs::File> {
+    let f = std::fs::File::open(out).with_context(|| format!("opening {}", out.display()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "{} is being written by another tma compare (still going, or continuing it): wait for it to end or stop it (Ctrl-C) before `tma compare --resume`",
+            out.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", out.display()))
+        }
+    }
+}
+
+/// Says where the comparison `p` stopped on a signal during `during` and how to continue it,
+/// and ends the process with the signal's exit code.
+fn stopped(p: &Plan, during: &str) -> ! {
+    let total = p.seeds.len() * p.methods.len();
+    let done = p
+        .seeds
+        .iter()
+        .flat_map(|s| p.methods.iter().map(move |m| format!("{m}-seed{s}")))
+        .filter(|d| run_state(&p.out.join(d)) == RunState::Finished)
+        .count();
+    eprintln!(
+        "interrupt: the comparison stopped during {during} with {done} of {total} runs finished; `tma compare --resume {}` continues it (finished runs are kept, an interrupted run continues from its last checkpoint); no table or results.json was written",
+        p.out.display()
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(crate::interrupt::exit_code());
+}
+
+/// The table, plot and results.json of the finished comparison `p`, read from its run
+/// directories.
+fn write_results(
+    p: &Plan,
+    cfg0: &tma_train::TrainConfig,
+    name: &str,
+    layouts: &[Layout],
+    continued: &Continued,
+) -> Result<()> {
+    let out = &p.out;
+    let mut runs = Vec::new();
+    for &seed in &p.seeds {
+        for &m in &p.methods {
+            runs.push(read_outcome(out, m, seed)?);
         }
     }
     let metric = runs
         .first()
-        .map(|r| r.summary.final_val.metric.clone())
-        .unwrap_or_default();
+        .and_then(|r| r.summary["final_val"]["metric"].as_str())
+        .unwrap_or_default()
+        .to_string();
     let by_method = |m: &Method| -> Vec<&RunOutcome> {
         runs.iter().filter(|r| r.method == m.as_str()).collect()
     };
-    let target = o.target.unwrap_or_else(|| {
-        0.95 * o
+    let target = p.target.unwrap_or_else(|| {
+        0.95 * p
             .methods
             .iter()
             .filter_map(|m| row(m.as_str(), &by_method(m), f64::INFINITY).best_val)
             .map(|s| s.mean)
             .fold(f64::NEG_INFINITY, f64::max)
     });
-    let rows: Vec<Row> = o
+    let rows: Vec<Row> = p
         .methods
         .iter()
         .map(|m| row(m.as_str(), &by_method(m), target))
@@ -456,10 +1030,10 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     if cfg0.drop_parts > 0 {
         failure.push_str(&format!(", drop-parts {}", cfg0.drop_parts));
     }
-    if let Some(f) = base.fail.as_deref().filter(|f| !f.is_empty()) {
+    if let Some(f) = p.base.fail.as_deref().filter(|f| !f.is_empty()) {
         failure.push_str(&format!(", fail {}", f.join(" ")));
     }
-    let title = o.title.clone().unwrap_or_else(|| {
+    let title = p.title.clone().unwrap_or_else(|| {
         format!(
             "{name}, {} ({metric}), {} trainers, {} budget{failure}",
             cfg0.task,
@@ -467,27 +1041,56 @@ pub fn compare(o: CompareOpts) -> Result<()> {
             humantime::format_duration(cfg0.time_limit)
         )
     });
+    let reuse = reuse_line(layouts, p.seeds[0]);
     let table = table_markdown(&rows, &metric, target);
-    let seeds_s: Vec<String> = o.seeds.iter().map(|s| s.to_string()).collect();
+    let seeds_s: Vec<String> = p.seeds.iter().map(|s| s.to_string()).collect();
     let md = format!(
-        "### {title}\n\nseeds {}; mean ± sample std over seeds; time to target over the runs that reached it\n\n{table}",
+        "### {title}\n\nseeds {}; mean ± sample std over seeds; time to target over the runs that reached it; {reuse}\n\n{table}",
         seeds_s.join(", ")
     );
     tma_train::store::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
-    let series: Vec<Series> = o
+    // one time axis for every method: up to the budget, or the last validation past it
+    let end = runs
+        .iter()
+        .flat_map(|r| r.step_points())
+        .map(|(t, _)| t)
+        .filter(|t| t.is_finite())
+        .fold(cfg0.time_limit.as_secs_f64(), f64::max);
+    let curves: Vec<(String, Vec<GridPoint>)> = p
         .methods
         .iter()
-        .map(|m| Series {
-            label: m.to_string(),
-            points: mean_curve(&by_method(m)),
+        .map(|m| {
+            let pts: Vec<Vec<(f64, f64)>> = by_method(m).iter().map(|r| r.step_points()).collect();
+            (m.to_string(), mean_band(&pts, end))
+        })
+        .collect();
+    let series: Vec<Series> = curves
+        .iter()
+        .map(|(m, g)| Series {
+            label: m.clone(),
+            points: g.iter().map(|q| (q.t, q.mean)).collect(),
+            step: true,
+            band: if p.seeds.len() > 1 {
+                g.iter().map(|q| (q.t, q.min, q.max)).collect()
+            } else {
+                Vec::new()
+            },
         })
         .collect();
     let svg = out.join("val_vs_time.svg");
+    let y_label = if p.seeds.len() > 1 {
+        format!(
+            "validation {metric}: mean over {} seeds, band min–max",
+            p.seeds.len()
+        )
+    } else {
+        format!("validation {metric} (1 seed)")
+    };
     line_plot_svg(
         &svg,
         &title,
         "training time (s)",
-        &format!("validation {metric} (mean over {} seeds)", o.seeds.len()),
+        &y_label,
         &series,
         Some((target, "target")),
         (900, 560),
@@ -497,12 +1100,21 @@ pub fn compare(o: CompareOpts) -> Result<()> {
         "dataset": name,
         "task": cfg0.task.to_string(),
         "metric": metric,
-        "methods": o.methods.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
-        "seeds": o.seeds,
+        "methods": p.methods.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
+        "seeds": p.seeds,
+        "data_seed": p.seeds[0],
+        "reuse": reuse,
+        "partitions": layouts,
+        "continued": continued,
         "target": target,
         "config": cfg0,
-        "fail": base.fail,
+        "fail": p.base.fail,
         "table": rows,
+        "plot": {
+            "what": "each run's last validated value at each time (a step function), mean and min-max over seeds at every time any run validated, up to end_s; the value at end_s is the mean of the runs' final values",
+            "end_s": end,
+            "curves": curves.iter().map(|(m, g)| (m.clone(), serde_json::json!(g))).collect::<serde_json::Map<_, _>>(),
+        },
         "runs": runs,
     });
     tma_train::store::output::write_atomic(
@@ -518,13 +1130,30 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     Ok(())
 }
 
-/// `o` with its `--config` file merged in (flags win), `method`/`seed` left unset.
-fn clone_opts_with_config(o: &TrainOpts) -> Result<TrainOpts> {
-    let mut c = clone_opts(o)?;
-    c.config = o.config.clone();
-    // resolve() needs a method to validate; any partitioned one will do for the shared options
-    c.method = Some(Method::RandomTma);
-    Ok(c)
+/// One line on what the runs share: the split and partition of each layout, made once.
+fn reuse_line(layouts: &[Layout], seed: u64) -> String {
+    let shared: Vec<String> = layouts
+        .iter()
+        .filter(|l| l.dir.is_some())
+        .map(|l| format!("{} ({})", l.name, l.methods.join(", ")))
+        .collect();
+    let own: Vec<String> = layouts
+        .iter()
+        .filter(|l| l.dir.is_none())
+        .flat_map(|l| l.methods.clone())
+        .collect();
+    let mut s = format!(
+        "one split and partition per layout, made once with seed {seed} and reused by every method of the layout and every seed (the seeds vary initialization, sampling, dropout and training negatives): {}",
+        if shared.is_empty() { "none".into() } else { shared.join(", ") }
+    );
+    if !own.is_empty() {
+        let _ = write!(
+            s,
+            "; {} split and partition per run, with its seed",
+            own.join(", ")
+        );
+    }
+    s
 }
 
 /// The first value of `xs` that occurs again later in it.
@@ -545,6 +1174,16 @@ mod tests {
             elapsed_s: t,
             val: v,
             participants: 1,
+        }
+    }
+
+    fn outcome(curve: Vec<CurvePoint>, end: f64, fin: f64) -> RunOutcome {
+        RunOutcome {
+            method: "random-tma".into(),
+            seed: 0,
+            dir: PathBuf::new(),
+            curve,
+            summary: serde_json::json!({"train_time_s": end, "final_val": {"value": fin}}),
         }
     }
 
@@ -574,5 +1213,44 @@ mod tests {
         assert_eq!(time_to_target(&c, 0.55), Some(2.0));
         assert_eq!(time_to_target(&c, 0.7), Some(4.0));
         assert_eq!(time_to_target(&c, 0.9), None);
+    }
+
+    #[test]
+    fn a_runs_step_points_end_on_its_summarys_final_value() {
+        // the last round's value is the final value: nothing added
+        let r = outcome(vec![pt(1.0, 0.5), pt(2.0, 0.75)], 2.0, 0.75);
+        assert_eq!(r.step_points(), [(1.0, 0.5), (2.0, 0.75)]);
+        // a last round left unvalidated (null in rounds.jsonl): the summary's value at its time
+        let r = outcome(vec![pt(1.0, 0.5)], 2.0, f64::NAN);
+        let p = r.step_points();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].0, 2.0);
+        assert!(p[1].1.is_nan());
+        // two seeds: the plotted value at the end is the table's final val mean
+        let a = outcome(vec![pt(1.0, 0.5), pt(2.0, 0.75)], 2.0, 0.75);
+        let b = outcome(vec![pt(1.5, 0.25), pt(2.5, 0.5)], 2.5, 0.5);
+        let g = mean_band(&[a.step_points(), b.step_points()], 3.0);
+        let table = row("random-tma", &[&a, &b], 0.6).final_val.unwrap().mean;
+        assert_eq!(g.last().map(|q| (q.t, q.mean)), Some((3.0, table)));
+        assert_eq!(table, 0.625);
+    }
+
+    #[test]
+    fn run_state_reads_the_run_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let run = d.path().join("r");
+        assert_eq!(run_state(&run), RunState::Absent);
+        std::fs::create_dir_all(run.join("checkpoint")).unwrap();
+        assert_eq!(run_state(&run), RunState::Unstarted);
+        std::fs::write(run.join("checkpoint/state.json"), "{}").unwrap();
+        assert_eq!(run_state(&run), RunState::Interrupted);
+        let stopped = r#"{"interrupted": true, "interrupted_by": "stop_request"}"#;
+        std::fs::write(run.join("summary.json"), stopped).unwrap();
+        assert_eq!(run_state(&run), RunState::Interrupted);
+        let lost = r#"{"interrupted": true, "interrupted_by": "trainers_lost"}"#;
+        std::fs::write(run.join("summary.json"), lost).unwrap();
+        assert_eq!(run_state(&run), RunState::Finished);
+        std::fs::write(run.join("summary.json"), r#"{"interrupted": false}"#).unwrap();
+        assert_eq!(run_state(&run), RunState::Finished);
     }
 }

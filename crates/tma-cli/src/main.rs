@@ -3,6 +3,7 @@
 
 mod bench;
 mod compare;
+mod curves;
 mod dist;
 mod encoder_flags;
 mod eval_cmd;
@@ -84,7 +85,6 @@ enum Command {
     #[command(
         mut_arg("method", |a| a.hide(true)),
         mut_arg("seed", |a| a.hide(true)),
-        mut_arg("resume", |a| a.hide(true)),
         mut_arg("partitions", |a| a.hide(true)),
         mut_arg("engine", |a| a.hide(true)),
         mut_arg("join_timeout", |a| a.hide(true)),
@@ -93,6 +93,13 @@ enum Command {
             "Directory of the comparison: table.md, results.json, val_vs_time.svg and one run \
              directory per method and seed (METHOD-seedK). Default: \
              runs/compare-<dataset>-<task>-<time>"
+        )),
+        mut_arg("resume", |a| a.value_name("OUT").help(
+            "Continue the comparison in OUT (interrupted, or killed) with the options it was \
+             started with (its compare.json; an option given that differs is refused, named): \
+             finished runs are kept, an interrupted run continues from its last checkpoint, one \
+             that stopped before its first checkpoint starts again, and the table and plot are \
+             written from every run's directory. Default: a new comparison"
         )),
         mut_arg("tensorboard", |a| a.help(
             "Also write each run's round metrics as TensorBoard scalars, in an event file under DIR/<this comparison's folder>/<METHOD>-seed<K>/ (`tensorboard --logdir DIR`). Default: none"
@@ -114,7 +121,7 @@ fn command() -> clap::Command {
             opts::with_table_help(encoder_flags::add(c), &[])
         })
         .mut_subcommand("compare", |c| {
-            opts::with_table_help(encoder_flags::add(c), &["out", "tensorboard"])
+            opts::with_table_help(encoder_flags::add(c), &["out", "tensorboard", "resume"])
         })
 }
 

@@ -285,6 +285,7 @@ pub(crate) fn train_inner(o: TrainOpts, mpi_slot: &mut MpiSlot) -> Result<()> {
         // printed with the run's other warnings, and recorded
         notes: warnings,
         tensorboard: o.tensorboard.clone(),
+        training_seed: None,
     };
     // Ctrl-C or SIGTERM: first stops after the round in flight, second at once (in-process
     // runs; under MPI the launcher owns the signals)

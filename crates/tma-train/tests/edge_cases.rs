@@ -668,3 +668,23 @@ fn tensorboard_events_hold_the_rounds_and_the_summary() {
     assert!(!file.exists() && !tb2.join("run-y").exists());
     assert!(tb2.is_dir(), "the folder the user named stays");
 }
+
+#[test]
+fn a_training_seed_apart_from_the_datas_is_refused_off_a_partition_directory() {
+    // RunSpec::training_seed separates the training's seed from the split's and partition's
+    // only where those are fixed apart from it (a partition directory); elsewhere one seed
+    // makes both, and a second one would be silently ignored
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = RunSpec::new(
+        quick(Method::RandomTma, 2),
+        DataSource::InMemory(Box::new(sbm(300))),
+    );
+    spec.out = Some(dir.path().join("run"));
+    spec.training_seed = Some(1);
+    let err = Run::start(spec).err().expect("refused").to_string();
+    assert!(
+        err.contains("a training seed apart from the data's applies to a partition directory only"),
+        "{err}"
+    );
+    assert!(!dir.path().join("run").exists(), "nothing written");
+}

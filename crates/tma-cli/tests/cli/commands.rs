@@ -557,10 +557,7 @@ fn compare_refuses_train_options_it_cannot_honour() {
     let cases: &[(&[&str], &[&str])] = &[
         (
             &["--resume", "/tmp/some-run"],
-            &[
-                "--resume is not supported by `tma compare` (it runs several fresh runs)",
-                "`tma train --resume RUN_DIR`",
-            ],
+            &["--resume /tmp/some-run continues that comparison; drop --out"],
         ),
         (
             &["--engine", "mpi"],
@@ -826,22 +823,27 @@ fn bench_rejects_bad_sizes_reports_and_peers() {
 
 #[test]
 fn compare_help_lists_only_the_options_compare_takes() {
-    // regression: `tma compare --help` listed --method, --seed, --resume, --engine,
-    // --partitions and --join-timeout, each then refused
+    // regression: `tma compare --help` listed --method, --seed, --engine, --partitions and
+    // --join-timeout, each then refused; --resume is compare's own (it continues a comparison)
     let o = tma(&["compare", "--help"]);
     assert_success(&o);
     let help = stdout(&o);
     for hidden in [
         "--method ",
         "--seed ",
-        "--resume ",
         "--partitions ",
         "--engine ",
         "--join-timeout ",
     ] {
         assert!(!help.contains(hidden), "{hidden} in:\n{help}");
     }
-    for shown in ["--methods ", "--seeds ", "--time-limit ", "--sync-every "] {
+    for shown in [
+        "--methods ",
+        "--seeds ",
+        "--time-limit ",
+        "--sync-every ",
+        "--resume <OUT>",
+    ] {
         assert!(help.contains(shown), "{shown} missing from:\n{help}");
     }
     // and `tma train --help` keeps them

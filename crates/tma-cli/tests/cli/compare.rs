@@ -1,5 +1,6 @@
 //! `tma compare` end to end on a generated graph: every output file, one run per method and
-//! seed, a table row per method, and refusal to overwrite.
+//! seed, a table row per method, refusal to overwrite, the data prepared once per layout, and
+//! a comparison interrupted (SIGINT, SIGKILL) and continued with `--resume`.
 
 use crate::harness::{assert_success, json_file, stderr, tempdir, tma_cmd};
 
@@ -76,11 +77,12 @@ fn compare_writes_table_results_and_plot() {
         svg.contains("centralized") && svg.contains("<polyline"),
         "plot lacks lines"
     );
-    // never overwrites a finished comparison
+    // never overwrites a comparison: the same --out again says how to continue it
     let again = tma_cmd(&args).output().unwrap();
     assert!(!again.status.success());
     assert!(
-        stderr(&again).contains("results.json"),
+        stderr(&again).contains("already holds a comparison (compare.json)")
+            && stderr(&again).contains("tma compare --resume"),
         "{}",
         stderr(&again)
     );
@@ -149,7 +151,10 @@ fn sigterm_stops_a_comparison_after_the_run_in_flight() {
     crate::harness::assert_fails_with(
         &o,
         143,
-        &["interrupt: the comparison stopped during random-tma seed 0 after 1 of 2 runs"],
+        &[
+            "interrupt: the comparison stopped during random-tma seed 0 with 0 of 2 runs finished",
+            "`tma compare --resume",
+        ],
     );
     let s = json_file(&out.join("random-tma-seed0/summary.json"));
     assert_eq!(s["interrupted"], serde_json::json!(true));
@@ -159,4 +164,238 @@ fn sigterm_stops_a_comparison_after_the_run_in_flight() {
         "no further run started"
     );
     assert!(!out.join("results.json").exists());
+}
+
+/// The options of the interrupted comparison below (generated graph, two methods, two seeds,
+/// 1.5 s per run).
+fn resumable_args(out: &str) -> Vec<&str> {
+    vec![
+        "compare",
+        "--gen-nodes",
+        "600",
+        "--methods",
+        "random-tma,centralized",
+        "--seeds",
+        "0,1",
+        "--trainers",
+        "2",
+        "--threads",
+        "2",
+        "--hidden",
+        "16",
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "64",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "1500ms",
+        "--quiet",
+        "--out",
+        out,
+    ]
+}
+
+/// Waits until `dir`'s `rounds.jsonl` holds a round (the run in it is training).
+fn wait_for_training(dir: &std::path::Path) {
+    crate::harness::wait_for_a_round(&dir.join("rounds.jsonl"));
+}
+
+#[test]
+fn an_interrupted_comparison_continues_with_resume_keeping_its_finished_runs() {
+    let dir = tempdir();
+    let out = dir.path().join("cmp");
+    let o = out.to_str().unwrap();
+    // 1. SIGINT during the second run: it stops after its round in flight (checkpoint)
+    let child = crate::harness::spawn_tma(&resumable_args(o));
+    wait_for_training(&out.join("centralized-seed0"));
+    crate::harness::sigint(child.id());
+    let r = child.wait_with_output().unwrap();
+    crate::harness::assert_fails_with(
+        &r,
+        130,
+        &[
+            "stopped during centralized seed 0 with 1 of 4 runs finished",
+            &format!("`tma compare --resume {o}` continues it"),
+        ],
+    );
+    let first = out.join("random-tma-seed0/summary.json");
+    let (bytes, mtime) = (
+        std::fs::read(&first).unwrap(),
+        std::fs::metadata(&first).unwrap().modified().unwrap(),
+    );
+    // an option that differs from the recorded ones is refused, named, before anything runs
+    let mut changed = resumable_args(o);
+    for (from, to) in [("1500ms", "3s"), ("0,1", "0")] {
+        let i = changed.iter().position(|a| *a == from).unwrap();
+        changed[i] = to;
+    }
+    changed.extend(["--resume", o]);
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&changed[..]),
+        1,
+        &[
+            "the comparison was started with other options: --time-limit 3s (recorded: 1500ms), --seeds 0 (recorded: 0,1)",
+        ],
+    );
+    assert_eq!(std::fs::read(&first).unwrap(), bytes);
+    // 2. continued (the options read back from compare.json), then SIGKILL during the third
+    // run: nothing of it is written at exit
+    let child = crate::harness::spawn_tma(&["compare", "--resume", o, "--quiet"]);
+    wait_for_training(&out.join("random-tma-seed1"));
+    // one writer at a time: a second --resume meanwhile is refused and changes nothing
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--quiet"]),
+        1,
+        &["is being written by another tma compare"],
+    );
+    crate::harness::signal(child.id(), libc::SIGKILL);
+    let r = child.wait_with_output().unwrap();
+    assert_eq!(
+        r.status.code(),
+        None,
+        "killed: {}",
+        crate::harness::text(&r)
+    );
+    let said = stderr(&r);
+    assert!(
+        said.contains("random-tma seed 0: finished earlier, kept")
+            && said.contains("centralized seed 0: continued from its checkpoint at round"),
+        "{said}"
+    );
+    // 3. continued to the end: the command line of the start with --resume works as well
+    let mut again = resumable_args(o);
+    again.extend(["--resume", o]);
+    let r = crate::harness::tma(&again[..]);
+    assert_success(&r);
+    // the finished run was not run again: the same bytes, not rewritten
+    assert_eq!(std::fs::read(&first).unwrap(), bytes);
+    assert_eq!(
+        std::fs::metadata(&first).unwrap().modified().unwrap(),
+        mtime
+    );
+    let res = json_file(&out.join("results.json"));
+    assert_eq!(res["runs"].as_array().unwrap().len(), 4);
+    for row in res["table"].as_array().unwrap() {
+        assert_eq!(row["runs"], 2, "{row}");
+    }
+    // the continued run went on to its budget: its rounds count on from the checkpoint, and
+    // its summary is no longer marked interrupted
+    let central = out.join("centralized-seed0");
+    assert_eq!(crate::harness::summary(&central)["interrupted"], false);
+    let rounds: Vec<u64> = std::fs::read_to_string(central.join("rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["round"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(rounds, (1..=rounds.len() as u64).collect::<Vec<_>>());
+    assert!(res["continued"]["centralized-seed0"]
+        .as_str()
+        .unwrap()
+        .starts_with("continued from its checkpoint at round"));
+    // the plot's value at the end of the axis is the table's final val mean
+    for row in res["table"].as_array().unwrap() {
+        let m = row["method"].as_str().unwrap();
+        let last = res["plot"]["curves"][m]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .clone();
+        assert_eq!(last["mean"], row["final_val"]["mean"], "{m}");
+        assert_eq!(last["t"], res["plot"]["end_s"], "{m}");
+        assert!(res["plot"]["end_s"].as_f64().unwrap() >= 1.5);
+    }
+}
+
+#[test]
+fn the_seeds_share_one_partition_per_layout_and_differ_in_training() {
+    let dir = tempdir();
+    let out = dir.path().join("cmp");
+    let mut args = resumable_args(out.to_str().unwrap());
+    // random-tma trains on the random layout, psgd-pa and llcg on one (metis)
+    args[4] = "random-tma,psgd-pa,llcg";
+    let i = args.iter().position(|a| *a == "1500ms").unwrap();
+    args[i] = "600ms";
+    let r = crate::harness::tma(&args[..]);
+    assert_success(&r);
+    let said = stderr(&r);
+    assert_eq!(said.matches("made once in").count(), 2, "{said}");
+    assert!(out.join("partitions/random/manifest.json").is_file());
+    assert!(out.join("partitions/metis/manifest.json").is_file());
+    let part = |run: &str| json_file(&out.join(run).join("partition.json"));
+    for m in ["random-tma", "psgd-pa", "llcg"] {
+        let (a, b) = (part(&format!("{m}-seed0")), part(&format!("{m}-seed1")));
+        // one split and partition: the data's seed 0 for both seeds
+        assert_eq!(a["assignment_sha256"], b["assignment_sha256"], "{m}");
+        assert_eq!(a["manifest_sha256"], b["manifest_sha256"], "{m}");
+        assert_eq!((a["seed"].as_u64(), b["seed"].as_u64()), (Some(0), Some(0)));
+        assert_eq!(a.get("training_seed"), None);
+        assert_eq!(b["training_seed"], 1);
+    }
+    assert_eq!(
+        part("psgd-pa-seed0")["manifest_sha256"],
+        part("llcg-seed1")["manifest_sha256"]
+    );
+    // the seeds train differently: another initialization gives another first loss
+    let first_loss = |run: &str| {
+        let text = std::fs::read_to_string(out.join(run).join("rounds.jsonl")).unwrap();
+        let r: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        r["train_loss"].as_f64().unwrap()
+    };
+    assert_ne!(
+        first_loss("random-tma-seed0"),
+        first_loss("random-tma-seed1")
+    );
+    let res = json_file(&out.join("results.json"));
+    assert_eq!(res["data_seed"], 0);
+    assert!(res["reuse"]
+        .as_str()
+        .unwrap()
+        .contains("random (random-tma), metis (psgd-pa, llcg)"));
+}
+
+#[test]
+fn a_layout_that_cannot_be_written_falls_back_to_a_split_per_run_said_and_recorded() {
+    let dir = tempdir();
+    let out = dir.path().join("cmp");
+    // a file where the random layout's partition directory goes: it cannot be written there
+    std::fs::create_dir_all(out.join("partitions/random")).unwrap();
+    std::fs::write(out.join("partitions/random/notes.txt"), "mine").unwrap();
+    let mut args = resumable_args(out.to_str().unwrap());
+    args[4] = "random-tma";
+    let i = args.iter().position(|a| *a == "1500ms").unwrap();
+    args[i] = "600ms";
+    let r = crate::harness::tma(&args[..]);
+    assert_success(&r);
+    assert!(
+        stderr(&r)
+            .contains("warning: the random layout could not be written as a partition directory"),
+        "{}",
+        stderr(&r)
+    );
+    // the user's file is untouched
+    assert_eq!(
+        std::fs::read_to_string(out.join("partitions/random/notes.txt")).unwrap(),
+        "mine"
+    );
+    let res = json_file(&out.join("results.json"));
+    let fallback = res["partitions"][0]["fallback"].as_str().unwrap();
+    assert!(fallback.contains("each run of random-tma splits and partitions the data itself"));
+    assert!(res["reuse"]
+        .as_str()
+        .unwrap()
+        .contains("random-tma split and partition per run"));
+    // each seed made its own split and partition, with its seed
+    let part = |run: &str| json_file(&out.join(run).join("partition.json"));
+    assert_eq!(part("random-tma-seed1")["seed"], 1);
+    assert_ne!(
+        part("random-tma-seed0")["assignment_sha256"],
+        part("random-tma-seed1")["assignment_sha256"]
+    );
 }

@@ -104,6 +104,13 @@ pub struct RunSpec {
     /// under `DIR/<run directory's name>/` ([`crate::store::tensorboard`]); recorded in
     /// `config.toml`, so a resumed run appends to the same folder.
     pub tensorboard: Option<PathBuf>,
+    /// On a partition directory ([`DataSource::Partitions`]): the seed of the model's
+    /// initialization and of the trainers' sampling, dropout and training negatives, in place of
+    /// the directory's seed, which made its split and partition and still fixes them (and the
+    /// validation subset of `--eval-max-nodes`). `tma compare` runs its seeds on one partition
+    /// per layout this way. `None`: the directory's seed for everything. Recorded as `seed` in
+    /// `config.toml` and as `training_seed` in `partition.json`.
+    pub training_seed: Option<u64>,
 }
 
 impl RunSpec {
@@ -119,6 +126,7 @@ impl RunSpec {
             resume: false,
             notes: Vec::new(),
             tensorboard: None,
+            training_seed: None,
         }
     }
 }
@@ -256,6 +264,9 @@ pub struct Run {
     resumed_config: Option<String>,
     /// The TensorBoard event file (`RunSpec::tensorboard`).
     tensorboard: Option<EventLog>,
+    /// The seed of the split and partition when `config.seed` is another
+    /// (`RunSpec::training_seed` on a partition directory).
+    data_seed: Option<u64>,
 }
 
 /// Writes `config.toml` (`resolved`) to the new run directory `run_dir` (returns `None`); a
@@ -316,6 +327,7 @@ impl Run {
             resume,
             notes,
             tensorboard,
+            training_seed,
         } = spec;
         if engine == Engine::Mpi && !config.val_check_interval.is_zero() {
             return Err(TrainError::Config(
@@ -325,6 +337,20 @@ impl Run {
         // the front end's notes on its options come first, then the reader's
         let mut load_notes = notes;
         let source = Run::open_data(data, &mut config, &mut load_notes)?;
+        // compare's seeds on one partition directory: the directory's seed made the split and
+        // the partition; this one seeds the training
+        let mut data_seed = None;
+        if let Some(s) = training_seed {
+            if !matches!(source.opened, Opened::Partitions { .. }) {
+                return Err(TrainError::Config(
+                    "a training seed apart from the data's applies to a partition directory only; elsewhere one seed makes the split, the partition and the training (config.seed)".into(),
+                ));
+            }
+            if s != config.seed {
+                data_seed = Some(config.seed);
+                config.seed = s;
+            }
+        }
         let manifest_sha256 = match &source.opened {
             Opened::Partitions { manifest, .. } => Some(manifest.hash.clone()),
             _ => None,
@@ -354,6 +380,7 @@ impl Run {
             load_notes,
             resumed_config: None,
             tensorboard: None,
+            data_seed,
         };
         // the event file under DIR/<run name>/, created now so that a folder that cannot be
         // written is said before any data is prepared
@@ -649,9 +676,9 @@ impl Run {
                 let (metric, note) = prep.eval.check_metric(cfg.metric, cfg.eval_num_neg)?;
                 prep.metric = metric;
                 prep.warnings.extend(note);
-                let pj = serde_json::json!({
+                let mut pj = serde_json::json!({
                     "method": cfg.method.to_string(),
-                    "seed": cfg.seed,
+                    "seed": self.data_seed.unwrap_or(cfg.seed),
                     "num_parts": cfg.num_trainers,
                     "drop_parts": cfg.drop_parts,
                     "super_nodes": cfg.super_nodes,
@@ -660,6 +687,9 @@ impl Run {
                     "parts": m.parts,
                     "report": m.report,
                 });
+                if self.data_seed.is_some() {
+                    pj["training_seed"] = serde_json::json!(cfg.seed);
+                }
                 self.opened = Opened::Partitions { dir, manifest: m };
                 (prep, Some(pj))
             }
@@ -670,7 +700,9 @@ impl Run {
         }
         let mut warnings = self.load_notes.clone();
         warnings.extend(prep.warnings.iter().cloned());
-        warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, cfg.seed));
+        // the validation subset belongs to the data: the split's seed picks it
+        let data_seed = self.data_seed.unwrap_or(cfg.seed);
+        warnings.extend(prep.cap_validation(cfg.eval_max_nodes, cfg.eval_max_edges, data_seed));
         if !cfg.val_check_interval.is_zero() && cfg.val_check_interval >= cfg.time_limit {
             warnings.push(format!(
                 "val-check-interval ({}) is not shorter than time-limit ({}): no validation check will run, only the rounds are validated",
