@@ -107,6 +107,35 @@ def test_on_round_once_per_round_and_models(tmp_path, cora_dir, cora_arrays):
     assert np.array_equal(run.embeddings(nodes=[5, 0, 5]), logits[[5, 0, 5]])
 
 
+def test_a_damaged_model_file_is_refused_by_the_python_reader(tmp_path):
+    # regression: tma eval refused a model file with a changed byte, tma.load_safetensors and
+    # to_torch read it without a word
+    run = tma.train(None, gen_nodes=300, hidden=16, trainers=2, time_limit="1s", out=tmp_path / "r")
+    path = pathlib.Path(run.dir) / "model_best.safetensors"
+    good = tma.load_safetensors(path)
+    from tma._safetensors import load_metadata
+
+    assert len(load_metadata(path)["tma.data_sha256"]) == 64
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0x10
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"model_best\.safetensors: damaged: its tensors' sha256 is"):
+        tma.load_safetensors(path)
+    # the same bytes restored read as before
+    raw[-3] ^= 0x10
+    path.write_bytes(bytes(raw))
+    again = tma.load_safetensors(path)
+    assert all(np.array_equal(good[k], again[k]) for k in good)
+
+
+def test_a_model_too_large_for_the_machine_is_an_error_not_an_abort(tmp_path):
+    # regression: the memory estimate allocated the model first, and hidden=4e9 aborted the
+    # interpreter on a failed 2.3 TB allocation
+    with pytest.raises(Exception, match="GiB of memory but"):
+        tma.train(None, gen_nodes=300, hidden=4_000_000_000, time_limit="1s", out=tmp_path / "big")
+    assert not (tmp_path / "big").exists()
+
+
 def test_options_and_defaults_are_the_clis():
     d = tma.defaults()
     assert (d["method"], d["num_trainers"], d["sync_every"], d["time_limit"]) == ("random-tma", 4, "5s", "30s")

@@ -5,6 +5,7 @@ tensors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -76,4 +77,30 @@ def load_safetensors(path: Union[str, "os.PathLike[str]"]) -> Dict[str, np.ndarr
         if arr.size != int(np.prod(shape, dtype=np.int64)):
             raise ValueError(f"{path}: tensor {name}: {arr.size} values for shape {list(shape)}")
         out[name] = arr.reshape(shape).astype(dt[-2:] if dt.startswith("<") else dt, copy=True)
+    _check_sha256(path, header, body)
     return out
+
+
+def _check_sha256(path: str, header, body) -> None:
+    """A file tma wrote records the sha256 of its tensors' bytes (``tma.data_sha256``, the
+    tensors in ``tma.param_order``); a file whose bytes differ is damaged: ``ValueError``
+    naming it, as tma's own reader says. Files of other writers have no such key."""
+    meta = header.get("__metadata__") or {}
+    want = meta.get("tma.data_sha256") if isinstance(meta, dict) else None
+    if want is None:
+        return
+    order = meta.get("tma.param_order", "")
+    names = order.split(",") if order else []
+    h = hashlib.sha256()
+    for name in names:
+        spec = header.get(name)
+        if not isinstance(spec, dict):
+            raise ValueError(f"{path}: tma.param_order names {name!r}, which the file does not hold")
+        b, e = spec["data_offsets"]
+        h.update(body[b:e])
+    got = h.hexdigest()
+    if got != want:
+        raise ValueError(
+            f"{path}: damaged: its tensors' sha256 is {got}, its header says {want} "
+            "(written by tma; a changed byte, e.g. a disk or copy error)"
+        )

@@ -287,6 +287,14 @@ pub(crate) fn with_config_file(o: TrainOpts) -> Result<TrainOpts> {
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     let f: TrainOpts = toml::from_str(&text)
         .with_context(|| format!("config file {} is not valid", path.display()))?;
+    // checked here, in the file's words: merged with the flags, a number JSON cannot carry
+    // would read as "not given" and train with the default (regression: `lr = inf` did)
+    if let Some((k, x)) = non_finite(&f)? {
+        bail!(
+            "config file {} is not valid: {k} = {x} is not a finite number",
+            path.display()
+        );
+    }
     // keys no field took: an encoder's own option, or no option at all
     if let Some(k) = f
         .encoder
@@ -424,17 +432,22 @@ pub(crate) fn unused_flag_warnings(
 /// Refuses an infinite or NaN number (`--lr inf`): the library takes options as JSON, which
 /// has no such numbers (the Python package refuses them in the same words).
 fn finite_numbers(o: &TrainOpts) -> Result<()> {
-    let toml::Value::Table(t) = toml::Value::try_from(o)? else {
-        return Ok(());
-    };
-    for (k, v) in t {
-        if let toml::Value::Float(x) = v {
-            if !x.is_finite() {
-                bail!("{}: '{x}' is not a finite number", Spelling::Flag.name(&k));
-            }
-        }
+    if let Some((k, x)) = non_finite(o)? {
+        bail!("{}: '{x}' is not a finite number", Spelling::Flag.name(&k));
     }
     Ok(())
+}
+
+/// The first option of `o` whose number is infinite or NaN (a flag `--lr inf`, a config file's
+/// `lr = inf` or `clip_norm = 1e39`, past `f32`), by config-file key.
+fn non_finite(o: &TrainOpts) -> Result<Option<(String, f64)>> {
+    let toml::Value::Table(t) = toml::Value::try_from(o)? else {
+        return Ok(None);
+    };
+    Ok(t.into_iter().find_map(|(k, v)| match v {
+        toml::Value::Float(x) if !x.is_finite() => Some((k, x)),
+        _ => None,
+    }))
 }
 
 /// The options set in `o` (flags, or flags over a config file) by config-file key, for the

@@ -357,14 +357,21 @@ impl Model {
             Head::Node { .. } => None,
         };
         let ParamAlloc { shapes, inits, .. } = alloc;
-        let template = ParamSet::from_shapes(&shapes);
+        // the layout only: a model too large for the machine is refused by its users' memory
+        // checks before any parameter is allocated
+        let Some((specs, num_params)) = ParamSet::layout(&shapes) else {
+            return bad(format!(
+                "the model's parameter count overflows this machine's address space (hidden {}, {} layers)",
+                cfg.hidden, cfg.num_layers
+            ));
+        };
         Ok(Model {
             cfg,
             options: opts,
             layers,
             decoder,
-            num_params: template.len(),
-            specs: template.specs,
+            num_params,
+            specs,
             inits,
             pool: BufferPool::default(),
             bf16: None,

@@ -36,21 +36,30 @@ pub struct ParamSet {
 impl ParamSet {
     /// A zero-filled set with tensors `(name, shape)` laid out in this order.
     pub fn from_shapes(shapes: &[(String, Vec<usize>)]) -> ParamSet {
+        let (specs, total) =
+            ParamSet::layout(shapes).expect("parameter count fits the address space");
+        ParamSet {
+            specs,
+            data: vec![0.0; total],
+        }
+    }
+
+    /// The layout [`ParamSet::from_shapes`] gives `shapes` (each tensor's offset, in order)
+    /// and the total number of scalars, without allocating them; `None` when the count
+    /// overflows `usize`.
+    pub fn layout(shapes: &[(String, Vec<usize>)]) -> Option<(Vec<ParamSpec>, usize)> {
         let mut specs = Vec::with_capacity(shapes.len());
-        let mut offset = 0;
+        let mut offset = 0usize;
         for (name, shape) in shapes {
-            let spec = ParamSpec {
+            let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+            specs.push(ParamSpec {
                 name: name.clone(),
                 shape: shape.clone(),
                 offset,
-            };
-            offset += spec.numel();
-            specs.push(spec);
+            });
+            offset = offset.checked_add(numel)?;
         }
-        ParamSet {
-            specs,
-            data: vec![0.0; offset],
-        }
+        Some((specs, offset))
     }
 
     /// Total number of scalars.

@@ -248,6 +248,35 @@ fn every_caller_of_run_gets_the_memory_check_by_default() {
 }
 
 #[test]
+fn a_model_too_large_for_the_address_space_is_refused_not_allocated() {
+    // regression: the estimate built the model first, allocating its parameters, so --hidden
+    // 4000000000 aborted the process (and a Python interpreter with it) on a failed 2.3 TB
+    // allocation instead of being refused
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = TrainConfig {
+        hidden: 4_000_000_000,
+        ..quick(Method::RandomTma, 2)
+    };
+    // 2-layer SAGE 8 -> 4e9 -> 8: two 8 x 4e9 and two 4e9 x 8 matrices, 4e9 biases and the
+    // PReLU slope: the layout is counted without allocating it
+    let prep = tma_train::prepare(sbm(300), &cfg).unwrap();
+    let model = tma_train::build_model(&cfg, prep.model_shape()).unwrap();
+    assert!(
+        model.num_params() > 4 * 8 * 4_000_000_000,
+        "{}",
+        model.num_params()
+    );
+    let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
+    spec.out = Some(tmp.path().join("run"));
+    let run = Run::start(spec).unwrap();
+    let err = run.prepare().err().unwrap().to_string();
+    assert!(
+        err.contains("GiB of memory but") && err.contains("--hidden 4000000000"),
+        "{err}"
+    );
+}
+
+#[test]
 fn memory_estimate_refuses_a_model_too_large_and_leaves_no_run_dir() {
     // regression (issue 11): --hidden 100000000 was started and killed by the OOM killer
     let tmp = tempfile::tempdir().unwrap();

@@ -850,3 +850,35 @@ fn compare_help_lists_only_the_options_compare_takes() {
     let t = stdout(&tma(&["train", "--help"]));
     assert!(t.contains("--method ") && t.contains("--engine ") && t.contains("--resume "));
 }
+
+#[test]
+fn a_config_file_number_that_is_not_finite_is_refused_naming_the_file_and_key() {
+    // regression: `lr = inf` in a --config file trained with the default lr without a word
+    // (merged with the flags through JSON, the number read as "not given")
+    let dir = tempdir();
+    let cases = [
+        ("lr = inf", "lr = inf is not a finite number"),
+        ("dropout = nan", "dropout = NaN is not a finite number"),
+        // past f32: read as inf
+        ("clip_norm = 1e39", "clip_norm = inf is not a finite number"),
+    ];
+    for (line, needle) in cases {
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(&cfg, format!("{line}\n")).unwrap();
+        let out = dir.path().join("run");
+        let r = tma(&[
+            "train",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--gen-nodes",
+            "300",
+            "--time-limit",
+            "1s",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let file = format!("config file {} is not valid: ", cfg.display());
+        assert_fails_with(&r, 1, &[&file, needle]);
+        assert!(!out.exists(), "{line}: a run directory was made");
+    }
+}

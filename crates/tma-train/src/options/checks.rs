@@ -81,8 +81,10 @@ impl TrainConfig {
         if self.num_neg == 0 || self.eval_num_neg == 0 || self.eval_max_edges == 0 {
             return Err("num-neg, eval-num-neg and eval-max-edges must be >= 1".into());
         }
-        if self.clip_norm.is_nan() || self.clip_norm <= 0.0 {
-            return Err("clip-norm must be > 0".into());
+        if !(self.clip_norm.is_finite() && self.clip_norm > 0.0) {
+            // (an infinite norm came from Python or a config file as 1e39 and above, which the
+            // CLI's flag refused: one rule for every front end)
+            return Err("clip-norm must be > 0 and finite".into());
         }
         if self.threads > 4096 {
             return Err(format!("threads {} is not a thread count", self.threads));

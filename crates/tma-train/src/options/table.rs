@@ -78,8 +78,8 @@ pub enum Applies {
     All,
     /// Runs of one task.
     Task(Task),
-    /// Runs of these methods.
-    Methods(&'static [Method]),
+    /// Runs of the registered methods that declare this use ([`MethodsThat`]).
+    Methods(MethodsThat),
     /// Runs of one encoder (`--model`).
     Encoder(&'static str),
     /// Runs of one engine (`--engine`).
@@ -96,11 +96,54 @@ impl Applies {
         match self {
             Applies::All => "all".into(),
             Applies::Task(t) => format!("{t} task"),
-            Applies::Methods(ms) => ms.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
+            Applies::Methods(that) => Method::ALL
+                .iter()
+                .filter(|&&m| that.matches(m))
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
             Applies::Encoder(e) => format!("model {e}"),
             Applies::Engine(e) => format!("engine {e}"),
             Applies::Generated => "generated graph".into(),
             Applies::Dataset => "--dataset".into(),
+        }
+    }
+}
+
+/// Which methods use an option, by what each declares in the method registry (its
+/// [`crate::engines::method::MethodInfo`] and layout), never by its name: a method added to the
+/// registry appears in the "used by" column of every option it uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MethodsThat {
+    /// Train several trainers (`MethodInfo::many_trainers`): parts to drop, trainers to fail.
+    TrainMany,
+    /// Follow the averaging ramp (`MethodInfo::no_sync_ramp` is `None`).
+    FollowTheRamp,
+    /// Validate between rounds (`MethodInfo::no_validation_checks` is `None`).
+    CheckBetweenRounds,
+    /// Weigh the trainers' models (`MethodInfo::no_average_weight` is `None`).
+    WeighModels,
+    /// Lay out super-nodes (`DataLayout::uses_super_nodes`).
+    UseSuperNodes,
+    /// Cluster the graph for their layout (`DataLayout::clusters`).
+    Cluster,
+    /// Declare this option of their own (`MethodInfo::options`).
+    Declare(&'static str),
+}
+
+impl MethodsThat {
+    /// Whether method `m` does (its layout under the default configuration).
+    pub fn matches(self, m: Method) -> bool {
+        let info = m.info();
+        let layout = || m.layout(&TrainConfig::default());
+        match self {
+            MethodsThat::TrainMany => info.many_trainers,
+            MethodsThat::FollowTheRamp => info.no_sync_ramp.is_none(),
+            MethodsThat::CheckBetweenRounds => info.no_validation_checks.is_none(),
+            MethodsThat::WeighModels => info.no_average_weight.is_none(),
+            MethodsThat::UseSuperNodes => layout().uses_super_nodes(),
+            MethodsThat::Cluster => layout().clusters(),
+            MethodsThat::Declare(key) => info.options.iter().any(|(k, _)| *k == key),
         }
     }
 }
@@ -205,21 +248,6 @@ fn precision(s: &str) -> Result<(), String> {
     s.parse::<tma_nn::MatmulPrecision>().map(drop)
 }
 
-const AVERAGING: &[Method] = &[
-    Method::RandomTma,
-    Method::SuperTma,
-    Method::PsgdPa,
-    Method::Llcg,
-    Method::Centralized,
-];
-const PARTITIONED: &[Method] = &[
-    Method::RandomTma,
-    Method::SuperTma,
-    Method::PsgdPa,
-    Method::Llcg,
-    Method::Ggs,
-];
-
 /// Every option of `tma train` (and `tma.train`) but the encoders' own, in the order of
 /// `--help`; [`rows`] adds those from the encoder registry.
 pub static TABLE: &[OptionSpec] = &[
@@ -246,23 +274,23 @@ pub static TABLE: &[OptionSpec] = &[
         .invalid(&["0"]),
     row("drop_parts", Kind::Count,
         "Partition for M + d parts and give d of them to no trainer (failure experiment).")
-        .applies(Applies::Methods(PARTITIONED)),
+        .applies(Applies::Methods(MethodsThat::TrainMany)),
     row("super_nodes", Kind::Count, "K, the number of super-nodes for super-tma (K >> M).")
-        .applies(Applies::Methods(&[Method::SuperTma])),
+        .applies(Applies::Methods(MethodsThat::UseSuperNodes)),
     row("super_clustering", Kind::Name(clustering),
         "Clustering behind super-tma's super-nodes and the psgd-pa / llcg parts: metis, lpa (size-constrained label propagation over the graph in place, for graphs METIS cannot take) or auto (metis up to 2^25 arcs, lpa above; `tma partition --out --memory-budget` also takes lpa where METIS' estimated peak, 80 bytes per arc + 64 per node, exceeds the budget).")
-        .applies(Applies::Methods(&[Method::SuperTma, Method::PsgdPa, Method::Llcg]))
+        .applies(Applies::Methods(MethodsThat::Cluster))
         .invalid(&["\"kmeans\""]),
     row("sync_every", Kind::Duration,
         "Wall-clock time between model averaging rounds, e.g. 5s, 30s, 2min (the reference release: 2min).")
         .invalid(&["\"soon\"", "\"0s\""]),
     row("sync_ramp", Kind::Count,
         "Averaging ramp: the first --sync-every span is cut into N equal spans, each ending in an averaging round (e.g. 10s with 16: rounds every 0.625 s up to 10 s, then 20, 30 s, ...): the trainers are averaged often while the model changes fastest, when their drift apart costs the average most (post-local SGD's warm-up; docs/decisions/0015-averaging-ramp.md). 0 or 1 = every span --sync-every (the paper's schedule); at most 1024; the step-count schedule (--sync-every-steps) has none.")
-        .applies(Applies::Methods(AVERAGING))
+        .applies(Applies::Methods(MethodsThat::FollowTheRamp))
         .invalid(&["2000"]),
     row("val_check_interval", Kind::Duration,
         "Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `\"check\": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Each check is one more validation on the trainers' cores, never skipped by --eval-every. Model-averaging methods (not ggs, llcg), in-process trainers. 0 = off (validation at rounds).")
-        .applies(Applies::Methods(&[Method::RandomTma, Method::SuperTma, Method::PsgdPa, Method::Centralized]))
+        .applies(Applies::Methods(MethodsThat::CheckBetweenRounds))
         .invalid(&["\"1h\""]),
     row("time_limit", Kind::Duration,
         "Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it (the reference release: 4h).")
@@ -274,10 +302,10 @@ pub static TABLE: &[OptionSpec] = &[
         .invalid(&["\"soon\"", "\"0s\""]),
     row("llcg_steps", Kind::Count,
         "LLCG: global correction mini-batch steps on the full graph after each averaging.")
-        .applies(Applies::Methods(&[Method::Llcg])),
+        .applies(Applies::Methods(MethodsThat::Declare("llcg_steps"))),
     row("average_weight", Kind::Name(parsed::<AverageWeight>),
         "Weighting of the model average: uniform (the paper's plain mean), nodes or edges.")
-        .applies(Applies::Methods(&[Method::RandomTma, Method::SuperTma, Method::PsgdPa, Method::Llcg]))
+        .applies(Applies::Methods(MethodsThat::WeighModels))
         .invalid(&["\"degree\""]),
     // its help is the encoder registry's (`rows`)
     row("model", Kind::Name(encoder), "Encoder.")
@@ -356,7 +384,7 @@ pub static TABLE: &[OptionSpec] = &[
     row("fail", Kind::Text,
         "Inject a failure: trainer T stops for good at training time DURATION (repeatable), e.g. 1@10s.")
         .run(Scope::Run, Default::None)
-        .applies(Applies::Methods(PARTITIONED)),
+        .applies(Applies::Methods(MethodsThat::TrainMany)),
     row("gen_nodes", Kind::Count, "Nodes of the generated graph when no --dataset is given.")
         .run(Scope::Run, Default::Text("10000"))
         .applies(Applies::Generated),
