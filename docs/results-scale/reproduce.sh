@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Reproduces docs/results-scale.md: `tma compare` on generated graphs shaped like the paper's
+# (issue 30): Reddit-like (233K nodes, ~114M arcs) and citation2-like (2.93M nodes, ~30M arcs),
+# link prediction and node classification, six methods, 4 trainers, the failure runs, and the
+# MAG-like graph (65M nodes, ~1.3B arcs: random-tma against centralized, link, one seed).
+#
+# Usage (from the repository root):
+#   docs/results-scale/reproduce.sh [OUT_ROOT]
+#   ONLY=citation2-link docs/results-scale/reproduce.sh      # one comparison (a name below)
+#   BUDGET=10m SEEDS=0,1,2 docs/results-scale/reproduce.sh   # the page's settings (defaults)
+#
+# Every comparison is resumable: one already finished is kept, one that was interrupted
+# continues where it stopped (`tma compare --resume`), so the whole page can be run over
+# several sittings. Graphs are generated once under GRAPHS (default: the system temp
+# directory; ~2 GB citation2, ~1 GB reddit, ~13 GB mag), never into the repository; each
+# comparison keeps one partition directory per layout under its OUT (about one copy of the
+# graph each). Delete both when done.
+set -euo pipefail
+OUT=${1:-${TMPDIR:-/tmp}/tma-results-scale}
+GRAPHS=${GRAPHS:-${TMPDIR:-/tmp}/tma-scale-graphs}
+BUDGET=${BUDGET:-10m}            # training time of every run
+SEEDS=${SEEDS:-0,1,2}            # random-tma, super-tma, psgd-pa, centralized
+FEW_SEEDS=${FEW_SEEDS:-0}        # llcg and ggs (the issue allows one seed when time is short)
+FAIL_SEEDS=${FAIL_SEEDS:-0}      # the failure runs
+MAG_BUDGET=${MAG_BUDGET:-30m}
+ONLY=${ONLY:-}
+TMA=./target/release/tma
+cargo build --release -p tma-cli
+mkdir -p "$OUT" "$GRAPHS"
+
+gen() { # preset
+  [ -f "$GRAPHS/$1/tma-graph.json" ] || $TMA generate --preset "$1" --out "$GRAPHS/$1"
+}
+# a comparison already finished is kept; one that was interrupted continues (--resume)
+run() { # name, compare options...
+  local name=$1; shift
+  if [ -n "$ONLY" ] && [ "$ONLY" != "$name" ]; then return; fi
+  if [ -f "$OUT/$name/results.json" ]; then echo "$name: done (kept)"; return; fi
+  echo "$name: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/load.log"
+  if [ -f "$OUT/$name/compare.json" ]; then
+    $TMA compare "$@" --out "$OUT/$name" --resume "$OUT/$name"
+  else
+    $TMA compare "$@" --out "$OUT/$name"
+  fi
+}
+COMMON="--trainers 4 --time-limit $BUDGET --quiet"
+MAIN=random-tma,super-tma,psgd-pa,centralized
+FEW=llcg,ggs
+for g in citation2 reddit; do
+  gen $g
+  for task in link node; do
+    run "$g-$task" --dataset "$GRAPHS/$g" --task $task $COMMON --methods $MAIN --seeds "$SEEDS"
+    run "$g-$task-llcg-ggs" --dataset "$GRAPHS/$g" --task $task $COMMON --methods $FEW --seeds "$FEW_SEEDS"
+  done
+done
+# failures (citation2-like, both tasks): 1 of 4 trainers absent from the start (the paper's
+# setting), and trainer 1 lost half-way through the budget
+half() { # a budget such as 90s, 10m or 1h -> half of it in seconds
+  local n=${1%[smh]}
+  case ${1: -1} in s) echo "$((n / 2))s" ;; m) echo "$((n * 30))s" ;; h) echo "$((n * 1800))s" ;;
+    *) echo "reproduce.sh: BUDGET=$1: give seconds, minutes or hours (90s, 10m, 1h)" >&2; exit 2 ;; esac
+}
+HALF=$(half "$BUDGET")
+for task in link node; do
+  run "citation2-$task-drop1" --dataset "$GRAPHS/citation2" --task $task $COMMON \
+    --methods random-tma,psgd-pa --seeds "$FAIL_SEEDS" --drop-parts 1
+  run "citation2-$task-fail-half" --dataset "$GRAPHS/citation2" --task $task $COMMON \
+    --methods random-tma,psgd-pa --seeds "$FAIL_SEEDS" --fail "1@$HALF"
+done
+# MAG-like, link prediction: random-tma against centralized, one seed, the longest budget
+if [ -z "$ONLY" ] || [ "$ONLY" = mag-link ]; then
+  gen mag
+  ONLY=mag-link run mag-link --dataset "$GRAPHS/mag" --task link --trainers 4 \
+    --time-limit "$MAG_BUDGET" --quiet --methods random-tma,centralized --seeds 0
+fi
+for d in "$OUT"/*/; do
+  n=$(basename "$d")
+  [ -f "$d/table.md" ] || continue
+  cp "$d/table.md" "docs/results-scale/$n.md"; cp "$d/val_vs_time.svg" "docs/results-scale/$n.svg"
+done
