@@ -96,6 +96,8 @@ pub struct TrainOpts {
     pub warmup_steps: Option<u64>,
     #[arg(long)]
     pub num_neg: Option<usize>,
+    #[arg(long, value_name = "BOOL")]
+    pub exclude_targets: Option<bool>,
     #[arg(long)]
     pub eval_num_neg: Option<usize>,
     #[arg(long)]

@@ -21,5 +21,5 @@ pub use hops::{full_blocks, HopChunk, HopChunks, HopCounts};
 pub mod neighbor;
 pub mod util;
 
-pub use neighbor::{MiniBatch, NeighborSampler};
+pub use neighbor::{Exclude, MiniBatch, NeighborSampler};
 pub use util::{shuffled_batches, uniform_negatives, unique_with_inverse};

@@ -1,6 +1,7 @@
 //! Uniform neighbour sampling with fanouts into [`Block`]s.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -70,6 +71,54 @@ impl MiniBatch {
     }
 }
 
+/// Arcs the sampler must not take: the training positives of a link-prediction step (DGL's
+/// `exclude="reverse_id"`, PyG's target-edge removal). With them in the sampled neighbourhood
+/// the model sees the very edge it is asked to predict (`v` among `u`'s neighbours) and, on
+/// identity-like inputs (a featureless graph's random columns), learns to detect it, which
+/// held-out edges never offer: the training loss falls while validation MRR falls
+/// (docs/decisions/0028-exclude-target-edges.md).
+///
+/// For every pair `(u, v)` given, neither `u` is sampled as a neighbour of `v` nor `v` of `u`,
+/// at every hop (all parallel arcs of the pair alike).
+#[derive(Clone, Debug, Default)]
+pub struct Exclude {
+    partners: HashMap<u32, Vec<u32>>,
+}
+
+impl Exclude {
+    /// The pairs `(src[i], dst[i])` (both directions); a self-pair `(u, u)` excludes `u`'s
+    /// self-loop.
+    ///
+    /// # Panics
+    /// If `src.len() != dst.len()`.
+    pub fn pairs(src: &[u32], dst: &[u32]) -> Exclude {
+        assert_eq!(src.len(), dst.len(), "one destination per source");
+        let mut partners: HashMap<u32, Vec<u32>> = HashMap::with_capacity(2 * src.len());
+        for (&u, &v) in src.iter().zip(dst) {
+            partners.entry(u).or_default().push(v);
+            if u != v {
+                partners.entry(v).or_default().push(u);
+            }
+        }
+        Exclude { partners }
+    }
+
+    /// Whether no pair is excluded.
+    pub fn is_empty(&self) -> bool {
+        self.partners.is_empty()
+    }
+
+    /// `v`'s in-neighbours `nb` without its excluded partners, or `None` when none of them is
+    /// among `nb` (the common case: use `nb` as it is).
+    fn filter(&self, v: u32, nb: &[u32]) -> Option<Vec<u32>> {
+        let p = self.partners.get(&v)?;
+        if !nb.iter().any(|x| p.contains(x)) {
+            return None;
+        }
+        Some(nb.iter().copied().filter(|x| !p.contains(x)).collect())
+    }
+}
+
 impl NeighborSampler {
     /// A sampler with the given per-hop fanouts (`fanouts[0]` nearest the seeds).
     pub fn new(fanouts: Vec<usize>) -> NeighborSampler {
@@ -101,6 +150,21 @@ impl NeighborSampler {
         seeds: &[u32],
         rng: &mut ChaCha8Rng,
     ) -> MiniBatch {
+        self.sample_excluding(graph, degrees, seeds, &Exclude::default(), rng)
+    }
+
+    /// [`NeighborSampler::sample`] on `graph` without the arcs `exclude` names: a destination
+    /// whose in-neighbours include an excluded partner samples from the others (fewer than
+    /// `fanout` when fewer remain). Blocks' `src_degree` stay the graph's degrees. With an empty
+    /// `exclude`, the same mini-batch as `sample` from the same `rng` state.
+    pub fn sample_excluding(
+        &self,
+        graph: &Csr,
+        degrees: &[u32],
+        seeds: &[u32],
+        exclude: &Exclude,
+        rng: &mut ChaCha8Rng,
+    ) -> MiniBatch {
         let n = graph.num_nodes();
         assert_eq!(degrees.len(), n, "degrees must have one entry per node");
         let mut marker = MARKER.with(|m| std::mem::take(&mut *m.borrow_mut()));
@@ -125,7 +189,8 @@ impl NeighborSampler {
         for &fanout in &self.fanouts {
             let hop_seed: u64 = rng.random();
             let num_dst = nodes.len();
-            let (indptr, mut indices) = sample_hop(graph, &nodes[..num_dst], fanout, hop_seed);
+            let (indptr, mut indices) =
+                sample_hop(graph, &nodes[..num_dst], fanout, hop_seed, exclude);
             // Relabel global -> local, first-seen order. The marker lookups are random reads
             // of a num_nodes-long array: request the one PREFETCH arcs ahead while this one
             // is resolved.
@@ -200,12 +265,25 @@ fn prefetch<T>(v: &[T], i: usize) {
 }
 
 /// Sample one hop: `indptr` over `dst` and the sampled neighbours as **global** ids.
-fn sample_hop(graph: &Csr, dst: &[u32], fanout: usize, hop_seed: u64) -> (Vec<u64>, Vec<u32>) {
+fn sample_hop(
+    graph: &Csr,
+    dst: &[u32],
+    fanout: usize,
+    hop_seed: u64,
+    exclude: &Exclude,
+) -> (Vec<u64>, Vec<u32>) {
     let mut indptr = Vec::with_capacity(dst.len() + 1);
     indptr.push(0u64);
     let mut total = 0u64;
+    let none = exclude.is_empty();
     for &v in dst {
-        total += graph.degree(v as usize).min(fanout) as u64;
+        let deg = if none {
+            graph.degree(v as usize)
+        } else {
+            let nb = graph.neighbors(v as usize);
+            exclude.filter(v, nb).map_or(nb.len(), |f| f.len())
+        };
+        total += deg.min(fanout) as u64;
         indptr.push(total);
     }
     let mut indices = vec![0u32; total as usize];
@@ -227,6 +305,8 @@ fn sample_hop(graph: &Csr, dst: &[u32], fanout: usize, hop_seed: u64) -> (Vec<u6
         let mut pos = 0;
         for &v in chunk {
             let nb = graph.neighbors(v as usize);
+            let kept = if none { None } else { exclude.filter(v, nb) };
+            let nb = kept.as_deref().unwrap_or(nb);
             let k = nb.len().min(fanout);
             sample_into(nb, k, &mut rng, &mut scratch, &mut out[pos..pos + k]);
             pos += k;
@@ -465,5 +545,83 @@ mod tests {
         let _ = s.sample(&big, &big.degrees(), &[1, 2, 3], &mut rng);
         let mb = s.sample(&small, &small.degrees(), &[2, 4], &mut rng);
         assert_eq!(mb.input_nodes, vec![2, 4, 0, 3, 5, 1]);
+    }
+
+    #[test]
+    fn excluded_pairs_are_never_sampled_exact() {
+        // the hand graph with the pair (0, 2) excluded: 2 <- {0, 3, 4} loses 0, 0 <- {1, 2}
+        // loses 2; 5 <- {0} keeps 0 (not a pair)
+        let g = hand_graph();
+        let deg = g.degrees();
+        let s = NeighborSampler::new(vec![usize::MAX, usize::MAX]);
+        let ex = Exclude::pairs(&[0], &[2]);
+        let mb = s.sample_excluding(&g, &deg, &[2, 4], &ex, &mut ChaCha8Rng::seed_from_u64(0));
+        // hop 0: 2 <- {3, 4}, 4 <- {5}: nodes [2, 4, 3, 5]
+        // hop 1: 2 <- {3, 4}, 4 <- {5}, 3 <- {}, 5 <- {0}: nodes [2, 4, 3, 5, 0]
+        assert_eq!(mb.input_nodes, vec![2, 4, 3, 5, 0]);
+        let last = &mb.blocks[1];
+        assert_eq!((last.num_dst, last.num_src), (2, 4));
+        assert_eq!(last.indptr, vec![0, 2, 3]);
+        assert_eq!(last.indices, vec![2, 1, 3]);
+        // the graph's degrees, not the sampled ones
+        assert_eq!(last.src_degree, vec![3, 1, 0, 1]);
+        let first = &mb.blocks[0];
+        assert_eq!((first.num_dst, first.num_src), (4, 5));
+        assert_eq!(first.indptr, vec![0, 2, 3, 3, 4]);
+        assert_eq!(first.indices, vec![2, 1, 3, 4]);
+    }
+
+    #[test]
+    fn excluding_nothing_is_sample_and_excluded_arcs_never_appear() {
+        let g = varied_graph(3000);
+        let deg = g.degrees();
+        let s = NeighborSampler::new(vec![10, 25]);
+        let seeds: Vec<u32> = (0..1500).map(|i| i * 2).collect();
+        let a = s.sample(&g, &deg, &seeds, &mut ChaCha8Rng::seed_from_u64(4));
+        let b = s.sample_excluding(
+            &g,
+            &deg,
+            &seeds,
+            &Exclude::default(),
+            &mut ChaCha8Rng::seed_from_u64(4),
+        );
+        assert_eq!(a, b, "an empty exclusion changes nothing");
+        // pairs: each even seed with a neighbour it has (both directions excluded)
+        let (mut src, mut dst) = (Vec::new(), Vec::new());
+        for &u in &seeds {
+            if let Some(&v) = g.neighbors(u as usize).first() {
+                src.push(u);
+                dst.push(v);
+            }
+        }
+        assert!(src.len() > 1000, "{}", src.len());
+        let ex = Exclude::pairs(&src, &dst);
+        let mb = s.sample_excluding(&g, &deg, &seeds, &ex, &mut ChaCha8Rng::seed_from_u64(4));
+        let bad: std::collections::HashSet<(u32, u32)> = src
+            .iter()
+            .zip(&dst)
+            .flat_map(|(&u, &v)| [(u, v), (v, u)])
+            .collect();
+        for b in &mb.blocks {
+            for d in 0..b.num_dst {
+                let v = mb.input_nodes[d];
+                let (lo, hi) = (b.indptr[d] as usize, b.indptr[d + 1] as usize);
+                let fanout = if b.num_dst == seeds.len() { 10 } else { 25 };
+                let left = g
+                    .neighbors(v as usize)
+                    .iter()
+                    .filter(|&&w| !bad.contains(&(v, w)))
+                    .count();
+                assert_eq!(
+                    hi - lo,
+                    left.min(fanout),
+                    "node {v}: min(fanout, kept neighbours)"
+                );
+                for &l in &b.indices[lo..hi] {
+                    let w = mb.input_nodes[l as usize];
+                    assert!(!bad.contains(&(v, w)), "excluded arc {w} -> {v} sampled");
+                }
+            }
+        }
     }
 }

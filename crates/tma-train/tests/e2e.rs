@@ -650,3 +650,66 @@ fn a_stored_link_split_trains_bit_identical_to_the_in_ram_split() {
         );
     }
 }
+
+#[test]
+fn link_on_a_featureless_graph_excludes_the_step_targets_and_says_so() {
+    // regression (issue 33, docs/decisions/0028-exclude-target-edges.md): on a graph without
+    // features the structural inputs' random columns let the model detect the aggregated
+    // target edge, and validation MRR fell while the loss fell; the exclusion is automatic
+    // there, said in one line, and the batch of a small part is cut to a quarter of its edges
+    let tmp = tempfile::tempdir().unwrap();
+    let warnings_of = |ds: &str, given: Option<bool>| {
+        let cfg = TrainConfig {
+            method: Method::RandomTma,
+            num_trainers: 4,
+            hidden: 16,
+            exclude_targets: given,
+            time_limit: Duration::from_millis(500),
+            threads: 2,
+            ..TrainConfig::defaults_for(Task::Link)
+        };
+        let mut spec = tma_train::RunSpec::new(cfg, tma_train::DataSource::Dataset(shared(ds)));
+        spec.out = Some(tmp.path().join(format!("{ds}-{given:?}")));
+        let run = tma_train::Run::start(spec).unwrap().prepare().unwrap();
+        assert_eq!(
+            run.prepared().structural_features,
+            ds == "seal_Yeast",
+            "{ds}: structural features"
+        );
+        run.warnings().to_vec()
+    };
+    let auto = warnings_of("seal_Yeast", None);
+    assert!(
+        auto.iter()
+            .any(|w| w == tma_train::run::EXCLUDE_TARGETS_AUTO),
+        "{auto:?}"
+    );
+    // seal_Yeast's seeded split and random partition (seed 0): parts of up to 769 training edges
+    assert!(
+        auto.iter().any(|w| w.starts_with(
+            "batch-size 8192: 4 of 4 trainers take 154-193 positive edges per step (a quarter of their at most 769 training edges)"
+        )),
+        "{auto:?}"
+    );
+    // given: no automatic line; off: no batch cut either
+    let on = warnings_of("seal_Yeast", Some(true));
+    assert!(
+        !on.iter().any(|w| w.starts_with("exclude-targets")),
+        "{on:?}"
+    );
+    assert!(
+        on.iter().any(|w| w.starts_with("batch-size 8192: 4 of 4")),
+        "{on:?}"
+    );
+    let off = warnings_of("seal_Yeast", Some(false));
+    assert!(
+        !off.iter().any(|w| w.contains("exclude-targets")),
+        "{off:?}"
+    );
+    // a graph with its own features: off unless asked
+    let cora = warnings_of("planetoid_cora", None);
+    assert!(
+        !cora.iter().any(|w| w.contains("exclude-targets")),
+        "{cora:?}"
+    );
+}

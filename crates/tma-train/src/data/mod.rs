@@ -502,6 +502,10 @@ pub struct Prepared {
     pub in_dim: usize,
     /// Output width of the encoder (classes or labels; hidden for link).
     pub out_dim: usize,
+    /// Whether the node features are generated structural ones (`tma_graph::structural_features`:
+    /// the graph had none); `--exclude-targets`' automatic choice follows it
+    /// ([`TrainConfig::excludes_targets`]).
+    pub structural_features: bool,
     /// What preparation changed or dropped in the user's data, one line each (self-loops and
     /// duplicate arcs removed on load, unlabelled split nodes skipped, link-split adaptations,
     /// empty parts, a clamped `--super-nodes`, ...); printed as warnings and recorded in
@@ -852,6 +856,7 @@ pub fn prepare_for(
         partition_hash,
         in_dim,
         out_dim,
+        structural_features: ds.structural_features,
         warnings,
         removed: ds.removed,
         metric,

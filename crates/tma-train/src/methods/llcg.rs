@@ -68,8 +68,10 @@ impl Llcg {
         init: ParamSet,
     ) -> Llcg {
         let data = full_graph_data(prep, num_trainers);
+        let mut trainer = Trainer::new(data, model, init, cfg);
+        trainer.set_exclude_targets(cfg.excludes_targets(prep.structural_features));
         Llcg {
-            trainer: Trainer::new(data, model, init, cfg),
+            trainer,
             steps: cfg.llcg_steps,
             total_steps: 0,
             last_loss: f32::NAN,

@@ -340,6 +340,10 @@ pub static TABLE: &[OptionSpec] = &[
     row("num_neg", Kind::Count, "Uniform negatives per positive edge in training.")
         .applies(Applies::Task(Task::Link))
         .invalid(&["0"]),
+    row("exclude_targets", Kind::Bool,
+        "Leave each training step's positive edges (both directions) out of the neighbourhoods it samples, as DGL's exclude=\"reverse_id\": the model never aggregates the edge it predicts, as it never can for a held-out one. Not given: on exactly when the graph has no node features (its generated structural inputs' random columns otherwise let the model detect the target edge, and validation MRR fell while the loss fell), off with the graph's own features (excluding cost 1-4 MRR points there); said in one line (docs/decisions/0028-exclude-target-edges.md).")
+        .applies(Applies::Task(Task::Link))
+        .default_text("auto (true without node features, false with them)"),
     row("eval_num_neg", Kind::Count, "Fixed negatives per positive for MRR.")
         .applies(Applies::Task(Task::Link))
         .invalid(&["0"]),

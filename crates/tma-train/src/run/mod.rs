@@ -22,6 +22,39 @@
 //! (a directory it found empty is emptied again); one with at least one round is kept, with a
 //! checkpoint to resume from.
 
+/// The line a link-prediction run on a graph without node features says when
+/// `--exclude-targets` was not given ([`crate::config::TrainConfig::excludes_targets`]).
+pub const EXCLUDE_TARGETS_AUTO: &str = "exclude-targets: the graph has no node features, so each training step leaves its positive edges out of the neighbourhoods it samples, and takes at most a quarter of its trainer's training edges (the structural inputs' random columns would let the model detect them; docs/decisions/0028-exclude-target-edges.md); --exclude-targets false keeps them";
+
+/// The line that says a trainer's link batch is smaller than `batch_size` because its
+/// positives are excluded from its neighbourhoods
+/// ([`crate::engines::trainer::excluding_batch_size`]); `None` when no trainer's is.
+fn excluding_batch_line(
+    batch_size: usize,
+    trainers: &[crate::data::TrainerData],
+) -> Option<String> {
+    let sizes: Vec<(usize, usize)> = trainers
+        .iter()
+        .map(|t| {
+            let e = t.num_examples();
+            (
+                crate::engines::trainer::excluding_batch_size(batch_size, e),
+                e,
+            )
+        })
+        .filter(|&(b, _)| b < batch_size)
+        .collect();
+    let lo = sizes.iter().map(|s| s.0).min()?;
+    let hi = sizes.iter().map(|s| s.0).max()?;
+    let edges = sizes.iter().map(|s| s.1).max()?;
+    Some(format!(
+        "batch-size {batch_size}: {} of {} trainers take {} positive edges per step (a quarter of their at most {edges} training edges): with --exclude-targets a step keeps most of its graph to sample",
+        sizes.len(),
+        trainers.len(),
+        if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") },
+    ))
+}
+
 pub mod memory_estimate;
 
 use crate::clock::{Clock, RealClock};
@@ -711,6 +744,12 @@ impl Run {
             ));
         }
         warnings.extend(crate::data::matmul_precision_warning(cfg));
+        if cfg.exclude_targets.is_none() && cfg.excludes_targets(prep.structural_features) {
+            warnings.push(EXCLUDE_TARGETS_AUTO.into());
+        }
+        if cfg.excludes_targets(prep.structural_features) {
+            warnings.extend(excluding_batch_line(cfg.batch_size, &prep.trainers));
+        }
         if let Some(w) = threads_warning(cfg.threads, num_cores()) {
             warnings.push(w);
         }

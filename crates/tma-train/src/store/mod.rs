@@ -221,6 +221,11 @@ pub struct Manifest {
     /// existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_protocol: Option<StoredProtocol>,
+    /// Whether the features are generated structural ones (the graph had none: the
+    /// automatic `--exclude-targets` follows it); false in directories written before it was
+    /// recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub structural_features: bool,
     /// sha256 of `manifest.json` itself (not stored in the file; filled in when read/written).
     #[serde(skip)]
     pub hash: String,
@@ -630,6 +635,7 @@ fn write_into(
             .map(|r| serde_json::to_value(r).expect("report serializes")),
         files: w.files.clone(),
         link_protocol,
+        structural_features: prep.structural_features,
         hash: String::new(),
     };
     let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
@@ -985,6 +991,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         partition_hash: m.assignment_sha256.clone(),
         in_dim: m.in_dim,
         out_dim: m.out_dim,
+        structural_features: m.structural_features,
         // what `tma partition --out` reported (its partition report's warnings)
         warnings: m
             .report
