@@ -144,6 +144,9 @@ REFUSED = [
     (["--trainers", "0"], dict(trainers=0), "trainers must be >= 1", "trainers must be >= 1"),
     (["--dropout", "1.5"], dict(dropout=1.5), "dropout must be in [0, 1)", "dropout must be in [0, 1)"),
     (["--lr", "0"], dict(lr=0.0), "lr must be > 0 and finite", "lr must be > 0 and finite"),
+    # regression: the CLI said only "u64 value was too large" (TOML's words, no option named)
+    (["--seed", "9223372036854775808"], dict(seed=2**63),
+     "--seed: seed 9223372036854775808 is not below 2^63", "seed 9223372036854775808 is not below 2^63"),
     # regression: Python trained with clip_norm = inf (1e39 is past f32) where the CLI refused it
     (["--clip-norm", "1e39"], dict(clip_norm=1e39),
      "--clip-norm: 'inf' is not a finite number", "clip-norm must be > 0 and finite"),

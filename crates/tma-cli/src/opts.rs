@@ -434,6 +434,11 @@ pub(crate) fn unused_flag_warnings(
 /// Refuses an infinite or NaN number (`--lr inf`): the library takes options as JSON, which
 /// has no such numbers (the Python package refuses them in the same words).
 fn finite_numbers(o: &TrainOpts) -> Result<()> {
+    // a seed past TOML's signed integers: said by the library's rule, naming the flag (the
+    // conversion below failed with "u64 value was too large")
+    if let Some(s) = o.seed.filter(|&s| s > i64::MAX as u64) {
+        bail!("--seed: seed {s} is not below 2^63: a run directory records it in config.toml, whose integers are signed 64-bit");
+    }
     if let Some((k, x)) = non_finite(o)? {
         bail!("{}: '{x}' is not a finite number", Spelling::Flag.name(&k));
     }

@@ -89,6 +89,13 @@ impl TrainConfig {
         if self.threads > 4096 {
             return Err(format!("threads {} is not a thread count", self.threads));
         }
+        if self.seed > i64::MAX as u64 {
+            // (the CLI refused it in TOML's words, naming no option)
+            return Err(format!(
+                "seed {} is not below 2^63: a run directory records it in config.toml, whose integers are signed 64-bit",
+                self.seed
+            ));
+        }
         let info = self.method.info();
         if !info.many_trainers && self.drop_parts > 0 {
             return Err(format!(
