@@ -673,7 +673,7 @@ fn link_on_a_featureless_graph_excludes_the_step_targets_and_says_so() {
         let run = tma_train::Run::start(spec).unwrap().prepare().unwrap();
         assert_eq!(
             run.prepared().structural_features,
-            ds == "seal_Yeast",
+            Some(ds == "seal_Yeast"),
             "{ds}: structural features"
         );
         run.warnings().to_vec()

@@ -355,3 +355,90 @@ fn resume_of_a_config_without_sync_ramp_keeps_the_plain_schedule() {
         assert!(t >= 0.99, "a round at {t} s:\n{rounds}");
     }
 }
+
+#[test]
+fn exclude_targets_is_said_from_a_partition_directory_and_a_resume_that_changes_it() {
+    // regressions (docs/decisions/0028-exclude-target-edges.md): a partition directory written
+    // before it recorded whether its features are structural trained without exclusion, said
+    // nowhere; a resume that turned exclusion off said nothing
+    let tmp = tempdir();
+    let yeast = crate::harness::shared_dataset("seal_Yeast");
+    let parts = tmp.path().join("parts");
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        yeast.to_str().unwrap(),
+        "--task",
+        "link",
+        "--out",
+        parts.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", text(&r));
+    let warnings = |run: &Path| -> Vec<String> {
+        serde_json::from_value(summary(run)["warnings"].clone()).unwrap()
+    };
+    let has = |w: &[String], start: &str| w.iter().any(|l| l.starts_with(start));
+    let run = tmp.path().join("run");
+    let r = train_on_partitions(parts.to_str().unwrap(), &run, &[]);
+    assert!(r.status.success(), "{}", text(&r));
+    let w = warnings(&run);
+    assert!(
+        has(&w, "exclude-targets: the graph has no node features"),
+        "{w:?}"
+    );
+    assert!(has(&w, "batch-size 8192: 4 of 4 trainers take "), "{w:?}");
+    // the same directory as an older tma wrote it: no record, said
+    let mpath = parts.join("manifest.json");
+    let mut m = json_file(&mpath);
+    assert_eq!(m["structural_features"], serde_json::json!(true));
+    m.as_object_mut().unwrap().remove("structural_features");
+    std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    let old = tmp.path().join("old");
+    let r = train_on_partitions(parts.to_str().unwrap(), &old, &[]);
+    assert!(r.status.success(), "{}", text(&r));
+    let w = warnings(&old);
+    assert!(
+        has(
+            &w,
+            "exclude-targets: the partition directory does not record whether"
+        ),
+        "{w:?}"
+    );
+    assert!(!has(&w, "batch-size"), "not excluded, not cut: {w:?}");
+    // a resume that turns it off says so (an interrupted run: a finished one is not resumed)
+    let live = tmp.path().join("live");
+    let mut child = crate::harness::spawn_tma(&[
+        "train",
+        "--dataset",
+        yeast.to_str().unwrap(),
+        "--task",
+        "link",
+        "--hidden",
+        "16",
+        "--sync-every",
+        "1s",
+        "--sync-ramp",
+        "0",
+        // the SIGINT below, not the limit, ends it
+        "--time-limit",
+        "120s",
+        "--out",
+        live.to_str().unwrap(),
+    ]);
+    crate::harness::wait_for_a_round(&live.join("rounds.jsonl"));
+    crate::harness::sigint(child.id());
+    child.wait().unwrap();
+    let r = tma(&[
+        "train",
+        "--resume",
+        live.to_str().unwrap(),
+        "--time-limit",
+        "3s",
+        "--exclude-targets",
+        "false",
+        "--quiet",
+    ]);
+    assert!(r.status.success(), "{}", text(&r));
+    let w = warnings(&live);
+    assert!(has(&w, "resume: exclude-targets true -> false"), "{w:?}");
+}

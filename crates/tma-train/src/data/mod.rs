@@ -504,8 +504,12 @@ pub struct Prepared {
     pub out_dim: usize,
     /// Whether the node features are generated structural ones (`tma_graph::structural_features`:
     /// the graph had none); `--exclude-targets`' automatic choice follows it
-    /// ([`TrainConfig::excludes_targets`]).
-    pub structural_features: bool,
+    /// ([`TrainConfig::excludes_targets`]). `None`: not known (a partition directory written
+    /// before it was recorded), taken as false.
+    pub structural_features: Option<bool>,
+    /// Training examples of each trainer's part as a partition directory's manifest lists
+    /// them (the MPI coordinator holds no trainer data); empty when prepared from a dataset.
+    pub part_train_examples: Vec<usize>,
     /// What preparation changed or dropped in the user's data, one line each (self-loops and
     /// duplicate arcs removed on load, unlabelled split nodes skipped, link-split adaptations,
     /// empty parts, a clamped `--super-nodes`, ...); printed as warnings and recorded in
@@ -574,6 +578,21 @@ impl Prepared {
                 s.len()
             )
         })
+    }
+
+    /// Whether the features are generated structural ones (false when not known).
+    pub fn structural(&self) -> bool {
+        self.structural_features.unwrap_or(false)
+    }
+
+    /// Training examples per trainer: of its data, or, where this process holds none (the MPI
+    /// coordinator), as the partition directory lists them.
+    pub fn train_examples(&self) -> Vec<usize> {
+        if self.trainers.is_empty() {
+            self.part_train_examples.clone()
+        } else {
+            self.trainers.iter().map(|t| t.num_examples()).collect()
+        }
     }
 
     /// Trainers (indices) without a training example: they join every round with weight 0.
@@ -856,7 +875,8 @@ pub fn prepare_for(
         partition_hash,
         in_dim,
         out_dim,
-        structural_features: ds.structural_features,
+        structural_features: Some(ds.structural_features),
+        part_train_examples: Vec::new(),
         warnings,
         removed: ds.removed,
         metric,

@@ -94,7 +94,7 @@ pub fn run_in_process(
             let trainer_model = models.pop().expect("one model per trainer");
             let mut trainer =
                 Trainer::with_segment(data.clone(), trainer_model, init.clone(), cfg, segment);
-            trainer.set_exclude_targets(cfg.excludes_targets(prep.structural_features));
+            trainer.set_exclude_targets(cfg.excludes_targets(prep.structural()));
             if let Some(g) = &gate {
                 trainer.set_step_gate(g.clone());
             }

@@ -284,7 +284,7 @@ pub fn run_trainer(
     let init = model.zero_params();
     let (nodes, edges) = (data.num_nodes(), data.num_edges());
     let mut trainer = Trainer::with_segment(data, model, init, cfg, segment);
-    trainer.set_exclude_targets(cfg.excludes_targets(m.structural_features));
+    trainer.set_exclude_targets(cfg.excludes_targets(m.structural_features.unwrap_or(false)));
     trainer.continue_epochs(epochs);
     let clock: Arc<dyn Clock> = Arc::new(RealClock::start());
     // on this (MPI) thread; the steps' parallel work goes to the global pool

@@ -69,7 +69,7 @@ impl Llcg {
     ) -> Llcg {
         let data = full_graph_data(prep, num_trainers);
         let mut trainer = Trainer::new(data, model, init, cfg);
-        trainer.set_exclude_targets(cfg.excludes_targets(prep.structural_features));
+        trainer.set_exclude_targets(cfg.excludes_targets(prep.structural()));
         Llcg {
             trainer,
             steps: cfg.llcg_steps,

@@ -326,7 +326,7 @@ pub static TABLE: &[OptionSpec] = &[
         "Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours (one per layer).")
         .invalid(&["[10]"]),
     row("batch_size", Kind::Count,
-        "Mini-batch size: positive edges (link) or seed nodes (node) (the reference release: 65536 edges, on a GPU).")
+        "Mini-batch size: positive edges (link) or seed nodes (node) (the reference release: 65536 edges, on a GPU); with --exclude-targets on, at most a quarter of a trainer's training edges.")
         .invalid(&["0"]),
     row("lr", Kind::Real, "Adam learning rate.").invalid(&["0", "-1"]),
     row("weight_decay", Kind::Real,
@@ -341,7 +341,7 @@ pub static TABLE: &[OptionSpec] = &[
         .applies(Applies::Task(Task::Link))
         .invalid(&["0"]),
     row("exclude_targets", Kind::Bool,
-        "Leave each training step's positive edges (both directions) out of the neighbourhoods it samples, as DGL's exclude=\"reverse_id\": the model never aggregates the edge it predicts, as it never can for a held-out one. Not given: on exactly when the graph has no node features (its generated structural inputs' random columns otherwise let the model detect the target edge, and validation MRR fell while the loss fell), off with the graph's own features (excluding cost 1-4 MRR points there); said in one line (docs/decisions/0028-exclude-target-edges.md).")
+        "Leave each training step's positive edges (both directions) out of the neighbourhoods it samples, as DGL's exclude=\"reverse_id\": the model never aggregates the edge it predicts, as it never can for a held-out one. Not given: on exactly when the graph has no node features (its generated structural inputs' random columns otherwise let the model detect the target edge, and validation MRR fell while the loss fell), off with the graph's own features (excluding cost 1-4 MRR points there), said in a line. With exclusion on, a step takes at most a quarter of its trainer's training edges, whatever --batch-size says (a whole small part as one batch would leave the step no neighbour), said in a line (docs/decisions/0028-exclude-target-edges.md).")
         .applies(Applies::Task(Task::Link))
         .default_text("auto (true without node features, false with them)"),
     row("eval_num_neg", Kind::Count, "Fixed negatives per positive for MRR.")

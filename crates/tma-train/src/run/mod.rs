@@ -22,39 +22,6 @@
 //! (a directory it found empty is emptied again); one with at least one round is kept, with a
 //! checkpoint to resume from.
 
-/// The line a link-prediction run on a graph without node features says when
-/// `--exclude-targets` was not given ([`crate::config::TrainConfig::excludes_targets`]).
-pub const EXCLUDE_TARGETS_AUTO: &str = "exclude-targets: the graph has no node features, so each training step leaves its positive edges out of the neighbourhoods it samples, and takes at most a quarter of its trainer's training edges (the structural inputs' random columns would let the model detect them; docs/decisions/0028-exclude-target-edges.md); --exclude-targets false keeps them";
-
-/// The line that says a trainer's link batch is smaller than `batch_size` because its
-/// positives are excluded from its neighbourhoods
-/// ([`crate::engines::trainer::excluding_batch_size`]); `None` when no trainer's is.
-fn excluding_batch_line(
-    batch_size: usize,
-    trainers: &[crate::data::TrainerData],
-) -> Option<String> {
-    let sizes: Vec<(usize, usize)> = trainers
-        .iter()
-        .map(|t| {
-            let e = t.num_examples();
-            (
-                crate::engines::trainer::excluding_batch_size(batch_size, e),
-                e,
-            )
-        })
-        .filter(|&(b, _)| b < batch_size)
-        .collect();
-    let lo = sizes.iter().map(|s| s.0).min()?;
-    let hi = sizes.iter().map(|s| s.0).max()?;
-    let edges = sizes.iter().map(|s| s.1).max()?;
-    Some(format!(
-        "batch-size {batch_size}: {} of {} trainers take {} positive edges per step (a quarter of their at most {edges} training edges): with --exclude-targets a step keeps most of its graph to sample",
-        sizes.len(),
-        trainers.len(),
-        if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") },
-    ))
-}
-
 pub mod memory_estimate;
 
 use crate::clock::{Clock, RealClock};
@@ -744,12 +711,8 @@ impl Run {
             ));
         }
         warnings.extend(crate::data::matmul_precision_warning(cfg));
-        if cfg.exclude_targets.is_none() && cfg.excludes_targets(prep.structural_features) {
-            warnings.push(EXCLUDE_TARGETS_AUTO.into());
-        }
-        if cfg.excludes_targets(prep.structural_features) {
-            warnings.extend(excluding_batch_line(cfg.batch_size, &prep.trainers));
-        }
+        let saved = self.resumed.as_ref().and_then(|st| st.config.as_ref());
+        warnings.extend(exclude_targets_lines(cfg, &prep, saved));
         if let Some(w) = threads_warning(cfg.threads, num_cores()) {
             warnings.push(w);
         }
@@ -1183,4 +1146,76 @@ impl Observer for Recorder<'_> {
         self.user.on_round_model(r, params)?;
         self.ckpt.on_round_model(r, params)
     }
+}
+
+/// The line a link-prediction run on a graph without node features says when
+/// `--exclude-targets` was not given ([`crate::config::TrainConfig::excludes_targets`]).
+pub const EXCLUDE_TARGETS_AUTO: &str = "exclude-targets: the graph has no node features, so each training step leaves its positive edges out of the neighbourhoods it samples, and takes at most a quarter of its trainer's training edges (the structural inputs' random columns would let the model detect them; docs/decisions/0028-exclude-target-edges.md); --exclude-targets false keeps them";
+
+/// The line a link-prediction run from a partition directory written before tma recorded
+/// whether its features are structural says when `--exclude-targets` was not given.
+pub const EXCLUDE_TARGETS_UNKNOWN: &str = "exclude-targets: the partition directory does not record whether its features are generated structural ones (written by an older tma), so target edges are not excluded; on a graph without node features pass --exclude-targets true, or partition it again";
+
+/// What a link-prediction run says of `--exclude-targets`
+/// ([`crate::config::TrainConfig::excludes_targets`]): the automatic choice on structural
+/// features, a partition directory that does not record them, the batch it cuts, and a resume
+/// (`saved`: the resumed run's configuration) that changes the choice.
+fn exclude_targets_lines(
+    cfg: &TrainConfig,
+    prep: &crate::data::Prepared,
+    saved: Option<&serde_json::Value>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if cfg.task != crate::config::Task::Link {
+        return out;
+    }
+    let structural = prep.structural();
+    let now = cfg.excludes_targets(structural);
+    if cfg.exclude_targets.is_none() {
+        if now {
+            out.push(EXCLUDE_TARGETS_AUTO.into());
+        }
+        if prep.structural_features.is_none() {
+            out.push(EXCLUDE_TARGETS_UNKNOWN.into());
+        }
+    }
+    if now {
+        out.extend(excluding_batch_line(cfg.batch_size, &prep.train_examples()));
+    }
+    // a resume may change which edges its steps sample, but not silently
+    if let Some(saved) = saved {
+        let given = saved.get("exclude_targets").and_then(|v| v.as_bool());
+        let was = given.unwrap_or(structural);
+        if was != now {
+            out.push(format!(
+                "resume: exclude-targets {was} -> {now} (the rounds before the resume ran with {was})"
+            ));
+        }
+    }
+    out
+}
+
+/// The line that says a trainer's link batch is smaller than `batch_size` because its
+/// positives are excluded from its neighbourhoods
+/// ([`crate::engines::trainer::excluding_batch_size`]); `None` when no trainer's is.
+fn excluding_batch_line(batch_size: usize, train_examples: &[usize]) -> Option<String> {
+    let sizes: Vec<(usize, usize)> = train_examples
+        .iter()
+        .map(|&e| {
+            (
+                crate::engines::trainer::excluding_batch_size(batch_size, e),
+                e,
+            )
+        })
+        .filter(|&(b, _)| b < batch_size)
+        .collect();
+    let lo = sizes.iter().map(|s| s.0).min()?;
+    let hi = sizes.iter().map(|s| s.0).max()?;
+    let edges = sizes.iter().map(|s| s.1).max()?;
+    Some(format!(
+        "batch-size {batch_size}: {} of {} trainers take {} positive edges per step (a quarter of their at most {edges} training edges): with --exclude-targets a step keeps most of its graph to sample",
+        sizes.len(),
+        train_examples.len(),
+        if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") },
+    ))
 }

@@ -222,10 +222,10 @@ pub struct Manifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_protocol: Option<StoredProtocol>,
     /// Whether the features are generated structural ones (the graph had none: the
-    /// automatic `--exclude-targets` follows it); false in directories written before it was
-    /// recorded.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub structural_features: bool,
+    /// automatic `--exclude-targets` follows it); absent in directories written before it was
+    /// recorded (the run says so when that matters).
+    #[serde(default)]
+    pub structural_features: Option<bool>,
     /// sha256 of `manifest.json` itself (not stored in the file; filled in when read/written).
     #[serde(skip)]
     pub hash: String,
@@ -992,6 +992,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         in_dim: m.in_dim,
         out_dim: m.out_dim,
         structural_features: m.structural_features,
+        part_train_examples: m.parts.iter().map(|p| p.num_train).collect(),
         // what `tma partition --out` reported (its partition report's warnings)
         warnings: m
             .report
@@ -1101,6 +1102,23 @@ mod tests {
                 assert_eq!(m2.parts[t].num_nodes, d.num_nodes());
             }
             let c = read_coordinator(&dir, &m2).unwrap();
+            // the coordinator (an MPI rank 0 holds no trainer data) knows the parts' training
+            // examples and whether the features are structural from the manifest (regression:
+            // under MPI the batch line of --exclude-targets was missing)
+            assert!(c.trainers.is_empty());
+            let counts: Vec<usize> = p.trainers.iter().map(|t| t.num_examples()).collect();
+            assert!(counts.iter().all(|&n| n > 0), "{counts:?}");
+            assert_eq!(c.train_examples(), counts);
+            assert_eq!(
+                (m2.structural_features, c.structural_features),
+                (Some(false), Some(false))
+            );
+            let mut old = m2.clone();
+            old.structural_features = None;
+            assert_eq!(
+                read_coordinator(&dir, &old).unwrap().structural_features,
+                None
+            );
             assert_eq!(c.graph, p.graph);
             assert_eq!(c.features, p.features);
             assert_eq!(c.partition_hash, p.partition_hash);
