@@ -413,7 +413,11 @@ fn a_stop_request_after_the_last_round_does_not_mark_the_run_interrupted() {
         time_limit: limit,
         ..quick(Method::RandomTma, 2)
     };
-    let mut run = Run::start(RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))))).unwrap();
+    // into a temporary directory (it wrote runs/ in the source tree, the default run directory)
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spec = RunSpec::new(cfg, DataSource::InMemory(Box::new(sbm(300))));
+    spec.out = Some(tmp.path().join("run"));
+    let mut run = Run::start(spec).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     run.stop_on(stop.clone());
     let r = run
