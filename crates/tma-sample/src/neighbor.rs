@@ -275,15 +275,30 @@ fn sample_hop(
     let mut indptr = Vec::with_capacity(dst.len() + 1);
     indptr.push(0u64);
     let mut total = 0u64;
-    let none = exclude.is_empty();
-    for &v in dst {
-        let deg = if none {
-            graph.degree(v as usize)
-        } else {
-            let nb = graph.neighbors(v as usize);
-            exclude.filter(v, nb).map_or(nb.len(), |f| f.len())
-        };
-        total += deg.min(fanout) as u64;
+    // the neighbour lists `exclude` shortens, filtered once: `kept_at[i]` is destination i's
+    // index into `kept` (NONE: its own list)
+    let mut kept: Vec<Vec<u32>> = Vec::new();
+    let mut kept_at: Vec<u32> = Vec::new();
+    if !exclude.is_empty() {
+        kept_at.reserve(dst.len());
+        for &v in dst {
+            kept_at.push(match exclude.filter(v, graph.neighbors(v as usize)) {
+                Some(f) => {
+                    kept.push(f);
+                    (kept.len() - 1) as u32
+                }
+                None => NONE,
+            });
+        }
+    }
+    let neighbors = |i: usize, v: u32| -> &[u32] {
+        match kept_at.get(i) {
+            Some(&k) if k != NONE => &kept[k as usize],
+            _ => graph.neighbors(v as usize),
+        }
+    };
+    for (i, &v) in dst.iter().enumerate() {
+        total += neighbors(i, v).len().min(fanout) as u64;
         indptr.push(total);
     }
     let mut indices = vec![0u32; total as usize];
@@ -303,10 +318,8 @@ fn sample_hop(
         let mut scratch = Vec::new();
         let chunk = &dst[c * CHUNK..((c + 1) * CHUNK).min(dst.len())];
         let mut pos = 0;
-        for &v in chunk {
-            let nb = graph.neighbors(v as usize);
-            let kept = if none { None } else { exclude.filter(v, nb) };
-            let nb = kept.as_deref().unwrap_or(nb);
+        for (j, &v) in chunk.iter().enumerate() {
+            let nb = neighbors(c * CHUNK + j, v);
             let k = nb.len().min(fanout);
             sample_into(nb, k, &mut rng, &mut scratch, &mut out[pos..pos + k]);
             pos += k;
