@@ -7,6 +7,29 @@ use std::time::{Duration, Instant};
 
 use crate::harness::{json_file, summary, tempdir, text, tma, tma_cmd, train_on_partitions};
 
+/// `tma train ARGS` into `run` on the plain 1 s schedule, stopped by SIGINT after its first
+/// round: an interrupted run to resume. Its time limit (120 s) is long enough that the SIGINT,
+/// not the limit, ends it (under CI load a 4 s run finished first); a resume sets its own.
+fn interrupted_after_a_round(run: &Path, args: &[&str]) {
+    let mut all = vec!["train"];
+    all.extend_from_slice(args);
+    let out = run.to_str().unwrap();
+    all.extend_from_slice(&[
+        "--sync-every",
+        "1s",
+        "--sync-ramp",
+        "0",
+        "--time-limit",
+        "120s",
+        "--out",
+        out,
+    ]);
+    let mut child = crate::harness::spawn_tma(&all);
+    crate::harness::wait_for_a_round(&run.join("rounds.jsonl"));
+    crate::harness::sigint(child.id());
+    child.wait().unwrap();
+}
+
 fn checkpoint_round(run: &Path) -> Option<u64> {
     let s = std::fs::read_to_string(run.join("checkpoint/state.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&s).ok()?;
@@ -310,30 +333,19 @@ fn resume_of_a_config_without_sync_ramp_keeps_the_plain_schedule() {
     let dir = tempdir();
     let run = dir.path().join("run");
     let r = run.to_str().unwrap();
-    let mut child = crate::harness::spawn_tma(&[
-        "train",
-        "--gen-nodes",
-        "600",
-        "--hidden",
-        "16",
-        "--trainers",
-        "2",
-        "--threads",
-        "2",
-        "--sync-every",
-        "1s",
-        "--sync-ramp",
-        "0",
-        // long enough that the SIGINT below, not the limit, ends it (under CI load a 4 s run
-        // finished first); the resume below sets its own short limit
-        "--time-limit",
-        "120s",
-        "--out",
-        r,
-    ]);
-    crate::harness::wait_for_a_round(&run.join("rounds.jsonl"));
-    crate::harness::sigint(child.id());
-    child.wait().unwrap();
+    interrupted_after_a_round(
+        &run,
+        &[
+            "--gen-nodes",
+            "600",
+            "--hidden",
+            "16",
+            "--trainers",
+            "2",
+            "--threads",
+            "2",
+        ],
+    );
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
     assert!(config.contains("sync_ramp = 0\n"), "{config}");
     let old: String = config
@@ -407,27 +419,17 @@ fn exclude_targets_is_said_from_a_partition_directory_and_a_resume_that_changes_
     assert!(!has(&w, "batch-size"), "not excluded, not cut: {w:?}");
     // a resume that turns it off says so (an interrupted run: a finished one is not resumed)
     let live = tmp.path().join("live");
-    let mut child = crate::harness::spawn_tma(&[
-        "train",
-        "--dataset",
-        yeast.to_str().unwrap(),
-        "--task",
-        "link",
-        "--hidden",
-        "16",
-        "--sync-every",
-        "1s",
-        "--sync-ramp",
-        "0",
-        // the SIGINT below, not the limit, ends it
-        "--time-limit",
-        "120s",
-        "--out",
-        live.to_str().unwrap(),
-    ]);
-    crate::harness::wait_for_a_round(&live.join("rounds.jsonl"));
-    crate::harness::sigint(child.id());
-    child.wait().unwrap();
+    interrupted_after_a_round(
+        &live,
+        &[
+            "--dataset",
+            yeast.to_str().unwrap(),
+            "--task",
+            "link",
+            "--hidden",
+            "16",
+        ],
+    );
     let r = tma(&[
         "train",
         "--resume",
