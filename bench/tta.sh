@@ -17,6 +17,9 @@
 #   DROPOUT=0 bench/tta.sh                # tma without dropout on node workloads, as the DGL
 #                                         # pipeline (default: tma's own, 0.5 for node
 #                                         # classification, 0 for link prediction)
+#   RESUME=1 OUT=bench/out/x bench/tta.sh # keep the runs OUT already holds whole (tma:
+#                                         # summary.json, DGL: final.json) and run the rest
+#   bench/tta_many.sh                     # the fixed list of graphs (issue 33), resumable
 #
 # Set-up (both sides): 1000 validation and 1000 test positive edges held out (both directions
 # leave the training graph), 1000 fixed negatives each; SAGE, 2 layers, hidden 256, fanouts 25
@@ -24,6 +27,8 @@
 # gradient clipping 1.0 from epoch 2, 4 trainers (centralized: 1), 10 s rounds, CORES cores.
 # Dropout: each side's default (the DGL pipeline has none and no option; tma 0.5 on node
 # workloads since docs/decisions/0016-node-dropout.md, none on link; DROPOUT= sets tma's).
+# A node workload on a dataset with its own split (train/val/test masks or index files) uses it
+# on both sides (split 0 of masks: tma's --split-index default and the DGL pipeline's).
 # DGL evaluates concurrently like tma (--eval-mode concurrent, the release's behaviour).
 # On node workloads tma also validates between its rounds every VAL_CHECK_NODE (default 2s;
 # --val-check-interval: the mean of the trainers' current models, which they do not receive);
@@ -75,6 +80,9 @@ SYNC_DGL=${SYNC_DGL:-10s}
 SYNC_RAMP=${SYNC_RAMP:-}
 # tma's --dropout (empty: tma's default for the task, 0.5 node / 0 link; the DGL pipeline: 0)
 DROPOUT=${DROPOUT:-}
+# RESUME=1: a run whose directory is whole is kept, not run again (an interrupted sequence
+# goes on where it stopped; a run cut short is run again)
+RESUME=${RESUME:-}
 
 [[ -f "$PEER" ]] || { echo "tta.sh: peer pipeline $PEER not found (set PEER=)" >&2; exit 2; }
 [[ -x "$DGL_PYTHON" ]] || { echo "tta.sh: $DGL_PYTHON not found (set DGL_PYTHON=; see bench/README.md)" >&2; exit 2; }
@@ -107,8 +115,6 @@ shared_split() { # dataset_dir out_dir
   for f in "$1"/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$2/"; done
   "$DGL_PYTHON" - "$1" "$2" <<'EOF2'
 import numpy as np, sys, os
-if any(os.path.exists(os.path.join(sys.argv[1], f)) for f in ("train_idx.npy", "train_masks.npy")):
-    raise SystemExit(f"tta.sh: {sys.argv[1]} has its own split; use it directly")
 y = np.load(os.path.join(sys.argv[1], "y.npy"))
 lab = np.nonzero(y.sum(1) > 0 if y.ndim == 2 else y >= 0)[0]
 perm = np.random.default_rng(0).permutation(lab)
@@ -157,7 +163,9 @@ for w in $WORKLOADS; do
   [[ -d "$DATA/$ds" ]] || { echo "tta.sh: workload $w: no dataset $DATA/$ds" >&2; exit 2; }
   f=0; [[ "$task" == link ]] && f=$(frac "$DATA/$ds")
   src="$DATA/$ds"
-  if [[ "$task" == node ]]; then src="$OUT/data/$w"; shared_split "$DATA/$ds" "$src"; fi
+  if [[ "$task" == node && ! -e "$DATA/$ds/train_idx.npy" && ! -e "$DATA/$ds/train_masks.npy" ]]; then
+    src="$OUT/data/$w"; shared_split "$DATA/$ds" "$src"
+  fi
   for m in $METHODS; do
     for ((i = 0; i < ${#ORDER}; i++)); do
       side=${ORDER:$i:1}
@@ -165,6 +173,10 @@ for w in $WORKLOADS; do
       n=$(grep -o "$side" <<< "${ORDER:0:$i}" | wc -l || true)
       d="$OUT/$w-$m-$([[ $side == A ]] && echo tma || echo dgl)-$n"
       seed=$n; [[ "$SEEDS" == same ]] && seed=0
+      if [[ -n "$RESUME" && ( -f "$d/summary.json" || -f "$d/final.json" ) ]]; then
+        echo "tta.sh: $d is whole, kept (RESUME=1)" >&2
+        continue
+      fi
       rm -rf "$d" "$d.log"
       # a failed run is reported (its log kept) and the sequence goes on
       if [[ $side == A ]]; then
@@ -176,5 +188,5 @@ for w in $WORKLOADS; do
   done
 done
 load end
-python3 bench/tta_report.py --budget "$BUDGET" --cores "$CORES" --order "$ORDER" --seeds "$SEEDS" --sync-tma "$SYNC_TMA" --sync-dgl "$SYNC_DGL" "$OUT" > "$REPORT"
+python3 bench/tta_report.py ${REPORT_OPTS:-} --budget "$BUDGET" --cores "$CORES" --order "$ORDER" --seeds "$SEEDS" --sync-tma "$SYNC_TMA" --sync-dgl "$SYNC_DGL" "$OUT" > "$REPORT"
 cat "$REPORT"

@@ -15,6 +15,12 @@ metric interpolated linearly in steps between its two validations around DGL's f
 count, both shown), and both curves. tma runs with
 `--val-check-interval` also validate between averaging rounds (rows with "check": true): the
 report gives tma's time to the target both from its rounds only and with those checks.
+
+With --summary (bench/tta_many.sh) it first prints one row per workload and method over its
+pairs (the ratio of times to the DGL final, both sides at DGL's end and at DGL's final steps,
+each pair's tma - DGL, and the DGL pipeline's own seed spread there), then the median and the
+worst ratio per method over the list, and which workloads are behind at equal time or steps
+by more than DGL's spread; and which matmul path tma ran (its runs' warnings).
 """
 import argparse
 import json
@@ -94,6 +100,79 @@ def fmt_steps(m):
     return f"{v:.3f} (between {a[1]:.3f} at {a[0]:.0f} and {b[1]:.3f} at {b[0]:.0f})"
 
 
+def f32_path(d):
+    """Whether a tma run's products ran in f32 (its summary's warnings say medium fell back)."""
+    try:
+        return any("run in f32" in w for w in json.load(open(os.path.join(d, "summary.json"))).get("warnings", []))
+    except (OSError, ValueError):
+        return None
+
+
+def median(xs):
+    xs = sorted(xs)
+    k = len(xs)
+    return None if not k else (xs[k // 2] if k % 2 else (xs[k // 2 - 1] + xs[k // 2]) / 2)
+
+
+def summary(facts):
+    """One row per workload and method, then the median and worst ratio per method."""
+    def diff(pair):
+        x, y = pair
+        return None if x is None or y is None else x - y
+    print("\n## Per workload and method (pairs A-B-B-A; tma - DGL per pair)\n")
+    print("| workload | method | tma sooner by, per pair | val @DGL's end tma / DGL | tma - DGL @DGL's end |"
+          " val @DGL's final steps tma / DGL | tma - DGL @equal steps | DGL seed spread (final) | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    groups = {}
+    for f in facts:
+        w, m = f["stem"], "?"
+        for meth in ("random-tma", "centralized", "super-tma", "psgd-pa"):
+            if f["stem"].endswith("-" + meth):
+                w, m = f["stem"][: -len(meth) - 1], meth
+        groups.setdefault((w, m), []).append(f)
+    per_method = {}
+    behind_time, behind_steps = [], []
+    for (w, m), fs in sorted(groups.items()):
+        rs = [f["ratio"] for f in fs if f["ratio"] is not None]
+        finals = [f["end"][1] for f in fs]
+        spread = max(finals) - min(finals) if len(finals) > 1 else 0.0
+        dt = [diff(f["end"]) for f in fs]
+        ds = [diff(f["steps"]) for f in fs]
+        per_method.setdefault(m, []).extend((r, w) for r in rs)
+        # behind: every pair below DGL by more than DGL's own seed spread
+        bt = all(d is not None and d < -spread for d in dt)
+        bs = all(d is not None and d < -spread for d in ds)
+        if bt:
+            behind_time.append(f"{w} {m}")
+        if bs:
+            behind_steps.append(f"{w} {m}")
+        verdict = "; ".join(x for x in (("behind at equal time" if bt else ""),
+                                        ("behind at equal steps" if bs else "")) if x) or "at or above (or within DGL's spread)"
+        ratios = " / ".join("not reached" if r == 0 else f"{r:.2f}x" for r in rs) or "-"
+        ends = " / ".join(f"{fmt(f['end'][0])} / {f['end'][1]:.3f}" for f in fs)
+        steps = " / ".join(f"{fmt(f['steps'][0])} / {f['steps'][1]:.3f}" for f in fs)
+
+        def signed(xs):
+            return " / ".join("-" if d is None else f"{d:+.3f}" for d in xs)
+        print(f"| {w} | {m} | {ratios} | {ends} | {signed(dt)} | {steps} | {signed(ds)} | {spread:.3f} | {verdict} |")
+    print("\n## Over the list\n")
+    print("| method | workloads | pairs | median ratio to the DGL final | worst (workload) | pairs not reached |")
+    print("|---|---|---|---|---|---|")
+    for m, rs in sorted(per_method.items()):
+        ws = {w for _, w in rs}
+        worst = min(rs) if rs else None
+        med = median([r for r, _ in rs])
+        print(f"| {m} | {len(ws)} | {len(rs)} | {fmt(med, 2)}x | "
+              f"{'-' if worst is None else ('not reached' if worst[0] == 0 else f'{worst[0]:.2f}x')} "
+              f"({'-' if worst is None else worst[1]}) | {sum(1 for r, _ in rs if r == 0)} |")
+    print(f"\nBehind the DGL pipeline in both pairs by more than its seed spread: at equal time "
+          f"{', '.join(behind_time) or 'none'}; at equal steps {', '.join(behind_steps) or 'none'}.")
+    paths = {f["f32"] for f in facts}
+    print("\ntma's dense products: " + ("f32 (this CPU has no AMX-BF16; --matmul-precision medium fell back)"
+                                       if paths == {True} else "bf16 on AMX (medium)" if paths == {False}
+                                       else "mixed or unknown (see each run's summary.json warnings)") + ".")
+
+
 def fmt(x, nd=3):
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -110,8 +189,12 @@ def main():
         ap.add_argument("--" + name, help=what + " (header only)")
     ap.add_argument("root", nargs="?", default="bench/out/tta",
                     help="directory of the runs (default bench/out/tta)")
+    ap.add_argument("--summary", action="store_true",
+                    help="also one row per workload and method, and the median and worst over them")
     a = ap.parse_args()
-    opts = {k.replace("_", "-"): v for k, v in vars(a).items() if v is not None and k != "root"}
+    a_summary = a.summary
+    opts = {k.replace("_", "-"): v for k, v in vars(a).items()
+            if v is not None and k not in ("root", "summary")}
     root = a.root
     if not os.path.isdir(root):
         sys.exit(f"error: {root} is not a directory of bench/tta.sh runs (bench/tta.sh writes "
@@ -153,7 +236,7 @@ def main():
           "tma sooner by, rounds / with checks | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
           "best val by DGL's end tma / DGL | steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    curves = []
+    curves, facts = [], []
     for stem in sorted(runs):
         for n in sorted(runs[stem]):
             p = runs[stem][n]
@@ -187,6 +270,12 @@ def main():
                   f"{a[-1][1]:.0f} / {sb:.0f} | "
                   f"{fmt_steps(sa)} / {target:.3f} |")
             curves.append((stem, n, a, b))
+            facts.append(dict(stem=stem, n=n, ratio=(tb / tr if tr and tb else (0.0 if tr is None else None)),
+                              end=(at_time(a, t_end), target), steps=(sa[0], target),
+                              best=(best_by(a, t_end), best_by(b, t_end)), dgl_best=max(v for _, _, v, *_ in b),
+                              f32=f32_path(p["tma"])))
+    if a_summary:
+        summary(facts)
     print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "
           "a `c` after the time marks a check between rounds):\n")
     for stem, n, a, b in curves:
