@@ -119,7 +119,10 @@ def summary(facts):
     def diff(pair):
         x, y = pair
         return None if x is None or y is None else x - y
-    print("\n## Per workload and method (pairs A-B-B-A; tma - DGL per pair)\n")
+    print("\n## Per workload and method\n")
+    print("Pairs separated by `;`. The ratio is the DGL run's time to its final validation metric over "
+          "tma's from its rounds (in brackets: with tma's checks between rounds); the median and the worst "
+          "below use the rounds' figure.\n")
     print("| workload | method | tma sooner by, per pair | val @DGL's end tma / DGL | tma - DGL @DGL's end |"
           " val @DGL's final steps tma / DGL | tma - DGL @equal steps | DGL seed spread (final) | verdict |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -148,12 +151,14 @@ def summary(facts):
             behind_steps.append(f"{w} {m}")
         verdict = "; ".join(x for x in (("behind at equal time" if bt else ""),
                                         ("behind at equal steps" if bs else "")) if x) or "at or above (or within DGL's spread)"
-        ratios = " / ".join("not reached" if r == 0 else f"{r:.2f}x" for r in rs) or "-"
-        ends = " / ".join(f"{fmt(f['end'][0])} / {f['end'][1]:.3f}" for f in fs)
-        steps = " / ".join(f"{fmt(f['steps'][0])} / {f['steps'][1]:.3f}" for f in fs)
+        def ratio(r):
+            return "-" if r is None else "not reached" if r == 0 else f"{r:.2f}x"
+        ratios = "; ".join(f"{ratio(f['ratio'])} ({ratio(f['ratio_checks'])})" for f in fs)
+        ends = "; ".join(f"{fmt(f['end'][0])} / {f['end'][1]:.3f}" for f in fs)
+        steps = "; ".join(f"{fmt(f['steps'][0])} / {f['steps'][1]:.3f}" for f in fs)
 
         def signed(xs):
-            return " / ".join("-" if d is None else f"{d:+.3f}" for d in xs)
+            return "; ".join("-" if d is None else f"{d:+.3f}" for d in xs)
         print(f"| {w} | {m} | {ratios} | {ends} | {signed(dt)} | {steps} | {signed(ds)} | {spread:.3f} | {verdict} |")
     print("\n## Over the list\n")
     print("| method | workloads | pairs | median ratio to the DGL final | worst (workload) | pairs not reached |")
@@ -167,7 +172,7 @@ def summary(facts):
               f"({'-' if worst is None else worst[1]}) | {sum(1 for r, _ in rs if r == 0)} |")
     print(f"\nBehind the DGL pipeline in both pairs by more than its seed spread: at equal time "
           f"{', '.join(behind_time) or 'none'}; at equal steps {', '.join(behind_steps) or 'none'}.")
-    paths = {f["f32"] for f in facts}
+    paths = {f["f32"] for f in facts if f["f32"] is not None}
     print("\ntma's dense products: " + ("f32 (this CPU has no AMX-BF16; --matmul-precision medium fell back)"
                                        if paths == {True} else "bf16 on AMX (medium)" if paths == {False}
                                        else "mixed or unknown (see each run's summary.json warnings)") + ".")
@@ -271,6 +276,7 @@ def main():
                   f"{fmt_steps(sa)} / {target:.3f} |")
             curves.append((stem, n, a, b))
             facts.append(dict(stem=stem, n=n, ratio=(tb / tr if tr and tb else (0.0 if tr is None else None)),
+                              ratio_checks=(tb / ta if ta and tb else (0.0 if ta is None else None)),
                               end=(at_time(a, t_end), target), steps=(sa[0], target),
                               best=(best_by(a, t_end), best_by(b, t_end)), dgl_best=max(v for _, _, v, *_ in b),
                               f32=f32_path(p["tma"])))

@@ -165,6 +165,7 @@ fn run_with_a_late_round(
         eval_pool: &pool,
         stop: None,
         sync_ramp: c.effective_sync_ramp(),
+        trainer_gate: None,
     };
     let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
     (rec.0, r)
@@ -297,6 +298,7 @@ fn scripted_run(
         eval_pool: &pool,
         stop: None,
         sync_ramp: c.effective_sync_ramp(),
+        trainer_gate: None,
     };
     coordinate(
         &mut coord,
@@ -563,6 +565,7 @@ fn ggs_trainers_hold_identical_parameters_after_every_step() {
             eval_pool: &pool,
             stop: None,
             sync_ramp: c.effective_sync_ramp(),
+            trainer_gate: None,
         };
         coordinate(
             &mut coord,
@@ -651,6 +654,7 @@ fn ggs_trainer_that_stalls_misses_steps_then_resyncs() {
             eval_pool: &pool,
             stop: None,
             sync_ramp: c.effective_sync_ramp(),
+            trainer_gate: None,
         };
         coordinate(
             &mut coord,
@@ -1168,4 +1172,116 @@ fn a_resumed_run_whose_best_was_a_check_still_says_so() {
     assert_eq!(r.summary.best_round, 5);
     assert_eq!(r.summary.best_val.value, 2.0);
     assert!(r.summary.best_check);
+}
+
+/// Every trainer answers at once; the evaluation pool's only thread is kept busy from the
+/// first round's validation until the second round's gather, and what the trainers' step gate
+/// was at each point is recorded.
+struct GateWatch {
+    n: usize,
+    params: Vec<f32>,
+    gate: Arc<tma_train::engines::gate::StepGate>,
+    /// Lets the evaluation pool go (the first round's validation finishes).
+    release_pool: Option<mpsc::Sender<()>>,
+    /// (round, gate held) at each gather.
+    at_gather: Vec<(u64, bool)>,
+    /// Gate held, each time the coordinator answered late trainers while waiting for a round.
+    while_waiting: Vec<bool>,
+}
+
+impl CoordinatorEndpoint for GateWatch {
+    fn num_trainers(&self) -> usize {
+        self.n
+    }
+    fn broadcast_initial(&mut self, _params: Arc<Vec<f32>>) {}
+    fn call_round(&mut self, _round: u64) {}
+    fn gather(
+        &mut self,
+        round: u64,
+        _t: Duration,
+        _l: &Arc<Vec<f32>>,
+        _u: Option<Duration>,
+    ) -> Vec<Contribution> {
+        self.at_gather.push((round, self.gate.is_held()));
+        if round == 2 {
+            self.release_pool.take();
+        }
+        (0..self.n)
+            .map(|t| contribution(t, self.params.clone()))
+            .collect()
+    }
+    fn reply(&mut self, _to: &[usize], _reply: Reply) {}
+    fn is_alive(&self, _t: usize) -> bool {
+        true
+    }
+    fn answer_late(&mut self, _latest: &Arc<Vec<f32>>) {
+        self.while_waiting.push(self.gate.is_held());
+    }
+}
+
+/// Decision 0029 (validation first): while a validation is queued or running, the in-process
+/// trainers' step gate is held (no step enters, so the validation has the cores); when the next
+/// round is due it is lifted although the validation still runs (the round's trainers must
+/// reach it: a slow validation never delays a round), and it is lifted at the end.
+#[test]
+fn a_validation_holds_the_trainers_steps_until_it_ends_or_the_next_round_is_due() {
+    let c = TrainConfig {
+        sync_every: Duration::from_secs(1),
+        time_limit: Duration::from_secs(3),
+        sync_ramp: 0,
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let p = prep(&c);
+    let model = build_model(&c, p.model_shape()).unwrap();
+    let init = initial_params(&c, &model);
+    let clock = ManualClock::default();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let gate = Arc::new(tma_train::engines::gate::StepGate::new(2));
+    let mut coord = GateWatch {
+        n: p.trainers.len(),
+        params: init.data.clone(),
+        gate: gate.clone(),
+        release_pool: None,
+        at_gather: Vec::new(),
+        while_waiting: Vec::new(),
+    };
+    let mut rec = Record(Vec::new(), Vec::new());
+    let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
+    let ctx = Coordinated {
+        prep: &p,
+        cfg: &c,
+        model: &model,
+        clock: &clock,
+        eval_pool: &pool,
+        stop: None,
+        sync_ramp: 0,
+        trainer_gate: Some(&gate),
+    };
+    // the pool's thread waits until round 2's gather: round 1's validation cannot finish before
+    let (tx, rx) = mpsc::channel::<()>();
+    coord.release_pool = Some(tx);
+    pool.spawn(move || {
+        let _ = rx.recv();
+    });
+    let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
+    assert_eq!(r.summary.rounds, 3);
+    // not held before the first validation; lifted at every round's gather, round 2's included
+    // (round 1's validation was still running then)
+    assert_eq!(coord.at_gather, vec![(1, false), (2, false), (3, false)]);
+    // held while round 1's validation was queued (the waits between rounds 1 and 2)
+    assert!(
+        coord.while_waiting.iter().any(|&h| h),
+        "{:?}",
+        coord.while_waiting
+    );
+    assert!(!gate.is_held());
+    // every round validated, in order
+    assert_eq!(
+        rec.0.iter().map(|r| r.round).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert!(rec.0.iter().all(|r| r.val.value.is_finite()));
 }

@@ -10,6 +10,7 @@ use crate::clock::{next_round_due, next_round_due_ramped, skipped_slots_ramped, 
 use crate::config::TrainConfig;
 use crate::data::Prepared;
 use crate::engines::cluster::{Contribution, CoordinatorEndpoint, Reply};
+use crate::engines::gate::StepGate;
 use crate::engines::method::{Exchange, Schedule};
 use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
 use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, Evaluator, PendingRound};
@@ -35,6 +36,10 @@ pub struct Coordinated<'a> {
     pub stop: Option<&'a std::sync::atomic::AtomicBool>,
     /// The averaging ramp (`MethodInfo::sync_ramp`: 0 or 1 = none).
     pub sync_ramp: u32,
+    /// The step gate of trainers that share the evaluation's cores (the in-process engine's):
+    /// held while a validation is queued or running and lifted when a round is due
+    /// (docs/decisions/0029-validation-first.md); None for trainers with cores of their own.
+    pub trainer_gate: Option<&'a StepGate>,
 }
 
 impl Coordinated<'_> {
@@ -145,12 +150,18 @@ pub fn coordinate(
         all_lost: false,
         ended_by_request: false,
     };
+    let hold = |held: bool| {
+        if let Some(g) = ctx.trainer_gate {
+            g.hold(held);
+        }
+    };
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
         EvalWith {
             pool: ctx.eval_pool,
             opts: &infer,
+            gate: ctx.trainer_gate.is_some().then_some(&hold as &dyn Fn(bool)),
         },
         &template,
         observer,
@@ -313,6 +324,8 @@ impl Rounds<'_, '_> {
             }
             let now = clock.elapsed();
             if now >= due || self.ctx.stop_requested() {
+                // the round's trainers must reach it, whatever the evaluator is doing
+                ev.let_trainers_step();
                 break;
             }
             // a validation check between rounds (`--val-check-interval`)

@@ -11,6 +11,12 @@
 //! trainers still train independently (nothing but CPU time is shared). A trainer passes the
 //! gate for the model's forward and backward pass only: its sampling (which reads the mapped
 //! part and may wait for the disk), its optimizer update and its round joins run outside.
+//!
+//! The gate also gives validation priority over the steps ([`StepGate::hold`]): while the
+//! coordinator's evaluator validates a model, no step enters, so the validation has the cores
+//! the trainers share with it instead of a share of them (docs/decisions/0029-validation-first.md).
+//! The coordinator lifts the hold when the validation ends or the next round is due, whichever
+//! comes first, so a slow validation never delays a round.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -37,6 +43,8 @@ struct GateState {
     next_ticket: u64,
     /// Holders inside.
     inside: usize,
+    /// No one enters while held ([`StepGate::hold`]).
+    held: bool,
 }
 
 /// Held while a step runs; dropping it lets the next one in.
@@ -67,7 +75,7 @@ impl StepGate {
         let ticket = s.next_ticket;
         s.next_ticket += 1;
         s.queue.push_back(ticket);
-        while !(s.inside < self.permits && s.queue.front() == Some(&ticket)) {
+        while !(!s.held && s.inside < self.permits && s.queue.front() == Some(&ticket)) {
             s = self.turn.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         s.queue.pop_front();
@@ -76,6 +84,22 @@ impl StepGate {
         // the next in line may enter too if a permit is left
         self.turn.notify_all();
         GatePass { gate: self }
+    }
+
+    /// Holds (`true`) or lifts (`false`) the gate: while held no one enters (steps already
+    /// inside finish); lifted, the callers waiting enter in their order. Idempotent.
+    pub fn hold(&self, held: bool) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let was = std::mem::replace(&mut s.held, held);
+        drop(s);
+        if was && !held {
+            self.turn.notify_all();
+        }
+    }
+
+    /// Whether the gate is held.
+    pub fn is_held(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).held
     }
 }
 
@@ -124,6 +148,39 @@ mod tests {
         assert_eq!(most.load(Ordering::SeqCst), 2);
         assert_eq!(gate.permits(), 2);
         assert_eq!(StepGate::new(0).permits(), 1);
+    }
+
+    #[test]
+    fn a_held_gate_lets_no_one_in_until_lifted_then_everyone_in_order() {
+        let gate = Arc::new(StepGate::new(2));
+        let entered = Arc::new(Mutex::new(Vec::new()));
+        // one step inside when the hold comes: it finishes; nobody new enters
+        let inside = gate.enter();
+        gate.hold(true);
+        gate.hold(true);
+        assert!(gate.is_held());
+        let mut threads = Vec::new();
+        for i in 0..3 {
+            let (g, entered) = (gate.clone(), entered.clone());
+            threads.push(std::thread::spawn(move || {
+                let _p = g.enter();
+                entered.lock().unwrap().push(i);
+            }));
+            while gate.state.lock().unwrap().queue.len() < i + 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        drop(inside);
+        // a free permit, yet held: still nobody in after the waiters were woken
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(entered.lock().unwrap().is_empty());
+        assert_eq!(gate.state.lock().unwrap().queue.len(), 3);
+        gate.hold(false);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*entered.lock().unwrap(), vec![0, 1, 2]);
+        assert!(!gate.is_held());
     }
 
     #[test]

@@ -80,6 +80,12 @@ pub fn run_in_process(
     // more trainers than threads: at most `threads` steps at once, the trainers' models
     // sharing the buffers of that many steps (crate::engines::gate)
     let gate = step_gate(threads, m);
+    // every trainer passes a gate (the step gate above, else one that limits nothing) that the
+    // evaluator holds while it validates: the trainers share its cores
+    // (docs/decisions/0029-validation-first.md)
+    let hold_gate = gate
+        .clone()
+        .unwrap_or_else(|| Arc::new(crate::engines::gate::StepGate::new(m)));
     let mut models: Vec<tma_nn::Model> = match &gate {
         Some(g) => {
             // (the pool lives as long as a trainer's model: freed when the last one exits)
@@ -95,9 +101,7 @@ pub fn run_in_process(
             let mut trainer =
                 Trainer::with_segment(data.clone(), trainer_model, init.clone(), cfg, segment);
             trainer.set_exclude_targets(cfg.excludes_targets(prep.structural()));
-            if let Some(g) = &gate {
-                trainer.set_step_gate(g.clone());
-            }
+            trainer.set_step_gate(hold_gate.clone());
             trainer.continue_epochs(Resume::epochs_of(extras.resume.as_ref(), data.trainer));
             let clock = clock.clone();
             let fail_at = fail.get(&data.trainer).copied();
@@ -130,7 +134,13 @@ pub fn run_in_process(
             segment,
             stop: extras.stop,
         };
-        let result = coordinate_prepared(&mut coord, ctx, average_weights(cfg, prep), threads);
+        let result = coordinate_prepared(
+            &mut coord,
+            ctx,
+            average_weights(cfg, prep),
+            threads,
+            Some(&hold_gate),
+        );
         let mut failed = Vec::new();
         for (t, h) in handles.into_iter().enumerate() {
             match h.join() {

@@ -153,7 +153,8 @@ pub fn initial_params(cfg: &TrainConfig, model: &tma_nn::Model) -> tma_nn::Param
 
 /// The coordinator's side of every engine: builds the model and its initial parameters, the
 /// method's exchange over the trainers' averaging `weights`, an evaluation pool of `threads`,
-/// and runs [`coordinate`] over `endpoint` until the run ends.
+/// and runs [`coordinate`] over `endpoint` until the run ends. `trainer_gate`: the step gate
+/// of trainers that share the evaluation's cores (in-process), held while a validation runs.
 ///
 /// # Errors
 /// As [`coordinate`]; [`TrainError::Config`] if the pool cannot be built.
@@ -162,6 +163,7 @@ pub fn coordinate_prepared(
     ctx: EngineContext<'_>,
     weights: Vec<f64>,
     threads: usize,
+    trainer_gate: Option<&StepGate>,
 ) -> Result<RunResult, TrainError> {
     let cfg = ctx.cfg;
     let model = build_model(cfg, ctx.prep.model_shape())?;
@@ -186,6 +188,7 @@ pub fn coordinate_prepared(
         eval_pool: &eval_pool,
         stop: ctx.stop.as_deref(),
         sync_ramp: ctx.method.info().sync_ramp(cfg),
+        trainer_gate,
     };
     coordinate(
         endpoint,

@@ -511,7 +511,7 @@ impl Engine for Mpi {
         coord.start(e.segment, &epochs);
         let weights = manifest_weights(e.cfg, m);
         let threads = rank_threads(e.cfg);
-        let result = coordinate_prepared(coord, e, weights, threads);
+        let result = coordinate_prepared(coord, e, weights, threads, None);
         self.finished = coord.finish(join_timeout);
         eprintln!(
             "rank 0 (coordinator) on {host}: peak RSS {:.0} MiB",

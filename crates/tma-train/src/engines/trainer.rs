@@ -66,7 +66,8 @@ pub struct Trainer {
     /// Optimizer steps taken.
     pub steps: u64,
     last: StepStats,
-    /// In-process trainers on fewer cores: the gate each step passes ([`crate::engines::gate`]).
+    /// In-process trainers: the gate each step passes (at most as many steps as cores; none
+    /// while a validation runs: [`crate::engines::gate`]).
     gate: Option<std::sync::Arc<crate::engines::gate::StepGate>>,
     /// Link prediction: each step's positives are not sampled as neighbours
     /// ([`Trainer::set_exclude_targets`]).
@@ -182,7 +183,8 @@ impl Trainer {
     }
 
     /// Makes the model computation of every step ([`Trainer::compute_gradients`], after the
-    /// sampling) pass `gate` (in-process trainers outnumbering the cores: [`crate::engines::gate`]).
+    /// sampling) pass `gate` (in-process trainers: at most as many steps as cores, none while
+    /// the evaluator holds it: [`crate::engines::gate`]).
     pub fn set_step_gate(&mut self, gate: std::sync::Arc<crate::engines::gate::StepGate>) {
         self.gate = Some(gate);
     }

@@ -38,6 +38,9 @@ pub(crate) struct Book {
 
 /// The coordinator's handle on the evaluator thread.
 pub(crate) struct Evaluator<'o> {
+    /// Holds (`true`) or lifts the in-process trainers' steps while a validation is queued or
+    /// running (validation first: docs/decisions/0029-validation-first.md).
+    gate: Option<HoldSteps<'o>>,
     jobs: Option<Sender<PendingRound>>,
     done: Receiver<PendingRound>,
     in_flight: usize,
@@ -48,12 +51,29 @@ pub(crate) struct Evaluator<'o> {
 }
 
 impl Evaluator<'_> {
-    /// Queues a round for validation.
+    /// Queues a round for validation; one to validate holds the trainers' step gate (if any)
+    /// until the evaluator is idle again or [`Evaluator::let_trainers_step`].
     pub(crate) fn submit(&mut self, p: PendingRound) {
+        let validate = p.validate;
         if let Some(j) = &self.jobs {
             if j.send(p).is_ok() {
                 self.in_flight += 1;
+                if validate {
+                    self.hold_trainers(true);
+                }
             }
+        }
+    }
+
+    /// Lifts the hold on the trainers' step gate (a round is due: its trainers must reach it
+    /// whatever the evaluator is doing).
+    pub(crate) fn let_trainers_step(&mut self) {
+        self.hold_trainers(false);
+    }
+
+    fn hold_trainers(&self, held: bool) {
+        if let Some(hold) = self.gate {
+            hold(held);
         }
     }
 
@@ -86,6 +106,7 @@ impl Evaluator<'_> {
             // the evaluator thread is gone: nothing more will come
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 self.in_flight = 0;
+                self.hold_trainers(false);
                 true
             }
         }
@@ -98,6 +119,9 @@ impl Evaluator<'_> {
 
     fn accept(&mut self, mut p: PendingRound) {
         self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.hold_trainers(false);
+        }
         let is_best = p.validate
             && crate::evaluation::eval::improves(
                 p.record.val.value,
@@ -127,6 +151,7 @@ impl Evaluator<'_> {
             let Ok(p) = self.done.recv() else { break };
             self.accept(p);
         }
+        self.hold_trainers(false);
     }
 }
 
@@ -136,7 +161,15 @@ pub(crate) struct EvalWith<'a> {
     pub(crate) pool: &'a rayon::ThreadPool,
     /// How it computes the outputs it needs.
     pub(crate) opts: &'a InferOptions,
+    /// Holds (`true`) or lifts the steps of trainers that share the evaluation's cores
+    /// (in-process: their step gate) while a validation is queued or running; None where the
+    /// trainers have cores of their own.
+    pub(crate) gate: Option<HoldSteps<'a>>,
 }
+
+/// Holds (`true`) or lifts (`false`) the training steps of the trainers that share the
+/// evaluation's cores (the in-process engine's step gate, `crate::engines::gate::StepGate::hold`).
+pub(crate) type HoldSteps<'a> = &'a dyn Fn(bool);
 
 /// Runs `body` with an evaluator thread validating (as `eval` says) the rounds it submits,
 /// then waits for the rounds still queued. `best` is the best round a resumed run had.
@@ -153,6 +186,7 @@ pub(crate) fn with_evaluator<R>(
     let EvalWith {
         pool: eval_pool,
         opts,
+        gate,
     } = eval;
     let (job_tx, job_rx) = channel::<PendingRound>();
     let (done_tx, done_rx) = channel::<PendingRound>();
@@ -192,6 +226,7 @@ pub(crate) fn with_evaluator<R>(
             })
             .expect("spawn evaluator thread");
         let mut ev = Evaluator {
+            gate,
             jobs: Some(job_tx),
             done: done_rx,
             in_flight: 0,
