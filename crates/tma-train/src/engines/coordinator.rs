@@ -150,18 +150,14 @@ pub fn coordinate(
         all_lost: false,
         ended_by_request: false,
     };
-    let hold = |held: bool| {
-        if let Some(g) = ctx.trainer_gate {
-            g.hold(held);
-        }
-    };
+    let hold = ctx.trainer_gate.map(|g| move |held: bool| g.hold(held));
     let ((), book) = with_evaluator(
         ctx.model,
         ctx.prep,
         EvalWith {
             pool: ctx.eval_pool,
             opts: &infer,
-            gate: ctx.trainer_gate.is_some().then_some(&hold as &dyn Fn(bool)),
+            gate: hold.as_ref().map(|h| h as &dyn Fn(bool)),
         },
         &template,
         observer,
