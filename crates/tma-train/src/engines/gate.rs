@@ -152,7 +152,9 @@ mod tests {
 
     #[test]
     fn a_held_gate_lets_no_one_in_until_lifted_then_everyone_in_order() {
-        let gate = Arc::new(StepGate::new(2));
+        // one permit, so each caller records its entry while it is the only one inside (with
+        // two permits two callers are inside at once and their records race: CI saw [1, 0, 2])
+        let gate = Arc::new(StepGate::new(1));
         let entered = Arc::new(Mutex::new(Vec::new()));
         // one step inside when the hold comes: it finishes; nobody new enters
         let inside = gate.enter();
