@@ -100,12 +100,17 @@ def fmt_steps(m):
     return f"{v:.3f} (between {a[1]:.3f} at {a[0]:.0f} and {b[1]:.3f} at {b[0]:.0f})"
 
 
-def f32_path(d):
-    """Whether a tma run's products ran in f32 (its summary's warnings say medium fell back)."""
+def products_path(d):
+    """What ran a tma run's dense products: its summary's `matmul_products` (f32, bf16-amx,
+    bf16-avx512); for runs before that field, f32 when its warnings say medium fell back, else
+    bf16-amx (the only bf16 path then)."""
     try:
-        return any("run in f32" in w for w in json.load(open(os.path.join(d, "summary.json"))).get("warnings", []))
+        s = json.load(open(os.path.join(d, "summary.json")))
     except (OSError, ValueError):
         return None
+    if s.get("matmul_products"):
+        return s["matmul_products"]
+    return "f32" if any("run in f32" in w for w in s.get("warnings", [])) else "bf16-amx"
 
 
 def median(xs):
@@ -172,10 +177,11 @@ def summary(facts):
               f"({'-' if worst is None else worst[1]}) | {sum(1 for r, _ in rs if r == 0)} |")
     print(f"\nBehind the DGL pipeline in both pairs by more than its seed spread: at equal time "
           f"{', '.join(behind_time) or 'none'}; at equal steps {', '.join(behind_steps) or 'none'}.")
-    paths = {f["f32"] for f in facts if f["f32"] is not None}
-    print("\ntma's dense products: " + ("f32 (this CPU has no AMX-BF16; --matmul-precision medium fell back)"
-                                       if paths == {True} else "bf16 on AMX (medium)" if paths == {False}
-                                       else "mixed or unknown (see each run's summary.json warnings)") + ".")
+    paths = {f["products"] for f in facts if f["products"] is not None}
+    names = {"f32": "f32", "bf16-amx": "bf16 on AMX tiles (medium)",
+             "bf16-avx512": "bf16 on AVX512_BF16 dot products (medium; no AMX)"}
+    print("\ntma's dense products: " + (names.get(next(iter(paths)), next(iter(paths))) if len(paths) == 1
+                                       else "mixed or unknown (see each run's summary.json matmul_products)") + ".")
 
 
 def fmt(x, nd=3):
@@ -279,7 +285,7 @@ def main():
                               ratio_checks=(tb / ta if ta and tb else (0.0 if ta is None else None)),
                               end=(at_time(a, t_end), target), steps=(sa[0], target),
                               best=(best_by(a, t_end), best_by(b, t_end)), dgl_best=max(v for _, _, v, *_ in b),
-                              f32=f32_path(p["tma"])))
+                              products=products_path(p["tma"])))
     if a_summary:
         summary(facts)
     print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "

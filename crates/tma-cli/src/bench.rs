@@ -76,8 +76,9 @@ pub struct BenchOpts {
     #[arg(long)]
     pub full_degree: Option<usize>,
     /// Precision of the link decoder's products in the `mrr` and link `minibatch` figures:
-    /// highest (f32) or medium (bf16 on AMX; their keys get a `.bf16` suffix, no ceiling
-    /// fraction). Refused where AMX is missing (`tma train` falls back to f32). Default: highest.
+    /// highest (f32) or medium (bf16 on AMX or AVX512_BF16; their keys get a `.bf16` suffix, no
+    /// ceiling fraction). Refused where the CPU has neither (`tma train` falls back to f32).
+    /// Default: highest.
     #[arg(long, value_name = "PRECISION")]
     pub matmul_precision: Option<String>,
     /// Timed iterations per figure after one warm-up (default 5; quick 2).
@@ -184,8 +185,8 @@ impl Sizes {
             },
             min_secs: if q { 0.0 } else { 2.0 },
         };
-        if sz.precision == MatmulPrecision::Medium && !tma_nn::amx_available() {
-            bail!("--matmul-precision medium: this machine does not give AMX-BF16 (the CPU lacks it or the kernel refused it); the figures would be f32");
+        if sz.precision == MatmulPrecision::Medium && tma_nn::bf16_products().is_none() {
+            bail!("--matmul-precision medium: this machine gives neither AMX-BF16 (the CPU lacks it or the kernel refused it) nor AVX512_BF16; the figures would be f32");
         }
         if sz.node_batch > sz.mb_nodes {
             bail!(

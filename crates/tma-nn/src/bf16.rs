@@ -1,5 +1,7 @@
 //! The link decoder's products in bf16 with f32 accumulation ([`MatmulPrecision::Medium`],
-//! `--matmul-precision medium`), on Intel AMX (`tdpbf16ps`) when the CPU and kernel allow it.
+//! `--matmul-precision medium`), on Intel AMX (`tdpbf16ps`) when the CPU and kernel allow it,
+//! else on AVX512_BF16 dot products (`vdpbf16ps`, [`Backend::Avx512Bf16`]: AMD Zen 4 and later)
+//! over the same packed operands (docs/decisions/0030-avx512-bf16.md).
 //!
 //! Why: a link step's three `[B, d]·[d, d]` decoder products (`B` = 2 × batch pairs, `d` =
 //! hidden) are most of its arithmetic (51 of ~63 GFLOP per amazon_photo step at batch 65536,
@@ -27,7 +29,7 @@
 //! row work around the tile products (rounding, the epilogue, transposes, packing) runs in
 //! explicit AVX-512 on AMX machines (`mod x86`), the same bits as the portable code.
 //!
-//! Without AMX, [`amx_available`] is false and the model keeps f32 ([`crate::Model`] says so);
+//! Without either, [`bf16_products`] is `None` and the model keeps f32 ([`crate::Model`] says so);
 //! the same code runs with a scalar emulation of the tile product ([`Backend::Emulated`]) in
 //! the tests, so the fused decoder is checked on every machine.
 
@@ -81,6 +83,11 @@ impl std::fmt::Display for MatmulPrecision {
 pub(crate) enum Backend {
     /// AMX tiles (`tdpbf16ps`); only when [`amx_available`].
     Amx,
+    /// AVX-512 BF16 dot products (`vdpbf16ps`: two bf16 products summed into each f32 lane)
+    /// on the same packed operands; only when [`avx512_bf16_available`]. For CPUs with
+    /// AVX512_BF16 but no AMX (AMD Zen 4 and later, Intel Cooper Lake): twice the f32 FMA's
+    /// multiply-adds per instruction.
+    Avx512Bf16,
     /// The same product in scalar code (bf16 operands, f32 sums): tests on any CPU.
     #[cfg_attr(not(test), allow(dead_code))]
     Emulated,
@@ -103,10 +110,59 @@ const MIN_TILE_MACS: usize = 1 << 22;
 const MIN_TILE_ROWS: usize = 512;
 
 /// Whether a product of `macs` multiply-adds over `rows` batch rows runs on `backend`'s tiles:
-/// on AMX from [`MIN_TILE_ROWS`] rows and [`MIN_TILE_MACS`] multiply-adds on (the choice depends
-/// on the shape only, so runs stay reproducible); always on the emulation (tests).
+/// on AMX and AVX512_BF16 from [`MIN_TILE_ROWS`] rows and [`MIN_TILE_MACS`] multiply-adds on
+/// (the choice depends on the shape only, so runs stay reproducible); always on the emulation
+/// (tests).
 pub(crate) fn tiles_pay(backend: Backend, rows: usize, macs: usize) -> bool {
     backend == Backend::Emulated || (rows >= MIN_TILE_ROWS && macs >= MIN_TILE_MACS)
+}
+
+impl Backend {
+    /// Whether the row code around the products runs in explicit AVX-512 (`mod x86`): on both
+    /// hardware backends, whose detection checked AVX-512F/BW/VL and FMA.
+    fn wide(self) -> bool {
+        matches!(self, Backend::Amx | Backend::Avx512Bf16)
+    }
+}
+
+/// The fastest bf16 product this process can run: AMX tiles where [`amx_available`], else
+/// AVX512_BF16 dot products where [`avx512_bf16_available`], else none (f32).
+pub(crate) fn hardware_backend() -> Option<Backend> {
+    if amx_available() {
+        Some(Backend::Amx)
+    } else if avx512_bf16_available() {
+        Some(Backend::Avx512Bf16)
+    } else {
+        None
+    }
+}
+
+/// Which hardware runs `--matmul-precision medium`'s bf16 products here: `"amx"` (Intel AMX
+/// tiles), `"avx512-bf16"` (AVX512_BF16 dot products, e.g. AMD Zen 4) or `None` (no bf16
+/// product: medium falls back to f32).
+pub fn bf16_products() -> Option<&'static str> {
+    hardware_backend().map(|b| match b {
+        Backend::Amx => "amx",
+        _ => "avx512-bf16",
+    })
+}
+
+/// Whether this CPU has AVX512_BF16 (`vdpbf16ps`) with AVX-512F/BW/VL and FMA (the row code's
+/// instructions). Asked once per process.
+pub fn avx512_bf16_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx512bf16")
+                && std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("fma")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
 }
 
 /// `x` rounded to bf16 (round to nearest, ties to even), as its 16 bits.
@@ -221,9 +277,9 @@ impl PackedB {
     fn of_rows(backend: Backend, src: &[f32], k_rows: usize, n_cols: usize) -> Self {
         assert!(src.len() >= k_rows * n_cols, "PackedB::rows extents");
         #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Amx {
+        if backend.wide() {
             let mut b = PackedB::zeros(k_rows, n_cols);
-            // SAFETY: amx_available() checked AVX-512F/BW/VL; extents checked.
+            // SAFETY: the backend's detection checked AVX-512F/BW/VL; extents checked.
             unsafe { x86::pack_rows(&mut b, src, k_rows, n_cols) };
             return b;
         }
@@ -238,9 +294,9 @@ impl PackedB {
     fn of_cols(backend: Backend, src: &[f32], k_rows: usize, n_cols: usize) -> Self {
         assert!(src.len() >= k_rows * n_cols, "PackedB::cols extents");
         #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Amx {
+        if backend.wide() {
             let mut b = PackedB::zeros(k_rows, n_cols);
-            // SAFETY: amx_available() checked AVX-512F/BW/VL; extents checked.
+            // SAFETY: the backend's detection checked AVX-512F/BW/VL; extents checked.
             unsafe { x86::pack_cols(&mut b, src, k_rows, n_cols) };
             return b;
         }
@@ -282,8 +338,14 @@ fn block(backend: Backend, a: &[u16], b: &PackedB, c: &mut [f32], ldc: usize, ac
             // SAFETY: extents checked above; tiles configured by the caller on this thread.
             unsafe { block_amx(a.as_ptr(), kp, b, c.as_mut_ptr(), ldc, acc) }
         }
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx512Bf16 => {
+            debug_assert!(avx512_bf16_available());
+            // SAFETY: extents checked above; avx512_bf16_available() checked the features.
+            unsafe { x86::block_dpbf16(a.as_ptr(), kp, b, c.as_mut_ptr(), ldc, acc) }
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        Backend::Amx => unreachable!("AMX on a non-x86_64 build"),
+        Backend::Amx | Backend::Avx512Bf16 => unreachable!("AMX / AVX-512 on a non-x86_64 build"),
         Backend::Emulated => {
             for i in 0..RB {
                 let ar = &a[i * kp..(i + 1) * kp];
@@ -379,8 +441,8 @@ macro_rules! wide_fn {
                 unsafe fn wide($($a: $t),*) $(-> $r)? {
                     $body($($a),*)
                 }
-                if backend == Backend::Amx {
-                    // SAFETY: amx_available() checked AVX-512F/BW/VL and FMA.
+                if backend.wide() {
+                    // SAFETY: the backend's detection checked AVX-512F/BW/VL and FMA.
                     return unsafe { wide($($a),*) };
                 }
             }
@@ -393,8 +455,8 @@ macro_rules! wide_fn {
 /// [`hadamard_rows`], in explicit AVX-512 on AMX machines (the same arithmetic: same bits).
 fn hadamard_rows_w(backend: Backend, h: &Mat, src: &[u32], dst: &[u32], a: &mut [u16], kp: usize) {
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Amx {
-        // SAFETY: amx_available() checked AVX-512F/BW/VL.
+    if backend.wide() {
+        // SAFETY: the backend's detection checked AVX-512F/BW/VL.
         return unsafe { x86::hadamard_rows(h, src, dst, a, kp) };
     }
     let _ = backend;
@@ -411,8 +473,8 @@ fn logits_rows_w(
     u: Option<&mut [f32]>,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Amx {
-        // SAFETY: amx_available() checked AVX-512F/BW/VL.
+    if backend.wide() {
+        // SAFETY: the backend's detection checked AVX-512F/BW/VL.
         return unsafe { x86::logits_rows(c, np, p, out, u) };
     }
     let _ = backend;
@@ -932,8 +994,8 @@ struct SubBlock<'a> {
 /// the AVX-512 code on AMX machines when `d % 16 == 0`, else the portable code (same bits).
 fn sub_block_rows(backend: Backend, s: &mut Scratch, b: &SubBlock, acc: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Amx && b.h.cols.is_multiple_of(16) {
-        // SAFETY: amx_available() checked AVX-512F/BW/VL; d % 16 == 0.
+    if backend.wide() && b.h.cols.is_multiple_of(16) {
+        // SAFETY: the backend's detection checked AVX-512F/BW/VL; d % 16 == 0.
         return unsafe { x86::backward_rows(s, b, acc) };
     }
     let _ = backend;
@@ -1248,9 +1310,9 @@ fn at_b_part(
     for s0 in (0..rows).step_by(SB) {
         let ns = SB.min(rows - s0);
         #[cfg(target_arch = "x86_64")]
-        if backend == Backend::Amx {
+        if backend.wide() {
             let bz = s.bz.as_mut().expect("set above");
-            // SAFETY: amx_available() checked AVX-512F/BW/VL.
+            // SAFETY: the backend's detection checked AVX-512F/BW/VL.
             unsafe { x86::at_b_pack(&mut s.at, bz, m, n, a, b, s0, ns) };
         } else {
             at_b_pack(s, m, n, a, b, s0, ns);
@@ -1428,6 +1490,62 @@ mod x86 {
         let lo = _mm512_srli_epi32::<16>(round(a));
         let hi = _mm512_and_si512(round(b), _mm512_set1_epi32(0xffff_0000u32 as i32));
         _mm512_or_si512(lo, hi)
+    }
+
+    /// [`super::block`] on AVX512_BF16: `C[32, N] (+)= A[32, K] · B` with `vdpbf16ps`. In a
+    /// column tile of the packed `B` the 16 columns of K-pair `p` are one 64-byte row at
+    /// `p · 32` (`[kc][16][16][2]` is `[K / 2][16][2]`), which is the operand `vdpbf16ps`
+    /// takes: each f32 lane adds `a[2p] · b[2p][c] + a[2p+1] · b[2p+1][c]` (products exact in
+    /// f32), with row `i`'s pair `(a[2p], a[2p+1])` broadcast as one 32-bit word. Rows go in
+    /// groups of 8 against two column tiles: 16 accumulators in registers over all of `K`.
+    ///
+    /// # Safety
+    /// AVX512_BF16 and AVX-512F; `a` holds 32 rows of `kp = b.kc · 32` bf16 and `c` 32 rows of
+    /// stride `ldc >= b.cols()` (checked by the caller).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+    pub(super) unsafe fn block_dpbf16(
+        a: *const u16,
+        kp: usize,
+        b: &super::PackedB,
+        c: *mut f32,
+        ldc: usize,
+        acc: bool,
+    ) {
+        const G: usize = 8;
+        let pairs = kp / 2;
+        for n2 in 0..b.nt / 2 {
+            let b0 = b.data.as_ptr().add(2 * n2 * b.kc * 512);
+            let b1 = b.data.as_ptr().add((2 * n2 + 1) * b.kc * 512);
+            let c0 = c.add(n2 * 32);
+            for g in 0..RB / G {
+                let mut s = [[_mm512_setzero_ps(); 2]; G];
+                if acc {
+                    for (i, si) in s.iter_mut().enumerate() {
+                        let row = c0.add((g * G + i) * ldc);
+                        si[0] = _mm512_loadu_ps(row);
+                        si[1] = _mm512_loadu_ps(row.add(16));
+                    }
+                }
+                let a0 = a.add(g * G * kp) as *const u8;
+                for p in 0..pairs {
+                    let v0: __m512bh =
+                        std::mem::transmute(_mm512_loadu_si512(b0.add(p * 32) as *const _));
+                    let v1: __m512bh =
+                        std::mem::transmute(_mm512_loadu_si512(b1.add(p * 32) as *const _));
+                    for (i, si) in s.iter_mut().enumerate() {
+                        let w = (a0.add(i * kp * 2 + p * 4) as *const i32).read_unaligned();
+                        let ai: __m512bh = std::mem::transmute(_mm512_set1_epi32(w));
+                        si[0] = _mm512_dpbf16_ps(si[0], ai, v0);
+                        si[1] = _mm512_dpbf16_ps(si[1], ai, v1);
+                    }
+                }
+                for (i, si) in s.iter().enumerate() {
+                    let row = c0.add((g * G + i) * ldc);
+                    _mm512_storeu_ps(row, si[0]);
+                    _mm512_storeu_ps(row.add(16), si[1]);
+                }
+            }
+        }
     }
 
     /// `max(v, 0) + slope · min(v, 0)` ([`crate::kernels::prelu1`]).
@@ -1847,10 +1965,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_products_stay_f32_on_amx_only() {
+    fn small_products_stay_f32_on_the_hardware_backends_only() {
         assert!(!tiles_pay(Backend::Amx, MIN_TILE_ROWS, MIN_TILE_MACS - 1));
         assert!(!tiles_pay(Backend::Amx, MIN_TILE_ROWS - 1, MIN_TILE_MACS));
         assert!(tiles_pay(Backend::Amx, MIN_TILE_ROWS, MIN_TILE_MACS));
+        assert!(!tiles_pay(
+            Backend::Avx512Bf16,
+            MIN_TILE_ROWS - 1,
+            MIN_TILE_MACS
+        ));
+        assert!(tiles_pay(Backend::Avx512Bf16, MIN_TILE_ROWS, MIN_TILE_MACS));
         assert!(tiles_pay(Backend::Emulated, 1, 1));
     }
 
@@ -1884,9 +2008,9 @@ mod tests {
     /// an odd number of live rows (a zero second row in the last pair).
     #[test]
     fn avx512_row_code_matches_the_portable_code() {
-        if !amx_available() {
-            return; // the x86 module runs only where the tile product does
-        }
+        let Some(wide) = hardware_backend() else {
+            return; // the x86 module runs only where a hardware bf16 product does
+        };
         for d in [48usize, 256] {
             let n = 70;
             let h = Mat::from_vec(n, d, lcg(11, n * d));
@@ -1963,13 +2087,13 @@ mod tests {
             let rows = PackedB::from_fn(k, n, |kk, nn| v[kk * n + nn]);
             assert_eq!(
                 rows.data,
-                PackedB::of_rows(Backend::Amx, &v, k, n).data,
+                PackedB::of_rows(wide, &v, k, n).data,
                 "{k}x{n} rows"
             );
             let cols = PackedB::from_fn(k, n, |kk, nn| v[nn * k + kk]);
             assert_eq!(
                 cols.data,
-                PackedB::of_cols(Backend::Amx, &v, k, n).data,
+                PackedB::of_cols(wide, &v, k, n).data,
                 "{k}x{n} cols"
             );
         }
@@ -2004,6 +2128,9 @@ mod tests {
         let mut backends = vec![Backend::Emulated];
         if amx_available() {
             backends.push(Backend::Amx);
+        }
+        if avx512_bf16_available() {
+            backends.push(Backend::Avx512Bf16);
         }
         for (k, n) in [(256, 256), (45, 70), (32, 32), (1, 3)] {
             let av = lcg(1, RB * k);
@@ -2057,6 +2184,9 @@ mod tests {
         let mut backends = vec![Backend::Emulated];
         if amx_available() {
             backends.push(Backend::Amx);
+        }
+        if avx512_bf16_available() {
+            backends.push(Backend::Avx512Bf16);
         }
         let r = |x: f32| from_bf16(to_bf16(x)) as f64;
         for &backend in &backends {

@@ -63,7 +63,7 @@ mod model;
 mod optim;
 mod params;
 
-pub use bf16::{amx_available, MatmulPrecision};
+pub use bf16::{amx_available, avx512_bf16_available, bf16_products, MatmulPrecision};
 pub use conv::{
     EncoderKind, EncoderOption, EncoderOptions, EncoderShape, EvalLayer, GatConv, GcnConv,
     LayerCounts, LayerExport, MlpConv, OptionValue, SageConv,

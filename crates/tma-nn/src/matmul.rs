@@ -1,5 +1,5 @@
-//! The dense matrix products: through the `gemm` crate, or as bf16 AMX tile products
-//! (`bf16.rs`) inside a `PrecisionScope` that asks for them.
+//! The dense matrix products: through the `gemm` crate, or as bf16 products (AMX tiles or
+//! AVX512_BF16 dot products, `bf16.rs`) inside a `PrecisionScope` that asks for them.
 
 use gemm::Parallelism;
 

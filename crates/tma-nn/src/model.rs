@@ -380,15 +380,16 @@ impl Model {
 
     /// Set the precision of the model's dense matrix products and return the precision in
     /// effect: [`MatmulPrecision::Medium`] (bf16 operands, f32 sums, see `src/bf16.rs`) only
-    /// where [`amx_available`](crate::amx_available); otherwise [`MatmulPrecision::Highest`],
+    /// where the CPU has a bf16 product ([`bf16_products`](crate::bf16_products): AMX tiles or
+    /// AVX512_BF16 dot products); otherwise [`MatmulPrecision::Highest`],
     /// which the caller should say. Medium covers the link decoder's three products (training
     /// and [`Model::score`]) and the encoder's linear layers on dense inputs (every layer
     /// type's weight products: forward, backward, inference; GAT's attention products and
     /// products with sparse input features stay f32).
     pub fn set_matmul_precision(&mut self, p: MatmulPrecision) -> MatmulPrecision {
         self.bf16 = match p {
-            MatmulPrecision::Medium if crate::amx_available() => Some(Backend::Amx),
-            _ => None,
+            MatmulPrecision::Medium => crate::bf16::hardware_backend(),
+            MatmulPrecision::Highest => None,
         };
         self.matmul_precision()
     }

@@ -915,9 +915,9 @@ fn decoder_bf16_matches_f32_within_rounding() {
         let amx_run = (amx.set_matmul_precision(MatmulPrecision::Medium)
             == MatmulPrecision::Medium)
             .then(|| run(&amx));
-        assert_eq!(amx_run.is_some(), crate::amx_available());
-        for (name, got) in
-            std::iter::once(("emulated", &em)).chain(amx_run.iter().map(|r| ("amx", r)))
+        assert_eq!(amx_run.is_some(), crate::bf16_products().is_some());
+        for (name, got) in std::iter::once(("emulated", &em))
+            .chain(amx_run.iter().map(|r| (crate::bf16_products().unwrap(), r)))
         {
             for (what, a, b) in [
                 ("logits", &got.0, &f32_run.0),
@@ -1002,8 +1002,8 @@ fn decoder_bf16_matches_f32_within_rounding() {
             "d {d}: dL/dh depends on the thread count"
         );
     }
-    // a tiny batch stays f32 on AMX: the same bytes as the f32 model
-    if crate::amx_available() {
+    // a tiny batch stays f32 on AMX and AVX512_BF16: the same bytes as the f32 model
+    if crate::bf16_products().is_some() {
         let mut r = rng(33);
         let m32 = build(ModelConfig {
             hidden: 64,
@@ -1022,10 +1022,13 @@ fn decoder_bf16_matches_f32_within_rounding() {
         };
         assert_eq!(run(&amx), run(&m32));
     }
-    // medium is granted exactly where AMX is (any head), highest always
+    // medium is granted exactly where a bf16 product is (any head), highest always
     let mut node = model(EncoderKind::Sage, Head::Node { num_classes: 3 }, 4, 0.0);
     let got = node.set_matmul_precision(MatmulPrecision::Medium);
-    assert_eq!(got == MatmulPrecision::Medium, crate::amx_available());
+    assert_eq!(
+        got == MatmulPrecision::Medium,
+        crate::bf16_products().is_some()
+    );
     assert_eq!(
         node.set_matmul_precision(MatmulPrecision::Highest),
         MatmulPrecision::Highest

@@ -360,8 +360,9 @@ pub struct TrainConfig {
     pub layer_norm: bool,
     /// Precision of the model's dense matrix products (the names of PyTorch's
     /// `torch.set_float32_matmul_precision`): `highest` (f32, the default) or `medium` (bf16
-    /// operands, f32 sums, on Intel AMX: the link decoder and the encoder's linear layers on dense inputs;
-    /// `highest` where the CPU lacks AMX-BF16 or the kernel refuses it, said as a warning;
+    /// operands, f32 sums, on Intel AMX or AVX512_BF16: the link decoder and the encoder's linear
+    /// layers on dense inputs; `highest` where the CPU has neither (or the kernel refuses AMX),
+    /// said as a warning;
     /// products over fewer than 512 rows or under 2^22 multiply-adds stay f32). Parameters, optimizer,
     /// aggregation, LayerNorm and losses stay f32.
     #[serde(default, with = "precision_name")]

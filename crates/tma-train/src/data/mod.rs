@@ -1559,11 +1559,22 @@ pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainE
     Ok(model)
 }
 
-/// `Some(warning)` when `--matmul-precision medium` cannot be honoured: this CPU (or kernel)
-/// lacks AMX-BF16 or the kernel refuses it, so the products stay f32.
+/// What runs the model's dense products in this process under `cfg.matmul_precision`: `"f32"`
+/// (`highest`, or `medium` where the CPU has no bf16 product), `"bf16-amx"` (Intel AMX tiles)
+/// or `"bf16-avx512"` (AVX512_BF16 dot products; `tma_nn::bf16_products`).
+pub fn matmul_products(cfg: &TrainConfig) -> &'static str {
+    match (cfg.matmul_precision, tma_nn::bf16_products()) {
+        (tma_nn::MatmulPrecision::Medium, Some("amx")) => "bf16-amx",
+        (tma_nn::MatmulPrecision::Medium, Some(_)) => "bf16-avx512",
+        _ => "f32",
+    }
+}
+
+/// `Some(warning)` when `--matmul-precision medium` cannot be honoured: this CPU lacks both
+/// AMX-BF16 (or the kernel refuses it) and AVX512_BF16, so the products stay f32.
 pub fn matmul_precision_warning(cfg: &TrainConfig) -> Option<String> {
-    (cfg.matmul_precision == tma_nn::MatmulPrecision::Medium && !tma_nn::amx_available()).then(|| {
-        "matmul-precision medium needs AMX-BF16 (Intel Xeon 4th generation or later) and the kernel's permission to use it (Linux >= 5.16, not denied by a sandbox), which this machine does not give: the products run in f32 (highest)".to_string()
+    (cfg.matmul_precision == tma_nn::MatmulPrecision::Medium && tma_nn::bf16_products().is_none()).then(|| {
+        "matmul-precision medium needs AMX-BF16 (Intel Xeon 4th generation or later, with the kernel's permission: Linux >= 5.16, not denied by a sandbox) or AVX512_BF16 (AMD Zen 4 or later, Intel Cooper Lake), which this machine does not give: the products run in f32 (highest)".to_string()
     })
 }
 

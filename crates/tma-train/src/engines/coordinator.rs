@@ -710,6 +710,7 @@ fn finish_run(
         removed_on_load: prep.removed.clone(),
         memory: Vec::new(),
         checkpoints_superseded: 0,
+        matmul_products: String::new(),
     };
     Ok(RunResult {
         rounds: records,

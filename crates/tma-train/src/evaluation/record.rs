@@ -220,6 +220,11 @@ pub struct Summary {
     /// them); absent from `summary.json` when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub checkpoints_superseded: u64,
+    /// What ran the model's dense products (`--matmul-precision`), as the CPU of the process
+    /// that wrote the summary gives it: `f32`, `bf16-amx` (Intel AMX tiles) or `bf16-avx512`
+    /// (AVX512_BF16 dot products); empty until the run fills it in
+    /// (`crate::data::matmul_products`).
+    pub matmul_products: String,
 }
 
 /// Why a run ended before its time limit ([`Summary::interrupted_by`]).

@@ -320,7 +320,7 @@ pub static TABLE: &[OptionSpec] = &[
     row("layer_norm", Kind::Bool,
         "LayerNorm between layers (true, the reference release's stack) or not (false, as Kipf & Welling's GCN)."),
     row("matmul_precision", Kind::Name(precision),
-        "Precision of the model's dense matrix products (PyTorch's names): highest (f32) or medium (bf16 operands, f32 sums, on Intel AMX: the link decoder and the encoder's linear layers on dense inputs, for faster steps and validation; f32 where the CPU lacks AMX-BF16, with a warning).")
+        "Precision of the model's dense matrix products (PyTorch's names): highest (f32) or medium (bf16 operands, f32 sums, on Intel AMX or AVX512_BF16 (AMD Zen 4 or later): the link decoder and the encoder's linear layers on dense inputs, for faster steps and validation; f32 where the CPU has neither, with a warning; summary.json's matmul_products says which ran).")
         .invalid(&["\"low\""]),
     row("fanouts", Kind::List,
         "Neighbour fanouts, hop nearest the seeds first, comma separated; 0 = all neighbours (one per layer).")

@@ -978,6 +978,7 @@ impl PreparedRun {
         result.summary.checkpoints_superseded = recorder.ckpt.superseded();
         drop(recorder);
         result.summary.warnings = run.warnings.clone();
+        result.summary.matmul_products = crate::data::matmul_products(&run.config).to_string();
         // a diverged run is recorded once, at the first round it showed in
         result.summary.warnings.extend(
             result
