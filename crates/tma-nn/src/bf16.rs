@@ -137,13 +137,13 @@ pub(crate) fn hardware_backend() -> Option<Backend> {
     }
 }
 
-/// Which hardware runs `--matmul-precision medium`'s bf16 products here: `"amx"` (Intel AMX
-/// tiles), `"avx512-bf16"` (AVX512_BF16 dot products, e.g. AMD Zen 4) or `None` (no bf16
-/// product: medium falls back to f32).
+/// Which hardware runs `--matmul-precision medium`'s bf16 products here, as `summary.json`'s
+/// `matmul_products` names it: `"bf16-amx"` (Intel AMX tiles), `"bf16-avx512"` (AVX512_BF16
+/// dot products, e.g. AMD Zen 4) or `None` (no bf16 product: medium falls back to f32).
 pub fn bf16_products() -> Option<&'static str> {
     hardware_backend().map(|b| match b {
-        Backend::Amx => "amx",
-        _ => "avx512-bf16",
+        Backend::Amx => "bf16-amx",
+        _ => "bf16-avx512",
     })
 }
 
@@ -1990,6 +1990,18 @@ mod tests {
         assert_eq!(to_bf16(f32::INFINITY), 0x7f80);
     }
 
+    /// The emulation, and every hardware backend this machine has.
+    fn backends_here() -> Vec<Backend> {
+        let mut backends = vec![Backend::Emulated];
+        if amx_available() {
+            backends.push(Backend::Amx);
+        }
+        if avx512_bf16_available() {
+            backends.push(Backend::Avx512Bf16);
+        }
+        backends
+    }
+
     fn lcg(seed: u64, n: usize) -> Vec<f32> {
         let mut s = seed;
         (0..n)
@@ -2125,13 +2137,7 @@ mod tests {
     /// (AMX where present), odd shapes (padding), overwrite and accumulate.
     #[test]
     fn block_product_matches_the_rounded_reference() {
-        let mut backends = vec![Backend::Emulated];
-        if amx_available() {
-            backends.push(Backend::Amx);
-        }
-        if avx512_bf16_available() {
-            backends.push(Backend::Avx512Bf16);
-        }
+        let backends = backends_here();
         for (k, n) in [(256, 256), (45, 70), (32, 32), (1, 3)] {
             let av = lcg(1, RB * k);
             let bv = lcg(2, k * n);
@@ -2181,13 +2187,7 @@ mod tests {
     #[test]
     fn scoped_products_match_the_rounded_reference() {
         use crate::matmul::{matmul_a_b, matmul_a_bt, matmul_at_b};
-        let mut backends = vec![Backend::Emulated];
-        if amx_available() {
-            backends.push(Backend::Amx);
-        }
-        if avx512_bf16_available() {
-            backends.push(Backend::Avx512Bf16);
-        }
+        let backends = backends_here();
         let r = |x: f32| from_bf16(to_bf16(x)) as f64;
         for &backend in &backends {
             for (m, n, k) in [

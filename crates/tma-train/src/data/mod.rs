@@ -1563,10 +1563,9 @@ pub fn build_model(cfg: &TrainConfig, shape: ModelShape) -> Result<Model, TrainE
 /// (`highest`, or `medium` where the CPU has no bf16 product), `"bf16-amx"` (Intel AMX tiles)
 /// or `"bf16-avx512"` (AVX512_BF16 dot products; `tma_nn::bf16_products`).
 pub fn matmul_products(cfg: &TrainConfig) -> &'static str {
-    match (cfg.matmul_precision, tma_nn::bf16_products()) {
-        (tma_nn::MatmulPrecision::Medium, Some("amx")) => "bf16-amx",
-        (tma_nn::MatmulPrecision::Medium, Some(_)) => "bf16-avx512",
-        _ => "f32",
+    match cfg.matmul_precision {
+        tma_nn::MatmulPrecision::Medium => tma_nn::bf16_products().unwrap_or("f32"),
+        tma_nn::MatmulPrecision::Highest => "f32",
     }
 }
 
