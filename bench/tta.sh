@@ -124,12 +124,20 @@ for k, v in (("train", perm[:a]), ("val", perm[a:b]), ("test", perm[b:])):
 EOF2
 }
 
+# node workloads: tma validates (and selects its model) by the DGL pipeline's metric, accuracy
+# (micro-F1 for multi-label labels); tma's own default for 2 classes is roc_auc, which the DGL
+# pipeline does not report
+node_metric() { # dataset_dir
+  "$DGL_PYTHON" -c "import numpy as np, sys; print('micro_f1' if np.load(sys.argv[1], mmap_mode='r').ndim == 2 else 'accuracy')" "$1/y.npy"
+}
+
 load() { echo "$(date -u +%H:%M:%S) $1: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/load.txt"; }
 
 run_tma() { # dir dataset task method frac seed
   local m=4; [[ "$4" == centralized ]] && m=1
   load "tma $1"
   local extra=(--batch-size 1024)
+  [[ "$3" == node ]] && extra+=(--metric "$(node_metric "$2")")
   [[ "$3" == link ]] && extra=(--batch-size 65536 --eval-max-edges 1000 --eval-num-neg 1000 --val-frac "$5" --test-frac "$5")
   local check=$VAL_CHECK_NODE
   [[ "$3" == link ]] && check=$VAL_CHECK_LINK

@@ -28,18 +28,43 @@ import os
 import sys
 
 
-def load_tma(d):
+# the DGL pipeline's rounds.jsonl keys and the names tma records the same metric under
+DGL_METRICS = (("val_mrr", "mrr"), ("val_acc", "accuracy"), ("val_micro_f1", "micro_f1"))
+
+
+def load_tma(d, metric=None):
     """[(elapsed_s, mean steps per trainer, val, train_loss, eval_s, eval_cpu_s, check)] of a
-    tma run (check: a validation between rounds, --val-check-interval)."""
+    tma run (check: a validation between rounds, --val-check-interval). With `metric` (tma's
+    name of the DGL pipeline's metric), val is that metric from each validation's `all`, not the
+    one tma selected its model by (for 2 classes tma's auto metric is roc_auc, the DGL pipeline
+    reports accuracy): a pair compares one metric or the report stops naming the run."""
     out = []
     for line in open(os.path.join(d, "rounds.jsonl")):
         r = json.loads(line)
         st = r["steps"]
-        if r["val"]["value"] is None:
+        val = r["val"]
+        if val["value"] is None:
             continue
-        out.append((r["elapsed_s"], sum(st) / max(1, len(st)), r["val"]["value"], r.get("train_loss"),
+        v = val["value"]
+        if metric is not None and val.get("metric") != metric:
+            v = val.get("all", {}).get(metric)
+            if v is None:
+                sys.exit(f"error: {d}/rounds.jsonl: round {r.get('round')} validated {val.get('metric')!r} "
+                         f"and did not record {metric!r}, the DGL pipeline's metric: rerun it with "
+                         f"--metric {metric}")
+        out.append((r["elapsed_s"], sum(st) / max(1, len(st)), v, r.get("train_loss"),
                     r.get("eval_s"), r.get("eval_cpu_s"), bool(r.get("check"))))
     return out
+
+
+def dgl_metric(d):
+    """tma's name of the metric a dgl_tma.py run validated (None when it recorded none)."""
+    for line in open(os.path.join(d, "rounds.jsonl")):
+        r = json.loads(line)
+        for key, name in DGL_METRICS:
+            if r.get(key) is not None:
+                return name
+    return None
 
 
 def load_dgl(d):
@@ -47,7 +72,7 @@ def load_dgl(d):
     out = []
     for line in open(os.path.join(d, "rounds.jsonl")):
         r = json.loads(line)
-        v = r.get("val_mrr", r.get("val_acc", r.get("val_micro_f1")))
+        v = next((r[k] for k, _ in DGL_METRICS if r.get(k) is not None), None)
         if v is None:
             continue
         st = r["steps_per_trainer"]
@@ -247,13 +272,15 @@ def main():
           "tma sooner by, rounds / with checks | val @20 s tma / DGL | val @40 s tma / DGL | val @DGL's end tma / DGL | "
           "best val by DGL's end tma / DGL | steps/trainer at end tma / DGL | val @DGL's final steps tma / DGL |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    curves, facts = [], []
+    curves, facts, metrics = [], [], set()
     for stem in sorted(runs):
         for n in sorted(runs[stem]):
             p = runs[stem][n]
             if "tma" not in p or "dgl" not in p:
                 continue
-            a, b = load_tma(p["tma"]), load_dgl(p["dgl"])
+            metric = dgl_metric(p["dgl"])
+            a, b = load_tma(p["tma"], metric), load_dgl(p["dgl"])
+            metrics.add(metric)
             if not a or not b:
                 continue
             target = b[-1][2]
@@ -286,6 +313,8 @@ def main():
                               end=(at_time(a, t_end), target), steps=(sa[0], target),
                               best=(best_by(a, t_end), best_by(b, t_end)), dgl_best=max(v for _, _, v, *_ in b),
                               products=products_path(p["tma"])))
+    print(f"\nBoth sides compared on the DGL pipeline's metric: {', '.join(sorted(m for m in metrics if m))} "
+          "(tma's own choice for 2 classes, roc_auc, is not what the DGL pipeline reports).")
     if a_summary:
         summary(facts)
     print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "
