@@ -119,6 +119,8 @@ pub struct TrainOpts {
     pub test_frac: Option<f64>,
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub normalize_features: Option<bool>,
+    #[arg(long, value_name = "NAME")]
+    pub featureless: Option<String>,
     #[arg(long, value_name = "K|all")]
     pub split_index: Option<SplitIndexArg>,
     #[arg(long, value_name = "NAME")]

@@ -444,7 +444,10 @@ fn print_opened(run: &Run, out: &Path) {
             );
         }
         if ds.structural_features {
-            eprintln!("          (no node features: using 32-d structural features, see docs)");
+            eprintln!(
+                "          (no node features: structural inputs, --featureless {}; docs/decisions/0031-featureless-inputs-by-supervision.md)",
+                run.config().featureless.name()
+            );
         }
     }
     if let Some((dir, m)) = run.partitions() {
@@ -933,6 +936,11 @@ pub struct PartitionOpts {
     /// Scale each feature row to sum 1 before writing (with --out; as `tma train --normalize-features`).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub normalize_features: bool,
+    /// Inputs of a graph without node features, as `tma train --featureless` (with --out): auto,
+    /// degree or degree-random.
+    #[arg(long, value_name = "NAME", default_value = "auto",
+          value_parser = |s: &str| s.parse::<tma_train::Featureless>())]
+    pub featureless: tma_train::Featureless,
     /// Accept a fixed split whose train/val/test lists share nodes.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub allow_split_overlap: bool,
@@ -964,6 +972,7 @@ fn partition_job(o: &PartitionOpts) -> Result<TrainConfig> {
         super_clustering: o.super_clustering.unwrap_or_default(),
         seed: o.seed,
         normalize_features: o.normalize_features,
+        featureless: o.featureless,
         allow_split_overlap: o.allow_split_overlap,
         ..TrainConfig::default()
     };

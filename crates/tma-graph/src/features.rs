@@ -290,6 +290,59 @@ impl Features {
         }
     }
 
+    /// The first `k` columns of every row, `[N, k]`, of the same kind (dense rows copied into
+    /// memory; sparse entries with a column `>= k` dropped). `k >= dim` returns a copy.
+    pub fn first_columns(&self, k: usize) -> Features {
+        match self {
+            Features::Dense {
+                num_nodes,
+                dim,
+                data,
+            } => {
+                let k = k.min(*dim);
+                let mut out = Vec::with_capacity(num_nodes * k);
+                if k > 0 {
+                    for row in data.chunks_exact(*dim) {
+                        out.extend_from_slice(&row[..k]);
+                    }
+                }
+                Features::Dense {
+                    num_nodes: *num_nodes,
+                    dim: k,
+                    data: out.into(),
+                }
+            }
+            Features::Sparse {
+                num_nodes,
+                dim,
+                indptr,
+                indices,
+                data,
+            } => {
+                let k = k.min(*dim);
+                let (mut ip, mut ix, mut dx) =
+                    (Vec::with_capacity(indptr.len()), Vec::new(), Vec::new());
+                ip.push(0u64);
+                for r in 0..*num_nodes {
+                    for e in indptr[r] as usize..indptr[r + 1] as usize {
+                        if (indices[e] as usize) < k {
+                            ix.push(indices[e]);
+                            dx.push(data[e]);
+                        }
+                    }
+                    ip.push(ix.len() as u64);
+                }
+                Features::Sparse {
+                    num_nodes: *num_nodes,
+                    dim: k,
+                    indptr: ip,
+                    indices: ix,
+                    data: dx,
+                }
+            }
+        }
+    }
+
     /// Scales every row to sum to one (rows summing to zero are left as they are): PyG's
     /// `NormalizeFeatures`, the usual preprocessing of bag-of-words features (Planetoid).
     /// Mapped rows are copied into memory first (the mapping is read-only).
@@ -405,6 +458,44 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_columns_keeps_the_leading_columns_of_every_row() {
+        let dense = Features::Dense {
+            num_nodes: 2,
+            dim: 3,
+            data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0].into(),
+        };
+        let one = dense.first_columns(1);
+        assert_eq!(one.dim(), 1);
+        let Features::Dense { data, .. } = &one else {
+            panic!("dense stays dense")
+        };
+        assert_eq!(&data[..], &[1.0, 4.0]);
+        let Features::Dense { data, .. } = dense.first_columns(2) else {
+            panic!()
+        };
+        assert_eq!(&data[..], &[1.0, 2.0, 4.0, 5.0]);
+        assert_eq!(dense.first_columns(7), dense, "k >= dim: a copy");
+        // sparse: row 0 = {0: 1, 2: 3}, row 1 = {1: 5}
+        let sparse = Features::Sparse {
+            num_nodes: 2,
+            dim: 3,
+            indptr: vec![0, 2, 3],
+            indices: vec![0, 2, 1],
+            data: vec![1.0, 3.0, 5.0],
+        };
+        assert_eq!(
+            sparse.first_columns(2),
+            Features::Sparse {
+                num_nodes: 2,
+                dim: 2,
+                indptr: vec![0, 1, 2],
+                indices: vec![0, 1],
+                data: vec![1.0, 5.0],
+            }
+        );
+    }
 
     fn mapped_rss(path: &std::path::Path) -> u64 {
         crate::buf::mapped_resident_bytes(path).expect("/proc/self/smaps")

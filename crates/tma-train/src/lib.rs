@@ -40,7 +40,10 @@ pub mod saved;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, RealClock};
-pub use config::{AverageWeight, Method, Metric, TargetKind, Task, TrainConfig};
+pub use config::{
+    AverageWeight, Featureless, Method, Metric, TargetKind, Task, TrainConfig,
+    FEATURELESS_RANDOM_MIN,
+};
 pub use data::{build_model, Prepared};
 pub use error::TrainError;
 pub use evaluation::eval::{evaluate, EvalResult, Split};

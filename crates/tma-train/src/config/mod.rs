@@ -115,6 +115,60 @@ impl FromStr for AverageWeight {
     }
 }
 
+/// Input columns of a graph without node features (`--featureless`, config key
+/// `featureless`; docs/decisions/0031-featureless-inputs-by-supervision.md). Both start with
+/// column 0, the standardized ln(1 + degree) of `tma_graph::structural_features`; they differ
+/// in its 31 random columns, node identities a model can learn labels and edges by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Featureless {
+    /// `degree-random` where each trainer has at least [`FEATURELESS_RANDOM_MIN`] training
+    /// examples (training nodes, or training edges for link prediction, over the trainers that
+    /// split them), else `degree`: with fewer, the identities are learned by heart and the
+    /// validation metric falls while the training loss does (measured in the decision).
+    #[default]
+    Auto,
+    /// The degree column alone (1 input column).
+    Degree,
+    /// The degree column and 31 fixed `N(0, 1/32)` columns (32 input columns; decision 0003).
+    DegreeRandom,
+}
+
+/// [`Featureless::Auto`]'s threshold: training examples per trainer from which the random
+/// columns are kept.
+pub const FEATURELESS_RANDOM_MIN: usize = 4096;
+
+impl Featureless {
+    /// The name as the option takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Featureless::Auto => "auto",
+            Featureless::Degree => "degree",
+            Featureless::DegreeRandom => "degree-random",
+        }
+    }
+
+    /// The value of a configuration written before the option existed (a resumed run's
+    /// `config.toml`): `degree-random`, the inputs that run trained with.
+    fn before_auto() -> Featureless {
+        Featureless::DegreeRandom
+    }
+}
+
+impl FromStr for Featureless {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Featureless::Auto),
+            "degree" => Ok(Featureless::Degree),
+            "degree-random" => Ok(Featureless::DegreeRandom),
+            _ => Err(format!(
+                "unknown featureless input '{s}' (expected auto, degree or degree-random)"
+            )),
+        }
+    }
+}
+
 /// The validation metric that selects the best model (`--metric`, config key `metric`).
 ///
 /// Names as the field writes them (OGB, PyG, scikit-learn): `accuracy`, `macro_f1`, `roc_auc`,
@@ -431,6 +485,11 @@ pub struct TrainConfig {
     pub test_frac: f64,
     /// Scale every feature row to sum 1 (PyG `NormalizeFeatures`, standard for Planetoid).
     pub normalize_features: bool,
+    /// Inputs of a graph without node features ([`Featureless`]; `auto` by default).
+    /// (Absent from a config file written before the option existed, e.g. a resumed run's
+    /// `config.toml`: `degree-random`, the inputs that run trained with.)
+    #[serde(default = "Featureless::before_auto")]
+    pub featureless: Featureless,
     /// Which of a dataset's fixed mask splits to use (node task).
     pub split_index: usize,
     /// The validation metric that selects the best model (`auto`: the task's usual one).
@@ -489,6 +548,7 @@ impl Default for TrainConfig {
             val_frac: 0.05,
             test_frac: 0.05,
             normalize_features: false,
+            featureless: Featureless::Auto,
             split_index: 0,
             metric: Metric::Auto,
             allow_split_overlap: false,

@@ -6,7 +6,7 @@
 
 pub mod spill;
 
-use crate::config::{Metric, TargetKind, Task, TrainConfig};
+use crate::config::{Featureless, Metric, TargetKind, Task, TrainConfig, FEATURELESS_RANDOM_MIN};
 use crate::TrainError;
 use rand::seq::SliceRandom;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
@@ -838,6 +838,9 @@ pub fn prepare_for(
         }
         Purpose::Layout => Metric::default(),
     };
+    if ds.structural_features {
+        warnings.extend(featureless_inputs(&mut ds.features, cfg, &layout, &eval));
+    }
     let degrees = graph.degrees();
     let in_dim = ds.features.dim();
     let out_dim = match &node_targets {
@@ -881,6 +884,50 @@ pub fn prepare_for(
         removed: ds.removed,
         metric,
         val_subset: None,
+    })
+}
+
+/// [`Featureless`]: which of the structural columns (`tma_graph::structural_features`:
+/// the degree column, then the random ones) a featureless graph's run keeps, for `cfg` laid
+/// out as `layout` with the training examples of `eval` (training nodes; training edges for
+/// link prediction, `LinkSplit::train_edges`). `auto` keeps the random columns where each
+/// trainer has at least [`FEATURELESS_RANDOM_MIN`] examples (the examples over the trainers
+/// that split them: 1 on the whole graph, else `M + d`). Returns the line that says it when
+/// the random columns are dropped (docs/decisions/0031-featureless-inputs-by-supervision.md).
+fn featureless_inputs(
+    features: &mut Features,
+    cfg: &TrainConfig,
+    layout: &DataLayout,
+    eval: &EvalData,
+) -> Option<String> {
+    let (examples, what) = match eval {
+        EvalData::Link { split } => (split.train_edges.len(), "training edges"),
+        EvalData::Node { split, .. } => (split.train.len(), "training nodes"),
+    };
+    let shares = match layout {
+        DataLayout::Whole => 1,
+        _ => (cfg.num_trainers + cfg.drop_parts).max(1),
+    };
+    let per_trainer = examples / shares;
+    let keep_random = match cfg.featureless {
+        Featureless::DegreeRandom => true,
+        Featureless::Degree => false,
+        Featureless::Auto => per_trainer >= FEATURELESS_RANDOM_MIN,
+    };
+    if keep_random || features.dim() <= 1 {
+        return None;
+    }
+    *features = features.first_columns(1);
+    Some(match cfg.featureless {
+        Featureless::Auto => format!(
+            "no node features: {per_trainer} {what} per trainer ({examples} over {shares}) is \
+             below {FEATURELESS_RANDOM_MIN}, so the input is the degree column alone, without \
+             the 31 random identity columns a model this short of examples learns by heart \
+             (--featureless degree-random keeps them; \
+             docs/decisions/0031-featureless-inputs-by-supervision.md)"
+        ),
+        _ => "no node features: the input is the degree column alone (--featureless degree)"
+            .to_string(),
     })
 }
 
@@ -1661,6 +1708,105 @@ mod tests {
     fn prepare_as(ds: Dataset, cfg: &TrainConfig, p: Purpose) -> Result<Prepared, TrainError> {
         let layout = DataLayout::Partitioned(PartitionMethod::Random);
         prepare_for(ds, cfg, layout, None, p)
+    }
+
+    /// A featureless ring of `n` nodes with a chord (v, v + 2) at every fourth node (degrees 2,
+    /// 3 and 4), with its 32 structural columns (seed 3), and their degree column.
+    fn featureless_ring(n: u32) -> (Dataset, Vec<f32>) {
+        let mut edges: Vec<(u32, u32)> = (0..n).map(|v| (v, (v + 1) % n)).collect();
+        edges.extend((0..n).step_by(4).map(|v| (v, (v + 2) % n)));
+        let mut ds = unlabelled(n as usize, &edges);
+        ds.features = tma_graph::structural_features(&ds.graph, false, 32, 3);
+        ds.structural_features = true;
+        let Features::Dense { data, .. } = &ds.features else {
+            panic!("structural features are dense")
+        };
+        let degree: Vec<f32> = data.chunks_exact(32).map(|r| r[0]).collect();
+        (ds, degree)
+    }
+
+    #[test]
+    fn featureless_auto_drops_the_random_columns_below_4096_examples_per_trainer() {
+        // (docs/decisions/0031) 6250 edges, 5% + 5% held out: 4096 <= training edges < 8192
+        let (ds, degree) = featureless_ring(5000);
+        assert!(degree.iter().any(|&d| d > 0.5) && degree.iter().any(|&d| d < -0.5));
+        let cfg = random_tma(Task::Link, 0);
+        let prep = prepare_as(ds.clone(), &cfg, Purpose::Training).unwrap();
+        let EvalData::Link { split } = &prep.eval else {
+            panic!("link task")
+        };
+        let examples = split.train_edges.len();
+        assert_eq!(examples, 5624);
+        assert_eq!(prep.in_dim, 1);
+        let Features::Dense { dim: 1, data, .. } = &prep.features else {
+            panic!("one dense column")
+        };
+        assert_eq!(
+            &data[..],
+            &degree[..],
+            "the degree column is kept as it was"
+        );
+        let said: Vec<&String> = prep
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with("no node features"))
+            .collect();
+        assert_eq!(said.len(), 1, "{:?}", prep.warnings);
+        assert!(
+            said[0].starts_with(
+                "no node features: 2812 training edges per trainer (5624 over 2) is below 4096, \
+                 so the input is the degree column alone"
+            ),
+            "{}",
+            said[0]
+        );
+        // the trainers' parts hold the same single column
+        assert!(prep.trainers.iter().all(|t| t.features.dim() == 1));
+
+        // the whole graph in one trainer: 5624 >= 4096, all 32 columns, nothing said
+        let whole =
+            prepare_for(ds.clone(), &cfg, DataLayout::Whole, None, Purpose::Training).unwrap();
+        assert_eq!(whole.in_dim, 32);
+        assert!(!whole
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("no node features")));
+
+        // --featureless degree-random keeps them on the parts; degree drops them anywhere
+        let keep = TrainConfig {
+            featureless: Featureless::DegreeRandom,
+            ..cfg.clone()
+        };
+        let prep = prepare_as(ds.clone(), &keep, Purpose::Training).unwrap();
+        assert_eq!(prep.in_dim, 32);
+        assert!(!prep
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("no node features")));
+        let degree_only = TrainConfig {
+            featureless: Featureless::Degree,
+            ..cfg
+        };
+        let prep =
+            prepare_for(ds, &degree_only, DataLayout::Whole, None, Purpose::Training).unwrap();
+        assert_eq!(prep.in_dim, 1);
+        assert!(prep.warnings.iter().any(|w| w
+            == "no node features: the input is the degree column alone (--featureless degree)"));
+    }
+
+    #[test]
+    fn featureless_options_leave_graphs_with_features_alone() {
+        let ring: Vec<(u32, u32)> = (0..5000).map(|v| (v, (v + 1) % 5000)).collect();
+        let cfg = TrainConfig {
+            featureless: Featureless::Degree,
+            ..random_tma(Task::Link, 0)
+        };
+        let prep = prepare_as(unlabelled(5000, &ring), &cfg, Purpose::Training).unwrap();
+        assert_eq!(prep.in_dim, 2);
+        assert!(!prep
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("no node features")));
     }
 
     #[test]

@@ -153,6 +153,7 @@ pub const RESUME_FIXED: &[(&str, &str)] = &[
     ("eval_max_edges", "--eval-max-edges"),
     ("eval_num_neg", "--eval-num-neg"),
     ("normalize_features", "--normalize-features"),
+    ("featureless", "--featureless"),
     ("split_index", "--split-index"),
     // the best model so far was selected by it
     ("metric", "--metric"),

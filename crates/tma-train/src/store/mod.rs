@@ -112,8 +112,17 @@ pub struct DataConfig {
     pub eval_max_edges: usize,
     /// Whether feature rows were scaled to sum 1.
     pub normalize_features: bool,
+    /// Inputs of a featureless graph (absent from a directory written before the option:
+    /// `degree-random`, what its parts hold).
+    #[serde(default = "featureless_before_option")]
+    pub featureless: crate::config::Featureless,
     /// Fixed split used (node).
     pub split_index: usize,
+}
+
+/// [`DataConfig::featureless`] of a directory written before the option.
+fn featureless_before_option() -> crate::config::Featureless {
+    crate::config::Featureless::DegreeRandom
 }
 
 impl DataConfig {
@@ -133,6 +142,7 @@ impl DataConfig {
             eval_num_neg: cfg.eval_num_neg,
             eval_max_edges: cfg.eval_max_edges,
             normalize_features: cfg.normalize_features,
+            featureless: cfg.featureless,
             split_index: cfg.split_index,
         }
     }
@@ -151,6 +161,7 @@ impl DataConfig {
         cfg.eval_num_neg = self.eval_num_neg;
         cfg.eval_max_edges = self.eval_max_edges;
         cfg.normalize_features = self.normalize_features;
+        cfg.featureless = self.featureless;
         cfg.split_index = self.split_index;
     }
 }
