@@ -178,6 +178,12 @@ fn main() -> ExitCode {
             // by rank 0 alone (the other ranks exit with the same status, silently)
             if e.downcast_ref::<train_cmd::SaidByRankZero>().is_none() {
                 eprintln!("error: {msg}");
+            } else {
+                // mpirun ends the whole job at the first rank that exits non-zero: a rank
+                // other than 0 that left at once could take rank 0 down before its line is
+                // printed (seen on a 2-core CI machine). It waits for rank 0 to print and
+                // exit (mpirun then ends this rank too), 5 s at most.
+                std::thread::sleep(std::time::Duration::from_secs(5));
             }
             // a command that ended on a signal's request (e.g. interrupted while loading the
             // data) exits as the signal's code says (130 / 143), which job schedulers read
