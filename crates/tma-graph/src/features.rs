@@ -343,6 +343,64 @@ impl Features {
         }
     }
 
+    /// The first `k` columns of every row followed by a column of ones, `[N, k' + 1]` with
+    /// `k' = min(k, dim)`, of the same kind: [`Features::first_columns`] with a constant input
+    /// column, which lets a model's first layer tell a scaled input from another (a bias input:
+    /// the degree input of featureless graphs, docs/decisions/0032-a-constant-column-beside-the-degree.md).
+    pub fn first_columns_then_ones(&self, k: usize) -> Features {
+        match self.first_columns(k) {
+            Features::Dense {
+                num_nodes,
+                dim,
+                data,
+            } => {
+                let mut out = Vec::with_capacity(num_nodes * (dim + 1));
+                if dim == 0 {
+                    out.resize(num_nodes, 1.0);
+                } else {
+                    for row in data.chunks_exact(dim) {
+                        out.extend_from_slice(row);
+                        out.push(1.0);
+                    }
+                }
+                Features::Dense {
+                    num_nodes,
+                    dim: dim + 1,
+                    data: out.into(),
+                }
+            }
+            Features::Sparse {
+                num_nodes,
+                dim,
+                indptr,
+                indices,
+                data,
+            } => {
+                let (mut ip, mut ix, mut dx) = (
+                    Vec::with_capacity(indptr.len()),
+                    Vec::with_capacity(indices.len() + num_nodes),
+                    Vec::with_capacity(data.len() + num_nodes),
+                );
+                ip.push(0u64);
+                for r in 0..num_nodes {
+                    let (a, b) = (indptr[r] as usize, indptr[r + 1] as usize);
+                    ix.extend_from_slice(&indices[a..b]);
+                    dx.extend_from_slice(&data[a..b]);
+                    ix.push(dim as _);
+                    dx.push(1.0);
+                    ip.push(ix.len() as u64);
+                }
+                Features::Sparse {
+                    num_nodes,
+                    dim: dim + 1,
+                    indptr: ip,
+                    indices: ix,
+                    data: dx,
+                }
+            }
+        }
+    }
+
     /// Scales every row to sum to one (rows summing to zero are left as they are): PyG's
     /// `NormalizeFeatures`, the usual preprocessing of bag-of-words features (Planetoid).
     /// Mapped rows are copied into memory first (the mapping is read-only).
@@ -493,6 +551,42 @@ mod tests {
                 indptr: vec![0, 1, 2],
                 indices: vec![0, 1],
                 data: vec![1.0, 5.0],
+            }
+        );
+    }
+
+    #[test]
+    fn first_columns_then_ones_appends_a_constant_column() {
+        let dense = Features::Dense {
+            num_nodes: 2,
+            dim: 3,
+            data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0].into(),
+        };
+        let two = dense.first_columns_then_ones(1);
+        let Features::Dense { dim, data, .. } = &two else {
+            panic!("dense stays dense")
+        };
+        assert_eq!((*dim, &data[..]), (2, &[1.0, 1.0, 4.0, 1.0][..]));
+        let Features::Dense { dim, data, .. } = dense.first_columns_then_ones(0) else {
+            panic!()
+        };
+        assert_eq!((dim, &data[..]), (1, &[1.0, 1.0][..]));
+        // sparse: row 0 = {0: 1, 2: 3}, row 1 = {1: 5}
+        let sparse = Features::Sparse {
+            num_nodes: 2,
+            dim: 3,
+            indptr: vec![0, 2, 3],
+            indices: vec![0, 2, 1],
+            data: vec![1.0, 3.0, 5.0],
+        };
+        assert_eq!(
+            sparse.first_columns_then_ones(2),
+            Features::Sparse {
+                num_nodes: 2,
+                dim: 3,
+                indptr: vec![0, 2, 4],
+                indices: vec![0, 2, 1, 2],
+                data: vec![1.0, 1.0, 5.0, 1.0],
             }
         );
     }

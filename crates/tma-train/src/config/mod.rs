@@ -128,7 +128,8 @@ pub enum Featureless {
     /// validation metric falls while the training loss does (measured in the decision).
     #[default]
     Auto,
-    /// The degree column alone (1 input column).
+    /// The degree column and a constant column of ones (2 input columns; the constant keeps
+    /// the degree's scale through the first LayerNorm: decision 0032).
     Degree,
     /// The degree column and 31 fixed `N(0, 1/32)` columns (32 input columns; decision 0003).
     DegreeRandom,

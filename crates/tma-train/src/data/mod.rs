@@ -888,7 +888,8 @@ pub fn prepare_for(
 }
 
 /// [`Featureless`]: which of the structural columns (`tma_graph::structural_features`:
-/// the degree column, then the random ones) a featureless graph's run keeps, for `cfg` laid
+/// the degree column, then the random ones) a featureless graph's run keeps (the degree column
+/// alone gets a constant column beside it: docs/decisions/0032), for `cfg` laid
 /// out as `layout` with the training examples of `eval` (training nodes; training edges for
 /// link prediction, `LinkSplit::train_edges`). `auto` keeps the random columns where each
 /// trainer has at least [`FEATURELESS_RANDOM_MIN`] examples (the examples over the trainers
@@ -917,16 +918,17 @@ fn featureless_inputs(
     if keep_random || features.dim() <= 1 {
         return None;
     }
-    *features = features.first_columns(1);
+    *features = features.first_columns_then_ones(1);
     Some(match cfg.featureless {
         Featureless::Auto => format!(
             "no node features: {per_trainer} {what} per trainer ({examples} over {shares}) is \
-             below {FEATURELESS_RANDOM_MIN}, so the input is the degree column alone, without \
-             the 31 random identity columns a model this short of examples learns by heart \
-             (--featureless degree-random keeps them; \
+             below {FEATURELESS_RANDOM_MIN}, so the input is the degree column and a constant \
+             one, without the 31 random identity columns a model this short of examples learns \
+             by heart (--featureless degree-random keeps them; \
              docs/decisions/0031-featureless-inputs-by-supervision.md)"
         ),
-        _ => "no node features: the input is the degree column alone (--featureless degree)"
+        _ => "no node features: the input is the degree column and a constant one \
+              (--featureless degree)"
             .to_string(),
     })
 }
@@ -1737,15 +1739,13 @@ mod tests {
         };
         let examples = split.train_edges.len();
         assert_eq!(examples, 5624);
-        assert_eq!(prep.in_dim, 1);
-        let Features::Dense { dim: 1, data, .. } = &prep.features else {
-            panic!("one dense column")
+        assert_eq!(prep.in_dim, 2);
+        let Features::Dense { dim: 2, data, .. } = &prep.features else {
+            panic!("two dense columns")
         };
-        assert_eq!(
-            &data[..],
-            &degree[..],
-            "the degree column is kept as it was"
-        );
+        let kept: Vec<f32> = data.chunks_exact(2).map(|r| r[0]).collect();
+        assert_eq!(&kept[..], &degree[..], "the degree column is kept as it was");
+        assert!(data.chunks_exact(2).all(|r| r[1] == 1.0), "a constant column of ones");
         let said: Vec<&String> = prep
             .warnings
             .iter()
@@ -1755,13 +1755,13 @@ mod tests {
         assert!(
             said[0].starts_with(
                 "no node features: 2812 training edges per trainer (5624 over 2) is below 4096, \
-                 so the input is the degree column alone"
+                 so the input is the degree column and a constant one"
             ),
             "{}",
             said[0]
         );
-        // the trainers' parts hold the same single column
-        assert!(prep.trainers.iter().all(|t| t.features.dim() == 1));
+        // the trainers' parts hold the same two columns
+        assert!(prep.trainers.iter().all(|t| t.features.dim() == 2));
 
         // the whole graph in one trainer: 5624 >= 4096, all 32 columns, nothing said
         let whole =
@@ -1789,9 +1789,9 @@ mod tests {
         };
         let prep =
             prepare_for(ds, &degree_only, DataLayout::Whole, None, Purpose::Training).unwrap();
-        assert_eq!(prep.in_dim, 1);
+        assert_eq!(prep.in_dim, 2);
         assert!(prep.warnings.iter().any(|w| w
-            == "no node features: the input is the degree column alone (--featureless degree)"));
+            == "no node features: the input is the degree column and a constant one (--featureless degree)"));
     }
 
     #[test]
