@@ -154,8 +154,9 @@ def summary(facts):
           "tma's from its rounds (in brackets: with tma's checks between rounds); the median and the worst "
           "below use the rounds' figure.\n")
     print("| workload | method | tma sooner by, per pair | val @DGL's end tma / DGL | tma - DGL @DGL's end |"
-          " val @DGL's final steps tma / DGL | tma - DGL @equal steps | DGL seed spread (final) | verdict |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " kept model @DGL's end tma / DGL | val @DGL's final steps tma / DGL | tma - DGL @equal steps |"
+          " DGL seed spread (final) | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     groups = {}
     for f in facts:
         w, m = f["stem"], "?"
@@ -164,7 +165,7 @@ def summary(facts):
                 w, m = f["stem"][: -len(meth) - 1], meth
         groups.setdefault((w, m), []).append(f)
     per_method = {}
-    behind_time, behind_steps = [], []
+    behind_time, behind_steps, behind_kept = [], [], []
     for (w, m), fs in sorted(groups.items()):
         rs = [f["ratio"] for f in fs if f["ratio"] is not None]
         finals = [f["end"][1] for f in fs]
@@ -175,21 +176,27 @@ def summary(facts):
         # behind: every pair below DGL by more than DGL's own seed spread
         bt = all(d is not None and d < -spread for d in dt)
         bs = all(d is not None and d < -spread for d in ds)
+        # the model each stack keeps and tests: its best validation by DGL's end
+        bk = all(d is not None and d < -spread for d in (diff(f["best"]) for f in fs))
+        if bk:
+            behind_kept.append(f"{w} {m}")
         if bt:
             behind_time.append(f"{w} {m}")
         if bs:
             behind_steps.append(f"{w} {m}")
         verdict = "; ".join(x for x in (("behind at equal time" if bt else ""),
+                                        ("kept model behind" if bk else ""),
                                         ("behind at equal steps" if bs else "")) if x) or "at or above (or within DGL's spread)"
         def ratio(r):
             return "-" if r is None else "not reached" if r == 0 else f"{r:.2f}x"
         ratios = "; ".join(f"{ratio(f['ratio'])} ({ratio(f['ratio_checks'])})" for f in fs)
         ends = "; ".join(f"{fmt(f['end'][0])} / {f['end'][1]:.3f}" for f in fs)
         steps = "; ".join(f"{fmt(f['steps'][0])} / {f['steps'][1]:.3f}" for f in fs)
+        kept = "; ".join(f"{fmt(f['best'][0])} / {fmt(f['best'][1])}" for f in fs)
 
         def signed(xs):
             return "; ".join("-" if d is None else f"{d:+.3f}" for d in xs)
-        print(f"| {w} | {m} | {ratios} | {ends} | {signed(dt)} | {steps} | {signed(ds)} | {spread:.3f} | {verdict} |")
+        print(f"| {w} | {m} | {ratios} | {ends} | {signed(dt)} | {kept} | {steps} | {signed(ds)} | {spread:.3f} | {verdict} |")
     print("\n## Over the list\n")
     print("| method | workloads | pairs | median ratio to the DGL final | worst (workload) | pairs not reached |")
     print("|---|---|---|---|---|---|")
@@ -201,7 +208,8 @@ def summary(facts):
               f"{'-' if worst is None else ('not reached' if worst[0] == 0 else f'{worst[0]:.2f}x')} "
               f"({'-' if worst is None else worst[1]}) | {sum(1 for r, _ in rs if r == 0)} |")
     print(f"\nBehind the DGL pipeline in both pairs by more than its seed spread: at equal time "
-          f"{', '.join(behind_time) or 'none'}; at equal steps {', '.join(behind_steps) or 'none'}.")
+          f"{', '.join(behind_time) or 'none'}; at equal steps {', '.join(behind_steps) or 'none'}; "
+          f"with the model each stack keeps (its best validation by DGL's end) {', '.join(behind_kept) or 'none'}.")
     paths = {f["products"] for f in facts if f["products"] is not None}
     names = {"f32": "f32", "bf16-amx": "bf16 on AMX tiles (medium)",
              "bf16-avx512": "bf16 on AVX512_BF16 dot products (medium; no AMX)"}

@@ -54,3 +54,20 @@ def test_a_run_without_the_dgl_pipelines_metric_is_refused_by_name(tmp_path):
     assert r.returncode != 0
     assert "w-node-random-tma-tma-0/rounds.jsonl" in r.stderr
     assert "'accuracy'" in r.stderr and "--metric accuracy" in r.stderr
+
+
+def test_a_run_that_peaked_is_behind_at_equal_time_but_not_with_its_kept_model(tmp_path):
+    # tma passes DGL's final at 5 s (0.76), then falls to 0.72 by DGL's end; each stack keeps
+    # its best-validated model, so the summary says both: behind at equal time, kept model not
+    write_pair(tmp_path, [tma_row(5, 50, 0.9, 0.76), tma_row(10, 400, 0.9, 0.73),
+                          tma_row(20, 800, 0.9, 0.72)], DGL)
+    out = subprocess.run([sys.executable, str(REPORT), "--summary", str(tmp_path)],
+                         capture_output=True, text=True, check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("| w-node | random-tma |"))
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[4] == "0.720 / 0.750", row  # the latest validations at DGL's end
+    assert cells[5] == "-0.030", row
+    assert cells[6] == "0.760 / 0.750", row  # the kept (best) models by DGL's end
+    assert cells[10] == "behind at equal time; behind at equal steps", row
+    assert ("at equal time w-node random-tma; at equal steps w-node random-tma; with the model "
+            "each stack keeps (its best validation by DGL's end) none.") in out

@@ -117,8 +117,9 @@ impl FromStr for AverageWeight {
 
 /// Input columns of a graph without node features (`--featureless`, config key
 /// `featureless`; docs/decisions/0031-featureless-inputs-by-supervision.md). Both start with
-/// column 0, the standardized ln(1 + degree) of `tma_graph::structural_features`; they differ
-/// in its 31 random columns, node identities a model can learn labels and edges by.
+/// column 0, the standardized ln(1 + degree) of `tma_graph::structural_features`; then
+/// `degree` has a constant column and `degree-random` the 31 random columns, node identities a
+/// model can learn labels and edges by (decision 0032).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Featureless {

@@ -840,6 +840,13 @@ pub fn prepare_for(
     };
     if ds.structural_features {
         warnings.extend(featureless_inputs(&mut ds.features, cfg, &layout, &eval));
+    } else if cfg.featureless != Featureless::Auto {
+        warnings.push(format!(
+            "--featureless {} is ignored: dataset '{}' has node features ({} columns)",
+            cfg.featureless.name(),
+            ds.name,
+            ds.features.dim()
+        ));
     }
     let degrees = graph.degrees();
     let in_dim = ds.features.dim();
@@ -1744,8 +1751,15 @@ mod tests {
             panic!("two dense columns")
         };
         let kept: Vec<f32> = data.chunks_exact(2).map(|r| r[0]).collect();
-        assert_eq!(&kept[..], &degree[..], "the degree column is kept as it was");
-        assert!(data.chunks_exact(2).all(|r| r[1] == 1.0), "a constant column of ones");
+        assert_eq!(
+            &kept[..],
+            &degree[..],
+            "the degree column is kept as it was"
+        );
+        assert!(
+            data.chunks_exact(2).all(|r| r[1] == 1.0),
+            "a constant column of ones"
+        );
         let said: Vec<&String> = prep
             .warnings
             .iter()
@@ -1807,6 +1821,19 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.starts_with("no node features")));
+        // not silently: the option the user set does nothing here
+        assert!(
+            prep.warnings.iter().any(|w| w
+                == "--featureless degree is ignored: dataset 'tiny' has node features (2 columns)"),
+            "{:?}",
+            prep.warnings
+        );
+        let auto = TrainConfig {
+            featureless: Featureless::Auto,
+            ..cfg
+        };
+        let prep = prepare_as(unlabelled(5000, &ring), &auto, Purpose::Training).unwrap();
+        assert!(!prep.warnings.iter().any(|w| w.contains("--featureless")));
     }
 
     #[test]
