@@ -458,6 +458,14 @@ fn print_opened(run: &Run, out: &Path) {
             m.parts.len(),
             &m.hash[..16]
         );
+        if m.structural_features == Some(true) {
+            eprintln!(
+                "          (no node features: its parts hold {} structural input column{}, --featureless {}; docs/decisions/0031-featureless-inputs-by-supervision.md)",
+                m.in_dim,
+                if m.in_dim == 1 { "" } else { "s" },
+                m.data.featureless.name()
+            );
+        }
     }
     if let Some(st) = run.resumed() {
         eprintln!(

@@ -1163,3 +1163,48 @@ fn compare_help_gives_its_own_out_default() {
     let h = stdout(&tma(&["train", "--help"]));
     assert!(h.contains("Default: runs/<dataset>-<method>-<time>"), "{h}");
 }
+
+#[test]
+fn a_run_on_partitions_of_a_featureless_graph_says_which_inputs_they_hold() {
+    // (fresh-eyes trial) a run from a partition directory did not say which featureless input
+    // its parts hold: seal_Yeast has no node features; `--featureless degree` gives 2 columns
+    let ds = shared_dataset("seal_Yeast");
+    let dir = tempdir();
+    let parts = dir.path().join("parts");
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--task",
+        "link",
+        "--parts",
+        "2",
+        "--featureless",
+        "degree",
+        "--out",
+        parts.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let run = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--partitions",
+        parts.to_str().unwrap(),
+        "--hidden",
+        "8",
+        "--sync-every",
+        "200ms",
+        "--time-limit",
+        "600ms",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains(
+            "(no node features: its parts hold 2 structural input columns, --featureless degree; "
+        ),
+        "{}",
+        text(&r)
+    );
+}
