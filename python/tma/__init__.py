@@ -149,8 +149,8 @@ class Dataset:
           (checked). Self-loops and duplicate arcs are removed (said in a warning).
         * ``x``: float ``[N, F]`` (or a ``scipy.sparse`` matrix, kept sparse); None: 32
           structural columns (log-degree + seeded random values), as for a featureless dataset
-          (a run keeps the log-degree column and a constant one where each trainer has fewer than 4096
-          training examples: option ``featureless``, docs/decisions/0031).
+          (a run keeps the log-degree column and a constant one where each trainer has fewer than 256
+          training nodes or 4096 training edges: option ``featureless``, docs/decisions/0031).
         * ``y``: int ``[N]`` classes (``-1`` = unlabelled) or 0/1 ``[N, C]`` multi-label.
         * ``train_idx`` / ``val_idx`` / ``test_idx``: node ids or boolean masks (all three or
           none; none: the run draws a seeded 60/20/20 split).

@@ -123,10 +123,11 @@ impl FromStr for AverageWeight {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Featureless {
-    /// `degree-random` where each trainer has at least [`FEATURELESS_RANDOM_MIN`] training
-    /// examples (training nodes, or training edges for link prediction, over the trainers that
-    /// split them), else `degree`: with fewer, the identities are learned by heart and the
-    /// validation metric falls while the training loss does (measured in the decision).
+    /// `degree-random` where each trainer has at least [`FEATURELESS_RANDOM_MIN_NODES`]
+    /// training nodes (node task) or [`FEATURELESS_RANDOM_MIN_EDGES`] training edges (link
+    /// task), over the trainers that split them, else `degree`: with fewer, the identities are
+    /// learned by heart and the validation metric falls while the training loss does (measured
+    /// in decision 0031; the node threshold in decision 0033).
     #[default]
     Auto,
     /// The degree column and a constant column of ones (2 input columns; the constant keeps
@@ -136,9 +137,13 @@ pub enum Featureless {
     DegreeRandom,
 }
 
-/// [`Featureless::Auto`]'s threshold: training examples per trainer from which the random
-/// columns are kept.
-pub const FEATURELESS_RANDOM_MIN: usize = 4096;
+/// [`Featureless::Auto`]'s threshold for link prediction: training edges per trainer from
+/// which the random columns are kept (decision 0031).
+pub const FEATURELESS_RANDOM_MIN_EDGES: usize = 4096;
+
+/// [`Featureless::Auto`]'s threshold for node classification: training nodes per trainer from
+/// which the random columns are kept (decision 0033).
+pub const FEATURELESS_RANDOM_MIN_NODES: usize = 256;
 
 impl Featureless {
     /// The name as the option takes it.

@@ -6,7 +6,10 @@
 
 pub mod spill;
 
-use crate::config::{Featureless, Metric, TargetKind, Task, TrainConfig, FEATURELESS_RANDOM_MIN};
+use crate::config::{
+    Featureless, Metric, TargetKind, Task, TrainConfig, FEATURELESS_RANDOM_MIN_EDGES,
+    FEATURELESS_RANDOM_MIN_NODES,
+};
 use crate::TrainError;
 use rand::seq::SliceRandom;
 use tma_graph::{Csr, Dataset, Features, LinkSplit, NodeSplit};
@@ -899,7 +902,8 @@ pub fn prepare_for(
 /// alone gets a constant column beside it: docs/decisions/0032), for `cfg` laid
 /// out as `layout` with the training examples of `eval` (training nodes; training edges for
 /// link prediction, `LinkSplit::train_edges`). `auto` keeps the random columns where each
-/// trainer has at least [`FEATURELESS_RANDOM_MIN`] examples (the examples over the trainers
+/// trainer has at least [`FEATURELESS_RANDOM_MIN_EDGES`] training edges or
+/// [`FEATURELESS_RANDOM_MIN_NODES`] training nodes (the examples over the trainers
 /// that split them: 1 on the whole graph, else `M + d`). Returns the line that says it when
 /// the random columns are dropped (docs/decisions/0031-featureless-inputs-by-supervision.md).
 fn featureless_inputs(
@@ -908,9 +912,17 @@ fn featureless_inputs(
     layout: &DataLayout,
     eval: &EvalData,
 ) -> Option<String> {
-    let (examples, what) = match eval {
-        EvalData::Link { split } => (split.train_edges.len(), "training edges"),
-        EvalData::Node { split, .. } => (split.train.len(), "training nodes"),
+    let (examples, what, min) = match eval {
+        EvalData::Link { split } => (
+            split.train_edges.len(),
+            "training edges",
+            FEATURELESS_RANDOM_MIN_EDGES,
+        ),
+        EvalData::Node { split, .. } => (
+            split.train.len(),
+            "training nodes",
+            FEATURELESS_RANDOM_MIN_NODES,
+        ),
     };
     let shares = match layout {
         DataLayout::Whole => 1,
@@ -920,7 +932,7 @@ fn featureless_inputs(
     let keep_random = match cfg.featureless {
         Featureless::DegreeRandom => true,
         Featureless::Degree => false,
-        Featureless::Auto => per_trainer >= FEATURELESS_RANDOM_MIN,
+        Featureless::Auto => per_trainer >= min,
     };
     if keep_random || features.dim() <= 1 {
         return None;
@@ -929,7 +941,7 @@ fn featureless_inputs(
     Some(match cfg.featureless {
         Featureless::Auto => format!(
             "no node features: {per_trainer} {what} per trainer ({examples} over {shares}) is \
-             below {FEATURELESS_RANDOM_MIN}, so the input is the degree column and a constant \
+             below {min}, so the input is the degree column and a constant \
              one, without the 31 random identity columns a model this short of examples learns \
              by heart (--featureless degree-random keeps them; \
              docs/decisions/0031-featureless-inputs-by-supervision.md)"
@@ -1806,6 +1818,45 @@ mod tests {
         assert_eq!(prep.in_dim, 2);
         assert!(prep.warnings.iter().any(|w| w
             == "no node features: the input is the degree column and a constant one (--featureless degree)"));
+    }
+
+    #[test]
+    fn featureless_auto_keeps_the_random_columns_from_256_training_nodes_per_trainer() {
+        // (docs/decisions/0033) node classification has its own threshold: 600 training nodes
+        // over 2 trainers keep the random columns, over 4 they do not
+        let (mut ds, _) = featureless_ring(1000);
+        ds.labels = tma_graph::Labels::Classes {
+            y: (0..1000).map(|v| v % 3).collect(),
+            num_classes: 3,
+        };
+        let two = random_tma(Task::Node, 0);
+        let prep = prepare_as(ds.clone(), &two, Purpose::Training).unwrap();
+        let EvalData::Node { split, .. } = &prep.eval else {
+            panic!("node task")
+        };
+        assert_eq!(split.train.len(), 600);
+        assert_eq!(
+            prep.in_dim, 32,
+            "300 per trainer: the random columns are kept"
+        );
+        assert!(!prep
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("no node features")));
+        let four = TrainConfig {
+            num_trainers: 4,
+            ..two
+        };
+        let prep = prepare_as(ds, &four, Purpose::Training).unwrap();
+        assert_eq!(prep.in_dim, 2);
+        assert!(
+            prep.warnings.iter().any(|w| w.starts_with(
+                "no node features: 150 training nodes per trainer (600 over 4) is below 256, \
+                 so the input is the degree column and a constant one"
+            )),
+            "{:?}",
+            prep.warnings
+        );
     }
 
     #[test]
