@@ -322,7 +322,8 @@ def main():
                               best=(best_by(a, t_end), best_by(b, t_end)), dgl_best=max(v for _, _, v, *_ in b),
                               products=products_path(p["tma"])))
     print(f"\nBoth sides compared on the DGL pipeline's metric: {', '.join(sorted(m for m in metrics if m))} "
-          "(tma's own choice for 2 classes, roc_auc, is not what the DGL pipeline reports).")
+          "(read from each tma validation's `all`; for 2 classes tma's own default, roc_auc, is not one the "
+          "DGL pipeline reports).")
     if a_summary:
         summary(facts)
     print("\nCurves (time s: steps/trainer: val; tma rounds also show eval wall s / eval core-s; "

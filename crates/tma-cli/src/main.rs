@@ -125,6 +125,21 @@ fn command() -> clap::Command {
         })
 }
 
+/// Ends the process on an error of the command line's parser (or its --help / --version):
+/// under a launcher (mpirun, srun) every rank parses the same command line, so rank 0 alone
+/// prints it; a rank other than 0 exits with the same code, silently, after waiting (5 s at
+/// most; the launcher ends it once rank 0 has exited) so that it cannot take rank 0 down before
+/// its line is printed.
+fn exit_on_parse_error(e: clap::Error) -> ! {
+    if tma_train::engines::launcher_rank().is_some_and(|r| r > 0) {
+        if e.use_stderr() {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+        }
+        std::process::exit(e.exit_code());
+    }
+    e.exit()
+}
+
 fn main() -> ExitCode {
     // Writing to a closed pipe (`tma bench | head`) ends the process quietly, as other Unix
     // tools do, instead of a "failed printing to stdout" panic.
@@ -142,8 +157,10 @@ fn main() -> ExitCode {
             .try_init();
     }
     // the encoders' own options (GAT's --heads, ...) and --model's help come from the registry
-    let matches = command().get_matches();
-    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = command()
+        .try_get_matches()
+        .unwrap_or_else(|e| exit_on_parse_error(e));
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_on_parse_error(e));
     match (&mut cli.command, matches.subcommand()) {
         (Command::Train(o), Some((_, m))) => o.encoder = encoder_flags::read(m),
         (Command::Compare(o), Some((_, m))) => o.train.encoder = encoder_flags::read(m),

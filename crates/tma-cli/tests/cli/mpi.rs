@@ -1105,6 +1105,17 @@ fn mpi_an_error_in_the_command_line_is_printed_once() {
     let line = "error: --round-timeout: 'soon' is not a duration (examples: 30s, 2min, 1h)";
     assert_eq!(err.matches(line).count(), 1, "{err}");
     assert!(!run.exists());
+    // (fresh-eyes trial) the same for an error of the argument parser itself: it was printed
+    // by every rank
+    let mut args = args.to_vec();
+    args[7] = "--eval-every";
+    args[8] = "abc";
+    let job = Job::spawn(mpirun(4, &args), tmp.path(), "bad-parse");
+    let (status, err) = job.finish(Duration::from_secs(60), "the job with a bad value");
+    assert!(!status.success(), "{err}");
+    let line = "error: invalid value 'abc' for '--eval-every <K>'";
+    assert_eq!(err.matches(line).count(), 1, "{err}");
+    assert!(!run.exists());
 }
 
 #[test]

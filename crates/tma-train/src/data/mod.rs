@@ -944,7 +944,7 @@ fn featureless_inputs(
              below {min}, so the input is the degree column and a constant \
              one, without the 31 random identity columns a model this short of examples learns \
              by heart (--featureless degree-random keeps them; \
-             docs/decisions/0031-featureless-inputs-by-supervision.md)"
+             docs/decisions/0031-featureless-inputs-by-supervision.md, 0033)"
         ),
         _ => "no node features: the input is the degree column and a constant one \
               (--featureless degree)"

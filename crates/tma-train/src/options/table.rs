@@ -376,7 +376,7 @@ pub static TABLE: &[OptionSpec] = &[
     row("normalize_features", Kind::Bool,
         "Scale each node's feature row to sum 1 (PyG NormalizeFeatures; standard for Planetoid)."),
     row("featureless", Kind::Name(parsed::<Featureless>),
-        "Inputs of a graph without node features: degree (the standardized ln(1 + degree) and a constant column of ones, 2 columns: docs/decisions/0032-a-constant-column-beside-the-degree.md), degree-random (it and 31 fixed random columns, node identities) or auto (degree-random where each trainer has at least 256 training nodes or 4096 training edges, the examples over the trainers that split them, else degree: fewer are learned by heart; said in one line; docs/decisions/0031-featureless-inputs-by-supervision.md, 0033).")
+        "Inputs of a graph without node features: degree (the standardized ln(1 + degree) and a constant column of ones, 2 columns: docs/decisions/0032-a-constant-column-beside-the-degree.md), degree-random (the degree column and 31 fixed random columns, node identities: 32 columns) or auto (degree-random where each trainer has at least 256 training nodes (node task) or 4096 training edges (link task), counted as all of them over the trainers that split them, M + d, else degree: fewer are learned by heart; said in one line; docs/decisions/0031-featureless-inputs-by-supervision.md, 0033).")
         .invalid(&["\"random\""]),
     row("split_index", Kind::Count,
         "Which of a dataset's fixed mask splits to use (node), or `all` (CLI): one run per fixed split in RUN_DIR/split-K/, then the mean +- std over splits of the best-validation model's test metric, printed and written to RUN_DIR/splits.json.")

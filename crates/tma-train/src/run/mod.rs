@@ -1151,7 +1151,7 @@ impl Observer for Recorder<'_> {
 
 /// The line a link-prediction run on a graph without node features says when
 /// `--exclude-targets` was not given ([`crate::config::TrainConfig::excludes_targets`]).
-pub const EXCLUDE_TARGETS_AUTO: &str = "exclude-targets: the graph has no node features, so each training step leaves its positive edges out of the neighbourhoods it samples, and takes at most a quarter of its trainer's training edges (else a model learns to find the edge it predicts among its neighbours, which a held-out edge never is, and the random structural columns make that easy; docs/decisions/0028-exclude-target-edges.md); --exclude-targets false keeps them";
+pub const EXCLUDE_TARGETS_AUTO: &str = "exclude-targets: the graph has no node features, so each training step leaves its positive edges out of the neighbourhoods it samples, and takes at most a quarter of its trainer's training edges (else a model learns to find the edge it predicts among its neighbours, where a held-out edge never is; docs/decisions/0028-exclude-target-edges.md); --exclude-targets false keeps them";
 
 /// The line a link-prediction run from a partition directory written before tma recorded
 /// whether its features are structural says when `--exclude-targets` was not given.
