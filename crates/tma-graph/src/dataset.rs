@@ -924,6 +924,33 @@ fn read_labels(y: &NpyFile, n: usize) -> Result<Labels> {
     }
 }
 
+/// Column 0 of [`structural_features`], `[N]`: `ln(1 + degree)` standardized to mean 0 and
+/// standard deviation 1 over all nodes (all zeros if every node has the same degree); degree =
+/// in-degree, plus out-degree when `directed`. A link-prediction run computes it again on its
+/// training graph, so the held-out edges do not count (docs/decisions/0032).
+pub fn degree_column(graph: &Csr, directed: bool) -> Vec<f32> {
+    let n = graph.num_nodes();
+    let mut deg: Vec<f64> = graph.degrees().into_iter().map(|d| d as f64).collect();
+    if directed {
+        for &u in &graph.indices {
+            deg[u as usize] += 1.0;
+        }
+    }
+    let logd: Vec<f64> = deg.iter().map(|d| d.ln_1p()).collect();
+    let mean = logd.iter().sum::<f64>() / n.max(1) as f64;
+    let var = logd.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n.max(1) as f64;
+    let std = var.sqrt();
+    logd.iter()
+        .map(|&l| {
+            if std > 1e-12 {
+                ((l - mean) / std) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 /// Largest number of classes a single-label `y.npy` may define.
 pub const MAX_CLASSES: usize = 1 << 20;
 
@@ -943,25 +970,12 @@ pub const MAX_CLASSES: usize = 1 << 20;
 pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -> Features {
     assert!(dim >= 1, "structural feature dim must be >= 1");
     let n = graph.num_nodes();
-    let mut deg: Vec<f64> = graph.degrees().into_iter().map(|d| d as f64).collect();
-    if directed {
-        for &u in &graph.indices {
-            deg[u as usize] += 1.0;
-        }
-    }
-    let logd: Vec<f64> = deg.iter().map(|d| d.ln_1p()).collect();
-    let mean = logd.iter().sum::<f64>() / n.max(1) as f64;
-    let var = logd.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n.max(1) as f64;
-    let std = var.sqrt();
+    let degree = degree_column(graph, directed);
     let mut rng = seed::rng(seed, Purpose::StructuralFeatures);
     let scale = 1.0 / (dim as f64).sqrt();
     let mut data = Vec::with_capacity(n * dim);
-    for &l in &logd {
-        data.push(if std > 1e-12 {
-            ((l - mean) / std) as f32
-        } else {
-            0.0
-        });
+    for &d in &degree {
+        data.push(d);
         for _ in 1..dim {
             let z: f64 = StandardNormal.sample(&mut rng);
             data.push((z * scale) as f32);

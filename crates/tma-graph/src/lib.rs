@@ -70,8 +70,8 @@ pub mod split;
 pub use buf::{Buf, Pod, SharedMap};
 pub use csr::{Csr, GlobalNodeId};
 pub use dataset::{
-    structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit, RemovedArcs,
-    SharedNegatives, StoredLinkSplit, StoredNegatives,
+    degree_column, structural_features, Dataset, Labels, LinkProtocol, LoadOptions, NodeSplit,
+    RemovedArcs, SharedNegatives, StoredLinkSplit, StoredNegatives,
 };
 pub use disk::{is_disk_graph, CsrRef, MappedGraph};
 pub use error::{GraphError, Result};

@@ -831,6 +831,9 @@ pub fn prepare_for(
             )
         }
     };
+    if cfg.task == Task::Link && ds.structural_features {
+        degree_of_the_training_graph(&mut ds.features, &graph, directed);
+    }
     // before the partition: a metric that does not fit the data is refused at once (a
     // partition directory's layout does not depend on it: `tma train --partitions` checks it)
     let metric = match purpose {
@@ -895,6 +898,28 @@ pub fn prepare_for(
         metric,
         val_subset: None,
     })
+}
+
+/// Column 0 of structural `features` (`tma_graph::degree_column`) computed again on the link
+/// split's training graph `train`: the loader counted every edge, the held-out pairs too, which
+/// would tell the model the degree a held-out edge adds (docs/decisions/0032). Dense features
+/// only (structural features are dense); an owned buffer is rewritten in place.
+fn degree_of_the_training_graph(features: &mut Features, train: &Csr, directed: bool) {
+    if let Features::Dense {
+        num_nodes,
+        dim,
+        data,
+    } = features
+    {
+        let column = tma_graph::degree_column(train, directed);
+        if column.len() != *num_nodes || *dim == 0 {
+            return;
+        }
+        let d = *dim;
+        for (row, &c) in data.make_mut().chunks_exact_mut(d).zip(&column) {
+            row[0] = c;
+        }
+    }
 }
 
 /// [`Featureless`]: which of the structural columns (`tma_graph::structural_features`:
@@ -1764,9 +1789,9 @@ mod tests {
         };
         let kept: Vec<f32> = data.chunks_exact(2).map(|r| r[0]).collect();
         assert_eq!(
-            &kept[..],
-            &degree[..],
-            "the degree column is kept as it was"
+            kept,
+            tma_graph::degree_column(&split.train_graph, false),
+            "the degree column, of the training graph"
         );
         assert!(
             data.chunks_exact(2).all(|r| r[1] == 1.0),
@@ -1857,6 +1882,28 @@ mod tests {
             "{:?}",
             prep.warnings
         );
+    }
+
+    #[test]
+    fn a_link_runs_degree_column_counts_only_its_training_edges() {
+        // regression: the degree column counted the held-out pairs too (the loader computes it
+        // on the whole graph), a small leak of the held-out edges into the inputs
+        let (ds, degree) = featureless_ring(5000);
+        let cfg = TrainConfig {
+            featureless: Featureless::DegreeRandom,
+            ..random_tma(Task::Link, 0)
+        };
+        let prep = prepare_for(ds, &cfg, DataLayout::Whole, None, Purpose::Training).unwrap();
+        let EvalData::Link { split } = &prep.eval else {
+            panic!("link task")
+        };
+        let expected = tma_graph::degree_column(&split.train_graph, false);
+        let Features::Dense { dim: 32, data, .. } = &prep.features else {
+            panic!("32 dense columns")
+        };
+        let got: Vec<f32> = data.chunks_exact(32).map(|r| r[0]).collect();
+        assert_eq!(got, expected);
+        assert_ne!(got, degree, "the whole graph's degrees differ");
     }
 
     #[test]
