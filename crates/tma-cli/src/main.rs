@@ -125,15 +125,22 @@ fn command() -> clap::Command {
         })
 }
 
+/// A rank other than 0 about to exit non-zero on an error rank 0 prints: mpirun ends the
+/// whole job at the first rank that exits non-zero, so leaving at once could take rank 0 down
+/// before its line is printed (seen on a 2-core CI machine). It waits for rank 0 to print and
+/// exit (mpirun then ends this rank too), 5 s at most.
+fn wait_for_rank_zero_to_print() {
+    std::thread::sleep(std::time::Duration::from_secs(5));
+}
+
 /// Ends the process on an error of the command line's parser (or its --help / --version):
 /// under a launcher (mpirun, srun) every rank parses the same command line, so rank 0 alone
-/// prints it; a rank other than 0 exits with the same code, silently, after waiting (5 s at
-/// most; the launcher ends it once rank 0 has exited) so that it cannot take rank 0 down before
-/// its line is printed.
+/// prints it; a rank other than 0 exits with the same code, silently (after
+/// [`wait_for_rank_zero_to_print`] for an error).
 fn exit_on_parse_error(e: clap::Error) -> ! {
     if tma_train::engines::launcher_rank().is_some_and(|r| r > 0) {
         if e.use_stderr() {
-            std::thread::sleep(std::time::Duration::from_secs(5));
+            wait_for_rank_zero_to_print();
         }
         std::process::exit(e.exit_code());
     }
@@ -196,11 +203,7 @@ fn main() -> ExitCode {
             if e.downcast_ref::<train_cmd::SaidByRankZero>().is_none() {
                 eprintln!("error: {msg}");
             } else {
-                // mpirun ends the whole job at the first rank that exits non-zero: a rank
-                // other than 0 that left at once could take rank 0 down before its line is
-                // printed (seen on a 2-core CI machine). It waits for rank 0 to print and
-                // exit (mpirun then ends this rank too), 5 s at most.
-                std::thread::sleep(std::time::Duration::from_secs(5));
+                wait_for_rank_zero_to_print();
             }
             // a command that ended on a signal's request (e.g. interrupted while loading the
             // data) exits as the signal's code says (130 / 143), which job schedulers read

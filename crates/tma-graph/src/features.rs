@@ -293,6 +293,20 @@ impl Features {
     /// The first `k` columns of every row, `[N, k]`, of the same kind (dense rows copied into
     /// memory; sparse entries with a column `>= k` dropped). `k >= dim` returns a copy.
     pub fn first_columns(&self, k: usize) -> Features {
+        self.leading_columns(k, false)
+    }
+
+    /// The first `k` columns of every row followed by a column of ones, `[N, k' + 1]` with
+    /// `k' = min(k, dim)`, of the same kind: [`Features::first_columns`] with a constant input
+    /// column, which lets a model's first layer tell a scaled input from another (a bias input:
+    /// the degree input of featureless graphs, docs/decisions/0032-a-constant-column-beside-the-degree.md).
+    pub fn first_columns_then_ones(&self, k: usize) -> Features {
+        self.leading_columns(k, true)
+    }
+
+    /// [`Features::first_columns`], then a column of ones when `ones`: one pass over the rows.
+    fn leading_columns(&self, k: usize, ones: bool) -> Features {
+        let extra = usize::from(ones);
         match self {
             Features::Dense {
                 num_nodes,
@@ -300,15 +314,20 @@ impl Features {
                 data,
             } => {
                 let k = k.min(*dim);
-                let mut out = Vec::with_capacity(num_nodes * k);
-                if k > 0 {
+                let mut out = Vec::with_capacity(num_nodes * (k + extra));
+                if *dim == 0 {
+                    out.resize(num_nodes * extra, 1.0);
+                } else if k + extra > 0 {
                     for row in data.chunks_exact(*dim) {
                         out.extend_from_slice(&row[..k]);
+                        if ones {
+                            out.push(1.0);
+                        }
                     }
                 }
                 Features::Dense {
                     num_nodes: *num_nodes,
-                    dim: k,
+                    dim: k + extra,
                     data: out.into(),
                 }
             }
@@ -330,69 +349,15 @@ impl Features {
                             dx.push(data[e]);
                         }
                     }
+                    if ones {
+                        ix.push(k as u32);
+                        dx.push(1.0);
+                    }
                     ip.push(ix.len() as u64);
                 }
                 Features::Sparse {
                     num_nodes: *num_nodes,
-                    dim: k,
-                    indptr: ip,
-                    indices: ix,
-                    data: dx,
-                }
-            }
-        }
-    }
-
-    /// The first `k` columns of every row followed by a column of ones, `[N, k' + 1]` with
-    /// `k' = min(k, dim)`, of the same kind: [`Features::first_columns`] with a constant input
-    /// column, which lets a model's first layer tell a scaled input from another (a bias input:
-    /// the degree input of featureless graphs, docs/decisions/0032-a-constant-column-beside-the-degree.md).
-    pub fn first_columns_then_ones(&self, k: usize) -> Features {
-        match self.first_columns(k) {
-            Features::Dense {
-                num_nodes,
-                dim,
-                data,
-            } => {
-                let mut out = Vec::with_capacity(num_nodes * (dim + 1));
-                if dim == 0 {
-                    out.resize(num_nodes, 1.0);
-                } else {
-                    for row in data.chunks_exact(dim) {
-                        out.extend_from_slice(row);
-                        out.push(1.0);
-                    }
-                }
-                Features::Dense {
-                    num_nodes,
-                    dim: dim + 1,
-                    data: out.into(),
-                }
-            }
-            Features::Sparse {
-                num_nodes,
-                dim,
-                indptr,
-                indices,
-                data,
-            } => {
-                let (mut ip, mut ix, mut dx) = (
-                    Vec::with_capacity(indptr.len()),
-                    Vec::with_capacity(indices.len() + num_nodes),
-                    Vec::with_capacity(data.len() + num_nodes),
-                );
-                ip.push(0u64);
-                for r in 0..num_nodes {
-                    let (a, b) = (indptr[r] as usize, indptr[r + 1] as usize);
-                    ix.extend_from_slice(&indices[a..b]);
-                    dx.extend_from_slice(&data[a..b]);
-                    ix.push(dim as _);
-                    dx.push(1.0);
-                    ip.push(ix.len() as u64);
-                }
-                Features::Sparse {
-                    num_nodes,
-                    dim: dim + 1,
+                    dim: k + extra,
                     indptr: ip,
                     indices: ix,
                     data: dx,
