@@ -183,6 +183,11 @@ pub struct FileModel {
     pub head: String,
     /// LayerNorm between layers.
     pub layer_norm: bool,
+    /// The structural input a featureless graph's run took (`degree` or `degree-random`,
+    /// `--featureless auto` resolved: `Prepared::model_file_metadata`); absent for a graph with node
+    /// features and in files written before tma recorded it.
+    #[serde(default)]
+    pub featureless: Option<String>,
 }
 
 impl FileModel {
@@ -208,7 +213,7 @@ impl FileModel {
     }
 
     /// Sets `cfg`'s model (encoder and its options, hidden width, layers, LayerNorm) to this
-    /// one.
+    /// one, and its `--featureless` input to the one the run took, where the file records it.
     ///
     /// # Errors
     /// [`TrainError::Config`] naming `path` for an encoder or option this build does not
@@ -231,6 +236,9 @@ impl FileModel {
         cfg.hidden = self.hidden;
         cfg.num_layers = self.num_layers;
         cfg.layer_norm = self.layer_norm;
+        if let Some(input) = &self.featureless {
+            cfg.featureless = input.parse().map_err(bad)?;
+        }
         Ok(())
     }
 }

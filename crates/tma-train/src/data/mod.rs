@@ -510,6 +510,12 @@ pub struct Prepared {
     /// ([`TrainConfig::excludes_targets`]). `None`: not known (a partition directory written
     /// before it was recorded), taken as false.
     pub structural_features: Option<bool>,
+    /// The structural input a featureless graph's run takes ([`Featureless::Degree`] or
+    /// [`Featureless::DegreeRandom`], `auto` resolved); recorded in the model files so that
+    /// `tma eval` gives a saved model the input it was trained on. `None` for a graph with
+    /// node features, and for a partition directory's coordinator (its stored features are
+    /// already the chosen ones).
+    pub structural_input: Option<Featureless>,
     /// Training examples of each trainer's part as a partition directory's manifest lists
     /// them (the MPI coordinator holds no trainer data); empty when prepared from a dataset.
     pub part_train_examples: Vec<usize>,
@@ -581,6 +587,23 @@ impl Prepared {
                 s.len()
             )
         })
+    }
+
+    /// `model`'s [`tma_nn::Model::file_metadata`] (one JSON object) with, on a featureless
+    /// graph, the structural input this data holds as `featureless` (`degree` or
+    /// `degree-random`): `auto` chooses it from the training examples per trainer, which
+    /// evaluation on the whole graph does not have, so `tma eval` reads it back
+    /// (`crate::saved::FileModel::apply`).
+    pub fn model_file_metadata(&self, model: &tma_nn::Model) -> String {
+        let meta = model.file_metadata();
+        let Some(input) = self.structural_input else {
+            return meta;
+        };
+        // one more key at the object's end (the other keys keep their order)
+        match meta.strip_suffix('}') {
+            Some(open) => format!("{open},\"featureless\":\"{}\"}}", input.name()),
+            None => meta,
+        }
     }
 
     /// Whether the features are generated structural ones (false when not known).
@@ -844,8 +867,32 @@ pub fn prepare_for(
         }
         Purpose::Layout => Metric::default(),
     };
+    // a partitioned layout is partitioned before the inputs are chosen: `auto` counts the
+    // training examples each trainer's part holds
+    let partitioned = match layout {
+        DataLayout::Partitioned(method) if purpose != Purpose::Evaluation => Some(
+            partition_with_report(&graph, cfg, method, spill, node_targets.as_ref())?,
+        ),
+        _ => None,
+    };
+    let mut structural_input = None;
     if ds.structural_features {
-        warnings.extend(featureless_inputs(&mut ds.features, cfg, &layout, &eval));
+        let per_part = partitioned
+            .as_ref()
+            .map(|(p, r)| examples_per_kept_part(p, r, &eval, directed));
+        let (input, line) =
+            featureless_inputs(&mut ds.features, cfg, &layout, &eval, per_part.as_deref());
+        // a saved model's evaluation takes the input its file records
+        let line = match (purpose, line) {
+            (Purpose::Evaluation, Some(_)) if cfg.featureless == Featureless::Degree => Some(
+                "no node features: the input is the degree column and a constant one, as the \
+                 model was trained (--featureless degree)"
+                    .to_string(),
+            ),
+            (_, line) => line,
+        };
+        structural_input = Some(input);
+        warnings.extend(line);
     } else if cfg.featureless != Featureless::Auto {
         warnings.push(format!(
             "--featureless {} is ignored: dataset '{}' has node features ({} columns)",
@@ -874,7 +921,7 @@ pub fn prepare_for(
     } = match layout {
         // evaluation reads the graph, features and split only
         _ if purpose == Purpose::Evaluation => LaidOut::default(),
-        layout => lay_out(&builder, &graph, cfg, layout, spill)?,
+        layout => lay_out(&builder, &graph, cfg, layout, spill, partitioned)?,
     };
     if let Some(rep) = &report {
         warnings.extend(rep.warnings.iter().cloned());
@@ -892,6 +939,7 @@ pub fn prepare_for(
         in_dim,
         out_dim,
         structural_features: Some(ds.structural_features),
+        structural_input,
         part_train_examples: Vec::new(),
         warnings,
         removed: ds.removed,
@@ -928,15 +976,19 @@ fn degree_of_the_training_graph(features: &mut Features, train: &Csr, directed: 
 /// out as `layout` with the training examples of `eval` (training nodes; training edges for
 /// link prediction, `LinkSplit::train_edges`). `auto` keeps the random columns where each
 /// trainer has at least [`FEATURELESS_RANDOM_MIN_EDGES`] training edges or
-/// [`FEATURELESS_RANDOM_MIN_NODES`] training nodes (the examples over the trainers
-/// that split them: 1 on the whole graph, else `M + d`). Returns the line that says it when
-/// the random columns are dropped (docs/decisions/0031-featureless-inputs-by-supervision.md).
+/// [`FEATURELESS_RANDOM_MIN_NODES`] training nodes: the mean over `per_part`, the examples
+/// each trainer's part holds, for a partitioned layout (a random partition into `P` parts
+/// keeps about 1/P of the edges, so each part holds about 1/P^2 of them: docs/decisions/0034);
+/// else the examples over the trainers that share them (1 on the whole graph, else `M + d`).
+/// Returns the input taken (`Degree` or `DegreeRandom`) and the line that says it when the
+/// random columns are dropped (docs/decisions/0031-featureless-inputs-by-supervision.md).
 fn featureless_inputs(
     features: &mut Features,
     cfg: &TrainConfig,
     layout: &DataLayout,
     eval: &EvalData,
-) -> Option<String> {
+    per_part: Option<&[usize]>,
+) -> (Featureless, Option<String>) {
     let (examples, what, min) = match eval {
         EvalData::Link { split } => (
             split.train_edges.len(),
@@ -949,32 +1001,48 @@ fn featureless_inputs(
             FEATURELESS_RANDOM_MIN_NODES,
         ),
     };
-    let shares = match layout {
-        DataLayout::Whole => 1,
-        _ => (cfg.num_trainers + cfg.drop_parts).max(1),
+    let (per_trainer, counted) = match (per_part, layout) {
+        (Some(parts), _) if !parts.is_empty() => {
+            let held: usize = parts.iter().sum();
+            (
+                held / parts.len(),
+                format!(
+                    "the mean over {} parts, which hold {held} of the {examples}",
+                    parts.len()
+                ),
+            )
+        }
+        (_, DataLayout::Whole) => (examples, format!("{examples} over 1")),
+        _ => {
+            let shares = (cfg.num_trainers + cfg.drop_parts).max(1);
+            (examples / shares, format!("{examples} over {shares}"))
+        }
     };
-    let per_trainer = examples / shares;
     let keep_random = match cfg.featureless {
         Featureless::DegreeRandom => true,
         Featureless::Degree => false,
         Featureless::Auto => per_trainer >= min,
     };
-    if keep_random || features.dim() <= 1 {
-        return None;
+    if keep_random {
+        return (Featureless::DegreeRandom, None);
+    }
+    if features.dim() <= 1 {
+        return (Featureless::Degree, None);
     }
     *features = features.first_columns_then_ones(1);
-    Some(match cfg.featureless {
+    let line = match cfg.featureless {
         Featureless::Auto => format!(
-            "no node features: {per_trainer} {what} per trainer ({examples} over {shares}) is \
+            "no node features: {per_trainer} {what} per trainer ({counted}) is \
              below {min}, so the input is the degree column and a constant \
              one, without the 31 random identity columns a model this short of examples learns \
              by heart (--featureless degree-random keeps them; \
-             docs/decisions/0031-featureless-inputs-by-supervision.md, 0033)"
+             docs/decisions/0031-featureless-inputs-by-supervision.md, 0033, 0034)"
         ),
         _ => "no node features: the input is the degree column and a constant one \
               (--featureless degree)"
             .to_string(),
-    })
+    };
+    (Featureless::Degree, Some(line))
 }
 
 /// The link task's split of `ds`: the split stored with the dataset ([`stored_split`], taken
@@ -1146,6 +1214,7 @@ fn lay_out(
     cfg: &TrainConfig,
     layout: DataLayout,
     spill: Option<&crate::data::spill::Spill>,
+    partitioned: Option<(tma_partition::Partition, PartitionReport)>,
 ) -> Result<LaidOut, TrainError> {
     let unpartitioned = |trainers| LaidOut {
         trainers,
@@ -1181,8 +1250,11 @@ fn lay_out(
             unpartitioned(trainers)
         }
         DataLayout::Partitioned(method) => {
-            let (trainers, report, hash) =
-                partitioned_trainers(builder, graph, cfg, method, spill)?;
+            let (partition, report) = match partitioned {
+                Some(done) => done,
+                None => partition_with_report(graph, cfg, method, spill, builder.node_targets)?,
+            };
+            let (trainers, hash) = partitioned_trainers(builder, graph, partition, &report, spill)?;
             LaidOut {
                 trainers,
                 report: Some(report),
@@ -1192,21 +1264,19 @@ fn lay_out(
     })
 }
 
-/// A partitioned layout: `graph` partitioned by `method` as `cfg` says (under the spill's
-/// memory budget, `auto` runs label propagation where METIS would not fit, and `metis` is
-/// refused there), one trainer per kept part (built in parallel in memory, or one at a time
-/// and written under the spill's root: [`spilled_trainers`]), with the partition report and
-/// the partition's hash (hex).
+/// `graph` partitioned by `method` as `cfg` says (under the spill's memory budget, `auto`
+/// runs label propagation where METIS would not fit, and `metis` is refused there), with its
+/// report (label divergence from `node_targets`' classes).
 ///
 /// # Errors
-/// [`TrainError::Partition`] if partitioning fails; as [`spilled_trainers`].
-fn partitioned_trainers(
-    builder: &TrainerBuilder<'_>,
+/// [`TrainError::Partition`] if partitioning fails.
+fn partition_with_report(
     graph: &Csr,
     cfg: &TrainConfig,
     method: PartitionMethod,
     spill: Option<&crate::data::spill::Spill>,
-) -> Result<(Vec<TrainerData>, PartitionReport, String), TrainError> {
+    node_targets: Option<&NodeTargets>,
+) -> Result<(tma_partition::Partition, PartitionReport), TrainError> {
     let pcfg = DataLayout::Partitioned(method)
         .partition_config(cfg)
         .expect("a partitioned layout");
@@ -1214,7 +1284,7 @@ fn partitioned_trainers(
     // runs label propagation where METIS would not fit, and `metis` is refused there
     let budget = spill.and_then(|s| s.budget());
     let partition = tma_partition::partition_ref_within(graph.view(), &pcfg, budget)?;
-    let labels = match builder.node_targets {
+    let labels = match node_targets {
         // a layout without labels (no class) has no label divergence to report
         Some(NodeTargets::Classes { y, num_classes }) if num_classes > &0 => {
             Some((y.as_slice(), *num_classes))
@@ -1222,6 +1292,59 @@ fn partitioned_trainers(
         _ => None,
     };
     let report = tma_partition::partition_report(graph, &partition, labels);
+    Ok((partition, report))
+}
+
+/// The training examples of each kept part of `partition` (trainer order): training edges
+/// inside the part for link prediction (its arcs in `report`, halved for an undirected
+/// graph), training nodes in the part for node classification.
+fn examples_per_kept_part(
+    partition: &tma_partition::Partition,
+    report: &PartitionReport,
+    eval: &EvalData,
+    directed: bool,
+) -> Vec<usize> {
+    let kept = partition.kept_parts();
+    match eval {
+        EvalData::Link { .. } => kept
+            .iter()
+            .map(|&p| {
+                let arcs = report
+                    .parts
+                    .iter()
+                    .find(|s| s.part == p)
+                    .map_or(0, |s| s.num_edges);
+                if directed {
+                    arcs
+                } else {
+                    arcs / 2
+                }
+            })
+            .collect(),
+        EvalData::Node { split, .. } => {
+            let mut per_part = vec![0usize; partition.num_assigned_parts];
+            for &v in &split.train {
+                per_part[partition.assignment[v as usize] as usize] += 1;
+            }
+            kept.iter().map(|&p| per_part[p]).collect()
+        }
+    }
+}
+
+/// The trainers of a partitioned layout: one per kept part of `partition` (built in parallel
+/// in memory, or one at a time and written under the spill's root: [`spilled_trainers`]),
+/// with the partition's hash (hex).
+///
+/// # Errors
+/// As [`spilled_trainers`].
+fn partitioned_trainers(
+    builder: &TrainerBuilder<'_>,
+    graph: &Csr,
+    partition: tma_partition::Partition,
+    report: &PartitionReport,
+    spill: Option<&crate::data::spill::Spill>,
+) -> Result<(Vec<TrainerData>, String), TrainError> {
+    let partition = &partition;
     let kept = partition.kept_parts();
     use rayon::prelude::*;
     let trainers: Vec<TrainerData> = match spill {
@@ -1229,13 +1352,13 @@ fn partitioned_trainers(
             .par_iter()
             .enumerate()
             .map(|(t, &p)| {
-                let part = tma_partition::build_part(graph, &partition, p);
+                let part = tma_partition::build_part(graph, partition, p);
                 builder.build(t, p, part.global_ids, part.graph, None)
             })
             .collect(),
-        Some(spill) => spilled_trainers(builder, graph, &partition, &kept, &report, spill)?,
+        Some(spill) => spilled_trainers(builder, graph, partition, &kept, report, spill)?,
     };
-    Ok((trainers, report, partition.hash_hex()))
+    Ok((trainers, partition.hash_hex()))
 }
 
 /// The trainers of `partition`'s kept parts (`kept`, trainer `t` for part `kept[t]`) built one
@@ -1805,8 +1928,9 @@ mod tests {
         assert_eq!(said.len(), 1, "{:?}", prep.warnings);
         assert!(
             said[0].starts_with(
-                "no node features: 2812 training edges per trainer (5624 over 2) is below 4096, \
-                 so the input is the degree column and a constant one"
+                "no node features: 1402 training edges per trainer (the mean over 2 parts, \
+                 which hold 2804 of the 5624) is below 4096, so the input is the degree column \
+                 and a constant one"
             ),
             "{}",
             said[0]
@@ -1846,6 +1970,32 @@ mod tests {
     }
 
     #[test]
+    fn featureless_auto_counts_the_training_edges_the_parts_hold() {
+        // regression (docs/decisions/0034): `auto` took a trainer's training edges as all of
+        // them over M + d, but a random partition into 2 parts keeps about half of the edges,
+        // a quarter in each part: 11500 training edges over 2 trainers are 5750 each by the
+        // old count (random columns kept), 2800 or so in each part (dropped)
+        let (ds, _) = featureless_ring(10_000);
+        let cfg = random_tma(Task::Link, 0);
+        let prep = prepare_as(ds, &cfg, Purpose::Training).unwrap();
+        let EvalData::Link { split } = &prep.eval else {
+            panic!("link task")
+        };
+        assert_eq!(split.train_edges.len(), 11500);
+        let held: Vec<usize> = prep.trainers.iter().map(|t| t.num_examples()).collect();
+        assert_eq!(held, vec![2773, 2885], "each part's training edges");
+        assert_eq!(prep.in_dim, 2);
+        assert!(
+            prep.warnings.iter().any(|w| w.starts_with(
+                "no node features: 2829 training edges per trainer (the mean over 2 parts, \
+                 which hold 5658 of the 11500) is below 4096"
+            )),
+            "{:?}",
+            prep.warnings
+        );
+    }
+
+    #[test]
     fn featureless_auto_keeps_the_random_columns_from_256_training_nodes_per_trainer() {
         // (docs/decisions/0033) node classification has its own threshold: 600 training nodes
         // over 2 trainers keep the random columns, over 4 they do not
@@ -1876,8 +2026,9 @@ mod tests {
         assert_eq!(prep.in_dim, 2);
         assert!(
             prep.warnings.iter().any(|w| w.starts_with(
-                "no node features: 150 training nodes per trainer (600 over 4) is below 256, \
-                 so the input is the degree column and a constant one"
+                "no node features: 150 training nodes per trainer (the mean over 4 parts, \
+                 which hold 600 of the 600) is below 256, so the input is the degree column \
+                 and a constant one"
             )),
             "{:?}",
             prep.warnings

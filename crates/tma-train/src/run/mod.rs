@@ -930,7 +930,8 @@ impl PreparedRun {
         let prep = &*prep;
         let model = build_model(&run.config, prep.model_shape())?;
         // what the model files say about the model (encoder, its options, widths, PyTorch export)
-        let model_meta = model.file_metadata();
+        // and, on a featureless graph, the structural input the run took (`auto` resolved)
+        let model_meta = prep.model_file_metadata(&model);
         let template = model.zero_params();
         let resume = match &run.resumed {
             Some(st) => Some(checkpoint::resume_from(&run.dir, st, &template)?),

@@ -1003,6 +1003,7 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         in_dim: m.in_dim,
         out_dim: m.out_dim,
         structural_features: m.structural_features,
+        structural_input: None,
         part_train_examples: m.parts.iter().map(|p| p.num_train).collect(),
         // what `tma partition --out` reported (its partition report's warnings)
         warnings: m
