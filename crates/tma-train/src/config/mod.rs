@@ -125,9 +125,12 @@ impl FromStr for AverageWeight {
 pub enum Featureless {
     /// `degree-random` where each trainer has at least [`FEATURELESS_RANDOM_MIN_NODES`]
     /// training nodes (node task) or [`FEATURELESS_RANDOM_MIN_EDGES`] training edges (link
-    /// task), over the trainers that split them, else `degree`: with fewer, the identities are
-    /// learned by heart and the validation metric falls while the training loss does (measured
-    /// in decision 0031; the node threshold in decision 0033).
+    /// task), as its part holds them (the mean over the kept parts of a partitioned layout; a
+    /// random partition into `P` parts keeps about 1/P^2 of the edges in each: decision 0034;
+    /// else all of them over the trainers that share them), else `degree`: with fewer, the
+    /// identities are learned by heart and the validation metric falls while the training loss
+    /// does (measured in decision 0031; the node threshold in decision 0033). A run's model
+    /// files record the input it took, which `tma eval` gives the model back.
     #[default]
     Auto,
     /// The degree column and a constant column of ones (2 input columns; the constant keeps
