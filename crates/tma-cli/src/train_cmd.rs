@@ -445,7 +445,7 @@ fn print_opened(run: &Run, out: &Path) {
         }
         if ds.structural_features {
             eprintln!(
-                "          (no node features: structural inputs, --featureless {}; docs/decisions/0031-featureless-inputs-by-supervision.md)",
+                "          (the run's input: --featureless {}; a line below says when it takes the degree column without the random ones; docs/decisions/0031-featureless-inputs-by-supervision.md, 0035)",
                 run.config().featureless.name()
             );
         }

@@ -217,7 +217,7 @@ impl Dataset {
     pub fn summary(&self) -> String {
         let feats = match &self.features {
             Features::Dense { dim, .. } if self.structural_features => {
-                format!("features {dim}-d dense (structural: degree + random)")
+                format!("no node features ({dim} structural columns generated: degree + random)")
             }
             Features::Dense { dim, .. } => format!("features {dim}-d dense"),
             Features::Sparse { dim, indices, .. } => {

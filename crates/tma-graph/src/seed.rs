@@ -94,6 +94,8 @@ pub enum Purpose {
     /// The fixed subset of the validation nodes (or positives) that bounds every round's
     /// validation on a big graph (`tma_train`, `--eval-max-nodes`).
     EvalSubset,
+    /// Edges and negatives of [`crate::heuristics::link_heuristics`].
+    LinkHeuristics,
 }
 
 impl Purpose {
@@ -122,6 +124,7 @@ impl Purpose {
             Purpose::RmatSplit => 20,
             Purpose::EvalSampling => 21,
             Purpose::EvalSubset => 22,
+            Purpose::LinkHeuristics => 23,
         }
     }
 
@@ -199,7 +202,7 @@ mod tests {
     use super::*;
     use rand::Rng;
 
-    const ALL: [Purpose; 22] = [
+    const ALL: [Purpose; 23] = [
         Purpose::NodeSplit,
         Purpose::LinkSplit,
         Purpose::ValNegatives,
@@ -222,6 +225,7 @@ mod tests {
         Purpose::RmatSplit,
         Purpose::EvalSampling,
         Purpose::EvalSubset,
+        Purpose::LinkHeuristics,
     ];
 
     #[test]

@@ -42,7 +42,7 @@ pub mod store;
 pub use clock::{Clock, ManualClock, RealClock};
 pub use config::{
     AverageWeight, Featureless, Method, Metric, TargetKind, Task, TrainConfig,
-    FEATURELESS_RANDOM_MIN_EDGES, FEATURELESS_RANDOM_MIN_NODES,
+    FEATURELESS_DEGREE_TO_OVERLAP, FEATURELESS_RANDOM_MIN_EDGES, FEATURELESS_RANDOM_MIN_NODES,
 };
 pub use data::{build_model, Prepared};
 pub use error::TrainError;

@@ -313,3 +313,56 @@ fn eval_gives_a_featureless_run_the_input_auto_chose() {
         text(&o)
     );
 }
+
+#[test]
+fn eval_on_the_dataset_of_a_run_from_featureless_partitions_gives_the_parts_input() {
+    // regression (fresh-eyes trial): a run from a partition directory did not record the
+    // input its parts hold (auto chose the degree input for seal_Yeast's 4 parts), so its
+    // evaluation on the dataset itself (`--dataset`, as when the directory has moved) gave
+    // the model 32 columns instead of 2
+    let ds = shared_dataset("seal_Yeast");
+    let tmp = tempdir();
+    let parts = tmp.path().join("parts");
+    assert_success(&tma(&[
+        "partition",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--task",
+        "link",
+        "--parts",
+        "4",
+        "--out",
+        parts.to_str().unwrap(),
+    ]));
+    let run = tmp.path().join("run");
+    assert_success(&tma(&[
+        "train",
+        "--partitions",
+        parts.to_str().unwrap(),
+        "--hidden",
+        "16",
+        "--sync-every",
+        "300ms",
+        "--time-limit",
+        "900ms",
+        "--threads",
+        "2",
+        "--quiet",
+        "--out",
+        run.to_str().unwrap(),
+    ]));
+    let o = tma(&[
+        "eval",
+        run.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+    ]);
+    assert_success(&o);
+    assert!(
+        stderr(&o).contains(
+            "the input is the degree column and a constant one, as the model was trained"
+        ),
+        "{}",
+        text(&o)
+    );
+}

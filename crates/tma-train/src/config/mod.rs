@@ -129,8 +129,10 @@ pub enum Featureless {
     /// random partition into `P` parts keeps about 1/P^2 of the edges in each: decision 0034;
     /// else all of them over the trainers that share them), else `degree`: with fewer, the
     /// identities are learned by heart and the validation metric falls while the training loss
-    /// does (measured in decision 0031; the node threshold in decision 0033). A run's model
-    /// files record the input it took, which `tma eval` gives the model back.
+    /// does (measured in decision 0031; the node threshold in decision 0033). For the link
+    /// task also `degree` where the degree product ranks the training graph's edges at least
+    /// [`FEATURELESS_DEGREE_TO_OVERLAP`] as well as common neighbours do (decision 0035). A
+    /// run's model files record the input it took, which `tma eval` gives the model back.
     #[default]
     Auto,
     /// The degree column and a constant column of ones (2 input columns; the constant keeps
@@ -143,6 +145,11 @@ pub enum Featureless {
 /// [`Featureless::Auto`]'s threshold for link prediction: training edges per trainer from
 /// which the random columns are kept (decision 0031).
 pub const FEATURELESS_RANDOM_MIN_EDGES: usize = 4096;
+
+/// [`Featureless::Auto`]'s rule for link prediction with enough training edges: the degree
+/// input where preferential attachment's MRR over sampled training edges is at least this
+/// share of common neighbours' (`tma_graph::link_heuristics`; decision 0035).
+pub const FEATURELESS_DEGREE_TO_OVERLAP: f64 = 0.75;
 
 /// [`Featureless::Auto`]'s threshold for node classification: training nodes per trainer from
 /// which the random columns are kept (decision 0033).

@@ -7,8 +7,8 @@
 pub mod spill;
 
 use crate::config::{
-    Featureless, Metric, TargetKind, Task, TrainConfig, FEATURELESS_RANDOM_MIN_EDGES,
-    FEATURELESS_RANDOM_MIN_NODES,
+    Featureless, Metric, TargetKind, Task, TrainConfig, FEATURELESS_DEGREE_TO_OVERLAP,
+    FEATURELESS_RANDOM_MIN_EDGES, FEATURELESS_RANDOM_MIN_NODES,
 };
 use crate::TrainError;
 use rand::seq::SliceRandom;
@@ -513,8 +513,9 @@ pub struct Prepared {
     /// The structural input a featureless graph's run takes ([`Featureless::Degree`] or
     /// [`Featureless::DegreeRandom`], `auto` resolved); recorded in the model files so that
     /// `tma eval` gives a saved model the input it was trained on. `None` for a graph with
-    /// node features, and for a partition directory's coordinator (its stored features are
-    /// already the chosen ones).
+    /// node features (and a partition directory written before it recorded whether its
+    /// features are structural); a partition directory's coordinator takes it from the width
+    /// of the features its parts hold (2 or fewer: the degree input).
     pub structural_input: Option<Featureless>,
     /// Training examples of each trainer's part as a partition directory's manifest lists
     /// them (the MPI coordinator holds no trainer data); empty when prepared from a dataset.
@@ -880,8 +881,14 @@ pub fn prepare_for(
         let per_part = partitioned
             .as_ref()
             .map(|(p, r)| examples_per_kept_part(p, r, &eval, directed));
-        let (input, line) =
-            featureless_inputs(&mut ds.features, cfg, &layout, &eval, per_part.as_deref());
+        let (input, line) = featureless_inputs(
+            &mut ds.features,
+            cfg,
+            &layout,
+            &eval,
+            per_part.as_deref(),
+            &graph,
+        );
         // a saved model's evaluation takes the input its file records
         let line = match (purpose, line) {
             (Purpose::Evaluation, Some(_)) if cfg.featureless == Featureless::Degree => Some(
@@ -980,6 +987,12 @@ fn degree_of_the_training_graph(features: &mut Features, train: &Csr, directed: 
 /// each trainer's part holds, for a partitioned layout (a random partition into `P` parts
 /// keeps about 1/P of the edges, so each part holds about 1/P^2 of them: docs/decisions/0034);
 /// else the examples over the trainers that share them (1 on the whole graph, else `M + d`).
+/// For link prediction with enough examples, `auto` also ranks sampled edges of the training
+/// graph `graph` by their degree product and by their common neighbours
+/// (`tma_graph::link_heuristics`): where the degrees rank them at least
+/// [`FEATURELESS_DEGREE_TO_OVERLAP`] as well, the random columns, which are there to let the
+/// model see neighbourhood overlap, only add identities to learn by heart, and the degree input
+/// is taken (docs/decisions/0035-degree-input-where-degree-ranks-links.md).
 /// Returns the input taken (`Degree` or `DegreeRandom`) and the line that says it when the
 /// random columns are dropped (docs/decisions/0031-featureless-inputs-by-supervision.md).
 fn featureless_inputs(
@@ -988,6 +1001,7 @@ fn featureless_inputs(
     layout: &DataLayout,
     eval: &EvalData,
     per_part: Option<&[usize]>,
+    graph: &Csr,
 ) -> (Featureless, Option<String>) {
     let (examples, what, min) = match eval {
         EvalData::Link { split } => (
@@ -1018,10 +1032,19 @@ fn featureless_inputs(
             (examples / shares, format!("{examples} over {shares}"))
         }
     };
+    let enough = per_trainer >= min;
+    // where the degrees rank the graph's edges as well as overlap does (link task)
+    let degree_ranks = match (cfg.featureless, eval, enough) {
+        (Featureless::Auto, EvalData::Link { .. }, true) if features.dim() > 1 => {
+            let h = tma_graph::link_heuristics(graph, 1000, 100, cfg.seed);
+            (h.degree_to_overlap() >= FEATURELESS_DEGREE_TO_OVERLAP).then_some(h)
+        }
+        _ => None,
+    };
     let keep_random = match cfg.featureless {
         Featureless::DegreeRandom => true,
         Featureless::Degree => false,
-        Featureless::Auto => per_trainer >= min,
+        Featureless::Auto => enough && degree_ranks.is_none(),
     };
     if keep_random {
         return (Featureless::DegreeRandom, None);
@@ -1030,8 +1053,21 @@ fn featureless_inputs(
         return (Featureless::Degree, None);
     }
     *features = features.first_columns_then_ones(1);
-    let line = match cfg.featureless {
-        Featureless::Auto => format!(
+    let line = match (cfg.featureless, degree_ranks) {
+        (Featureless::Auto, Some(h)) => format!(
+            "no node features: the degree product ranks this graph's edges about as well as \
+             common neighbours do (MRR {:.3} against {:.3} over {} training edges, {} uniform \
+             negatives each; {:.2} >= {FEATURELESS_DEGREE_TO_OVERLAP}), so the input is the \
+             degree column and a constant one, without the 31 random identity columns, which \
+             are there to show neighbourhood overlap (--featureless degree-random keeps them; \
+             docs/decisions/0035-degree-input-where-degree-ranks-links.md)",
+            h.preferential_attachment,
+            h.common_neighbours,
+            h.pairs,
+            h.negatives,
+            h.degree_to_overlap()
+        ),
+        (Featureless::Auto, None) => format!(
             "no node features: {per_trainer} {what} per trainer ({counted}) is \
              below {min}, so the input is the degree column and a constant \
              one, without the 31 random identity columns a model this short of examples learns \
@@ -1967,6 +2003,67 @@ mod tests {
         assert_eq!(prep.in_dim, 2);
         assert!(prep.warnings.iter().any(|w| w
             == "no node features: the input is the degree column and a constant one (--featureless degree)"));
+    }
+
+    #[test]
+    fn featureless_auto_takes_the_degree_input_where_the_degrees_rank_the_edges() {
+        // (docs/decisions/0035) two graphs of 6000 edges, over 4096 training edges on the
+        // whole graph: hubs of skewed degree joined to 3000 nodes of degree 2 (no two ends of
+        // an edge share a neighbour: the degree product ranks the edges, common neighbours do
+        // not) take the degree input; 1000 disjoint 4-cliques (every edge's ends share 2
+        // neighbours, all degrees equal) keep the random columns
+        let mut hubs = Vec::new();
+        for i in 0..3000u32 {
+            let a = match i % 100 {
+                0..60 => 0,
+                60..85 => 1,
+                85..95 => 2,
+                _ => 3,
+            };
+            hubs.push((4 + i, a));
+            hubs.push((4 + i, (a + 1) % 4));
+        }
+        let mut cliques = Vec::new();
+        for c in 0..1000u32 {
+            for i in 0..4 {
+                for j in i + 1..4 {
+                    cliques.push((4 * c + i, 4 * c + j));
+                }
+            }
+        }
+        let cfg = TrainConfig {
+            method: crate::Method::Centralized,
+            num_trainers: 1,
+            ..random_tma(Task::Link, 0)
+        };
+        for (n, edges, degree_input) in [(3004, &hubs, true), (4000, &cliques, false)] {
+            let mut ds = unlabelled(n, edges);
+            ds.features = tma_graph::structural_features(&ds.graph, false, 32, 3);
+            ds.structural_features = true;
+            let prep = prepare_for(ds, &cfg, DataLayout::Whole, None, Purpose::Training).unwrap();
+            let said: Vec<&String> = prep
+                .warnings
+                .iter()
+                .filter(|w| w.starts_with("no node features"))
+                .collect();
+            if degree_input {
+                assert_eq!(prep.in_dim, 2);
+                assert_eq!(prep.structural_input, Some(Featureless::Degree));
+                assert_eq!(said.len(), 1, "{:?}", prep.warnings);
+                assert!(
+                    said[0].starts_with(
+                        "no node features: the degree product ranks this graph's edges about \
+                         as well as common neighbours do (MRR "
+                    ) && said[0].contains("over 1000 training edges, 100 uniform negatives each"),
+                    "{}",
+                    said[0]
+                );
+            } else {
+                assert_eq!(prep.in_dim, 32);
+                assert_eq!(prep.structural_input, Some(Featureless::DegreeRandom));
+                assert!(said.is_empty(), "{said:?}");
+            }
+        }
     }
 
     #[test]

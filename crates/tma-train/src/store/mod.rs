@@ -1003,7 +1003,13 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
         in_dim: m.in_dim,
         out_dim: m.out_dim,
         structural_features: m.structural_features,
-        structural_input: None,
+        // the parts hold the input chosen when they were written: the degree column (and a
+        // constant one) or the 32 structural columns
+        structural_input: match m.structural_features {
+            Some(true) if m.in_dim <= 2 => Some(crate::config::Featureless::Degree),
+            Some(true) => Some(crate::config::Featureless::DegreeRandom),
+            _ => None,
+        },
         part_train_examples: m.parts.iter().map(|p| p.num_train).collect(),
         // what `tma partition --out` reported (its partition report's warnings)
         warnings: m
