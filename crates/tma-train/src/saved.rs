@@ -236,8 +236,10 @@ impl FileModel {
         cfg.hidden = self.hidden;
         cfg.num_layers = self.num_layers;
         cfg.layer_norm = self.layer_norm;
-        if let Some(input) = &self.featureless {
-            cfg.featureless = input.parse().map_err(bad)?;
+        match &self.featureless {
+            Some(input) => cfg.featureless = input.parse().map_err(bad)?,
+            // a file written before it recorded the input `auto` chose: its width decides
+            None => cfg.model_input_width = Some(self.in_dim),
         }
         Ok(())
     }

@@ -507,6 +507,12 @@ pub struct TrainConfig {
     /// `config.toml`: `degree-random`, the inputs that run trained with.)
     #[serde(default = "Featureless::before_auto")]
     pub featureless: Featureless,
+    /// The input width of the model a run continues or evaluates (a checkpoint's or a model
+    /// file's), not an option: with `auto` on a featureless graph it decides the input (2 or
+    /// fewer columns: `degree`), for files written before they recorded the input `auto`
+    /// chose (decisions 0034, 0035: the rule may choose otherwise now). Not serialized.
+    #[serde(skip)]
+    pub model_input_width: Option<usize>,
     /// Which of a dataset's fixed mask splits to use (node task).
     pub split_index: usize,
     /// The validation metric that selects the best model (`auto`: the task's usual one).
@@ -566,6 +572,7 @@ impl Default for TrainConfig {
             test_frac: 0.05,
             normalize_features: false,
             featureless: Featureless::Auto,
+            model_input_width: None,
             split_index: 0,
             metric: Metric::Auto,
             allow_split_overlap: false,

@@ -1032,22 +1032,55 @@ fn featureless_inputs(
             (examples / shares, format!("{examples} over {shares}"))
         }
     };
+    // a checkpoint's or model file's width decides (written before the choice was recorded)
+    if let (Featureless::Auto, Some(width)) = (cfg.featureless, cfg.model_input_width) {
+        if width > 2 || features.dim() <= 1 {
+            return (Featureless::DegreeRandom, None);
+        }
+        *features = features.first_columns_then_ones(1);
+        return (
+            Featureless::Degree,
+            Some(
+                "no node features: the input is the degree column and a constant one, as the \
+                 model was trained (its input width is 2)"
+                    .to_string(),
+            ),
+        );
+    }
     let enough = per_trainer >= min;
     // where the degrees rank the graph's edges as well as overlap does (link task)
-    let degree_ranks = match (cfg.featureless, eval, enough) {
-        (Featureless::Auto, EvalData::Link { .. }, true) if features.dim() > 1 => {
-            let h = tma_graph::link_heuristics(graph, 1000, 100, cfg.seed);
-            (h.degree_to_overlap() >= FEATURELESS_DEGREE_TO_OVERLAP).then_some(h)
+    // (undirected graphs: the heuristics hold an edge out of both ends' rows)
+    let measured = match (cfg.featureless, eval, enough) {
+        (Featureless::Auto, EvalData::Link { split }, true)
+            if features.dim() > 1 && !split.directed =>
+        {
+            Some(tma_graph::link_heuristics(graph, 1000, 100, cfg.seed))
         }
         _ => None,
     };
+    let degree_ranks = measured.filter(|h| h.degree_to_overlap() >= FEATURELESS_DEGREE_TO_OVERLAP);
     let keep_random = match cfg.featureless {
         Featureless::DegreeRandom => true,
         Featureless::Degree => false,
         Featureless::Auto => enough && degree_ranks.is_none(),
     };
     if keep_random {
-        return (Featureless::DegreeRandom, None);
+        // the measurement is said either way
+        let line = measured.map(|h| {
+            format!(
+                "no node features: the input is the degree column and 31 random identity \
+                 columns, which show neighbourhood overlap: common neighbours rank this graph's \
+                 edges better than the degree product does (MRR {:.3} against {:.3} over {} \
+                 training edges, {} non-neighbours each; {:.2} < \
+                 {FEATURELESS_DEGREE_TO_OVERLAP}; docs/decisions/0035-degree-input-where-degree-ranks-links.md)",
+                h.common_neighbours,
+                h.preferential_attachment,
+                h.pairs,
+                h.negatives,
+                h.degree_to_overlap()
+            )
+        });
+        return (Featureless::DegreeRandom, line);
     }
     if features.dim() <= 1 {
         return (Featureless::Degree, None);
@@ -1055,9 +1088,9 @@ fn featureless_inputs(
     *features = features.first_columns_then_ones(1);
     let line = match (cfg.featureless, degree_ranks) {
         (Featureless::Auto, Some(h)) => format!(
-            "no node features: the degree product ranks this graph's edges about as well as \
-             common neighbours do (MRR {:.3} against {:.3} over {} training edges, {} uniform \
-             negatives each; {:.2} >= {FEATURELESS_DEGREE_TO_OVERLAP}), so the input is the \
+            "no node features: the degree product ranks this graph's edges at least \
+             {FEATURELESS_DEGREE_TO_OVERLAP} as well as common neighbours do (MRR {:.3} against \
+             {:.3} over {} training edges, {} non-neighbours each; {:.2}), so the input is the \
              degree column and a constant one, without the 31 random identity columns, which \
              are there to show neighbourhood overlap (--featureless degree-random keeps them; \
              docs/decisions/0035-degree-input-where-degree-ranks-links.md)",
@@ -1974,14 +2007,16 @@ mod tests {
         // the trainers' parts hold the same two columns
         assert!(prep.trainers.iter().all(|t| t.features.dim() == 2));
 
-        // the whole graph in one trainer: 5624 >= 4096, all 32 columns, nothing said
+        // the whole graph in one trainer: 5624 >= 4096, all 32 columns (the ring's edges are
+        // ranked better by common neighbours: decision 0035's line says so)
         let whole =
             prepare_for(ds.clone(), &cfg, DataLayout::Whole, None, Purpose::Training).unwrap();
         assert_eq!(whole.in_dim, 32);
         assert!(!whole
             .warnings
             .iter()
-            .any(|w| w.starts_with("no node features")));
+            .any(|w| w.starts_with("no node features")
+                && !w.contains("31 random identity columns, which show")));
 
         // --featureless degree-random keeps them on the parts; degree drops them anywhere
         let keep = TrainConfig {
@@ -2052,18 +2087,59 @@ mod tests {
                 assert_eq!(said.len(), 1, "{:?}", prep.warnings);
                 assert!(
                     said[0].starts_with(
-                        "no node features: the degree product ranks this graph's edges about \
-                         as well as common neighbours do (MRR "
-                    ) && said[0].contains("over 1000 training edges, 100 uniform negatives each"),
+                        "no node features: the degree product ranks this graph's edges at \
+                         least 0.75 as well as common neighbours do (MRR "
+                    ) && said[0].contains("over 1000 training edges, 100 non-neighbours each"),
                     "{}",
                     said[0]
                 );
             } else {
                 assert_eq!(prep.in_dim, 32);
                 assert_eq!(prep.structural_input, Some(Featureless::DegreeRandom));
-                assert!(said.is_empty(), "{said:?}");
+                // the measurement is said when the random columns are kept too
+                assert_eq!(said.len(), 1, "{:?}", prep.warnings);
+                assert!(
+                    said[0].starts_with(
+                        "no node features: the input is the degree column and 31 random \
+                         identity columns, which show neighbourhood overlap: common neighbours \
+                         rank this graph's edges better than the degree product does (MRR "
+                    ),
+                    "{}",
+                    said[0]
+                );
             }
         }
+    }
+
+    #[test]
+    fn a_saved_models_input_width_decides_auto_where_its_file_does_not_record_the_input() {
+        // regression (fresh-eyes trial): a checkpoint or model file written before the choice
+        // was recorded, whose run `auto` gave 32 columns, could no longer be resumed or
+        // evaluated where the rule now chooses the degree input (and the other way round)
+        let (ds, _) = featureless_ring(5000);
+        let cfg = random_tma(Task::Link, 0);
+        // the rule: 2 parts of ~1400 training edges -> the degree input
+        assert_eq!(
+            prepare_as(ds.clone(), &cfg, Purpose::Training)
+                .unwrap()
+                .in_dim,
+            2
+        );
+        let wide = TrainConfig {
+            model_input_width: Some(32),
+            ..cfg.clone()
+        };
+        let prep = prepare_as(ds.clone(), &wide, Purpose::Training).unwrap();
+        assert_eq!(prep.in_dim, 32);
+        assert_eq!(prep.structural_input, Some(Featureless::DegreeRandom));
+        let narrow = TrainConfig {
+            model_input_width: Some(2),
+            ..cfg
+        };
+        let prep = prepare_for(ds, &narrow, DataLayout::Whole, None, Purpose::Evaluation).unwrap();
+        assert_eq!(prep.in_dim, 2);
+        assert!(prep.warnings.iter().any(|w| w
+            == "no node features: the input is the degree column and a constant one, as the model was trained (its input width is 2)"));
     }
 
     #[test]

@@ -290,6 +290,18 @@ fn record_config(
     Ok(None)
 }
 
+/// The input width of a checkpoint's model, as its file's metadata records it
+/// (`tma_nn::Model::file_metadata`); `None` where it does not. A featureless graph's input is
+/// chosen by a rule that may choose otherwise than when the checkpoint was written
+/// (decisions 0034, 0035): `TrainConfig::model_input_width` keeps the checkpoint's.
+fn checkpoint_input_width(dir: &Path, st: &CheckpointState) -> Option<usize> {
+    let path = dir.join("checkpoint").join(&st.model);
+    let (_, meta) = tma_nn::ParamSet::load_safetensors_with(&path).ok()?;
+    let text = meta.get(tma_nn::Model::METADATA_KEY)?;
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    v.get("in_dim")?.as_u64().map(|w| w as usize)
+}
+
 fn abs_display(p: &Path) -> String {
     std::fs::canonicalize(p)
         .unwrap_or_else(|_| p.to_path_buf())
@@ -357,6 +369,7 @@ impl Run {
         };
         let (dir, run_dir, resumed, created) = if resume {
             let (dir, rd, st) = Run::reopen_run_dir(out, &config)?;
+            config.model_input_width = checkpoint_input_width(&dir, &st);
             (dir, rd, Some(st), None)
         } else {
             let (dir, rd, existed) = Run::create_run_dir(out, &source.name, &config)?;
