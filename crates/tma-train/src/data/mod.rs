@@ -993,8 +993,11 @@ fn degree_of_the_training_graph(features: &mut Features, train: &Csr, directed: 
 /// [`FEATURELESS_DEGREE_TO_OVERLAP`] as well, the random columns, which are there to let the
 /// model see neighbourhood overlap, only add identities to learn by heart, and the degree input
 /// is taken (docs/decisions/0035-degree-input-where-degree-ranks-links.md).
-/// Returns the input taken (`Degree` or `DegreeRandom`) and the line that says it when the
-/// random columns are dropped (docs/decisions/0031-featureless-inputs-by-supervision.md).
+/// A model's input width (`TrainConfig::model_input_width`: a checkpoint or model file that
+/// does not record the input) decides instead of both rules. Returns the input taken
+/// (`Degree` or `DegreeRandom`) and the line that says it: when the random columns are dropped
+/// (docs/decisions/0031-featureless-inputs-by-supervision.md), and when the heuristics were
+/// measured, either way.
 fn featureless_inputs(
     features: &mut Features,
     cfg: &TrainConfig,
