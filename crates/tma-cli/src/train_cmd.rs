@@ -444,9 +444,19 @@ fn print_opened(run: &Run, out: &Path) {
             );
         }
         if ds.structural_features {
+            let input = match run.config().featureless {
+                tma_train::Featureless::Auto => {
+                    "--featureless auto: the 32 columns, unless a line below says it takes the degree column and a constant one"
+                }
+                tma_train::Featureless::Degree => {
+                    "--featureless degree: the degree column and a constant one"
+                }
+                tma_train::Featureless::DegreeRandom => {
+                    "--featureless degree-random: the degree column and the 31 random ones"
+                }
+            };
             eprintln!(
-                "          (the run's input: --featureless {}; a line below says when it takes the degree column without the random ones; docs/decisions/0031-featureless-inputs-by-supervision.md, 0035)",
-                run.config().featureless.name()
+                "          (the run's input: {input}; docs/decisions/0031-featureless-inputs-by-supervision.md, 0035)"
             );
         }
     }
