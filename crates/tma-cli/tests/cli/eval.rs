@@ -233,35 +233,51 @@ fn embed_writes_every_nodes_row_within_the_budget() {
     assert!(!tmp.path().join("l.npy").exists());
 }
 
-#[test]
-fn eval_gives_a_featureless_run_the_input_auto_chose() {
-    // regression: `--featureless auto` chose the degree input for a random-tma run of
-    // seal_Yeast (~670 training edges per trainer), but `tma eval` prepared the whole graph,
-    // where auto keeps the random columns: the model (2 input columns) did not fit the data
-    // (32). The model file records the input the run took; eval reads it back.
+/// A short link run of seal_Yeast (no node features) into `run` with `method_args`.
+fn yeast_link_run(run: &Path, method_args: &[&str]) -> std::process::Output {
     let ds = shared_dataset("seal_Yeast");
-    let tmp = tempdir();
-    let run = tmp.path().join("run");
-    let r = tma(&[
-        "train",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--task",
-        "link",
-        "--trainers",
-        "4",
+    let mut args = vec!["train", "--dataset", ds.to_str().unwrap(), "--task", "link"];
+    args.extend_from_slice(method_args);
+    args.extend_from_slice(&[
         "--hidden",
         "16",
-        "--sync-every",
-        "300ms",
-        "--time-limit",
-        "1200ms",
         "--threads",
         "2",
         "--quiet",
         "--out",
         run.to_str().unwrap(),
     ]);
+    tma(&args)
+}
+
+/// `tma eval` of a run matched its summary.json.
+fn assert_matches_summary(o: &std::process::Output) {
+    assert!(
+        stdout(o).contains("same values as the run's summary.json"),
+        "{}",
+        text(o)
+    );
+}
+
+#[test]
+fn eval_gives_a_featureless_run_the_input_auto_chose() {
+    // regression: `--featureless auto` chose the degree input for a random-tma run of
+    // seal_Yeast (~670 training edges per trainer), but `tma eval` prepared the whole graph,
+    // where auto keeps the random columns: the model (2 input columns) did not fit the data
+    // (32). The model file records the input the run took; eval reads it back.
+    let tmp = tempdir();
+    let run = tmp.path().join("run");
+    let r = yeast_link_run(
+        &run,
+        &[
+            "--trainers",
+            "4",
+            "--sync-every",
+            "300ms",
+            "--time-limit",
+            "1200ms",
+        ],
+    );
     assert_success(&r);
     assert!(
         stderr(&r).contains("so the input is the degree column and a constant one"),
@@ -277,41 +293,19 @@ fn eval_gives_a_featureless_run_the_input_auto_chose() {
         "{}",
         text(&o)
     );
-    assert!(
-        stdout(&o).contains("same values as the run's summary.json"),
-        "{}",
-        text(&o)
-    );
+    assert_matches_summary(&o);
     // the whole graph in one trainer keeps the random columns: eval of a centralized run
     // gives it the same 32 columns, nothing said
     let central = tmp.path().join("central");
-    let r = tma(&[
-        "train",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--task",
-        "link",
-        "--method",
-        "centralized",
-        "--hidden",
-        "16",
-        "--time-limit",
-        "800ms",
-        "--threads",
-        "2",
-        "--quiet",
-        "--out",
-        central.to_str().unwrap(),
-    ]);
+    let r = yeast_link_run(
+        &central,
+        &["--method", "centralized", "--time-limit", "800ms"],
+    );
     assert_success(&r);
     let o = tma(&["eval", central.to_str().unwrap()]);
     assert_success(&o);
     assert!(!stderr(&o).contains("no node features"), "{}", text(&o));
-    assert!(
-        stdout(&o).contains("same values as the run's summary.json"),
-        "{}",
-        text(&o)
-    );
+    assert_matches_summary(&o);
 }
 
 #[test]
