@@ -468,8 +468,9 @@ impl Rounds<'_, '_> {
     }
 
     /// Whether the round just formed (`record`, at `elapsed`) is validated: the last one
-    /// (`stop`) always; others every `eval_every` rounds, except a ramp round while validation
-    /// is not cheap next to the training between validations.
+    /// (`stop`) always; others every `eval_every` rounds while validation is cheap next to the
+    /// training between validations ([`EVAL_SHARE`]; under the wall-clock schedule), a ramp
+    /// round also only when none is in flight and the model carries real training.
     fn validates(
         &self,
         ev: &Evaluator<'_>,
@@ -489,24 +490,31 @@ impl Rounds<'_, '_> {
         let untrained = ev.last_eval_s().is_none()
             && (record.steps.iter().sum::<u64>()
                 < RAMP_FIRST_EVAL_STEPS * record.steps.len().max(1) as u64);
-        let ramp_skip = ramp_round
-            && (ev.in_flight() > 0
-                || untrained
-                || ev
-                    .last_eval_s()
-                    .is_some_and(|e| e > RAMP_EVAL_SHARE * since));
-        stop || (!ramp_skip && self.round.is_multiple_of(self.ctx.cfg.eval_every.max(1)))
+        // (not under the step-count schedule: it is there to compare runs round by round,
+        // which the timing of a validation must not change)
+        let costly = !self.step_mode && validation_is_costly(ev.last_eval_s(), since);
+        let ramp_skip = ramp_round && (ev.in_flight() > 0 || untrained);
+        stop || (!ramp_skip && !costly && self.round.is_multiple_of(self.ctx.cfg.eval_every.max(1)))
     }
 }
 
-/// The share of the training time between validations a ramp round's validation may take
-/// (the last validation's wall time against the time since the last one was started): above
-/// it the round is averaged and recorded without validation.
-const RAMP_EVAL_SHARE: f64 = 0.25;
+/// The share of the time between validations a round's validation may take (the last
+/// validation's wall time against the time since the last one was started): above it the
+/// round is averaged and recorded without validation. It held the averaging ramp's rounds
+/// only until 2026-12-06; a 30M-arc link run (500 validation positives, 1000 negatives each:
+/// ~12 s per validation, rounds every ~12 s) then spent three quarters of its CPU time
+/// validating (docs/decisions/0036-validation-share.md).
+const EVAL_SHARE: f64 = 0.25;
+
+/// Whether the last validation (`last_eval_s`, its wall time; `None` before the first has
+/// finished) took more than [`EVAL_SHARE`] of the `since_s` seconds since the last one was
+/// started: the round is then recorded without validation.
+fn validation_is_costly(last_eval_s: Option<f64>, since_s: f64) -> bool {
+    last_eval_s.is_some_and(|e| e > EVAL_SHARE * since_s)
+}
 
 /// Mean optimizer steps per participating trainer a ramp round needs before the run's first
-/// validation (a later ramp round is judged by [`RAMP_EVAL_SHARE`] instead); grid rounds are
-/// always validated.
+/// validation (a later round is judged by [`EVAL_SHARE`] instead); grid rounds need none.
 const RAMP_FIRST_EVAL_STEPS: u64 = 8;
 
 /// How the coordinator's loop ended, for [`finish_run`].
@@ -718,4 +726,29 @@ fn finish_run(
         final_params: current,
         best_params,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_is_validated_only_while_validation_takes_at_most_a_quarter_of_the_time() {
+        // nothing timed yet: validate
+        assert!(!validation_is_costly(None, 0.1));
+        assert!(!validation_is_costly(Some(3.0), 12.0));
+        assert!(validation_is_costly(Some(3.01), 12.0));
+        // the 30M-arc link run of decision 0036: validations of ~12 s, rounds every ~12.3 s;
+        // before, every round was validated (three quarters of the CPU time); now one round
+        // in four, the first after 48 s have passed since the last validation started
+        let (mut last_val_at, mut validated) = (0.0, Vec::new());
+        for round in 1..=12 {
+            let at = 12.3 * round as f64;
+            if !validation_is_costly(Some(12.0), at - last_val_at) {
+                last_val_at = at;
+                validated.push(round);
+            }
+        }
+        assert_eq!(validated, vec![4, 8, 12]);
+    }
 }

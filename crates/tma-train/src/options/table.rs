@@ -293,7 +293,7 @@ pub static TABLE: &[OptionSpec] = &[
         .applies(Applies::Methods(MethodsThat::CheckBetweenRounds))
         .invalid(&["\"1h\""]),
     row("time_limit", Kind::Duration,
-        "Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it (the reference release: 4h).")
+        "Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it; a resumed run (--resume) counts the training time before its interruption, so this is the total (the reference release: 4h).")
         .invalid(&["\"0s\"", "\"later\""]),
     row("sync_every_steps", Kind::Count,
         "Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock)."),
@@ -352,7 +352,7 @@ pub static TABLE: &[OptionSpec] = &[
         .applies(Applies::Task(Task::Link))
         .invalid(&["0"]),
     row("eval_every", Kind::Count,
-        "Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation at rounds takes 1/K of the CPU time the trainers share; checks between rounds (--val-check-interval) are always validated (1 = every round).")
+        "Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation at rounds takes 1/K of the CPU time the trainers share. Under the wall-clock schedule a round is also recorded without validation while the last validation took more than a quarter of the time since the one before it was started (a 30M-arc link run validated ~12 s of every ~12 s round; docs/decisions/0036-validation-share.md); checks between rounds (--val-check-interval) are always validated (1 = every round).")
         .invalid(&["0"]),
     row("eval_inference", Kind::Name(parsed::<EvalInference>),
         "How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, layer by layer within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory).")
