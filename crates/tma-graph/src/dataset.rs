@@ -232,6 +232,10 @@ impl Dataset {
         let split = match &self.split {
             Some(s) => format!("split {}/{}/{}", s.train.len(), s.val.len(), s.test.len()),
             None if self.link_split.is_some() => "no node split".to_string(),
+            // without labels there is no node task, so only the link split is made
+            None if matches!(self.labels, Labels::None) => {
+                "no fixed split (tma train --task link holds edges out)".to_string()
+            }
             None => "no fixed split (tma train makes a seeded one: 60/20/20 of the labelled nodes for node tasks, held-out edges for link prediction)".to_string(),
         };
         let split = match &self.link_split {
@@ -991,6 +995,34 @@ pub fn structural_features(graph: &Csr, directed: bool, dim: usize, seed: u64) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: an unlabelled graph (musae_wiki_crocodile, the seal graphs) has no node task,
+    /// yet its dataset line promised a 60/20/20 node split.
+    #[test]
+    fn the_summary_of_an_unlabelled_graph_names_only_the_link_split() {
+        let g = Csr::from_edges(3, &[1, 0, 2, 1], &[0, 1, 1, 2]);
+        let mut ds = Dataset {
+            name: "path3".into(),
+            directed: false,
+            features: structural_features(&g, false, 2, 0),
+            graph: g,
+            structural_features: true,
+            labels: Labels::None,
+            split: None,
+            removed: RemovedArcs::default(),
+            num_splits: 0,
+            link_split: None,
+        };
+        assert_eq!(
+            ds.summary(),
+            "path3: 3 nodes, 4 arcs (undirected), no node features (2 structural columns generated: degree + random), no labels, no fixed split (tma train --task link holds edges out)"
+        );
+        ds.labels = Labels::Classes {
+            y: vec![0, 1, 0],
+            num_classes: 2,
+        };
+        assert!(ds.summary().ends_with("2 classes, no fixed split (tma train makes a seeded one: 60/20/20 of the labelled nodes for node tasks, held-out edges for link prediction)"), "{}", ds.summary());
+    }
 
     #[test]
     fn structural_features_degree_column() {

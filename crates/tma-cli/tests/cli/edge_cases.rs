@@ -1165,6 +1165,42 @@ fn compare_help_gives_its_own_out_default() {
 }
 
 #[test]
+fn a_run_on_partitions_repeats_and_records_what_preparing_the_data_said() {
+    // (loose end of decision 0034) the line `--featureless auto` says was printed by
+    // `tma partition` only: a run from the directory neither said nor recorded it
+    let ds = shared_dataset("seal_Yeast");
+    let dir = tempdir();
+    let parts = dir.path().join("parts");
+    let r = tma(&[
+        "partition",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--task",
+        "link",
+        "--parts",
+        "2",
+        "--out",
+        parts.to_str().unwrap(),
+    ]);
+    assert_success(&r);
+    let said = stderr(&r);
+    let line = said
+        .lines()
+        .find_map(|l| l.strip_prefix("warning: no node features:"))
+        .unwrap_or_else(|| panic!("no featureless line: {said}"));
+    let line = format!("no node features:{line}");
+    let run = dir.path().join("run");
+    let r = train_on_partitions(parts.to_str().unwrap(), &run, &[]);
+    assert_success(&r);
+    assert!(stderr(&r).contains(&line), "{line}\n{}", text(&r));
+    let warnings = summary(&run)["warnings"].clone();
+    assert!(
+        warnings.as_array().unwrap().iter().any(|w| w == &line),
+        "{line}\n{warnings}"
+    );
+}
+
+#[test]
 fn a_run_on_partitions_of_a_featureless_graph_says_which_inputs_they_hold() {
     // (fresh-eyes trial) a run from a partition directory did not say which featureless input
     // its parts hold: seal_Yeast has no node features; `--featureless degree` gives 2 columns

@@ -237,6 +237,12 @@ pub struct Manifest {
     /// recorded (the run says so when that matters).
     #[serde(default)]
     pub structural_features: Option<bool>,
+    /// Every line preparing the data said (the partition report's, what the loader removed,
+    /// the split's notes, the input `--featureless auto` chose), so that a run from the
+    /// directory says and records them too; absent in directories written before it was
+    /// recorded (the partition report's warnings are then the ones repeated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// sha256 of `manifest.json` itself (not stored in the file; filled in when read/written).
     #[serde(skip)]
     pub hash: String,
@@ -647,6 +653,7 @@ fn write_into(
         files: w.files.clone(),
         link_protocol,
         structural_features: prep.structural_features,
+        warnings: prep.warnings.clone(),
         hash: String::new(),
     };
     let json = serde_json::to_vec_pretty(&m).expect("manifest serializes");
@@ -1011,13 +1018,17 @@ pub fn read_coordinator(dir: &Path, m: &Manifest) -> Result<Prepared, StoreError
             _ => None,
         },
         part_train_examples: m.parts.iter().map(|p| p.num_train).collect(),
-        // what `tma partition --out` reported (its partition report's warnings)
-        warnings: m
-            .report
-            .as_ref()
-            .and_then(|r| r.get("warnings"))
-            .and_then(|w| serde_json::from_value(w.clone()).ok())
-            .unwrap_or_default(),
+        // what `tma partition --out` said when it prepared the data (directories written
+        // before the manifest recorded it: its partition report's warnings)
+        warnings: if m.warnings.is_empty() {
+            m.report
+                .as_ref()
+                .and_then(|r| r.get("warnings"))
+                .and_then(|w| serde_json::from_value(w.clone()).ok())
+                .unwrap_or_default()
+        } else {
+            m.warnings.clone()
+        },
         removed: Default::default(),
         // set from the run's configuration by `Run::prepare`
         metric: Default::default(),
