@@ -47,6 +47,8 @@ COMMON="--trainers 4 --time-limit $BUDGET --quiet"
 MAIN=random-tma,super-tma,psgd-pa,centralized
 FEW=llcg,ggs
 for g in citation2 reddit; do
+  # ONLY names one comparison: generate only the graph it reads
+  if [ -n "$ONLY" ] && [[ "$ONLY" != "$g"-* ]]; then continue; fi
   gen $g
   for task in link node; do
     run "$g-$task" --dataset "$GRAPHS/$g" --task $task $COMMON --methods $MAIN --seeds "$SEEDS"
