@@ -437,7 +437,10 @@ fn mpi_role(
 fn print_opened(run: &Run, out: &Path) {
     if let Some(ds) = run.dataset() {
         eprintln!("dataset   {}", ds.summary());
-        if ds.split.is_none() && cfg_task_is_node(run.config()) {
+        if ds.split.is_none()
+            && cfg_task_is_node(run.config())
+            && !matches!(ds.labels, tma_graph::Labels::None)
+        {
             eprintln!(
                 "          (no fixed split: a seeded 60/20/20 split of the labelled nodes, --seed {})",
                 run.config().seed
@@ -899,6 +902,10 @@ pub fn info(o: InfoOpts) -> Result<()> {
                     "warning: split: {a} train / {b} val / {c} test nodes are unlabelled (y = -1); training and metrics skip them"
                 );
             }
+        }
+        // an unlabelled graph has no node task: only the link split is made
+        None if matches!(ds.labels, tma_graph::Labels::None) => {
+            println!("split: none fixed (tma train --task link holds edges out)")
         }
         None => println!("split: none fixed (tma train --task node makes a seeded 60/20/20 split)"),
     }

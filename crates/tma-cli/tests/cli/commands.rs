@@ -7,7 +7,7 @@ use tma_graph::npy;
 
 use crate::harness::{
     assert_fails_with, assert_success, json_file, shared_dataset, stderr, stdout, summary, tempdir,
-    tma, train_on_partitions, QUICK,
+    text, tma, train_on_partitions, QUICK,
 };
 
 #[test]
@@ -230,6 +230,34 @@ fn info_on_cora_prints_the_summary_and_split() {
          removed on load: 0 self-loops, 0 duplicate arcs\n\
          split: train 140 / val 500 / test 1000\n"
     );
+}
+
+/// Regression (fresh-eyes trial): an unlabelled graph's info, and a node run refused on it,
+/// promised a seeded 60/20/20 node split.
+#[test]
+fn an_unlabelled_graph_is_promised_no_node_split() {
+    let ds = shared_dataset("seal_Yeast");
+    let r = tma(&["info", "--dataset", ds.to_str().unwrap()]);
+    assert_success(&r);
+    assert_eq!(
+        stdout(&r),
+        "seal_Yeast: 2375 nodes, 23386 arcs (undirected), no node features (32 structural columns generated: degree + random), no labels, no fixed split (tma train --task link holds edges out)\n\
+         removed on load: 0 self-loops, 0 duplicate arcs\n\
+         split: none fixed (tma train --task link holds edges out)\n"
+    );
+    let dir = tempdir();
+    let out = dir.path().join("run");
+    let r = tma(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--task",
+        "node",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_fails_with(&r, 1, &["has no node labels"]);
+    assert!(!text(&r).contains("60/20/20"), "{}", text(&r));
 }
 
 #[test]
