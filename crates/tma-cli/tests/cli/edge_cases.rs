@@ -1171,17 +1171,7 @@ fn a_run_on_partitions_repeats_and_records_what_preparing_the_data_said() {
     let ds = shared_dataset("seal_Yeast");
     let dir = tempdir();
     let parts = dir.path().join("parts");
-    let r = tma(&[
-        "partition",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--task",
-        "link",
-        "--parts",
-        "2",
-        "--out",
-        parts.to_str().unwrap(),
-    ]);
+    let r = partition_link(&ds, "2", &[], &parts);
     assert_success(&r);
     let said = stderr(&r);
     let line = said
@@ -1207,19 +1197,7 @@ fn a_run_on_partitions_of_a_featureless_graph_says_which_inputs_they_hold() {
     let ds = shared_dataset("seal_Yeast");
     let dir = tempdir();
     let parts = dir.path().join("parts");
-    let r = tma(&[
-        "partition",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--task",
-        "link",
-        "--parts",
-        "2",
-        "--featureless",
-        "degree",
-        "--out",
-        parts.to_str().unwrap(),
-    ]);
+    let r = partition_link(&ds, "2", &["--featureless", "degree"], &parts);
     assert_success(&r);
     let run = dir.path().join("run");
     let r = tma(&[

@@ -317,17 +317,7 @@ fn eval_on_the_dataset_of_a_run_from_featureless_partitions_gives_the_parts_inpu
     let ds = shared_dataset("seal_Yeast");
     let tmp = tempdir();
     let parts = tmp.path().join("parts");
-    assert_success(&tma(&[
-        "partition",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--task",
-        "link",
-        "--parts",
-        "4",
-        "--out",
-        parts.to_str().unwrap(),
-    ]));
+    assert_success(&partition_link(&ds, "4", &[], &parts));
     let run = tmp.path().join("run");
     assert_success(&tma(&[
         "train",

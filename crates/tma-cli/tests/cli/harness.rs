@@ -93,6 +93,22 @@ pub fn train_on_partitions(parts: &str, run: &Path, extra: &[&str]) -> Output {
     tma(&args)
 }
 
+/// `tma partition --dataset DATASET --task link --parts N EXTRA.. --out OUT`, run to completion.
+pub fn partition_link(dataset: &Path, parts: &str, extra: &[&str], out: &Path) -> Output {
+    let mut args = vec![
+        "partition",
+        "--dataset",
+        dataset.to_str().unwrap(),
+        "--task",
+        "link",
+        "--parts",
+        parts,
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    tma(&args)
+}
+
 /// `../shared/datasets/<name>` (relative to the repository root). Panics, saying what is
 /// missing and how to get it, when the directory is absent.
 pub fn shared_dataset(name: &str) -> PathBuf {
