@@ -104,6 +104,8 @@ pub struct TrainOpts {
     pub eval_max_edges: Option<usize>,
     #[arg(long, value_name = "K")]
     pub eval_every: Option<u64>,
+    #[arg(long, value_name = "N")]
+    pub plateau_patience: Option<u32>,
     #[arg(long, value_name = "auto|full|restricted")]
     pub eval_inference: Option<String>,
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]

@@ -76,12 +76,28 @@ impl Observer for Printer {
         if r.skipped_slots > 0 {
             line.push_str(&format!("  ({})", skipped_text(r.skipped_slots)));
         }
+        if let Some(h) = hold_text(r) {
+            line.push_str(&format!("  ({h})"));
+        }
         match &self.bar {
             Some(b) if !b.is_hidden() => b.println(line),
             Some(_) => eprintln!("{line}"),
             None => {}
         }
         Ok(())
+    }
+}
+
+/// What the plateau hold did at round `r` (docs/decisions/0037-plateau-hold.md), for its
+/// line: the best model sent back, and the share of the round's update applied.
+fn hold_text(r: &RoundRecord) -> Option<String> {
+    match (r.restored, r.server_step) {
+        (Some(b), Some(s)) => Some(format!(
+            "validation fell {}% below its best: round {b}'s model sent back, later rounds apply {s} of their update",
+            tma_train::engines::plateau::PLATEAU_DROP * 100.0
+        )),
+        (None, Some(s)) => Some(format!("step {s}")),
+        _ => None,
     }
 }
 
@@ -1347,6 +1363,8 @@ mod tests {
             is_best: false,
             skipped_slots: 0,
             check,
+            server_step: None,
+            restored: None,
         };
         let cfg = tma_train::TrainConfig {
             threads: 2,

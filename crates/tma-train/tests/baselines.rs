@@ -416,6 +416,64 @@ fn failed_trainer_is_excluded_from_the_next_mean() {
     assert_eq!(rec.0[2].missing, vec![1]);
 }
 
+/// The plateau hold (docs/decisions/0037-plateau-hold.md): round 1 averages a sound model;
+/// from round 2 on every trainer sends a diverged one (NaN), whose validations are falls. After
+/// `plateau_patience` of them the coordinator sends round 1's model back, bit for bit, and
+/// halves the server step; with the hold off the NaN mean goes out every round.
+#[test]
+fn a_plateau_hold_sends_the_best_model_back_after_patience_falls() {
+    let run = |patience: u32| {
+        let c = TrainConfig {
+            sync_every: Duration::from_secs(1),
+            sync_ramp: 0,
+            time_limit: Duration::from_secs(12),
+            plateau_patience: patience,
+            ..cfg(Method::RandomTma, Task::Node)
+        };
+        let p = prep(&c);
+        let model = build_model(&c, p.model_shape()).unwrap();
+        let init = initial_params(&c, &model);
+        let ts: Vec<Vec<f32>> = (0..3).map(|t| shifted(&init, t)).collect();
+        let nan = vec![f32::NAN; init.data.len()];
+        let mut script: BTreeMap<u64, Vec<Contribution>> =
+            BTreeMap::from([(1, (0..3).map(|t| contribution(t, ts[t].clone())).collect())]);
+        for k in 2..=12 {
+            script.insert(k, (0..3).map(|t| contribution(t, nan.clone())).collect());
+        }
+        let (coord, rec, _) = scripted_run(&c, &p, script, None);
+        (coord, rec, mean(&[&ts[0], &ts[1], &ts[2]], &[1.0; 3]))
+    };
+    let (coord, rec, first) = run(3);
+    assert_eq!(coord.replies[0].1, first);
+    let first_val = rec.0[0].val.value;
+    assert!(first_val.is_finite(), "{:?}", rec.0[0]);
+    let held: Vec<&RoundRecord> = rec.0.iter().filter(|r| r.restored.is_some()).collect();
+    assert!(!held.is_empty(), "no hold: {:?}", rec.0);
+    let h = held[0];
+    // rounds 2-4 fell; the evaluator runs at most two rounds behind, so round 6 at the latest
+    assert!(h.round >= 5 && h.round <= 6, "{h:?}");
+    assert_eq!(h.restored, Some(1));
+    assert_eq!(h.server_step, Some(0.5));
+    // round 1's model goes out again, bit for bit, and validates to the same value
+    assert_eq!(coord.replies[h.round as usize - 1].1, first);
+    assert_eq!(h.val.value, first_val);
+    // the rounds before the hold sent the NaN mean on, at the full step
+    assert!(rec.0[1..h.round as usize - 1]
+        .iter()
+        .all(|r| r.server_step.is_none() && r.val.value.is_nan()));
+    // later falls hold again with half the step each time
+    let steps: Vec<f32> = held.iter().map(|r| r.server_step.unwrap()).collect();
+    assert!(steps.len() >= 2, "{:?}", rec.0);
+    assert!(steps.windows(2).all(|w| w[1] == w[0] * 0.5), "{steps:?}");
+    // off: nothing held, the NaN mean every round
+    let (coord, rec, _) = run(0);
+    assert!(rec
+        .0
+        .iter()
+        .all(|r| r.restored.is_none() && r.server_step.is_none()));
+    assert!(coord.replies[1..12].iter().all(|(_, p)| p[0].is_nan()));
+}
+
 #[test]
 fn weighted_averaging_uses_nodes_or_edges() {
     let base = TrainConfig {
@@ -875,6 +933,7 @@ fn resume_after_round_5(c: &TrainConfig, p: &Prepared) -> tma_train::Resume {
         steps: vec![100, 200, 300],
         epochs: Vec::new(),
         elapsed: std::time::Duration::ZERO,
+        plateau: None,
     }
 }
 

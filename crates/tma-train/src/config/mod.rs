@@ -389,6 +389,13 @@ pub struct TrainConfig {
     /// methods (not `ggs`, `llcg`), the wall-clock schedule and the in-process engine only.
     #[serde(default, with = "humantime_serde_compat")]
     pub val_check_interval: Duration,
+    /// The plateau hold (docs/decisions/0037-plateau-hold.md): after this many validations in
+    /// a row more than 5% below the best, the coordinator sends the trainers the best model
+    /// back and halves the share of each later round's update it applies (the server step;
+    /// [`crate::engines::plateau`]). 0 = off: the paper's plain mean throughout. Wall-clock
+    /// schedule of the model-averaging methods only.
+    #[serde(default = "default_plateau_patience")]
+    pub plateau_patience: u32,
     /// Wall-clock training budget.
     #[serde(with = "humantime_serde_compat")]
     pub time_limit: Duration,
@@ -543,6 +550,7 @@ impl Default for TrainConfig {
             average_weight: AverageWeight::Uniform,
             sync_every_steps: 0,
             val_check_interval: Duration::ZERO,
+            plateau_patience: default_plateau_patience(),
             round_timeout: default_round_timeout(),
             llcg_steps: default_llcg_steps(),
             model: EncoderKind::Sage,
@@ -619,6 +627,11 @@ fn default_eval_memory() -> u64 {
 /// Deadlines a trainer may miss, without a fresh contribution in between, before rounds stop
 /// waiting for it (the roster of `crate::engines::cluster`; said in the summary's warnings).
 pub const LATE_LIMIT: u32 = 2;
+
+/// [`TrainConfig::plateau_patience`]'s default.
+fn default_plateau_patience() -> u32 {
+    3
+}
 
 fn default_round_timeout() -> Duration {
     Duration::from_secs(10)

@@ -12,6 +12,7 @@ use crate::data::Prepared;
 use crate::engines::cluster::{Contribution, CoordinatorEndpoint, Reply};
 use crate::engines::gate::StepGate;
 use crate::engines::method::{Exchange, Schedule};
+use crate::engines::plateau::{Held, PlateauHold};
 use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
 use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, Evaluator, PendingRound};
 use crate::evaluation::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
@@ -94,8 +95,10 @@ pub fn coordinate(
     let resumed_best_check = resume.as_ref().is_some_and(|r| r.best_check);
     // training time of the resumed round (the summary's when this process forms none)
     let resumed_at = resume.as_ref().map(|r| r.elapsed);
+    let mut hold = PlateauHold::new(cfg.plateau_patience);
     if let Some(r) = resume {
         model.data.copy_from_slice(&r.params);
+        hold = PlateauHold::resumed(cfg.plateau_patience, r.plateau, &r.params);
         round = r.round;
         best = r.best.map(|(k, v, p)| (k, v, Arc::new(p)));
     }
@@ -149,6 +152,8 @@ pub fn coordinate(
         loss: (0.0, 0),
         all_lost: false,
         ended_by_request: false,
+        hold,
+        held: None,
     };
     let hold = ctx.trainer_gate.map(|g| move |held: bool| g.hold(held));
     let ((), book) = with_evaluator(
@@ -228,6 +233,11 @@ struct Rounds<'a, 'c> {
     /// that comes after the last round is formed, during the final validation, ends nothing
     /// early).
     ended_by_request: bool,
+    /// The plateau hold (docs/decisions/0037-plateau-hold.md).
+    hold: PlateauHold,
+    /// The hold made at the round being formed: the best model's round and value, the server
+    /// step from then on; said in the round's record.
+    held: Option<(u64, f64, f32)>,
 }
 
 impl Rounds<'_, '_> {
@@ -285,7 +295,7 @@ impl Rounds<'_, '_> {
                 self.all_lost = true;
                 break;
             }
-            let participants = self.combine_and_reply(&contribs, stop);
+            let participants = self.combine_and_reply(ev, &contribs, stop, elapsed);
             if self.paced || elapsed >= round_due || stop {
                 self.form_round(ev, participants, elapsed, round_due, ramp_round, stop);
             }
@@ -328,7 +338,7 @@ impl Rounds<'_, '_> {
             if let Some(c) = self.checks.as_mut() {
                 if let Some(p) = c.step(
                     &mut *self.coord,
-                    &*self.exchange,
+                    (&*self.exchange, &self.hold),
                     now,
                     due,
                     self.round,
@@ -380,13 +390,41 @@ impl Rounds<'_, '_> {
     /// Combines `contribs` (never empty) into the model on the combining threads, replies to
     /// their trainers (`Stop` when `stop`, else `Continue`) and counts their steps, epochs and
     /// training loss. Returns the participating trainers.
-    fn combine_and_reply(&mut self, contribs: &[Contribution], stop: bool) -> Vec<usize> {
+    fn combine_and_reply(
+        &mut self,
+        ev: &Evaluator<'_>,
+        contribs: &[Contribution],
+        stop: bool,
+        elapsed: Duration,
+    ) -> Vec<usize> {
         let (exchange, model) = (&mut *self.exchange, &mut self.model);
         // on its own threads: on the evaluation's, a round waited for a running
         // validation to finish while its trainers waited for the round's reply
-        let payload = self
+        let mut payload = self
             .combine_pool
             .install(|| exchange.combine(contribs, model));
+        // the plateau hold (docs/decisions/0037-plateau-hold.md): wall-clock averaging only
+        if self.paced && !self.step_mode && exchange.sends_the_model() {
+            let book = ev.book();
+            let best = book
+                .best
+                .as_ref()
+                .map(|(r, v, p)| (*r, v.value, p.as_slice()));
+            let held =
+                self.hold
+                    .adjust(&mut model.data, elapsed.as_secs_f64(), &book.records, best);
+            if held != Held::Unchanged {
+                payload = exchange.replace(model);
+            }
+            if let Held::Restored {
+                round,
+                value,
+                scale,
+            } = held
+            {
+                self.held = Some((round, value, scale));
+            }
+        }
         let participants: Vec<usize> = contribs.iter().map(|c| c.trainer).collect();
         self.coord.reply(
             &participants,
@@ -421,6 +459,7 @@ impl Rounds<'_, '_> {
         let cfg = self.ctx.cfg;
         self.round += 1;
         self.last_formed = elapsed;
+        let held = self.held.take();
         let missing: Vec<usize> = (0..self.n).filter(|t| !participants.contains(t)).collect();
         // time-based slots that passed while this round waited: skipped, and
         // said in the round's record (clock::next_round_due)
@@ -454,6 +493,8 @@ impl Rounds<'_, '_> {
             is_best: false,
             skipped_slots,
             check: false,
+            server_step: (self.hold.scale() < 1.0).then(|| self.hold.scale()),
+            restored: held.map(|(r, _, _)| r),
         };
         self.loss = (0.0, 0);
         let validate = self.validates(ev, &record, elapsed, ramp_round, stop);
@@ -555,17 +596,20 @@ struct PendingCheck {
 
 impl Checks {
     /// Advances the checks at training time `now` (`round_due`: the next round; `round`: rounds
-    /// formed so far; `in_flight`: validations queued). Returns a formed check to validate,
-    /// its `steps` counted since this process started.
+    /// formed so far; `in_flight`: validations queued). A check's model is the one a round
+    /// formed now would send: `model_of`'s exchange combines the trainers' copies and its
+    /// plateau hold applies its step. Returns a formed check to validate, its `steps` counted
+    /// since this process started.
     fn step(
         &mut self,
         coord: &mut dyn CoordinatorEndpoint,
-        exchange: &dyn Exchange,
+        model_of: (&dyn Exchange, &PlateauHold),
         now: Duration,
         round_due: Duration,
         round: u64,
         in_flight: usize,
     ) -> Option<PendingRound> {
+        let (exchange, hold) = model_of;
         if let Some(p) = self.pending.as_mut() {
             p.got.extend(coord.collect_check(p.id));
             let n = coord.num_trainers();
@@ -584,6 +628,8 @@ impl Checks {
             if !exchange.check_model(&models, &mut self.model) {
                 return None;
             }
+            // a round formed now would apply the plateau hold's step
+            let server_step = hold.preview(&mut self.model.data);
             let participants: Vec<usize> = got.iter().map(|(t, _)| *t).collect();
             let record = RoundRecord {
                 round,
@@ -599,6 +645,8 @@ impl Checks {
                 is_best: false,
                 skipped_slots: 0,
                 check: true,
+                server_step,
+                restored: None,
             };
             return Some(PendingRound {
                 record,

@@ -54,6 +54,18 @@ pub trait Exchange: Send {
     fn check_model(&self, _models: &[(usize, &[f32])], _out: &mut ParamSet) -> bool {
         false
     }
+    /// Whether the payload is the coordinator's model (model averaging), which the plateau
+    /// hold may then change ([`Exchange::replace`]); `false` (the default) for an exchange
+    /// that sends something else (gradient averaging).
+    fn sends_the_model(&self) -> bool {
+        false
+    }
+    /// Makes `model` the payload of the exchange just combined and of late answers
+    /// ([`Exchange::idle_reply`]) and returns it; only called where
+    /// [`Exchange::sends_the_model`]. The default returns `model` as is.
+    fn replace(&mut self, model: &ParamSet) -> Arc<Vec<f32>> {
+        Arc::new(model.data.clone())
+    }
 }
 
 /// What a method's [`Exchange`] may need from the run.

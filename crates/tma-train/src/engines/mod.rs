@@ -22,6 +22,7 @@ pub mod method;
 pub mod mpi;
 #[cfg(feature = "mpi")]
 pub mod mpi_cluster;
+pub mod plateau;
 pub mod trainer;
 
 pub use in_process::{run_in_process, InProcess};

@@ -112,6 +112,11 @@ impl Evaluator<'_> {
         }
     }
 
+    /// The rounds accepted so far and the best model.
+    pub(crate) fn book(&self) -> &Book {
+        &self.book
+    }
+
     /// Whether an observer has failed (the run should stop).
     pub(crate) fn failed(&self) -> bool {
         self.book.error.is_some()

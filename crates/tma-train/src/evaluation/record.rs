@@ -154,6 +154,16 @@ pub struct RoundRecord {
     /// from `rounds.jsonl` (false) for rounds.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub check: bool,
+    /// The plateau hold (docs/decisions/0037-plateau-hold.md): the share of this round's
+    /// update applied, from the model sent at the previous round towards the round's average
+    /// (the server step); absent (1) for the paper's plain mean, which every run keeps until
+    /// its validation falls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_step: Option<f32>,
+    /// The plateau hold sent the best model, of this earlier round, instead of this round's
+    /// average: the validation had fallen; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restored: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -299,6 +309,9 @@ pub struct Resume {
     pub epochs: Vec<u64>,
     /// Training time at which `round` formed (the resumed clock starts there).
     pub elapsed: std::time::Duration,
+    /// The plateau hold as of `round`: its server step and the training seconds of its last
+    /// restore (None: the plain mean; docs/decisions/0037-plateau-hold.md).
+    pub plateau: Option<(f32, f64)>,
 }
 
 impl Resume {
@@ -370,6 +383,8 @@ mod tests {
             is_best: false,
             skipped_slots: 0,
             check,
+            server_step: None,
+            restored: None,
         }
     }
 

@@ -75,6 +75,15 @@ impl Exchange for ModelAveraging<'_> {
         self.latest.clone()
     }
 
+    fn sends_the_model(&self) -> bool {
+        true
+    }
+
+    fn replace(&mut self, model: &ParamSet) -> Arc<Vec<f32>> {
+        self.latest = Arc::new(model.data.clone());
+        self.latest.clone()
+    }
+
     /// The weighted mean a round formed now would give (no correction: a method with a
     /// corrector, LLCG, has no check model).
     fn check_model(&self, models: &[(usize, &[f32])], out: &mut ParamSet) -> bool {

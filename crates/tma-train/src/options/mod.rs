@@ -185,8 +185,9 @@ fn number(given: &Given, key: &str) -> Option<f64> {
 }
 
 /// Refuses combinations of given options that cannot work together: an averaging ramp
-/// (`sync_ramp` above 1) given with the step-count schedule (`sync_every_steps`), which has no
-/// wall-clock spans to cut.
+/// (`sync_ramp` above 1) or a plateau hold (`plateau_patience` above 0) given with the
+/// step-count schedule (`sync_every_steps`), which has no wall-clock spans to cut and keeps
+/// the plain mean.
 ///
 /// # Errors
 /// A message naming the options in `spelling`.
@@ -198,6 +199,14 @@ pub fn check_given(cfg: &TrainConfig, given: &Given, spelling: Spelling) -> Resu
             n("sync_ramp"),
             n("sync_every_steps"),
             n("sync_ramp")
+        ));
+    }
+    if number(given, "plateau_patience").is_some_and(|p| p > 0.0) && cfg.sync_every_steps > 0 {
+        return Err(format!(
+            "{} holds the model near its best on the wall-clock schedule; the step-count schedule ({}) keeps the plain mean, for runs compared round by round: leave {} out",
+            n("plateau_patience"),
+            n("sync_every_steps"),
+            n("plateau_patience")
         ));
     }
     Ok(())
@@ -424,6 +433,23 @@ mod tests {
         );
         // a ramp of 1 is no ramp; without the step schedule the ramp is fine
         assert!(check_given(&cfg, &given(&[("sync_ramp", 1.into())]), Spelling::Flag).is_ok());
+        assert!(check_given(&TrainConfig::default(), &g, Spelling::Flag).is_ok());
+    }
+
+    #[test]
+    fn a_plateau_hold_is_refused_with_the_step_count_schedule() {
+        let cfg = TrainConfig {
+            sync_every_steps: 3,
+            ..TrainConfig::default()
+        };
+        let g = given(&[("plateau_patience", 2.into())]);
+        assert_eq!(
+            check_given(&cfg, &g, Spelling::Flag).unwrap_err(),
+            "--plateau-patience holds the model near its best on the wall-clock schedule; the step-count schedule (--sync-every-steps) keeps the plain mean, for runs compared round by round: leave --plateau-patience out"
+        );
+        // 0 (off) passes, and so does a hold on the wall-clock schedule
+        let off = given(&[("plateau_patience", 0.into())]);
+        assert!(check_given(&cfg, &off, Spelling::Flag).is_ok());
         assert!(check_given(&TrainConfig::default(), &g, Spelling::Flag).is_ok());
     }
 

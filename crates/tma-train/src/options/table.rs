@@ -292,6 +292,9 @@ pub static TABLE: &[OptionSpec] = &[
         "Validate between averaging rounds every DURATION (shorter than --sync-every), e.g. 2s: the mean of the trainers' current parameters, the model a round formed then would give, which the trainers do not receive (training is unchanged). Recorded as `check` lines and `\"check\": true` rows of rounds.jsonl; a check may be the best model. Skipped while the previous validation still runs. Each check is one more validation on the trainers' cores, never skipped by --eval-every. Model-averaging methods (not ggs, llcg), in-process trainers. 0 = off (validation at rounds).")
         .applies(Applies::Methods(MethodsThat::CheckBetweenRounds))
         .invalid(&["\"1h\""]),
+    row("plateau_patience", Kind::Count,
+        "Plateau hold: after N validations in a row (rounds and checks) more than 5% below the best, the coordinator sends the trainers the best model back and from then on applies only half (then a quarter, ...) of each round's update, from the model it sent last towards the round's average (a server step, halved at each such fall), so a run that over-fits stays near its best model (docs/decisions/0037-plateau-hold.md). Said in one line and in rounds.jsonl (`restored`, `server_step`). 0 = off: the paper's plain mean throughout. Model-averaging methods on the wall-clock schedule (not --sync-every-steps).")
+        .applies(Applies::Methods(MethodsThat::FollowTheRamp)),
     row("time_limit", Kind::Duration,
         "Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it; a resumed run (--resume) counts the training time before its interruption, so this is the total (the reference release: 4h).")
         .invalid(&["\"0s\"", "\"later\""]),

@@ -133,6 +133,20 @@ pub struct CheckpointState {
     /// name the option that differs. Absent in a `state.json` written before this field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<serde_json::Value>,
+    /// The plateau hold as of `round` (docs/decisions/0037-plateau-hold.md): the server step
+    /// its rounds apply and the training seconds of its last restore; absent while the run
+    /// keeps the plain mean (and in a `state.json` written before the hold existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<PlateauState>,
+}
+
+/// The plateau hold's state in a checkpoint ([`CheckpointState::plateau`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlateauState {
+    /// The share of each round's update applied (below 1).
+    pub server_step: f32,
+    /// Training seconds of the round that last restored the best model.
+    pub held_at_s: f64,
 }
 
 /// Options a resumed run must keep: they fix the split, the partition or the model's shape.
@@ -211,6 +225,8 @@ pub struct Checkpointer {
     last: Option<(String, u64, f64)>,
     /// Its parameters, until its file is written (None: already on disk).
     last_params: Option<Arc<Vec<f32>>>,
+    /// The plateau hold as of the last round.
+    plateau: Option<PlateauState>,
     shared: Arc<WriterShared>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
@@ -380,6 +396,7 @@ impl Checkpointer {
             last: resumed.map(|s| (s.model.clone(), s.round, s.elapsed_s)),
             best_params: None,
             last_params: None,
+            plateau: resumed.and_then(|s| s.plateau),
             shared,
             writer: Some(writer),
         })
@@ -463,6 +480,7 @@ impl Checkpointer {
                 steps: self.steps.clone(),
                 epochs: self.epochs.clone(),
                 config: self.config.clone(),
+                plateau: self.plateau,
             });
         WriteJob { models, state }
     }
@@ -506,6 +524,16 @@ impl Observer for Checkpointer {
         let params = Arc::new(params.to_vec());
         self.last = Some((model, r.round, r.elapsed_s));
         self.last_params = Some(params.clone());
+        if let Some(server_step) = r.server_step {
+            let held_at_s = match (r.restored, self.plateau) {
+                (Some(_), _) | (None, None) => r.elapsed_s,
+                (None, Some(p)) => p.held_at_s,
+            };
+            self.plateau = Some(PlateauState {
+                server_step,
+                held_at_s,
+            });
+        }
         if r.is_best {
             self.best = Some(SavedBest {
                 round: r.round,
@@ -608,6 +636,7 @@ pub fn resume_from(
         steps: state.steps.clone(),
         epochs: state.epochs.clone(),
         elapsed: std::time::Duration::from_secs_f64(state.elapsed_s.max(0.0)),
+        plateau: state.plateau.map(|p| (p.server_step, p.held_at_s)),
     })
 }
 
@@ -673,6 +702,8 @@ mod tests {
             is_best,
             skipped_slots: 0,
             check: false,
+            server_step: None,
+            restored: None,
         }
     }
 
@@ -730,6 +761,8 @@ mod tests {
             Checkpointer::new(tmp.path(), template.clone(), 7, 0, None, None, None).unwrap();
         let check = |round: u64, val: f64, is_best: bool| RoundRecord {
             check: true,
+            server_step: None,
+            restored: None,
             steps: vec![round * 10 + 5],
             ..record(round, val, is_best)
         };
@@ -836,6 +869,7 @@ mod tests {
             steps: vec![40, 41, 42],
             epochs: vec![4, 4, 4],
             config: None,
+            plateau: None,
         };
         let mut c = Checkpointer::new(tmp.path(), template.clone(), 1, 4, None, None, Some(&saved))
             .unwrap();

@@ -498,6 +498,8 @@ mod tests {
             is_best: true,
             skipped_slots: 0,
             check,
+            server_step: None,
+            restored: None,
         }
     }
 

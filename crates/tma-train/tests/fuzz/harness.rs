@@ -88,6 +88,8 @@ fn record(round: u64, val: f64, is_best: bool) -> RoundRecord {
         is_best,
         skipped_slots: 0,
         check: false,
+        server_step: None,
+        restored: None,
     }
 }
 
