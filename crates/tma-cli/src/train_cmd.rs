@@ -93,7 +93,7 @@ impl Observer for Printer {
 fn hold_text(r: &RoundRecord) -> Option<String> {
     match (r.restored, r.server_step) {
         (Some(b), Some(s)) => Some(format!(
-            "validation fell {}% below its best: round {b}'s model sent back, later rounds apply {s} of their update",
+            "validation fell more than {}% below its best, several times in a row (--plateau-patience): round {b}'s model sent back, later rounds apply {s} of their update",
             tma_train::engines::plateau::PLATEAU_DROP * 100.0
         )),
         (None, Some(s)) => Some(format!("step {s}")),
@@ -1406,5 +1406,36 @@ mod tests {
             failed_list(&[(1, 4.018577031), (3, f64::NAN)]),
             "trainer 1 at 4.0s, trainer 3 at ?"
         );
+    }
+
+    #[test]
+    fn a_plateau_hold_is_said_on_its_round_line() {
+        let mut r = RoundRecord {
+            round: 7,
+            elapsed_s: 20.0,
+            participants: vec![0],
+            missing: vec![],
+            steps: vec![1],
+            epochs: vec![0],
+            train_loss: 0.5,
+            val: Default::default(),
+            eval_s: 0.0,
+            eval_cpu_s: 0.0,
+            is_best: false,
+            skipped_slots: 0,
+            check: false,
+            server_step: None,
+            restored: None,
+        };
+        assert_eq!(hold_text(&r), None);
+        r.restored = Some(2);
+        r.server_step = Some(0.5);
+        assert_eq!(
+            hold_text(&r).unwrap(),
+            "validation fell more than 5% below its best, several times in a row (--plateau-patience): round 2's model sent back, later rounds apply 0.5 of their update"
+        );
+        r.restored = None;
+        r.server_step = Some(0.25);
+        assert_eq!(hold_text(&r).unwrap(), "step 0.25");
     }
 }
