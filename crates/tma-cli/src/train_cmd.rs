@@ -93,8 +93,13 @@ impl Observer for Printer {
 fn hold_text(r: &RoundRecord) -> Option<String> {
     match (r.restored, r.server_step) {
         (Some(b), Some(s)) => Some(format!(
-            "validation fell more than {}% below its best, several times in a row (--plateau-patience): round {b}'s model sent back, later rounds apply {s} of their update",
-            tma_train::engines::plateau::PLATEAU_DROP * 100.0
+            "validation fell more than {}% below its best, several times in a row (--plateau-patience): {} sent back, later rounds apply {s} of their update",
+            tma_train::engines::plateau::PLATEAU_DROP * 100.0,
+            if r.restored_check {
+                format!("the best model (the check after round {b})")
+            } else {
+                format!("the best model (round {b}'s)")
+            }
         )),
         (None, Some(s)) => Some(format!("step {s}")),
         _ => None,
@@ -1365,6 +1370,7 @@ mod tests {
             check,
             server_step: None,
             restored: None,
+            restored_check: false,
         };
         let cfg = tma_train::TrainConfig {
             threads: 2,
@@ -1426,14 +1432,22 @@ mod tests {
             check: false,
             server_step: None,
             restored: None,
+            restored_check: false,
         };
         assert_eq!(hold_text(&r), None);
         r.restored = Some(2);
         r.server_step = Some(0.5);
         assert_eq!(
             hold_text(&r).unwrap(),
-            "validation fell more than 5% below its best, several times in a row (--plateau-patience): round 2's model sent back, later rounds apply 0.5 of their update"
+            "validation fell more than 5% below its best, several times in a row (--plateau-patience): the best model (round 2's) sent back, later rounds apply 0.5 of their update"
         );
+        // regression: a check's model was called its round's
+        r.restored_check = true;
+        assert_eq!(
+            hold_text(&r).unwrap(),
+            "validation fell more than 5% below its best, several times in a row (--plateau-patience): the best model (the check after round 2) sent back, later rounds apply 0.5 of their update"
+        );
+        r.restored_check = false;
         r.restored = None;
         r.server_step = Some(0.25);
         assert_eq!(hold_text(&r).unwrap(), "step 0.25");

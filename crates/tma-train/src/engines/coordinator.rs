@@ -154,6 +154,7 @@ pub fn coordinate(
         ended_by_request: false,
         hold,
         held: None,
+        resumed_best_check,
     };
     let hold = ctx.trainer_gate.map(|g| move |held: bool| g.hold(held));
     let ((), book) = with_evaluator(
@@ -235,9 +236,11 @@ struct Rounds<'a, 'c> {
     ended_by_request: bool,
     /// The plateau hold (docs/decisions/0037-plateau-hold.md).
     hold: PlateauHold,
-    /// The hold made at the round being formed: the best model's round and value, the server
-    /// step from then on; said in the round's record.
-    held: Option<(u64, f64, f32)>,
+    /// The hold made at the round being formed: the best model's round and whether it was
+    /// the check after that round; said in the round's record.
+    held: Option<(u64, bool)>,
+    /// Whether the best model a resumed run brought was a check.
+    resumed_best_check: bool,
 }
 
 impl Rounds<'_, '_> {
@@ -416,13 +419,16 @@ impl Rounds<'_, '_> {
             if held != Held::Unchanged {
                 payload = exchange.replace(model);
             }
-            if let Held::Restored {
-                round,
-                value,
-                scale,
-            } = held
-            {
-                self.held = Some((round, value, scale));
+            if let Held::Restored { round, .. } = held {
+                // the best model was a check when the last new best accepted was one (none
+                // since the resume: the resumed run's best)
+                let check = book
+                    .records
+                    .iter()
+                    .rev()
+                    .find(|r| r.is_best)
+                    .map_or(self.resumed_best_check, |r| r.check);
+                self.held = Some((round, check));
             }
         }
         let participants: Vec<usize> = contribs.iter().map(|c| c.trainer).collect();
@@ -494,7 +500,8 @@ impl Rounds<'_, '_> {
             skipped_slots,
             check: false,
             server_step: (self.hold.scale() < 1.0).then(|| self.hold.scale()),
-            restored: held.map(|(r, _, _)| r),
+            restored: held.map(|(r, _)| r),
+            restored_check: held.is_some_and(|(_, check)| check),
         };
         self.loss = (0.0, 0);
         let validate = self.validates(ev, &record, elapsed, ramp_round, stop);
@@ -647,6 +654,7 @@ impl Checks {
                 check: true,
                 server_step,
                 restored: None,
+                restored_check: false,
             };
             return Some(PendingRound {
                 record,

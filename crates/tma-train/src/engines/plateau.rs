@@ -69,9 +69,10 @@ impl PlateauHold {
     /// The hold of a resumed run: `state` (its server step and the training seconds of its
     /// last restore; None: it kept the plain mean) from the model the run resumes from,
     /// `anchor`.
+    /// A resumed run that turned the hold off (`patience` 0) goes back to the plain mean.
     pub fn resumed(patience: u32, state: Option<(f32, f64)>, anchor: &[f32]) -> Self {
         let mut h = PlateauHold::new(patience);
-        if let Some((scale, held_at)) = state {
+        if let (Some((scale, held_at)), true) = (state, patience > 0) {
             h.scale = scale;
             h.held_at = held_at;
             h.anchor = Some(anchor.to_vec());
@@ -177,6 +178,7 @@ mod tests {
             check: false,
             server_step: None,
             restored: None,
+            restored_check: false,
         }
     }
 
@@ -292,5 +294,19 @@ mod tests {
             }
         );
         assert_eq!(h.scale(), 0.25);
+    }
+
+    #[test]
+    fn a_resumed_hold_keeps_its_step_unless_the_resume_turns_it_off() {
+        let anchor = [1.0f32, 1.0];
+        let h = PlateauHold::resumed(3, Some((0.25, 10.0)), &anchor);
+        assert_eq!(h.scale(), 0.25);
+        let mut m = [5.0f32, 1.0];
+        assert_eq!(h.preview(&mut m), Some(0.25));
+        assert_eq!(m, [2.0, 1.0]);
+        // regression: resumed with --plateau-patience 0, the halved step went on silently
+        let off = PlateauHold::resumed(0, Some((0.25, 10.0)), &anchor);
+        assert_eq!(off.scale(), 1.0);
+        assert_eq!(off.preview(&mut m), None);
     }
 }

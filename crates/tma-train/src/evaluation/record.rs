@@ -164,6 +164,10 @@ pub struct RoundRecord {
     /// average: the validation had fallen; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restored: Option<u64>,
+    /// The best model `restored` sent back was the validation check after that round
+    /// (`--val-check-interval`), not the round's own model; absent (false) otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub restored_check: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -385,6 +389,7 @@ mod tests {
             check,
             server_step: None,
             restored: None,
+            restored_check: false,
         }
     }
 

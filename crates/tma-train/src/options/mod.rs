@@ -389,6 +389,19 @@ pub fn unused_warnings(
             and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
         ));
     }
+    if number(given, "plateau_patience").is_some_and(|p| p > 0.0)
+        && !any(&|m| m.info().no_sync_ramp.is_none())
+    {
+        let why: Vec<String> = methods
+            .iter()
+            .filter_map(|m| m.info().no_sync_ramp.map(|y| format!("{m} {y}")))
+            .collect();
+        w.push(format!(
+            "{} is ignored: {} ({what})",
+            n("plateau_patience"),
+            and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
+        ));
+    }
     // the encoders' own options (GAT's heads, ...), from the registry
     for (opt, owners) in EncoderKind::all_options() {
         if has(opt.name) && !owners.contains(&model) {
@@ -514,6 +527,25 @@ mod tests {
         );
         let w = unused_warnings(&g, &[Method::SuperTma], EncoderKind::Gat, Spelling::Key);
         assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn a_plateau_hold_given_to_ggs_is_said_to_be_ignored() {
+        let g = given(&[("plateau_patience", 2.into())]);
+        let w = unused_warnings(&g, &[Method::Ggs], EncoderKind::Sage, Spelling::Flag);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("--plateau-patience is ignored: ggs ")
+                && w[0].ends_with("(method: ggs)"),
+            "{w:?}"
+        );
+        assert!(
+            unused_warnings(&g, &[Method::RandomTma], EncoderKind::Sage, Spelling::Flag).is_empty()
+        );
+        let off = given(&[("plateau_patience", 0.into())]);
+        assert!(
+            unused_warnings(&off, &[Method::Ggs], EncoderKind::Sage, Spelling::Flag).is_empty()
+        );
     }
     #[test]
     fn config_from_applies_task_defaults_aliases_and_names_bad_keys() {

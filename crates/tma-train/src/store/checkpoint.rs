@@ -551,7 +551,8 @@ impl Observer for Checkpointer {
 impl Checkpointer {
     /// A validation check between rounds: the run resumes from rounds only, so a check
     /// changes the checkpoint only when it is the best model (saved as
-    /// `best-{round:06}-check.safetensors`, named in `state.json` as the best).
+    /// `best-{round:06}-check-{ms}ms.safetensors`, `ms` its training time in milliseconds:
+    /// two best checks after one round are two files; named in `state.json` as the best).
     fn on_check_model(&mut self, r: &RoundRecord, params: &[f32]) -> Result<(), TrainError> {
         if !r.is_best {
             return Ok(());
@@ -559,7 +560,14 @@ impl Checkpointer {
         self.best = Some(SavedBest {
             round: r.round,
             val: (&r.val).into(),
-            model: format!("best-{:06}-check.safetensors", r.round),
+            // the training time tells two checks after one round apart (regression: both
+            // were `best-{round}-check`, and the second, a better model, was never written
+            // over the first, which a resumed run then restored and tested as the best)
+            model: format!(
+                "best-{:06}-check-{}ms.safetensors",
+                r.round,
+                (r.elapsed_s * 1000.0).round() as u64
+            ),
             check: true,
         });
         self.best_params = Some(Arc::new(params.to_vec()));
@@ -704,6 +712,7 @@ mod tests {
             check: false,
             server_step: None,
             restored: None,
+            restored_check: false,
         }
     }
 
@@ -763,6 +772,7 @@ mod tests {
             check: true,
             server_step: None,
             restored: None,
+            restored_check: false,
             steps: vec![round * 10 + 5],
             ..record(round, val, is_best)
         };
@@ -778,7 +788,7 @@ mod tests {
         let (state, resume) = load_checkpoint(tmp.path(), &template).unwrap();
         assert_eq!(
             state.best.as_ref().unwrap().model,
-            "best-000000-check.safetensors"
+            "best-000000-check-0ms.safetensors"
         );
         c.on_round_model(&check(1, 0.9, true), &[1.7; 4]).unwrap();
         c.flush().unwrap();
@@ -795,16 +805,31 @@ mod tests {
         assert_eq!(
             checkpoint_files(tmp.path()),
             vec![
-                "best-000001-check.safetensors",
+                "best-000001-check-2000ms.safetensors",
                 "round-000001.safetensors",
                 "state.json"
             ]
         );
+        // regression: a second, better check after the same round is written, not taken for
+        // the first one's file
+        let later = RoundRecord {
+            elapsed_s: 3.5,
+            ..check(1, 0.92, true)
+        };
+        c.on_round_model(&later, &[1.9; 4]).unwrap();
+        c.flush().unwrap();
+        let (state3, resume3) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert_eq!(
+            state3.best.as_ref().unwrap().model,
+            "best-000001-check-3500ms.safetensors"
+        );
+        let (_, bv, bp) = resume3.best.unwrap();
+        assert_eq!((bv.value, bp), (0.92, vec![1.9; 4]));
         // a round that beats it is the best again
         c.on_round_model(&record(2, 0.95, true), &[2.0; 4]).unwrap();
         c.flush().unwrap();
-        let (_, resume3) = load_checkpoint(tmp.path(), &template).unwrap();
-        assert!(!resume3.best_check);
+        let (_, resume4) = load_checkpoint(tmp.path(), &template).unwrap();
+        assert!(!resume4.best_check);
     }
 
     #[test]

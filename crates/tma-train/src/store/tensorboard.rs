@@ -500,6 +500,7 @@ mod tests {
             check,
             server_step: None,
             restored: None,
+            restored_check: false,
         }
     }
 

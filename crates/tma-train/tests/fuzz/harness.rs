@@ -90,6 +90,7 @@ fn record(round: u64, val: f64, is_best: bool) -> RoundRecord {
         check: false,
         server_step: None,
         restored: None,
+        restored_check: false,
     }
 }
 
