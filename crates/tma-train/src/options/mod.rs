@@ -376,31 +376,21 @@ pub fn unused_warnings(
             and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
         ));
     }
-    if number(given, "sync_ramp").is_some_and(|r| r > 1.0)
-        && !any(&|m| m.info().no_sync_ramp.is_none())
-    {
-        let why: Vec<String> = methods
-            .iter()
-            .filter_map(|m| m.info().no_sync_ramp.map(|y| format!("{m} {y}")))
-            .collect();
-        w.push(format!(
-            "{} is ignored: {} ({what})",
-            n("sync_ramp"),
-            and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
-        ));
-    }
-    if number(given, "plateau_patience").is_some_and(|p| p > 0.0)
-        && !any(&|m| m.info().no_sync_ramp.is_none())
-    {
-        let why: Vec<String> = methods
-            .iter()
-            .filter_map(|m| m.info().no_sync_ramp.map(|y| format!("{m} {y}")))
-            .collect();
-        w.push(format!(
-            "{} is ignored: {} ({what})",
-            n("plateau_patience"),
-            and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
-        ));
+    // options of model averaging (the ramp above 1, the plateau hold above 0), said once each
+    // where no chosen method averages models
+    for (key, off) in [("sync_ramp", 1.0), ("plateau_patience", 0.0)] {
+        if number(given, key).is_some_and(|v| v > off) && !any(&|m| m.info().no_sync_ramp.is_none())
+        {
+            let why: Vec<String> = methods
+                .iter()
+                .filter_map(|m| m.info().no_sync_ramp.map(|y| format!("{m} {y}")))
+                .collect();
+            w.push(format!(
+                "{} is ignored: {} ({what})",
+                n(key),
+                and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
+            ));
+        }
     }
     // the encoders' own options (GAT's heads, ...), from the registry
     for (opt, owners) in EncoderKind::all_options() {
