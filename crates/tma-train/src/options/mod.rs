@@ -291,8 +291,9 @@ pub fn check_partitions(
 /// (super-tma), `super_clustering` without a clustering layout, a method's own option
 /// (`llcg_steps`) without that method, `num_trainers` (other than 1) with only one-trainer
 /// methods (centralized), `average_weight` with only methods that weigh no model (ggs,
-/// centralized), `sync_ramp` (above 1) with only methods without a ramp (ggs), an encoder's own option
-/// (GAT's `heads`) with another encoder.
+/// centralized), `sync_ramp` (above 1) with only methods without a ramp (ggs), `sync_every`
+/// with the step-count schedule (`sync_every_steps` above 0: it then sets only an MPI rank's
+/// silence limit), an encoder's own option (GAT's `heads`) with another encoder.
 pub fn unused_warnings(
     given: &Given,
     methods: &[Method],
@@ -391,6 +392,17 @@ pub fn unused_warnings(
                 and_list(&why.iter().map(String::as_str).collect::<Vec<_>>())
             ));
         }
+    }
+    // the step-count schedule replaces --sync-every's spans (the coordinator calls a round
+    // once every trainer made its steps; --val-check-interval with it is refused by validate)
+    if number(given, "sync_every_steps").is_some_and(|s| s > 0.0) && has("sync_every") {
+        w.push(format!(
+            "{} is not the averaging schedule with {} (a round comes after that many steps per trainer): it sets only how long an MPI rank may be silent before it is lost, 4 x ({} + {})",
+            n("sync_every"),
+            n("sync_every_steps"),
+            n("sync_every"),
+            n("round_timeout")
+        ));
     }
     // the encoders' own options (GAT's heads, ...), from the registry
     for (opt, owners) in EncoderKind::all_options() {
@@ -517,6 +529,27 @@ mod tests {
         );
         let w = unused_warnings(&g, &[Method::SuperTma], EncoderKind::Gat, Spelling::Key);
         assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn sync_every_given_with_the_step_schedule_is_said() {
+        let g = given(&[("sync_every_steps", 20.into()), ("sync_every", "2s".into())]);
+        let w = unused_warnings(&g, &[Method::RandomTma], EncoderKind::Sage, Spelling::Flag);
+        assert_eq!(
+            w,
+            vec![
+                "--sync-every is not the averaging schedule with --sync-every-steps (a round comes after that many steps per trainer): it sets only how long an MPI rank may be silent before it is lost, 4 x (--sync-every + --round-timeout)".to_string(),
+            ]
+        );
+        // the wall-clock schedule (0 steps) uses it
+        let wall = given(&[("sync_every_steps", 0.into()), ("sync_every", "2s".into())]);
+        assert!(unused_warnings(
+            &wall,
+            &[Method::RandomTma],
+            EncoderKind::Sage,
+            Spelling::Flag
+        )
+        .is_empty());
     }
 
     #[test]

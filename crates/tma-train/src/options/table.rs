@@ -299,7 +299,7 @@ pub static TABLE: &[OptionSpec] = &[
         "Wall-clock training budget, e.g. 30s, 10min, 4h: the last round forms at it; the validations still running then and the final test come after it; a resumed run (--resume) counts the training time before its interruption, so this is the total (the reference release: 4h).")
         .invalid(&["\"0s\"", "\"later\""]),
     row("sync_every_steps", Kind::Count,
-        "Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock)."),
+        "Step-count schedule: average every N optimizer steps per trainer instead of every --sync-every (for comparisons; 0 = wall-clock); --sync-every then sets only how long an MPI rank may be silent (said when given), and --val-check-interval is refused with it."),
     row("round_timeout", Kind::Duration,
         "Per-round deadline: the coordinator waits at most this long after calling a round for the trainers in step with the previous one; a trainer that has not answered (dead, stalled, slow) misses the round, is not waited for again, and rejoins with the current model once it answers. Must exceed one step (with --sync-every-steps: that many). MPI: a rank silent for 4 x (sync-every + round-timeout) is considered lost.")
         .invalid(&["\"soon\"", "\"0s\""]),
