@@ -156,8 +156,11 @@ impl Stat {
         };
         Some(Stat { mean, std, n })
     }
+    /// `mean ± std`; a single value alone (one run has no spread, and `± 0` would say it has
+    /// none measured as zero).
     fn show(s: Option<Stat>, digits: usize) -> String {
         match s {
+            Some(s) if s.n == 1 => format!("{:.*}", digits, s.mean),
             Some(s) => format!("{:.*} ± {:.*}", digits, s.mean, digits, s.std),
             None => "—".into(),
         }
@@ -1044,8 +1047,13 @@ fn write_results(
     let reuse = reuse_line(layouts, p.seeds[0]);
     let table = table_markdown(&rows, &metric, target);
     let seeds_s: Vec<String> = p.seeds.iter().map(|s| s.to_string()).collect();
+    let spread = if p.seeds.len() == 1 {
+        "one seed: no spread (values without ±)"
+    } else {
+        "mean ± sample std over seeds"
+    };
     let md = format!(
-        "### {title}\n\nseeds {}; mean ± sample std over seeds; time to target over the runs that reached it; {reuse}\n\n{table}",
+        "### {title}\n\nseeds {}; {spread}; time to target over the runs that reached it; {reuse}\n\n{table}",
         seeds_s.join(", ")
     );
     tma_train::store::output::write_atomic(&out.join("table.md"), md.as_bytes())?;
@@ -1194,6 +1202,9 @@ mod tests {
         assert_eq!(Stat::of(&[5.0]).unwrap().std, 0.0);
         assert!(Stat::of(&[]).is_none());
         assert_eq!(Stat::show(Stat::of(&[1.0, 2.0, 3.0]), 2), "2.00 ± 1.00");
+        // one run: the value alone, no "± 0.00" (a fresh user read it as a measured spread)
+        assert_eq!(Stat::show(Stat::of(&[0.125]), 3), "0.125");
+        assert_eq!(Stat::show(None, 3), "—");
     }
 
     #[test]
