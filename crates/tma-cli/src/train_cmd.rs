@@ -1354,7 +1354,6 @@ mod tests {
             round: 1,
             elapsed_s: 1.0,
             participants: vec![0],
-            missing: vec![],
             steps: vec![1],
             epochs: vec![0],
             train_loss: 0.5,
@@ -1365,12 +1364,8 @@ mod tests {
             },
             eval_s: cpu,
             eval_cpu_s: cpu,
-            is_best: false,
-            skipped_slots: 0,
             check,
-            server_step: None,
-            restored: None,
-            restored_check: false,
+            ..RoundRecord::default()
         };
         let cfg = tma_train::TrainConfig {
             threads: 2,
@@ -1420,19 +1415,10 @@ mod tests {
             round: 7,
             elapsed_s: 20.0,
             participants: vec![0],
-            missing: vec![],
             steps: vec![1],
             epochs: vec![0],
             train_loss: 0.5,
-            val: Default::default(),
-            eval_s: 0.0,
-            eval_cpu_s: 0.0,
-            is_best: false,
-            skipped_slots: 0,
-            check: false,
-            server_step: None,
-            restored: None,
-            restored_check: false,
+            ..RoundRecord::default()
         };
         assert_eq!(hold_text(&r), None);
         r.restored = Some(2);

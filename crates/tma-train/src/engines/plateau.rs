@@ -159,10 +159,8 @@ mod tests {
 
     fn rec(elapsed_s: f64, value: f64) -> RoundRecord {
         RoundRecord {
-            round: 0,
             elapsed_s,
             participants: vec![0],
-            missing: vec![],
             steps: vec![1],
             epochs: vec![0],
             train_loss: 0.5,
@@ -173,12 +171,7 @@ mod tests {
             },
             eval_s: 0.1,
             eval_cpu_s: 0.1,
-            is_best: false,
-            skipped_slots: 0,
-            check: false,
-            server_step: None,
-            restored: None,
-            restored_check: false,
+            ..RoundRecord::default()
         }
     }
 

@@ -112,8 +112,9 @@ pub fn lost_trainer_warnings(failed: &[(usize, f64)], plan: &FailPlan) -> Vec<St
         .collect()
 }
 
-/// One averaging round, as printed and written to `rounds.jsonl`.
-#[derive(Clone, Debug, Serialize)]
+/// One averaging round, as printed and written to `rounds.jsonl`. `Default` is round 0 at 0 s,
+/// no participant, unvalidated (tests build records from it).
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct RoundRecord {
     /// Round number, 1-based, counted from the start of the run across resumes.
     pub round: u64,
