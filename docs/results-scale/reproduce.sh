@@ -12,8 +12,9 @@
 # Every comparison is resumable: one already finished is kept, one that was interrupted
 # continues where it stopped (`tma compare --resume`), so the whole page can be run over
 # several sittings. Graphs are generated once under GRAPHS (default: the system temp
-# directory; ~2 GB citation2 and ~2 GB more for its noisier node graph, ~1 GB reddit and
-# ~1 GB more, ~13 GB mag), never into the repository; each comparison keeps one partition
+# directory; ~2 GB citation2 and ~2 GB more for its noisier node graph, 0.7 GB reddit and
+# as much again for its node graph, 1.8 GB for the planted communities, ~13 GB mag), never
+# into the repository; each comparison keeps one partition
 # directory per layout under its OUT, with its runs' models and checkpoints (measured on
 # citation2, 1.9 GB: ~3.3 GB per layout, 13 GB for a four-method comparison). Delete both
 # when done.
