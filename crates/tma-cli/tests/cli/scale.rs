@@ -995,8 +995,7 @@ fn generate_preset_reddit_stores_reddits_arc_count() {
         "{}",
         stderr(&r)
     );
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(g.join("tma-graph.json")).unwrap()).unwrap();
+    let m = crate::harness::json_file(&g.join("tma-graph.json"));
     assert_eq!(m["num_nodes"], 232_965);
     assert_eq!(m["num_arcs"], 114_540_100_u64);
     let reddit = 114_615_892_f64;
