@@ -15,7 +15,9 @@
 //! ```text
 //! OUT/
 //!   compare.json            the comparison's options (written first; `--resume OUT` reads them)
-//!   partitions/<layout>/    one partition directory per layout (`tma partition --out`'s format)
+//!   partitions/<layout>/    one partition directory per layout (`tma partition --out`'s format;
+//!                           files identical to an earlier layout's, as every layout's
+//!                           coordinator/ data, are hard links to them: `link_identical_files`)
 //!   partitions/<layout>.json  how it was made: seed, seconds, methods, warnings
 //!   <method>-seed<s>/       each run's run directory (config.toml, rounds.jsonl, summary.json, ...)
 //!   continued.json          runs continued or restarted by `--resume` (absent if none)
@@ -622,6 +624,17 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
     }
     match make_layout(p, &dir, methods[0], seed)? {
         Ok((hash, secs, warnings)) => {
+            match link_identical_files(&p.out.join("partitions"), &dir) {
+                Ok((0, _)) => {}
+                Ok((n, bytes)) => eprintln!(
+                    "partitions {name}: {n} files ({:.1} MiB) are byte-identical to files already under {} (the evaluation graph and features every layout holds): kept as hard links to them, not copies",
+                    tma_graph::memory::mib(bytes),
+                    p.out.join("partitions").display()
+                ),
+                Err(e) => eprintln!(
+                    "note: partitions {name}: the files it shares with the other layouts stay copies ({e:#})"
+                ),
+            }
             let v = serde_json::json!({
                 "layout": name, "methods": layout.methods, "seed": seed, "seconds": secs,
                 "warnings": warnings, "manifest_sha256": hash,
@@ -642,6 +655,67 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
         }
     }
     Ok(layout)
+}
+
+/// Replaces every file of the new partition directory `dir` that is byte-identical to an
+/// earlier one (the same sha256 in the manifests and the same size), under another complete
+/// partition directory of `root` or earlier in `dir` itself, by a hard link to it. Every
+/// layout's `coordinator/` holds the same evaluation graph, features and split, and the
+/// `whole` layout's one part is that graph again: on the MAG-like graph of
+/// docs/results-scale.md (9.5 GB) two layouts took 41 GB as copies. Partition directories are
+/// never written after they are made, and reading still checks every file's sha256, so a
+/// link reads as the copy did; removing one directory leaves the others whole. Returns the
+/// files linked and their bytes.
+///
+/// # Errors
+/// A manifest of `dir` that cannot be read; a link or rename that fails (the file it was
+/// replacing is then still the copy, and the remaining files stay copies).
+fn link_identical_files(root: &Path, dir: &Path) -> Result<(usize, u64)> {
+    use std::collections::HashMap;
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: HashMap<(String, u64), PathBuf> = HashMap::new();
+    let mut others: Vec<PathBuf> = std::fs::read_dir(root)
+        .with_context(|| format!("reading {}", root.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|d| d != dir && d.join("manifest.json").is_file())
+        .collect();
+    others.sort();
+    for d in others {
+        let Ok(m) = tma_train::store::read_manifest(&d) else {
+            continue;
+        };
+        for (rel, sha) in m.files {
+            let path = d.join(&rel);
+            if let Ok(meta) = std::fs::metadata(&path) {
+                seen.entry((sha, meta.len())).or_insert(path);
+            }
+        }
+    }
+    let m = tma_train::store::read_manifest(dir)?;
+    let (mut n, mut bytes) = (0, 0);
+    for (rel, sha) in m.files {
+        let path = dir.join(&rel);
+        let meta = std::fs::metadata(&path).with_context(|| format!("{}", path.display()))?;
+        let Some(src) = seen.get(&(sha.clone(), meta.len())) else {
+            seen.insert((sha, meta.len()), path);
+            continue;
+        };
+        let src_meta = std::fs::metadata(src).with_context(|| format!("{}", src.display()))?;
+        if (src_meta.dev(), src_meta.ino()) == (meta.dev(), meta.ino()) {
+            continue; // already one file
+        }
+        let tmp = path.with_extension("npy.link-tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::fs::hard_link(src, &tmp)
+            .with_context(|| format!("linking {} to {}", tmp.display(), src.display()))?;
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("replacing {}", path.display()));
+        }
+        n += 1;
+        bytes += meta.len();
+    }
+    Ok((n, bytes))
 }
 
 /// Checks that the complete partition directory `dir` holds layout `name` made with `seed`;

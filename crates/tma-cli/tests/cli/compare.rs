@@ -328,6 +328,42 @@ fn the_seeds_share_one_partition_per_layout_and_differ_in_training() {
     assert_eq!(said.matches("made once in").count(), 2, "{said}");
     assert!(out.join("partitions/random/manifest.json").is_file());
     assert!(out.join("partitions/metis/manifest.json").is_file());
+    // every layout's coordinator data (evaluation graph, features, split) is the same bytes:
+    // the second layout keeps hard links to the first's, not copies (at 1.3B arcs each copy
+    // was 9.8 GB); the runs above read them through the sha256 check
+    use std::os::unix::fs::MetadataExt;
+    let manifest = json_file(&out.join("partitions/metis/manifest.json"));
+    let coordinator: Vec<&String> = manifest["files"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("coordinator/"))
+        .collect();
+    assert!(coordinator.len() >= 5, "{coordinator:?}");
+    for rel in &coordinator {
+        let (a, b) = (
+            std::fs::metadata(out.join("partitions/random").join(rel)).unwrap(),
+            std::fs::metadata(out.join("partitions/metis").join(rel)).unwrap(),
+        );
+        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()), "{rel}");
+        assert_eq!(a.nlink(), 2, "{rel}");
+    }
+    // the parts differ (another assignment): copies of their own
+    let p0 = |l: &str| {
+        std::fs::metadata(out.join("partitions").join(l).join("part-000/indices.npy")).unwrap()
+    };
+    assert_eq!((p0("random").nlink(), p0("metis").nlink()), (1, 1));
+    assert_eq!(
+        said.matches(&format!("partitions metis: {} files (", coordinator.len()))
+            .count(),
+        1,
+        "{said}"
+    );
+    assert_eq!(
+        said.matches("are byte-identical to files").count(),
+        1,
+        "{said}"
+    );
     let part = |run: &str| json_file(&out.join(run).join("partition.json"));
     for m in ["random-tma", "psgd-pa", "llcg"] {
         let (a, b) = (part(&format!("{m}-seed0")), part(&format!("{m}-seed1")));

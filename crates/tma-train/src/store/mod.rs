@@ -49,7 +49,7 @@ pub mod output;
 pub mod tensorboard;
 
 use crate::config::{Method, Task, TrainConfig};
-use crate::data::{EvalData, NodeTargets, Prepared, TrainTarget, TrainerData};
+use crate::data::{EvalData, LinkExamples, NodeTargets, Prepared, TrainTarget, TrainerData};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -360,6 +360,42 @@ impl Writer {
         self.record(rel, &w);
         Ok(())
     }
+    /// A part's positives as a `u32 [P, 2]` array, streamed: a [`LinkExamples::Graph`] is
+    /// enumerated row by row from the part's graph, never made a list (the `whole` layout of a
+    /// 1.29B-arc graph made a 5.2 GB one).
+    fn link_examples(
+        &mut self,
+        rel: &str,
+        edges: &LinkExamples,
+        graph: &Csr,
+    ) -> Result<(), StoreError> {
+        let directed = match edges {
+            LinkExamples::List(p) => return self.pairs(rel, p),
+            LinkExamples::Graph { directed, .. } => *directed,
+        };
+        let path = self.root.join(rel);
+        if let Some(parent) = path.parent() {
+            crate::data::spill::create_dir_below(&self.root, parent).map_err(io(parent))?;
+        }
+        let len = edges.len(graph);
+        let w = crate::data::spill::write_npy(&path, u32::DESCR, &[len, 2], |w| {
+            let mut flat: Vec<u32> = Vec::with_capacity(1 << 16);
+            for v in 0..graph.num_nodes() {
+                for &u in graph.neighbors(v) {
+                    if directed || u < v as u32 {
+                        flat.extend([u, v as u32]);
+                    }
+                }
+                if flat.len() >= 1 << 16 {
+                    crate::data::spill::write_le(w, &flat)?;
+                    flat.clear();
+                }
+            }
+            crate::data::spill::write_le(w, &flat)
+        })?;
+        self.record(rel, &w);
+        Ok(())
+    }
     fn targets(&mut self, rel: &str, t: &NodeTargets) -> Result<(), StoreError> {
         match t {
             NodeTargets::Classes { y, .. } => self.npy(rel, y, &[y.len()]),
@@ -589,9 +625,8 @@ fn write_into(
         w.features(&d, &t.features)?;
         let num_train = match &t.target {
             TrainTarget::Link { edges } => {
-                let edges = edges.to_vec(&t.graph);
-                w.pairs(&format!("{d}/train_edges.npy"), &edges)?;
-                edges.len()
+                w.link_examples(&format!("{d}/train_edges.npy"), edges, &t.graph)?;
+                edges.len(&t.graph)
             }
             TrainTarget::Node { nodes, targets } => {
                 w.npy(&format!("{d}/train_nodes.npy"), nodes, &[nodes.len()])?;
@@ -837,6 +872,55 @@ impl Reader<'_> {
         };
         Ok(f)
     }
+    /// A part's positive training edges (`u32 [P, 2]`, local ids < the part's nodes). The
+    /// file is mapped and compared in one pass with the part graph's own edges in CSR order
+    /// ([`crate::data::positive_edges`]): when it lists exactly those (every layout's parts
+    /// but `shared-examples`'), they are read as [`LinkExamples::Graph`], which keeps no list
+    /// (4 bytes a node against 8 a positive); otherwise as the list. Read whole into memory,
+    /// as before 2026-12-07, the `whole` layout's list of a 1.29B-arc graph took 5.2 GB for
+    /// the run and three times that while loading (the file's bytes, the decoded array, the
+    /// pairs), and centralized training on the MAG-like graph of docs/results-scale.md
+    /// thrashed the page cache.
+    fn link_examples(
+        &self,
+        rel: &str,
+        graph: &Csr,
+        directed: bool,
+    ) -> Result<LinkExamples, StoreError> {
+        let (flat, shape) = self.map::<u32>(rel, 2)?;
+        let n = graph.num_nodes();
+        let bad = || {
+            fmt_err(
+                &self.dir.join(rel),
+                format!("expected [P, 2] node ids < {n}"),
+            )
+        };
+        if shape[1] != 2 {
+            return Err(bad());
+        }
+        let mut i = 0usize;
+        let mut same = true;
+        'rows: for v in 0..n {
+            for &u in graph.neighbors(v) {
+                if directed || u < v as u32 {
+                    if flat.get(2 * i..2 * i + 2) != Some(&[u, v as u32][..]) {
+                        same = false;
+                        break 'rows;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        if same && 2 * i == flat.len() {
+            return Ok(LinkExamples::of_graph(graph, directed));
+        }
+        if flat.iter().any(|&v| v as usize >= n) {
+            return Err(bad());
+        }
+        Ok(LinkExamples::List(
+            flat.chunks_exact(2).map(|c| (c[0], c[1])).collect(),
+        ))
+    }
     fn pairs(&self, rel: &str, bound: usize) -> Result<Vec<(u32, u32)>, StoreError> {
         let (flat, shape) = self.npy::<u32>(rel, 2)?;
         if shape[1] != 2 || flat.iter().any(|&v| v as usize >= bound) {
@@ -913,7 +997,7 @@ pub fn read_part(dir: &Path, m: &Manifest, t: usize) -> Result<TrainerData, Stor
     let features = r.features(d, n)?;
     let target = if m.targets == "link" {
         TrainTarget::Link {
-            edges: r.pairs(&format!("{d}/train_edges.npy"), n)?.into(),
+            edges: r.link_examples(&format!("{d}/train_edges.npy"), &graph, m.directed)?,
         }
     } else {
         TrainTarget::Node {
@@ -1105,6 +1189,50 @@ mod tests {
             }
             _ => panic!("targets differ in kind"),
         }
+    }
+
+    #[test]
+    fn a_parts_positives_are_read_as_its_graph_or_else_as_the_list() {
+        let (cfg, mut p) = prep(Task::Link);
+        let tmp = tempfile::tempdir().unwrap();
+        // a random layout's parts train on their graph's own edges: read without a list
+        let dir = tmp.path().join("graph");
+        write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        let m = read_manifest(&dir).unwrap();
+        for t in 0..3 {
+            let d = read_part(&dir, &m, t).unwrap();
+            let TrainTarget::Link { edges } = &d.target else {
+                panic!("a link part")
+            };
+            assert!(matches!(
+                edges,
+                LinkExamples::Graph {
+                    directed: false,
+                    ..
+                }
+            ));
+            let want = crate::data::positive_edges(&d.graph, false);
+            assert!(want.len() > 100, "{}", want.len());
+            assert_eq!(edges.to_vec(&d.graph), want);
+            assert_eq!(m.parts[t].num_train, want.len());
+        }
+        // another list (here the same edges reversed, as a shared-examples part's own list):
+        // read back as that list, in its order
+        let TrainTarget::Link { edges } = &p.trainers[0].target else {
+            panic!("a link part")
+        };
+        let mut list = edges.to_vec(&p.trainers[0].graph);
+        list.reverse();
+        p.trainers[0].target = TrainTarget::Link {
+            edges: LinkExamples::List(list.clone()),
+        };
+        let dir = tmp.path().join("list");
+        write_partition_dir(&dir, &p, &cfg, "sbm", false).unwrap();
+        let d = read_part(&dir, &read_manifest(&dir).unwrap(), 0).unwrap();
+        let TrainTarget::Link { edges } = d.target else {
+            panic!("a link part")
+        };
+        assert_eq!(edges, LinkExamples::List(list), "the list, not the graph");
     }
 
     #[test]
