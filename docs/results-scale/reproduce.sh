@@ -16,8 +16,9 @@
 # as much again for its node graph, 1.8 GB for the planted communities, ~13 GB mag), never
 # into the repository; each comparison keeps one partition
 # directory per layout under its OUT, with its runs' models and checkpoints (measured on
-# citation2, 1.9 GB: ~3.3 GB per layout, 13 GB for a four-method comparison). Delete both
-# when done.
+# citation2, 1.9 GB, before the layouts shared their evaluation data as hard links: ~3.3 GB
+# per layout, 13 GB for a four-method comparison; mag: 17 GB random + 24 GB whole as copies,
+# of which 19.7 GB are now links). Delete both when done.
 set -euo pipefail
 OUT=${1:-${TMPDIR:-/tmp}/tma-results-scale}
 GRAPHS=${GRAPHS:-${TMPDIR:-/tmp}/tma-scale-graphs}
