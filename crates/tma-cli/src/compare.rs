@@ -627,7 +627,7 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
             match link_identical_files(&p.out.join("partitions"), &dir) {
                 Ok((0, _)) => {}
                 Ok((n, bytes)) => eprintln!(
-                    "partitions {name}: {n} files ({:.1} MiB) are byte-identical to files already under {} (the evaluation graph and features every layout holds): kept as hard links to them, not copies",
+                    "partitions {name}: {n} files ({:.1} MiB) are byte-identical to files already under {} (every layout's evaluation data in coordinator/, and parts that hold the whole graph): kept as hard links to them, not copies",
                     tma_graph::memory::mib(bytes),
                     p.out.join("partitions").display()
                 ),
@@ -661,8 +661,9 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
 /// earlier one (the same sha256 in the manifests and the same size), under another complete
 /// partition directory of `root` or earlier in `dir` itself, by a hard link to it. Every
 /// layout's `coordinator/` holds the same evaluation graph, features and split, and the
-/// `whole` layout's one part is that graph again: on the MAG-like graph of
-/// docs/results-scale.md (9.5 GB) two layouts took 41 GB as copies. Partition directories are
+/// parts of the `whole` and `shared-examples` layouts are that graph again: on the MAG-like
+/// graph of docs/results-scale.md (9.5 GB) two layouts took 41 GB as copies, and on the
+/// citation2-like graph (1.9 GB) the shared-examples layout's 22 such files were 8.2 GB. Partition directories are
 /// never written after they are made, and reading still checks every file's sha256, so a
 /// link reads as the copy did; removing one directory leaves the others whole. Returns the
 /// files linked and their bytes.
