@@ -788,6 +788,65 @@ fn run_that_loses_every_trainer_before_its_time_limit_is_interrupted() {
     assert_eq!(json["interrupted_by"], "trainers_lost");
 }
 
+/// A GGS trainer's side of a coordinator that is between exchanges: it answers every
+/// contribution at once with its current model (as the in-process and MPI transports answer one
+/// for an exchange other than the one gathered), and calls exchange 1 only during the trainer's
+/// fifth contribution, exchange 2 never; the eighth contribution is told to stop.
+struct BetweenExchanges {
+    due: u64,
+    sent: Vec<u64>,
+    model: Arc<Vec<f32>>,
+}
+
+impl tma_train::engines::cluster::TrainerEndpoint for BetweenExchanges {
+    fn initial_params(&mut self) -> Option<Arc<Vec<f32>>> {
+        Some(self.model.clone())
+    }
+    fn due_round(&self) -> u64 {
+        self.due
+    }
+    fn join_round(&mut self, round: u64, _params: &[f32], _report: TrainerReport) -> Option<Reply> {
+        self.sent.push(round);
+        if self.sent.len() == 5 {
+            self.due = 1;
+        }
+        if self.sent.len() == 8 {
+            return Some(Reply::Stop(self.model.clone()));
+        }
+        Some(Reply::Continue(self.model.clone()))
+    }
+}
+
+/// Regression (found on the citation2-like graph, docs/results-scale.md): a GGS trainer whose
+/// contribution came before the coordinator called its exchange was answered with the current
+/// model, counted that as a step and joined the next exchange, and so on: it ran ahead for good
+/// and the coordinator waited for an exchange nobody would join (10-minute runs hung past their
+/// limit). It now joins the exchange not yet called again, and never one past the next.
+#[test]
+fn a_ggs_trainer_answered_before_its_exchange_is_called_joins_it_again() {
+    let c = cfg(Method::Ggs, Task::Node);
+    let p = prep(&c);
+    let model = build_model(&c, p.model_shape()).unwrap();
+    let init = initial_params(&c, &model);
+    let trainer = Trainer::new(p.trainers[0].clone(), model, init.clone(), &c);
+    let mut ep = BetweenExchanges {
+        due: 0,
+        sent: Vec::new(),
+        model: Arc::new(init.data.clone()),
+    };
+    let mut stepped = Vec::new();
+    let clock: Arc<RealClock> = Arc::new(RealClock::start());
+    let exit = ggs_worker(trainer, &mut ep, clock, None, |s, _| stepped.push(s));
+    assert!(matches!(
+        exit,
+        tma_train::engines::trainer::TrainerExit::Stopped
+    ));
+    // exchange 1 until it was called (during the 5th), then exchange 2, never called
+    assert_eq!(ep.sent, [1, 1, 1, 1, 1, 2, 2, 2]);
+    // steps: exchange 1 once, and the stop
+    assert_eq!(stepped, [1, 2]);
+}
+
 #[test]
 fn ggs_run_survives_a_failed_trainer() {
     let c = TrainConfig {

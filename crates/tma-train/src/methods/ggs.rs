@@ -32,7 +32,9 @@ use tma_nn::{Adam, ParamSet};
 /// A GGS trainer's loop: gradient of its next mini-batch, join step `s` with it, take the
 /// parameters the coordinator returns (the step made there), repeat until told to stop (the
 /// stop reply carries the final parameters). A reply to a late contribution carries the
-/// current parameters: the trainer resyncs on them (and counts that exchange as a step).
+/// current parameters: the trainer resyncs on them (and counts that exchange as a step). A
+/// reply to an early one (an exchange not called yet) carries them too: the trainer takes
+/// them and joins that exchange again, never one past it.
 /// `after_step(s, params)` is called after every reply taken (tests check identity there).
 pub fn ggs_worker(
     mut trainer: Trainer,
@@ -54,7 +56,7 @@ pub fn ggs_worker(
         }
         let loss = trainer.compute_gradients();
         // a trainer that fell behind (answered after the step's timeout) joins the current step
-        step = (step + 1).max(endpoint.due_round().min(u64::MAX - 1));
+        let join = (step + 1).max(endpoint.due_round().min(u64::MAX - 1));
         // the step this exchange completes counts: the coordinator records it with the round
         let report = TrainerReport {
             steps: trainer.steps + 1,
@@ -62,16 +64,28 @@ pub fn ggs_worker(
             loss_sum: if loss.is_finite() { loss as f64 } else { 0.0 },
             loss_count: loss.is_finite() as u64,
         };
-        match endpoint.join_round(step, &trainer.grads().data, report) {
+        match endpoint.join_round(join, &trainer.grads().data, report) {
+            // an answer to an exchange the coordinator has not called yet (a contribution that
+            // arrived while it was between exchanges is answered at once with its current
+            // model) is no step: the trainer takes that model and joins the same exchange
+            // again. Counted as one, the trainer ran ahead of the exchanges for good and the
+            // coordinator waited for an exchange nobody would join (docs/results-scale.md,
+            // the citation2-like llcg/ggs row)
+            Some(Reply::Continue(p))
+                if p.len() == trainer.params().len() && endpoint.due_round() < join =>
+            {
+                trainer.set_params(&p);
+            }
             Some(Reply::Continue(p)) if p.len() == trainer.params().len() => {
                 trainer.take_step(&p);
+                step = join;
                 after_step(step, trainer.params());
             }
             Some(Reply::Continue(_)) => {}
             Some(Reply::Stop(p)) => {
                 if p.len() == trainer.params().len() {
                     trainer.take_step(&p);
-                    after_step(step, trainer.params());
+                    after_step(join, trainer.params());
                 }
                 return TrainerExit::Stopped;
             }
