@@ -791,9 +791,10 @@ fn make_layout(
     }
     let secs = t.elapsed().as_secs_f64();
     eprintln!(
-        "partitions {}: made once in {secs:.1}s with seed {seed} ({} parts) into {}",
+        "partitions {}: made once in {secs:.1}s with seed {seed} ({} part{}) into {}",
         m.data.layout,
         m.parts.len(),
+        if m.parts.len() == 1 { "" } else { "s" },
         dir.display()
     );
     Ok(Ok((m.hash, secs, warnings)))

@@ -326,6 +326,7 @@ fn the_seeds_share_one_partition_per_layout_and_differ_in_training() {
     assert_success(&r);
     let said = stderr(&r);
     assert_eq!(said.matches("made once in").count(), 2, "{said}");
+    assert!(said.contains("with seed 0 (2 parts) into"), "{said}");
     assert!(out.join("partitions/random/manifest.json").is_file());
     assert!(out.join("partitions/metis/manifest.json").is_file());
     // every layout's coordinator data (evaluation graph, features, split) is the same bytes:
