@@ -639,14 +639,20 @@ pub fn positive_edges(graph: &Csr, directed: bool) -> Vec<(u32, u32)> {
     } else {
         graph.num_edges() / 2
     });
-    for v in 0..graph.num_nodes() {
-        for &u in graph.neighbors(v) {
-            if directed || u < v as u32 {
-                out.push((u, v as u32));
-            }
-        }
-    }
+    out.extend(positive_edges_iter(graph, directed));
     out
+}
+
+/// [`positive_edges`] one at a time, in the same order, without the list (a partition
+/// directory's `train_edges.npy` is streamed from it and compared with it).
+pub fn positive_edges_iter(graph: &Csr, directed: bool) -> impl Iterator<Item = (u32, u32)> + '_ {
+    (0..graph.num_nodes()).flat_map(move |v| {
+        graph
+            .neighbors(v)
+            .iter()
+            .filter(move |&&u| directed || u < v as u32)
+            .map(move |&u| (u, v as u32))
+    })
 }
 
 /// The [`LinkSplit`] of a split stored with the graph (`Dataset::link_split`): the dataset's

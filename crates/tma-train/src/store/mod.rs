@@ -380,12 +380,8 @@ impl Writer {
         let len = edges.len(graph);
         let w = crate::data::spill::write_npy(&path, u32::DESCR, &[len, 2], |w| {
             let mut flat: Vec<u32> = Vec::with_capacity(1 << 16);
-            for v in 0..graph.num_nodes() {
-                for &u in graph.neighbors(v) {
-                    if directed || u < v as u32 {
-                        flat.extend([u, v as u32]);
-                    }
-                }
+            for (u, v) in crate::data::positive_edges_iter(graph, directed) {
+                flat.extend([u, v]);
                 if flat.len() >= 1 << 16 {
                     crate::data::spill::write_le(w, &flat)?;
                     flat.clear();
@@ -898,20 +894,11 @@ impl Reader<'_> {
         if shape[1] != 2 {
             return Err(bad());
         }
-        let mut i = 0usize;
-        let mut same = true;
-        'rows: for v in 0..n {
-            for &u in graph.neighbors(v) {
-                if directed || u < v as u32 {
-                    if flat.get(2 * i..2 * i + 2) != Some(&[u, v as u32][..]) {
-                        same = false;
-                        break 'rows;
-                    }
-                    i += 1;
-                }
-            }
-        }
-        if same && 2 * i == flat.len() {
+        let same = flat
+            .chunks_exact(2)
+            .map(|c| (c[0], c[1]))
+            .eq(crate::data::positive_edges_iter(graph, directed));
+        if same {
             return Ok(LinkExamples::of_graph(graph, directed));
         }
         if flat.iter().any(|&v| v as usize >= n) {
