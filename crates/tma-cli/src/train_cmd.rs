@@ -79,6 +79,9 @@ impl Observer for Printer {
         if let Some(h) = hold_text(r) {
             line.push_str(&format!("  ({h})"));
         }
+        if let Some(c) = correction_text(r) {
+            line.push_str(&format!("  ({c})"));
+        }
         match &self.bar {
             Some(b) if !b.is_hidden() => b.println(line),
             Some(_) => eprintln!("{line}"),
@@ -104,6 +107,19 @@ fn hold_text(r: &RoundRecord) -> Option<String> {
         (None, Some(s)) => Some(format!("step {s}")),
         _ => None,
     }
+}
+
+/// What the coordinator's correction did after round `r`'s average (LLCG), for its line.
+fn correction_text(r: &RoundRecord) -> Option<String> {
+    r.correction.map(|c| {
+        format!(
+            "correction: {} whole-graph step{} in {:.2}s, loss={:.4}",
+            c.steps,
+            if c.steps == 1 { "" } else { "s" },
+            c.secs,
+            c.loss
+        )
+    })
 }
 
 /// Validation shares the trainers' cores: when the rounds' and checks' validations took more
@@ -1437,5 +1453,25 @@ mod tests {
         r.restored = None;
         r.server_step = Some(0.25);
         assert_eq!(hold_text(&r).unwrap(), "step 0.25");
+    }
+
+    #[test]
+    fn an_llcg_correction_is_said_on_its_round_line() {
+        let mut r = RoundRecord::default();
+        assert_eq!(correction_text(&r), None);
+        r.correction = Some(tma_train::evaluation::record::Correction {
+            steps: 2,
+            loss: 0.41256,
+            secs: 0.638,
+        });
+        assert_eq!(
+            correction_text(&r).unwrap(),
+            "correction: 2 whole-graph steps in 0.64s, loss=0.4126"
+        );
+        r.correction.as_mut().unwrap().steps = 1;
+        assert_eq!(
+            correction_text(&r).unwrap(),
+            "correction: 1 whole-graph step in 0.64s, loss=0.4126"
+        );
     }
 }

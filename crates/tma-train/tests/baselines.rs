@@ -338,8 +338,7 @@ fn llcg_correction_changes_the_average_and_trainers_receive_the_corrected_model(
     // expected: two Adam steps of a fresh full-graph trainer from the plain average
     let mut reference = Trainer::new(full_graph_data(&p, 3), model, init, &c);
     reference.set_params(&avg);
-    reference.step();
-    reference.step();
+    let losses = [reference.step(), reference.step()];
     let corrected = reference.params().data.clone();
     assert_ne!(corrected, avg, "correction steps must move the model");
 
@@ -350,6 +349,17 @@ fn llcg_correction_changes_the_average_and_trainers_receive_the_corrected_model(
     // and that is the model evaluated and reported for the round
     assert_eq!(rec.1[0], corrected);
     assert_eq!(rec.0[0].participants, vec![0, 1, 2]);
+    // the round's record says what the correction did: its steps and their mean loss
+    let done = rec.0[0]
+        .correction
+        .expect("an llcg round records its correction");
+    assert_eq!(done.steps, 2);
+    assert_eq!(
+        done.loss,
+        ((losses[0] as f64 + losses[1] as f64) / 2.0) as f32
+    );
+    assert!(losses[0].is_finite() && losses[0] > 0.0, "{losses:?}");
+    assert!(done.secs > 0.0 && done.secs < 60.0, "{}", done.secs);
 }
 
 #[test]
@@ -414,6 +424,8 @@ fn failed_trainer_is_excluded_from_the_next_mean() {
     assert_eq!(rec.0[1].participants, vec![0, 2]);
     assert_eq!(rec.0[1].missing, vec![1]);
     assert_eq!(rec.0[2].missing, vec![1]);
+    // no correction without a corrector: nothing in the record
+    assert!(rec.0.iter().all(|r| r.correction.is_none()));
 }
 
 /// The plateau hold (docs/decisions/0037-plateau-hold.md): round 1 averages a sound model;

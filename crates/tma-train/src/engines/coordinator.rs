@@ -15,7 +15,9 @@ use crate::engines::method::{Exchange, Schedule};
 use crate::engines::plateau::{Held, PlateauHold};
 use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
 use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, Evaluator, PendingRound};
-use crate::evaluation::record::{Observer, Resume, RoundRecord, RunResult, StopCause, Summary};
+use crate::evaluation::record::{
+    Correction, Observer, Resume, RoundRecord, RunResult, StopCause, Summary,
+};
 use crate::TrainError;
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,6 +156,7 @@ pub fn coordinate(
         ended_by_request: false,
         hold,
         held: None,
+        correction: None,
         resumed_best_check,
     };
     let hold = ctx.trainer_gate.map(|g| move |held: bool| g.hold(held));
@@ -239,6 +242,8 @@ struct Rounds<'a, 'c> {
     /// The hold made at the round being formed: the best model's round and whether it was
     /// the check after that round; said in the round's record.
     held: Option<(u64, bool)>,
+    /// What the exchange's correction did at the round being formed (LLCG), for its record.
+    correction: Option<Correction>,
     /// Whether the best model a resumed run brought was a check.
     resumed_best_check: bool,
 }
@@ -406,6 +411,7 @@ impl Rounds<'_, '_> {
         let mut payload = self
             .combine_pool
             .install(|| exchange.combine(contribs, model));
+        self.correction = exchange.correction();
         // the plateau hold (docs/decisions/0037-plateau-hold.md): wall-clock averaging only
         if self.paced && !self.step_mode && exchange.sends_the_model() {
             let book = ev.book();
@@ -502,6 +508,7 @@ impl Rounds<'_, '_> {
             server_step: (self.hold.scale() < 1.0).then(|| self.hold.scale()),
             restored: held.map(|(r, _)| r),
             restored_check: held.is_some_and(|(_, check)| check),
+            correction: self.correction.take(),
         };
         self.loss = (0.0, 0);
         let validate = self.validates(ev, &record, elapsed, ramp_round, stop);
@@ -655,6 +662,7 @@ impl Checks {
                 server_step,
                 restored: None,
                 restored_check: false,
+                correction: None,
             };
             return Some(PendingRound {
                 record,

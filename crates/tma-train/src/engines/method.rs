@@ -18,6 +18,7 @@ pub use crate::data::DataLayout;
 use crate::data::Prepared;
 use crate::engines::cluster::{Contribution, TrainerEndpoint};
 use crate::engines::trainer::{Trainer, TrainerExit};
+use crate::evaluation::record::Correction;
 use std::sync::Arc;
 use std::time::Duration;
 use tma_nn::{Model, ParamSet};
@@ -65,6 +66,11 @@ pub trait Exchange: Send {
     /// [`Exchange::sends_the_model`]. The default returns `model` as is.
     fn replace(&mut self, model: &ParamSet) -> Arc<Vec<f32>> {
         Arc::new(model.data.clone())
+    }
+    /// What a correction on the coordinator (LLCG's global steps) did at the exchange just
+    /// combined, for the round's record; `None` (the default) for a method without one.
+    fn correction(&self) -> Option<Correction> {
+        None
     }
 }
 

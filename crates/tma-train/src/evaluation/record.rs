@@ -112,6 +112,20 @@ pub fn lost_trainer_warnings(failed: &[(usize, f64)], plan: &FailPlan) -> Vec<St
         .collect()
 }
 
+/// What the coordinator's correction of one exchange did (LLCG: `--llcg-steps` mini-batch
+/// steps on the whole training graph after the average), recorded as the round's
+/// `correction` in `rounds.jsonl` and said on its line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Correction {
+    /// Optimizer steps it took.
+    pub steps: u64,
+    /// Mean mini-batch loss of those steps (the training loss on whole-graph batches; NaN,
+    /// `null` in JSON, when it took none).
+    pub loss: f32,
+    /// Wall-clock seconds it took, while the round's trainers waited for its reply.
+    pub secs: f64,
+}
+
 /// One averaging round, as printed and written to `rounds.jsonl`. `Default` is round 0 at 0 s,
 /// no participant, unvalidated (tests build records from it).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -169,6 +183,11 @@ pub struct RoundRecord {
     /// (`--val-check-interval`), not the round's own model; absent (false) otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub restored_check: bool,
+    /// What the coordinator's correction did after this round's average (LLCG: its
+    /// `--llcg-steps` steps on the whole training graph, their mean loss and wall time);
+    /// absent for methods without one, with `--llcg-steps 0`, and for checks between rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correction: Option<Correction>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -391,6 +410,7 @@ mod tests {
             server_step: None,
             restored: None,
             restored_check: false,
+            correction: None,
         }
     }
 

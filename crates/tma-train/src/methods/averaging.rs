@@ -11,6 +11,7 @@ use crate::engines::cluster::Contribution;
 use crate::engines::method::{
     DataLayout, Exchange, ExchangeInputs, MethodInfo, Schedule, TrainingMethod,
 };
+use crate::evaluation::record::Correction;
 use std::sync::Arc;
 use tma_nn::ParamSet;
 use tma_partition::PartitionMethod;
@@ -18,12 +19,13 @@ use tma_partition::PartitionMethod;
 /// Changes the averaged model before it is sent back to the trainers (LLCG's global
 /// correction steps on the full graph).
 pub trait Corrector: Send {
-    /// Corrects `params` (the mean of the round just formed) in place.
-    fn correct(&mut self, params: &mut ParamSet);
+    /// Corrects `params` (the mean of the round just formed) in place and returns what it
+    /// did: its steps and their mean mini-batch loss (`secs` is filled in by the caller).
+    fn correct(&mut self, params: &mut ParamSet) -> Correction;
 }
 
 impl<C: Corrector + ?Sized> Corrector for &mut C {
-    fn correct(&mut self, params: &mut ParamSet) {
+    fn correct(&mut self, params: &mut ParamSet) -> Correction {
         (**self).correct(params)
     }
 }
@@ -34,6 +36,8 @@ pub struct ModelAveraging<'a> {
     weights: Vec<f64>,
     corrector: Option<Box<dyn Corrector + 'a>>,
     latest: Arc<Vec<f32>>,
+    /// What the corrector did at the last exchange (none without a corrector).
+    last_correction: Option<Correction>,
 }
 
 impl<'a> ModelAveraging<'a> {
@@ -43,6 +47,7 @@ impl<'a> ModelAveraging<'a> {
             weights,
             corrector,
             latest: Arc::new(Vec::new()),
+            last_correction: None,
         }
     }
 }
@@ -65,7 +70,11 @@ impl Exchange for ModelAveraging<'_> {
             average_models(&models, &w, &mut model.data);
         }
         if let Some(c) = self.corrector.as_deref_mut() {
-            c.correct(model);
+            let t = std::time::Instant::now();
+            let mut done = c.correct(model);
+            done.secs = t.elapsed().as_secs_f64();
+            // `--llcg-steps 0`: no correction, nothing to record
+            self.last_correction = (done.steps > 0).then_some(done);
         }
         self.latest = Arc::new(model.data.clone());
         self.latest.clone()
@@ -77,6 +86,10 @@ impl Exchange for ModelAveraging<'_> {
 
     fn sends_the_model(&self) -> bool {
         true
+    }
+
+    fn correction(&self) -> Option<Correction> {
+        self.last_correction
     }
 
     fn replace(&mut self, model: &ParamSet) -> Arc<Vec<f32>> {

@@ -12,6 +12,7 @@ use crate::config::TrainConfig;
 use crate::data::{EvalData, LinkExamples, Prepared, TrainTarget, TrainerData};
 use crate::engines::method::{DataLayout, Exchange, ExchangeInputs, MethodInfo, TrainingMethod};
 use crate::engines::trainer::Trainer;
+use crate::evaluation::record::Correction;
 use crate::methods::averaging::{Corrector, ModelAveraging};
 use tma_nn::{Model, ParamSet};
 use tma_partition::PartitionMethod;
@@ -82,16 +83,26 @@ impl Llcg {
 impl Corrector for Llcg {
     /// Takes `llcg_steps` Adam steps on full-graph mini-batches starting from `params` (the
     /// averaged model) and writes the result back into `params`.
-    fn correct(&mut self, params: &mut ParamSet) {
+    fn correct(&mut self, params: &mut ParamSet) -> Correction {
         if self.steps == 0 {
-            return;
+            return Correction {
+                loss: f32::NAN,
+                ..Correction::default()
+            };
         }
         self.trainer.set_params(&params.data);
+        let mut sum = 0f64;
         for _ in 0..self.steps {
             self.last_loss = self.trainer.step();
+            sum += self.last_loss as f64;
             self.total_steps += 1;
         }
         params.data.copy_from_slice(&self.trainer.params().data);
+        Correction {
+            steps: self.steps as u64,
+            loss: (sum / self.steps as f64) as f32,
+            secs: 0.0,
+        }
     }
 }
 

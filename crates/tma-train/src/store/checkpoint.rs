@@ -713,6 +713,7 @@ mod tests {
             server_step: None,
             restored: None,
             restored_check: false,
+            correction: None,
         }
     }
 

@@ -91,6 +91,7 @@ fn record(round: u64, val: f64, is_best: bool) -> RoundRecord {
         server_step: None,
         restored: None,
         restored_check: false,
+        correction: None,
     }
 }
 
