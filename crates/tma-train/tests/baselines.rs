@@ -1317,6 +1317,9 @@ struct GateWatch {
     at_gather: Vec<(u64, bool)>,
     /// Gate held, each time the coordinator answered late trainers while waiting for a round.
     while_waiting: Vec<bool>,
+    /// Wall time the second round's gather takes before it lets the pool go (the first
+    /// round's validation is then queued at least that long when the second round forms).
+    slow_gather_2: Duration,
 }
 
 impl CoordinatorEndpoint for GateWatch {
@@ -1334,6 +1337,7 @@ impl CoordinatorEndpoint for GateWatch {
     ) -> Vec<Contribution> {
         self.at_gather.push((round, self.gate.is_held()));
         if round == 2 {
+            std::thread::sleep(self.slow_gather_2);
             self.release_pool.take();
         }
         (0..self.n)
@@ -1349,12 +1353,10 @@ impl CoordinatorEndpoint for GateWatch {
     }
 }
 
-/// Decision 0029 (validation first): while a validation is queued or running, the in-process
-/// trainers' step gate is held (no step enters, so the validation has the cores); when the next
-/// round is due it is lifted although the validation still runs (the round's trainers must
-/// reach it: a slow validation never delays a round), and it is lifted at the end.
-#[test]
-fn a_validation_holds_the_trainers_steps_until_it_ends_or_the_next_round_is_due() {
+/// A 3-round run (1 s spans on a manual clock, no ramp) against [`GateWatch`], whose second
+/// round's gather takes `slow_gather_2` of wall time before the first round's validation can
+/// finish.
+fn gate_watch_run(slow_gather_2: Duration) -> (GateWatch, Record, tma_train::RunResult) {
     let c = TrainConfig {
         sync_every: Duration::from_secs(1),
         time_limit: Duration::from_secs(3),
@@ -1377,6 +1379,7 @@ fn a_validation_holds_the_trainers_steps_until_it_ends_or_the_next_round_is_due(
         release_pool: None,
         at_gather: Vec::new(),
         while_waiting: Vec::new(),
+        slow_gather_2,
     };
     let mut rec = Record(Vec::new(), Vec::new());
     let mut exchange = ModelAveraging::new(average_weights(&c, &p), None);
@@ -1397,6 +1400,17 @@ fn a_validation_holds_the_trainers_steps_until_it_ends_or_the_next_round_is_due(
         let _ = rx.recv();
     });
     let r = coordinate(&mut coord, &mut exchange, &ctx, init, &mut rec, None).unwrap();
+    assert!(!gate.is_held());
+    (coord, rec, r)
+}
+
+/// Decision 0029 (validation first): while a validation is queued or running, the in-process
+/// trainers' step gate is held (no step enters, so the validation has the cores); when the next
+/// round is due it is lifted although the validation still runs (the round's trainers must
+/// reach it: a slow validation never delays a round), and it is lifted at the end.
+#[test]
+fn a_validation_holds_the_trainers_steps_until_it_ends_or_the_next_round_is_due() {
+    let (coord, rec, r) = gate_watch_run(Duration::ZERO);
     assert_eq!(r.summary.rounds, 3);
     // not held before the first validation; lifted at every round's gather, round 2's included
     // (round 1's validation was still running then)
@@ -1407,11 +1421,31 @@ fn a_validation_holds_the_trainers_steps_until_it_ends_or_the_next_round_is_due(
         "{:?}",
         coord.while_waiting
     );
-    assert!(!gate.is_held());
-    // every round validated, in order
+    // every round validated, in order (round 1's validation had been queued for milliseconds
+    // of wall time when round 2 formed: under the share of decision 0036, so round 2 queued
+    // behind it)
     assert_eq!(
         rec.0.iter().map(|r| r.round).collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
     assert!(rec.0.iter().all(|r| r.val.value.is_finite()));
+}
+
+/// Regression (issue 30, the 1.29B-arc link row: first validations of 83-326 s): a round
+/// formed while a validation has been queued or running for more than a quarter of the time
+/// since it was started is recorded without validation, also before any validation has
+/// finished; it used to queue behind it, and the trainers were held meanwhile.
+#[test]
+fn a_round_formed_while_a_long_validation_runs_is_not_validated() {
+    // round 1's validation is queued for at least 400 ms of wall time when round 2 forms,
+    // 1 s after it on the run's clock: more than a quarter
+    let (_, rec, r) = gate_watch_run(Duration::from_millis(400));
+    assert_eq!(r.summary.rounds, 3);
+    assert_eq!(
+        rec.0
+            .iter()
+            .map(|r| (r.round, r.val.value.is_finite()))
+            .collect::<Vec<_>>(),
+        vec![(1, true), (2, false), (3, true)]
+    );
 }

@@ -534,9 +534,9 @@ impl Rounds<'_, '_> {
         ramp_round: bool,
         stop: bool,
     ) -> bool {
-        // a ramp round is validated only while validation stays cheap next to
-        // the training between validations: none in flight, and the last one took
-        // at most a quarter of the time since the last was started (rounds or
+        // a round is validated only while validation stays cheap next to the
+        // training between validations: none queued or running, and the last one
+        // took at most a quarter of the time since the last was started (rounds or
         // checks); with the ramp's short spans, every few rounds
         let since = elapsed.saturating_sub(self.last_val_at).as_secs_f64();
         // before any validation has been timed, a ramp round is validated only
@@ -547,7 +547,8 @@ impl Rounds<'_, '_> {
                 < RAMP_FIRST_EVAL_STEPS * record.steps.len().max(1) as u64);
         // (not under the step-count schedule: it is there to compare runs round by round,
         // which the timing of a validation must not change)
-        let costly = !self.step_mode && validation_is_costly(ev.last_eval_s(), since);
+        let costly = !self.step_mode
+            && validation_is_costly(ev.last_eval_s(), since, ev.validation_backlog_s());
         let ramp_skip = ramp_round && (ev.in_flight() > 0 || untrained);
         stop || (!ramp_skip && !costly && self.round.is_multiple_of(self.ctx.cfg.eval_every.max(1)))
     }
@@ -563,9 +564,16 @@ const EVAL_SHARE: f64 = 0.25;
 
 /// Whether the last validation (`last_eval_s`, its wall time; `None` before the first has
 /// finished) took more than [`EVAL_SHARE`] of the `since_s` seconds since the last one was
-/// started: the round is then recorded without validation.
-fn validation_is_costly(last_eval_s: Option<f64>, since_s: f64) -> bool {
-    last_eval_s.is_some_and(|e| e > EVAL_SHARE * since_s)
+/// started: the round is then recorded without validation. So are validations still queued
+/// or running for more than that share (`backlog_s`: wall seconds since the oldest of them
+/// was queued), whether or not one has finished before (the first validations of the
+/// 1.29B-arc link run of docs/results-scale.md took 83-326 s; a round formed while the first
+/// ran was queued behind it, and the trainers, held while a validation is queued, spent ~7
+/// minutes mostly waiting).
+fn validation_is_costly(last_eval_s: Option<f64>, since_s: f64, backlog_s: Option<f64>) -> bool {
+    [last_eval_s, backlog_s]
+        .iter()
+        .any(|s| s.is_some_and(|e| e > EVAL_SHARE * since_s))
 }
 
 /// Mean optimizer steps per participating trainer a ramp round needs before the run's first
@@ -799,16 +807,23 @@ mod tests {
     #[test]
     fn a_round_is_validated_only_while_validation_takes_at_most_a_quarter_of_the_time() {
         // nothing timed yet: validate
-        assert!(!validation_is_costly(None, 0.1));
-        assert!(!validation_is_costly(Some(3.0), 12.0));
-        assert!(validation_is_costly(Some(3.01), 12.0));
+        assert!(!validation_is_costly(None, 0.1, None));
+        assert!(!validation_is_costly(Some(3.0), 12.0, None));
+        assert!(validation_is_costly(Some(3.01), 12.0, None));
+        // regression (issue 30, the MAG-like row): a validation queued or running for more
+        // than the share, the first of the run or a later one, is costly: the round is not
+        // queued behind it; one just queued (a small graph's) is not
+        assert!(validation_is_costly(None, 5.0, Some(5.0)));
+        assert!(validation_is_costly(Some(0.5), 100.0, Some(25.01)));
+        assert!(!validation_is_costly(None, 5.0, Some(1.25)));
+        assert!(!validation_is_costly(Some(0.5), 100.0, Some(0.01)));
         // the 30M-arc link run of decision 0036: validations of ~12 s, rounds every ~12.3 s;
         // before, every round was validated (three quarters of the CPU time); now one round
         // in four, the first after 48 s have passed since the last validation started
         let (mut last_val_at, mut validated) = (0.0, Vec::new());
         for round in 1..=12 {
             let at = 12.3 * round as f64;
-            if !validation_is_costly(Some(12.0), at - last_val_at) {
+            if !validation_is_costly(Some(12.0), at - last_val_at, None) {
                 last_val_at = at;
                 validated.push(round);
             }

@@ -44,6 +44,9 @@ pub(crate) struct Evaluator<'o> {
     jobs: Option<Sender<PendingRound>>,
     done: Receiver<PendingRound>,
     in_flight: usize,
+    /// Of those, the rounds to validate (queued or running): when each was queued (wall
+    /// clock), oldest first.
+    validating: std::collections::VecDeque<std::time::Instant>,
     observer: &'o mut dyn Observer,
     book: Book,
     /// Wall seconds of the last validation accepted (None before the first).
@@ -59,6 +62,7 @@ impl Evaluator<'_> {
             if j.send(p).is_ok() {
                 self.in_flight += 1;
                 if validate {
+                    self.validating.push_back(std::time::Instant::now());
                     self.hold_trainers(true);
                 }
             }
@@ -80,6 +84,12 @@ impl Evaluator<'_> {
     /// Rounds queued and not yet accepted.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Wall seconds since the oldest validation still queued or running was queued (None
+    /// when none is): a lower bound of what the validations outstanding cost.
+    pub(crate) fn validation_backlog_s(&self) -> Option<f64> {
+        self.validating.front().map(|t| t.elapsed().as_secs_f64())
     }
 
     /// Wall seconds the last accepted validation took (None before the first).
@@ -106,6 +116,7 @@ impl Evaluator<'_> {
             // the evaluator thread is gone: nothing more will come
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 self.in_flight = 0;
+                self.validating.clear();
                 self.hold_trainers(false);
                 true
             }
@@ -124,6 +135,9 @@ impl Evaluator<'_> {
 
     fn accept(&mut self, mut p: PendingRound) {
         self.in_flight -= 1;
+        if p.validate {
+            self.validating.pop_front();
+        }
         if self.in_flight == 0 {
             self.hold_trainers(false);
         }
@@ -235,6 +249,7 @@ pub(crate) fn with_evaluator<R>(
             jobs: Some(job_tx),
             done: done_rx,
             in_flight: 0,
+            validating: Default::default(),
             last_eval_s: None,
             observer,
             book: Book {

@@ -355,7 +355,7 @@ pub static TABLE: &[OptionSpec] = &[
         .applies(Applies::Task(Task::Link))
         .invalid(&["0"]),
     row("eval_every", Kind::Count,
-        "Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation at rounds takes 1/K of the CPU time the trainers share. Under the wall-clock schedule a round is also recorded without validation while the last validation took more than a quarter of the time since the one before it was started (a 30M-arc link run validated ~12 s of every ~12 s round; docs/decisions/0036-validation-share.md); checks between rounds (--val-check-interval) are always validated (1 = every round).")
+        "Validate every K-th round's model (and always the last round's); rounds in between are recorded without validation, so validation at rounds takes 1/K of the CPU time the trainers share. Under the wall-clock schedule a round is also recorded without validation while the last validation took (or one still queued or running has taken) more than a quarter of the time since the one before it was started (a 30M-arc link run validated ~12 s of every ~12 s round; docs/decisions/0036-validation-share.md); checks between rounds (--val-check-interval) are always validated (1 = every round).")
         .invalid(&["0"]),
     row("eval_inference", Kind::Name(parsed::<EvalInference>),
         "How evaluation computes the model's outputs on the nodes it reads (the val/test nodes; the endpoints of the held-out positives and their negatives), all exact: `restricted` = only on their L-hop neighbourhoods, layer by layer within --eval-memory; `full` = layer-wise over every node; `auto` = whichever costs less (full only if it fits --eval-memory).")
