@@ -755,12 +755,22 @@ fn ggs_trainer_that_stalls_misses_steps_then_resyncs() {
         .filter(|(s, m)| **s > missed[missed.len() - 1] && m.len() == 3)
         .count();
     assert!(back >= 3, "{back} steps with all three after the stall");
+    // (compared with the step's first trainer: on a loaded machine any trainer, trainer 0
+    // included, may miss an exchange by the 100 ms round timeout; a fresh-clone run failed
+    // indexing trainer 0 in a step it had missed)
     for (step, m) in by_step.range(missed[missed.len() - 1] + 1..) {
+        let (first_t, first) = m.iter().next().unwrap();
         for (t, x) in m {
-            assert_eq!(x, &m[&0], "step {step}: trainer {t} differs from trainer 0");
+            assert_eq!(
+                x, first,
+                "step {step}: trainer {t} differs from trainer {first_t}"
+            );
         }
     }
-    assert_eq!(by_step[&steps][&1], result.final_params.data);
+    assert_eq!(
+        by_step[&steps].values().next().unwrap(),
+        &result.final_params.data
+    );
     assert!(result.summary.failed_trainers.is_empty());
 }
 

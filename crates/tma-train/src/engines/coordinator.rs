@@ -326,10 +326,13 @@ impl Rounds<'_, '_> {
         let (cfg, clock) = (self.ctx.cfg, self.ctx.clock);
         loop {
             ev.poll();
-            // validation must keep up: with two rounds waiting for it, wait for one
-            // (rounds slow down to the evaluator's pace instead of piling up models),
-            // except for the final round at the time limit
-            if ev.in_flight() >= 2 && clock.elapsed() < cfg.time_limit {
+            // validation must keep up: with two rounds to validate waiting for it, wait for
+            // one (rounds slow down to the evaluator's pace instead of piling up models),
+            // except for the final round at the time limit; rounds recorded without
+            // validation queue behind a running one without holding the next round (a
+            // fresh-clone trial: one such round held the next for 28 s of a 29 s validation,
+            // and the trainers went unaveraged)
+            if ev.validations_queued() >= 2 && clock.elapsed() < cfg.time_limit {
                 // (in slices, so that a trainer waking up is answered meanwhile)
                 if !ev.wait_one_for(Duration::from_millis(200)) {
                     self.coord.answer_late(&self.exchange.idle_reply());

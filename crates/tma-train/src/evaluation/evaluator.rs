@@ -86,6 +86,11 @@ impl Evaluator<'_> {
         self.in_flight
     }
 
+    /// Rounds to validate queued or running (not yet accepted).
+    pub(crate) fn validations_queued(&self) -> usize {
+        self.validating.len()
+    }
+
     /// Wall seconds since the oldest validation still queued or running was queued (None
     /// when none is): a lower bound of what the validations outstanding cost.
     pub(crate) fn validation_backlog_s(&self) -> Option<f64> {
