@@ -23,8 +23,6 @@ pub struct Llcg {
     steps: usize,
     /// Correction steps taken so far.
     pub total_steps: u64,
-    /// Loss of the last correction mini-batch (NaN before the first).
-    pub last_loss: f32,
 }
 
 /// The full training graph as one trainer's data: every node, the evaluation graph (link: the
@@ -75,7 +73,6 @@ impl Llcg {
             trainer,
             steps: cfg.llcg_steps,
             total_steps: 0,
-            last_loss: f32::NAN,
         }
     }
 }
@@ -93,8 +90,7 @@ impl Corrector for Llcg {
         self.trainer.set_params(&params.data);
         let mut sum = 0f64;
         for _ in 0..self.steps {
-            self.last_loss = self.trainer.step();
-            sum += self.last_loss as f64;
+            sum += self.trainer.step() as f64;
             self.total_steps += 1;
         }
         params.data.copy_from_slice(&self.trainer.params().data);
