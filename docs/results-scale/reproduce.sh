@@ -11,7 +11,15 @@
 #
 # Every comparison is resumable: one already finished is kept, one that was interrupted
 # continues where it stopped (`tma compare --resume`), so the whole page can be run over
-# several sittings. Graphs are generated once under GRAPHS (default: the system temp
+# several sittings. SEEDS longer than a comparison's recorded seeds adds the seeds missing
+# (`tma compare --resume --seeds`). Each comparison's records (compare.json, the
+# partitions' records, sittings.log (when, load, build), every run's summary.json, rounds.jsonl.gz, partition.json and
+# config.toml: ~0.1-0.3 MB a run, no models or partitions) are copied into RECORDS (default
+# docs/results-scale/runs/<name>/) every minute while it runs and when it ends; with
+# FROM_RECORDS=1 a comparison missing from OUT starts from its records (its graph generated
+# again under the same GRAPHS path, the partitions it still needs made again and checked
+# byte for byte against the recorded ones), so seeds run on other days, on a machine that
+# kept nothing, add up. Graphs are generated once under GRAPHS (default: the system temp
 # directory; ~2 GB citation2 and ~2 GB more for its noisier node graph, 0.7 GB reddit and
 # as much again for its node graph, 1.8 GB for the planted communities, ~13 GB mag), never
 # into the repository; each comparison keeps one partition
@@ -29,6 +37,8 @@ FAIL_SEEDS=${FAIL_SEEDS:-0}      # the failure runs
 MAG_BUDGET=${MAG_BUDGET:-30m}
 NODE_NOISE=${NODE_NOISE:-8}      # feature noise of the node-classification graphs (below)
 ONLY=${ONLY:-}
+RECORDS=${RECORDS:-docs/results-scale/runs}
+FROM_RECORDS=${FROM_RECORDS:-0}
 # TMA=PATH runs a given build (e.g. a copy that a rebuild during the runs cannot replace)
 if [ -z "${TMA:-}" ]; then
   cargo build --release -p tma-cli
@@ -47,17 +57,57 @@ gen_node() { # preset
   [ -f "$GRAPHS/$1-noise$NODE_NOISE/tma-graph.json" ] ||
     $TMA generate --preset "$1" --feature-noise "$NODE_NOISE" --out "$GRAPHS/$1-noise$NODE_NOISE"
 }
-# a comparison already finished is kept; one that was interrupted continues (--resume)
+# the records of comparison OUT/$1 into RECORDS/$1 (small files only; a run's rounds gzipped)
+save_records() { # name
+  local src="$OUT/$1" dst="$RECORDS/$1" f r
+  [ -f "$src/compare.json" ] || return 0
+  mkdir -p "$dst/partitions"
+  for f in compare.json continued.json results.json sittings.log; do
+    [ -f "$src/$f" ] && cp "$src/$f" "$dst/$f"
+  done
+  for f in "$src"/partitions/*.json; do [ -f "$f" ] && cp "$f" "$dst/partitions/"; done
+  for r in "$src"/*-seed*/; do
+    [ -f "$r/summary.json" ] || continue
+    mkdir -p "$dst/$(basename "$r")"
+    for f in summary.json partition.json config.toml; do
+      [ -f "$r/$f" ] && cp "$r/$f" "$dst/$(basename "$r")/$f"
+    done
+    gzip -9nc "$r/rounds.jsonl" > "$dst/$(basename "$r")/rounds.jsonl.gz"
+  done
+  return 0
+}
+# OUT/$1 from RECORDS/$1: the comparison's records, to be continued with --resume
+restore_records() { # name
+  local src="$RECORDS/$1" dst="$OUT/$1" r
+  [ -f "$src/compare.json" ] || return 0
+  echo "$1: starts from its records in $src"
+  mkdir -p "$dst"
+  cp -r "$src"/. "$dst"/
+  for r in "$dst"/*-seed*/; do
+    [ -f "$r/rounds.jsonl.gz" ] && gunzip -c "$r/rounds.jsonl.gz" > "$r/rounds.jsonl" && rm "$r/rounds.jsonl.gz"
+  done
+  return 0
+}
+# a comparison already finished is kept (its table written again: a resume that trains
+# nothing); one that was interrupted, or recorded with fewer seeds, continues (--resume)
 run() { # name, compare options...
   local name=$1; shift
   if [ -n "$ONLY" ] && [ "$ONLY" != "$name" ]; then return; fi
-  if [ -f "$OUT/$name/results.json" ]; then echo "$name: done (kept)"; return; fi
-  echo "$name: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/load.log"
+  if [ "$FROM_RECORDS" = 1 ] && [ ! -e "$OUT/$name" ]; then restore_records "$name"; fi
+  mkdir -p "$OUT/$name"
+  # one line per sitting: when, the load, which build
+  echo "$name: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) tma $TMA, checkout $(git describe --always --dirty 2>/dev/null || echo unknown)" |
+    tee -a "$OUT/load.log" >> "$OUT/$name/sittings.log"
+  ( while sleep 60; do save_records "$name"; done ) &
+  local saver=$! rc=0
   if [ -f "$OUT/$name/compare.json" ]; then
-    $TMA compare "$@" --out "$OUT/$name" --resume "$OUT/$name"
+    $TMA compare "$@" --resume "$OUT/$name" || rc=$?
   else
-    $TMA compare "$@" --out "$OUT/$name"
+    $TMA compare "$@" --out "$OUT/$name" || rc=$?
   fi
+  kill $saver 2>/dev/null; wait $saver 2>/dev/null || true
+  save_records "$name"
+  return $rc
 }
 ALWAYS="--time-limit $BUDGET --quiet"
 COMMON="--trainers 4 $ALWAYS"

@@ -10,7 +10,10 @@
 //! streaming its rounds to its run directory; the table and plot are read back from the run
 //! directories, so an interrupted comparison continues with `tma compare --resume OUT`:
 //! finished runs are kept as they are, the interrupted run continues from its last checkpoint
-//! (one that stopped before its first checkpoint starts again), and the rest run.
+//! (one that stopped before its first checkpoint starts again), and the rest run. A resume
+//! may add seeds or methods (lists that start with the recorded ones); a layout whose runs
+//! have all finished is not made again when its directory was removed, and one made again
+//! must have the recorded manifest sha256.
 //!
 //! ```text
 //! OUT/
@@ -55,7 +58,9 @@ pub struct CompareOpts {
     pub methods: Option<Vec<Method>>,
     /// Seeds, comma separated; every method runs once per seed. The split and partition are
     /// made once, with the first seed, and shared by every seed: the seeds vary the
-    /// initialization, sampling, dropout and training negatives. Default: 0,1,2.
+    /// initialization, sampling, dropout and training negatives. Default: 0,1,2. With
+    /// `--resume`, a list that starts with the recorded seeds adds runs for the others (so does
+    /// `--methods`).
     #[arg(long, value_delimiter = ',')]
     pub seeds: Option<Vec<u64>>,
     /// Validation metric a run must reach for "time to target". Default: 95% of the best mean
@@ -339,6 +344,8 @@ struct Plan {
     title: Option<String>,
     out: PathBuf,
     quiet: bool,
+    /// Methods or seeds `--resume` adds (None for a fresh comparison or an unchanged one).
+    extended: Option<Extension>,
 }
 
 /// `o`'s options over its `--config` file, with `method`/`seed` unset and `config` merged.
@@ -388,6 +395,7 @@ fn fresh_plan(o: &CompareOpts) -> Result<Plan> {
         title: o.title.clone(),
         out,
         quiet: o.train.quiet,
+        extended: None,
     };
     let cfg0 = check_runs(&plan_of(PathBuf::new()))?;
     for w in crate::opts::unused_flag_warnings(&o.train, &methods, cfg0.model) {
@@ -474,21 +482,25 @@ fn resume_plan(o: &CompareOpts, out: &Path) -> Result<Plan> {
             )),
         }
     }
-    let csv = |xs: Vec<String>| xs.join(",");
-    if let Some(m) = o.methods.as_ref().filter(|m| **m != rec.methods) {
-        differ.push(format!(
-            "--methods {} (recorded: {})",
-            csv(m.iter().map(|m| m.to_string()).collect()),
-            csv(rec.methods.iter().map(|m| m.to_string()).collect())
-        ));
-    }
-    if let Some(s) = o.seeds.as_ref().filter(|s| **s != rec.seeds) {
-        differ.push(format!(
-            "--seeds {} (recorded: {})",
-            csv(s.iter().map(|s| s.to_string()).collect()),
-            csv(rec.seeds.iter().map(|s| s.to_string()).collect())
-        ));
-    }
+    // --methods / --seeds that keep the recorded ones as their start add runs; any other
+    // change is refused
+    let mut added = Vec::new();
+    let methods = extend_list(
+        "--methods",
+        "methods",
+        &o.methods,
+        &rec.methods,
+        &mut added,
+        &mut differ,
+    );
+    let seeds = extend_list(
+        "--seeds",
+        "seeds",
+        &o.seeds,
+        &rec.seeds,
+        &mut added,
+        &mut differ,
+    );
     if o.target.is_some() && o.target != rec.target {
         differ.push(format!(
             "--target {} (recorded: {})",
@@ -513,18 +525,76 @@ fn resume_plan(o: &CompareOpts, out: &Path) -> Result<Plan> {
     }
     let base: TrainOpts = serde_json::from_value(Value::Object(rec.options.clone()))
         .with_context(|| format!("{}: its options are not this tma's", path.display()))?;
+    let extended = (!added.is_empty()).then(|| Extension {
+        line: format!(
+            "--resume {}: adds {} to the comparison; the runs added train on the partitions made with seed {}, as the recorded ones did",
+            out.display(),
+            added.join(" and "),
+            rec.seeds[0]
+        ),
+        record: Recorded {
+            methods: methods.clone(),
+            seeds: seeds.clone(),
+            ..rec.clone()
+        },
+    });
     Ok(Plan {
         base: TrainOpts {
             out: Some(out.to_path_buf()),
             ..base
         },
-        methods: rec.methods,
-        seeds: rec.seeds,
+        methods,
+        seeds,
         target: rec.target,
         title: rec.title,
         out: out.to_path_buf(),
         quiet: o.train.quiet,
+        extended,
     })
+}
+
+/// `--resume`'s `--methods` or `--seeds` (`flag`) against the recorded list: the recorded
+/// list when not given or the same; the given list when it starts with the recorded one and
+/// names more (`added` gets "seeds 1, 2"); else the recorded list, with the difference in
+/// `differ` (the first seed makes the partitions, and runs already made are not dropped).
+fn extend_list<T: PartialEq + Copy + std::fmt::Display>(
+    flag: &str,
+    what: &str,
+    given: &Option<Vec<T>>,
+    recorded: &[T],
+    added: &mut Vec<String>,
+    differ: &mut Vec<String>,
+) -> Vec<T> {
+    let csv = |xs: &[T]| xs.iter().map(T::to_string).collect::<Vec<_>>().join(",");
+    match given {
+        Some(g) if g.as_slice() != recorded => {
+            let extends = g.len() > recorded.len() && g.starts_with(recorded);
+            if extends && first_repeat(g).is_none() {
+                let new: Vec<String> = g[recorded.len()..].iter().map(T::to_string).collect();
+                added.push(format!("{what} {}", new.join(", ")));
+                return g.clone();
+            }
+            differ.push(format!(
+                "{flag} {} (recorded: {}{})",
+                csv(g),
+                csv(recorded),
+                if extends {
+                    ""
+                } else {
+                    "; a list that starts with the recorded one adds runs"
+                }
+            ));
+            recorded.to_vec()
+        }
+        _ => recorded.to_vec(),
+    }
+}
+
+/// Methods or seeds that `--resume` adds to a comparison: the line that says so and the
+/// record (`compare.json`) written once the comparison's lock is held.
+struct Extension {
+    line: String,
+    record: Recorded,
 }
 
 /// Every run's options are valid before the first one starts (e.g. --sync-every-steps, which
@@ -583,6 +653,49 @@ fn layouts_of(p: &Plan) -> Result<Vec<(String, Vec<Method>)>> {
     Ok(out)
 }
 
+/// Layout `name` as `partitions/<name>.json` recorded it, when every run of `methods` has
+/// finished and its partition directory is gone (removed to free the disk, or a comparison's
+/// records copied without it): nothing trains on it any more, so it is not made again; the
+/// table reads the runs' directories only. None when a run still has to train on it, or
+/// when its directory or record is there to be read as usual.
+fn finished_layout(p: &Plan, name: &str, methods: &[Method]) -> Option<Layout> {
+    let dir = p.out.join("partitions").join(name);
+    if dir.join("manifest.json").is_file() {
+        return None;
+    }
+    let all_done = p.seeds.iter().all(|s| {
+        methods
+            .iter()
+            .all(|m| run_state(&p.out.join(format!("{m}-seed{s}"))) == RunState::Finished)
+    });
+    if !all_done {
+        return None;
+    }
+    let v = recorded_layout(&p.out, name)?;
+    eprintln!(
+        "partitions {name}: every run on it has finished; its directory is gone (not made again), its record {} is read",
+        p.out.join("partitions").join(format!("{name}.json")).display()
+    );
+    Some(Layout {
+        name: name.to_string(),
+        methods: methods.iter().map(|m| m.to_string()).collect(),
+        dir: Some(dir),
+        seed: v["seed"].as_u64()?,
+        seconds: v["seconds"].as_f64(),
+        warnings: serde_json::from_value(v["warnings"].clone()).unwrap_or_default(),
+        manifest_sha256: v["manifest_sha256"].as_str().map(str::to_string),
+        fallback: None,
+    })
+}
+
+/// `OUT/partitions/<name>.json`, the record of a layout's partition directory, if readable.
+fn recorded_layout(out: &Path, name: &str) -> Option<Value> {
+    let side = out.join("partitions").join(format!("{name}.json"));
+    std::fs::read(side)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+}
+
 /// The partition directory of layout `name` under OUT/partitions/: reused when complete
 /// (made by an earlier start of this comparison), else made from the data with the options
 /// of `methods[0]` and the first seed. A directory that cannot be written (the data loads and
@@ -606,8 +719,22 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
         manifest_sha256: None,
         fallback: None,
     };
+    // the runs that trained on it must find the same bytes (also when its directory was
+    // removed and is made again, as the same data and seed give)
+    let earlier = recorded_layout(&p.out, name)
+        .and_then(|v| v["manifest_sha256"].as_str().map(str::to_string));
+    let differs = |hash: &str, e: &str| {
+        anyhow::anyhow!(
+            "partitions {name}: {} is not the partition the comparison's earlier runs trained on (manifest sha256 {hash}, recorded in {name}.json: {e}): the data or this tma changed; remove that directory, or start the comparison again with another --out",
+            dir.display()
+        )
+    };
     if dir.join("manifest.json").is_file() {
-        layout.manifest_sha256 = Some(reuse_layout(&dir, name, seed)?);
+        let hash = reuse_layout(&dir, name, seed)?;
+        if let Some(e) = earlier.as_deref().filter(|e| *e != hash) {
+            return Err(differs(&hash, e));
+        }
+        layout.manifest_sha256 = Some(hash);
         eprintln!(
             "partitions {name}: reusing {} (made earlier by this comparison)",
             dir.display()
@@ -624,6 +751,9 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
     }
     match make_layout(p, &dir, methods[0], seed)? {
         Ok((hash, secs, warnings)) => {
+            if let Some(e) = earlier.as_deref().filter(|e| *e != hash) {
+                return Err(differs(&hash, e));
+            }
             match link_identical_files(&p.out.join("partitions"), &dir) {
                 Ok((0, _)) => {}
                 Ok((n, bytes)) => eprintln!(
@@ -1005,11 +1135,23 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     crate::interrupt::set_before_training(true);
     let layouts: Vec<Layout> = layouts_of(&plan)?
         .iter()
-        .map(|(l, ms)| prepare_layout(&plan, l, ms))
+        .map(|(l, ms)| match finished_layout(&plan, l, ms) {
+            Some(done) => Ok(done),
+            None => prepare_layout(&plan, l, ms),
+        })
         .collect::<Result<_>>()?;
     crate::interrupt::set_before_training(false);
     if stop.load(Ordering::SeqCst) {
         stopped(&plan, "the preparation of the data");
+    }
+    // the runs added are recorded once their data is ready (a layout refused above leaves
+    // the comparison as it was)
+    if let Some(x) = &plan.extended {
+        tma_train::store::output::write_atomic(
+            &plan.out.join("compare.json"),
+            &serde_json::to_vec_pretty(&x.record)?,
+        )?;
+        eprintln!("{}", x.line);
     }
     let mut continued: Continued = std::fs::read(plan.out.join("continued.json"))
         .ok()

@@ -236,7 +236,7 @@ fn an_interrupted_comparison_continues_with_resume_keeping_its_finished_runs() {
         &crate::harness::tma(&changed[..]),
         1,
         &[
-            "the comparison was started with other options: --time-limit 3s (recorded: 1500ms), --seeds 0 (recorded: 0,1)",
+            "the comparison was started with other options: --time-limit 3s (recorded: 1500ms), --seeds 0 (recorded: 0,1; a list that starts with the recorded one adds runs)",
         ],
     );
     assert_eq!(std::fs::read(&first).unwrap(), bytes);
@@ -311,6 +311,95 @@ fn an_interrupted_comparison_continues_with_resume_keeping_its_finished_runs() {
         assert_eq!(last["t"], res["plot"]["end_s"], "{m}");
         assert!(res["plot"]["end_s"].as_f64().unwrap() >= 1.5);
     }
+}
+
+#[test]
+fn resume_adds_seeds_to_a_finished_comparison_and_makes_a_removed_partition_again() {
+    let dir = tempdir();
+    let out = dir.path().join("cmp");
+    let o = out.to_str().unwrap();
+    let mut args = resumable_args(o);
+    for (from, to) in [("0,1", "0"), ("1500ms", "600ms")] {
+        let i = args.iter().position(|a| *a == from).unwrap();
+        args[i] = to;
+    }
+    assert_success(&crate::harness::tma(&args[..]));
+    let first = out.join("random-tma-seed0/summary.json");
+    let bytes = std::fs::read(&first).unwrap();
+    // the partitions removed to free the disk: the runs' records are what is kept
+    for l in ["random", "whole"] {
+        std::fs::remove_dir_all(out.join("partitions").join(l)).unwrap();
+    }
+    // nothing left to train: the table again from the run directories, nothing made again
+    let r = crate::harness::tma(&["compare", "--resume", o, "--quiet"]);
+    assert_success(&r);
+    let said = stderr(&r);
+    assert_eq!(
+        said.matches("every run on it has finished; its directory is gone (not made again)")
+            .count(),
+        2,
+        "{said}"
+    );
+    assert!(!said.contains("made once in"), "{said}");
+    assert!(!out.join("partitions/random").exists());
+    assert_eq!(
+        json_file(&out.join("results.json"))["runs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // a list that does not start with the recorded one is refused, the rule named
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--seeds", "1", "--quiet"]),
+        1,
+        &["--seeds 1 (recorded: 0; a list that starts with the recorded one adds runs)"],
+    );
+    // seed 1 added: both partitions made again with seed 0, the same bytes as the first
+    // (checked against partitions/<layout>.json), seed 0's runs kept
+    let r = crate::harness::tma(&["compare", "--resume", o, "--seeds", "0,1", "--quiet"]);
+    assert_success(&r);
+    let said = stderr(&r);
+    assert!(
+        said.contains(&format!("--resume {o}: adds seeds 1 to the comparison; the runs added train on the partitions made with seed 0")),
+        "{said}"
+    );
+    assert_eq!(said.matches("made once in").count(), 2, "{said}");
+    assert!(
+        said.contains("random-tma seed 0: finished earlier, kept"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&first).unwrap(), bytes);
+    assert_eq!(
+        json_file(&out.join("compare.json"))["seeds"],
+        serde_json::json!([0, 1])
+    );
+    let res = json_file(&out.join("results.json"));
+    assert_eq!(res["runs"].as_array().unwrap().len(), 4);
+    for row in res["table"].as_array().unwrap() {
+        assert_eq!(row["runs"], 2, "{row}");
+    }
+    let part =
+        |run: &str| json_file(&out.join(run).join("partition.json"))["manifest_sha256"].clone();
+    assert_eq!(part("random-tma-seed0"), part("random-tma-seed1"));
+    // a partition that is not the one the earlier runs trained on is refused before any run
+    let side = out.join("partitions/random.json");
+    let mut rec = json_file(&side);
+    rec["manifest_sha256"] = serde_json::json!("0000");
+    std::fs::write(&side, serde_json::to_vec(&rec).unwrap()).unwrap();
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--seeds", "0,1,2", "--quiet"]),
+        1,
+        &[
+            "is not the partition the comparison's earlier runs trained on",
+            "recorded in random.json: 0000",
+        ],
+    );
+    assert!(!out.join("random-tma-seed2").exists());
+    assert_eq!(
+        json_file(&out.join("compare.json"))["seeds"],
+        serde_json::json!([0, 1])
+    );
 }
 
 #[test]
