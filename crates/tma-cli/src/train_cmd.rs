@@ -74,7 +74,7 @@ impl Observer for Printer {
             line.push_str(&format!("  missing={:?}", r.missing));
         }
         if r.skipped_slots > 0 {
-            line.push_str(&format!("  ({})", skipped_text(r.skipped_slots)));
+            line.push_str(&format!("  ({})", skipped_text(r.skipped_slots, r.late)));
         }
         if let Some(h) = hold_text(r) {
             line.push_str(&format!("  ({h})"));
@@ -192,10 +192,20 @@ fn short_duration(d: Duration) -> String {
 }
 
 /// The round line's note on skipped averaging slots, e.g. `3 averaging slots skipped: the
-/// round formed late (validation or trainers behind)`.
-pub(crate) fn skipped_text(n: u64) -> String {
+/// round formed 1.6s late, 1.5s waiting for validation to keep up and 0.1s for the
+/// trainers` (where the time went: the record's `late`).
+pub(crate) fn skipped_text(n: u64, late: Option<tma_train::evaluation::record::Late>) -> String {
+    let why = match late {
+        Some(l) => format!(
+            "{:.1}s late, {:.1}s waiting for validation to keep up and {:.1}s for the trainers",
+            l.validation_s + l.trainers_s,
+            l.validation_s,
+            l.trainers_s
+        ),
+        None => "late (validation or trainers behind)".to_string(),
+    };
     format!(
-        "{n} averaging slot{} skipped: the round formed late (validation or trainers behind)",
+        "{n} averaging slot{} skipped: the round formed {why}",
         if n == 1 { "" } else { "s" }
     )
 }
@@ -622,6 +632,10 @@ fn print_training_header(
     }
 }
 
+/// The progress bar's words once the training budget is spent.
+const BUDGET_SPENT: &str =
+    ": training time is up; validating the rounds still queued, then testing the final and best models (the run ends after them)";
+
 /// The progress bar of the training budget, advanced by a thread from the run's clock.
 struct Progress {
     bar: Option<ProgressBar>,
@@ -647,10 +661,13 @@ impl Progress {
                 while !done.load(Ordering::Relaxed) {
                     let e = clock.elapsed().min(limit);
                     b.set_position(e.as_millis() as u64);
+                    // the run goes on past the budget for the last validations and the
+                    // test (minutes on a graph of 1e7-1e9 arcs): said, not a frozen bar
                     b.set_message(format!(
-                        "{:.0}s / {:.0}s",
+                        "{:.0}s / {:.0}s{}",
                         e.as_secs_f64(),
-                        limit.as_secs_f64()
+                        limit.as_secs_f64(),
+                        if e >= limit { BUDGET_SPENT } else { "" }
                     ));
                     std::thread::sleep(Duration::from_millis(100));
                 }
@@ -1412,11 +1429,20 @@ mod tests {
         assert_eq!(loss_text(0.012345), "0.0123");
         // regression: rounds skipped behind a slow validation were not said
         assert_eq!(
-            skipped_text(3),
+            skipped_text(3, None),
             "3 averaging slots skipped: the round formed late (validation or trainers behind)"
         );
+        // where the time went (the record's `late`)
+        let late = tma_train::evaluation::record::Late {
+            validation_s: 1.46,
+            trainers_s: 0.12,
+        };
         assert_eq!(
-            skipped_text(1),
+            skipped_text(3, Some(late)),
+            "3 averaging slots skipped: the round formed 1.6s late, 1.5s waiting for validation to keep up and 0.1s for the trainers"
+        );
+        assert_eq!(
+            skipped_text(1, None),
             "1 averaging slot skipped: the round formed late (validation or trainers behind)"
         );
         assert_eq!(

@@ -14,6 +14,7 @@ use tma_train::engines::cluster::{
 use tma_train::engines::coordinator::{coordinate, Coordinated};
 use tma_train::engines::trainer::Trainer;
 use tma_train::engines::{average_weights, initial_params};
+use tma_train::evaluation::record::Late;
 use tma_train::methods::averaging::ModelAveraging;
 use tma_train::methods::ggs::{ggs_worker, GradientSync};
 use tma_train::methods::llcg::{full_graph_data, Llcg};
@@ -186,6 +187,15 @@ fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
     let (rec, r) = run_with_a_late_round(&c, 2, Duration::from_millis(2500));
     let at: Vec<f64> = rec.iter().map(|r| r.elapsed_s).collect();
     assert_eq!(at, vec![1.0, 4.5, 5.0, 6.0, 7.0]);
+    // the round says where its 2.5 s went: all of it waiting for the trainers' contributions
+    let late: Vec<Option<Late>> = rec.iter().map(|r| r.late).collect();
+    let trainers = |s: f64| {
+        Some(Late {
+            validation_s: 0.0,
+            trainers_s: s,
+        })
+    };
+    assert_eq!(late, vec![None, trainers(2.5), None, None, None]);
     let numbers: Vec<u64> = rec.iter().map(|r| r.round).collect();
     assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
     assert_eq!(r.summary.rounds, 5);
@@ -223,6 +233,21 @@ fn ramp_rounds_cut_the_first_span_before_the_grid() {
     let (at, skipped) = run(4, 2, 1600);
     assert_eq!(at, vec![0.5, 2.6, 4.0, 6.0]);
     assert_eq!(skipped, vec![0, 2, 0, 0]);
+    // where round 2's 1.6 s went: the trainers
+    let c = TrainConfig {
+        sync_every: Duration::from_secs(2),
+        time_limit: Duration::from_secs(6),
+        sync_ramp: 4,
+        ..cfg(Method::RandomTma, Task::Node)
+    };
+    let (rec, _) = run_with_a_late_round(&c, 2, Duration::from_millis(1600));
+    assert_eq!(
+        rec[1].late,
+        Some(Late {
+            validation_s: 0.0,
+            trainers_s: 1.6
+        })
+    );
 }
 
 fn contribution(trainer: usize, params: Vec<f32>) -> Contribution {

@@ -635,8 +635,28 @@ fn rounds_that_skip_sync_slots_behind_a_slow_round_say_so() {
         skipped.iter().any(|&s| s >= 2),
         "skipped slots per round {skipped:?}\n{rounds}"
     );
+    // each late round says where its time went (`late`): at least its skipped slots' time;
+    // the stall is the recording of round 1, which the coordinator waits for before calling
+    // the next round (as it waits for a validation backlog), not the trainers
+    let mut held = 0.0f64;
+    for l in rounds.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        let n = v.get("skipped_slots").map_or(0, |s| s.as_u64().unwrap());
+        let late = &v["late"];
+        assert_eq!(n > 0, late.is_object(), "{l}");
+        if n > 0 {
+            let (a, b) = (
+                late["validation_s"].as_f64().unwrap(),
+                late["trainers_s"].as_f64().unwrap(),
+            );
+            assert!(a + b >= 0.3 * n as f64 - 1e-6, "{l}");
+            held = held.max(a);
+        }
+    }
+    assert!(held >= 1.0, "{rounds}");
     assert!(
-        stderr(&r).contains("averaging slots skipped: the round formed late"),
+        stderr(&r).contains("averaging slots skipped: the round formed")
+            && stderr(&r).contains("waiting for validation to keep up"),
         "{}",
         stderr(&r)
     );

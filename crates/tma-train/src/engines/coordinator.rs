@@ -16,7 +16,7 @@ use crate::engines::plateau::{Held, PlateauHold};
 use crate::evaluation::eval::{evaluate_with, EvalResult, Split};
 use crate::evaluation::evaluator::{with_evaluator, Best, Book, EvalWith, Evaluator, PendingRound};
 use crate::evaluation::record::{
-    Correction, Observer, Resume, RoundRecord, RunResult, StopCause, Summary,
+    Correction, Late, Observer, Resume, RoundRecord, RunResult, StopCause, Summary,
 };
 use crate::TrainError;
 use std::sync::Arc;
@@ -157,6 +157,7 @@ pub fn coordinate(
         hold,
         held: None,
         correction: None,
+        called_late: Duration::ZERO,
         resumed_best_check,
     };
     let hold = ctx.trainer_gate.map(|g| move |held: bool| g.hold(held));
@@ -244,6 +245,9 @@ struct Rounds<'a, 'c> {
     held: Option<(u64, bool)>,
     /// What the exchange's correction did at the round being formed (LLCG), for its record.
     correction: Option<Correction>,
+    /// How far past its due time the round being formed was called ([`Rounds::wait_until`]
+    /// held it for the evaluator), for its record's `late`.
+    called_late: Duration,
     /// Whether the best model a resumed run brought was a check.
     resumed_best_check: bool,
 }
@@ -275,6 +279,7 @@ impl Rounds<'_, '_> {
                 Duration::ZERO
             };
             self.wait_until(ev, due);
+            self.called_late = clock.elapsed().saturating_sub(due);
             // a check still waiting for copies is superseded by the round
             if let Some(c) = self.checks.as_mut() {
                 c.pending = None;
@@ -507,6 +512,15 @@ impl Rounds<'_, '_> {
             eval_cpu_s: 0.0,
             is_best: false,
             skipped_slots,
+            // where the time went when the round was late by a slot or more
+            late: (skipped_slots > 0).then(|| {
+                let late = elapsed.saturating_sub(round_due);
+                let held = self.called_late.min(late);
+                Late {
+                    validation_s: held.as_secs_f64(),
+                    trainers_s: (late - held).as_secs_f64(),
+                }
+            }),
             check: false,
             server_step: (self.hold.scale() < 1.0).then(|| self.hold.scale()),
             restored: held.map(|(r, _)| r),
@@ -669,6 +683,7 @@ impl Checks {
                 eval_cpu_s: 0.0,
                 is_best: false,
                 skipped_slots: 0,
+                late: None,
                 check: true,
                 server_step,
                 restored: None,

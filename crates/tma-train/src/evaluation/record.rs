@@ -126,6 +126,21 @@ pub struct Correction {
     pub secs: f64,
 }
 
+/// Where the time went of a round that formed past its due time by more than a slot
+/// (`skipped_slots` > 0), recorded as the round's `late` in `rounds.jsonl` and said on its
+/// line: the coordinator held the round for the evaluator (two validations queued, docs/
+/// decisions/0036-validation-share.md, or the round records and checkpoints it writes), or
+/// waited for the trainers' contributions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Late {
+    /// Seconds past the due time before the round was called: the coordinator waited for
+    /// validation and the recording of earlier rounds to keep up.
+    pub validation_s: f64,
+    /// Seconds from the call to the round's forming past the due time: the trainers
+    /// (behind, stalled or lost until the gather's timeout) and the combine.
+    pub trainers_s: f64,
+}
+
 /// One averaging round, as printed and written to `rounds.jsonl`. `Default` is round 0 at 0 s,
 /// no participant, unvalidated (tests build records from it).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -162,6 +177,9 @@ pub struct RoundRecord {
     /// formed within one period of its due time, and always for step-count schedules.
     #[serde(skip_serializing_if = "is_zero")]
     pub skipped_slots: u64,
+    /// Where the time went when `skipped_slots` > 0 ([`Late`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late: Option<Late>,
     /// A validation check between averaging rounds (`--val-check-interval`), not a round:
     /// the mean of the trainers' parameters at `elapsed_s`, which they did not receive.
     /// `round` is then the number of rounds formed before it, `train_loss` NaN (the losses go
@@ -406,6 +424,7 @@ mod tests {
             eval_cpu_s: 0.0,
             is_best: false,
             skipped_slots: 0,
+            late: None,
             check,
             server_step: None,
             restored: None,

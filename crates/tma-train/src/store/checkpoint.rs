@@ -709,6 +709,7 @@ mod tests {
             eval_cpu_s: 0.0,
             is_best,
             skipped_slots: 0,
+            late: None,
             check: false,
             server_step: None,
             restored: None,

@@ -497,6 +497,7 @@ mod tests {
             eval_cpu_s: 0.1,
             is_best: true,
             skipped_slots: 0,
+            late: None,
             check,
             server_step: None,
             restored: None,

@@ -87,6 +87,7 @@ fn record(round: u64, val: f64, is_best: bool) -> RoundRecord {
         eval_cpu_s: 0.0,
         is_best,
         skipped_slots: 0,
+        late: None,
         check: false,
         server_step: None,
         restored: None,
