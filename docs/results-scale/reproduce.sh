@@ -19,7 +19,8 @@
 # FROM_RECORDS=1 a comparison missing from OUT starts from its records (its graph generated
 # again under the same GRAPHS path, the partitions it still needs made again and checked
 # byte for byte against the recorded ones), so seeds run on other days, on a machine that
-# kept nothing, add up. Graphs are generated once under GRAPHS (default: the system temp
+# kept nothing, add up. Without FROM_RECORDS a row that has records starts afresh and
+# writes its records to OUT/records/<name>, never over the kept ones. Graphs are generated once under GRAPHS (default: the system temp
 # directory; ~2 GB citation2 and ~2 GB more for its noisier node graph, 0.7 GB reddit and
 # as much again for its node graph, 1.8 GB for the planted communities, ~13 GB mag), never
 # into the repository; each comparison keeps one partition
@@ -57,22 +58,34 @@ gen_node() { # preset
   [ -f "$GRAPHS/$1-noise$NODE_NOISE/tma-graph.json" ] ||
     $TMA generate --preset "$1" --feature-noise "$NODE_NOISE" --out "$GRAPHS/$1-noise$NODE_NOISE"
 }
-# the records of comparison OUT/$1 into RECORDS/$1 (small files only; a run's rounds gzipped)
+# where comparison $1's records go: RECORDS/$1 when it is the comparison recorded there
+# (started from those records, or none were there when it started); else OUT/records/$1, so a
+# row started afresh never writes over (or mixes with) the records of another sitting
+records_dir() { # name
+  if [ -f "$OUT/$1/.records-here" ]; then echo "$RECORDS/$1"; else echo "$OUT/records/$1"; fi
+}
+# the records of comparison OUT/$1 (small files only; a run's rounds gzipped); each file is
+# written beside its place and renamed, so a copy cut short never leaves half a file
 save_records() { # name
-  local src="$OUT/$1" dst="$RECORDS/$1" f r
+  local src="$OUT/$1" dst f r
+  dst=$(records_dir "$1")
   [ -f "$src/compare.json" ] || return 0
   mkdir -p "$dst/partitions"
   for f in compare.json continued.json results.json sittings.log; do
-    [ -f "$src/$f" ] && cp "$src/$f" "$dst/$f"
+    [ -f "$src/$f" ] && cp "$src/$f" "$dst/$f.tmp" && mv "$dst/$f.tmp" "$dst/$f"
   done
-  for f in "$src"/partitions/*.json; do [ -f "$f" ] && cp "$f" "$dst/partitions/"; done
+  for f in "$src"/partitions/*.json; do
+    [ -f "$f" ] && cp "$f" "$dst/partitions/.tmp" && mv "$dst/partitions/.tmp" "$dst/partitions/$(basename "$f")"
+  done
   for r in "$src"/*-seed*/; do
     [ -f "$r/summary.json" ] || continue
-    mkdir -p "$dst/$(basename "$r")"
+    local d
+    d="$dst/$(basename "$r")"
+    mkdir -p "$d"
     for f in summary.json partition.json config.toml; do
-      [ -f "$r/$f" ] && cp "$r/$f" "$dst/$(basename "$r")/$f"
+      [ -f "$r/$f" ] && cp "$r/$f" "$d/$f.tmp" && mv "$d/$f.tmp" "$d/$f"
     done
-    gzip -9nc "$r/rounds.jsonl" > "$dst/$(basename "$r")/rounds.jsonl.gz"
+    gzip -9nc "$r/rounds.jsonl" > "$d/rounds.jsonl.gz.tmp" && mv "$d/rounds.jsonl.gz.tmp" "$d/rounds.jsonl.gz"
   done
   return 0
 }
@@ -93,20 +106,29 @@ restore_records() { # name
 run() { # name, compare options...
   local name=$1; shift
   if [ -n "$ONLY" ] && [ "$ONLY" != "$name" ]; then return; fi
-  if [ "$FROM_RECORDS" = 1 ] && [ ! -e "$OUT/$name" ]; then restore_records "$name"; fi
+  if [ ! -e "$OUT/$name" ]; then
+    if [ "$FROM_RECORDS" = 1 ]; then restore_records "$name"; fi
+    mkdir -p "$OUT/$name"
+    if [ "$FROM_RECORDS" = 1 ] || [ ! -f "$RECORDS/$name/compare.json" ]; then
+      touch "$OUT/$name/.records-here"
+    else
+      echo "$name: starts afresh (FROM_RECORDS=1 would continue the records in $RECORDS/$name, which are kept as they are); its records go to $OUT/records/$name"
+    fi
+  fi
   mkdir -p "$OUT/$name"
   # one line per sitting: when, the load, which build
   echo "$name: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) tma $TMA, checkout $(git describe --always --dirty 2>/dev/null || echo unknown)" |
     tee -a "$OUT/load.log" >> "$OUT/$name/sittings.log"
-  ( while sleep 60; do save_records "$name"; done ) &
+  ( while sleep 60; do save_records "$name" || echo "$name: records not saved this minute"; done ) &
   local saver=$! rc=0
   if [ -f "$OUT/$name/compare.json" ]; then
     $TMA compare "$@" --resume "$OUT/$name" || rc=$?
   else
     $TMA compare "$@" --out "$OUT/$name" || rc=$?
   fi
-  kill $saver 2>/dev/null; wait $saver 2>/dev/null || true
-  save_records "$name"
+  # the saver and the copy it may be making (its children) stop before the last save
+  kill $saver 2>/dev/null; pkill -P $saver 2>/dev/null; wait $saver 2>/dev/null || true
+  save_records "$name" || echo "$name: records not saved (see above)"
   return $rc
 }
 ALWAYS="--time-limit $BUDGET --quiet"

@@ -423,6 +423,18 @@ fn fresh_plan(o: &CompareOpts) -> Result<Plan> {
             out.display()
         );
     }
+    // a run directory there without the comparison's record is another's: a fresh
+    // comparison kept it as "finished earlier" (a fresh-clone trial)
+    if let Some(d) = seeds
+        .iter()
+        .flat_map(|s| methods.iter().map(move |m| format!("{m}-seed{s}")))
+        .find(|d| out.join(d).exists())
+    {
+        bail!(
+            "--out {} already holds a run directory {d} but no comparison (compare.json): it is not this comparison's; choose another --out, or remove it",
+            out.display()
+        );
+    }
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let rec = Recorded {
         format: 1,

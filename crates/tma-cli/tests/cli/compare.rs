@@ -400,6 +400,20 @@ fn resume_adds_seeds_to_a_finished_comparison_and_makes_a_removed_partition_agai
         json_file(&out.join("compare.json"))["seeds"],
         serde_json::json!([0, 1])
     );
+    // regression (fresh-clone trial): a fresh comparison kept another's run directory as
+    // "finished earlier"; now refused before anything is written
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::rename(out.join("random-tma-seed1"), other.join("random-tma-seed1")).unwrap();
+    let mut fresh = resumable_args(other.to_str().unwrap());
+    let i = fresh.iter().position(|a| *a == "1500ms").unwrap();
+    fresh[i] = "600ms";
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&fresh[..]),
+        1,
+        &["already holds a run directory random-tma-seed1 but no comparison (compare.json)"],
+    );
+    assert!(!other.join("compare.json").exists());
 }
 
 #[test]
