@@ -1203,6 +1203,23 @@ fn lock_comparison(out: &Path) -> Result<std::fs::File> {
     }
 }
 
+/// The command that continues the comparison in `out`: with the lists `extended` adds, which
+/// `compare.json` may not record yet (stopped while their partitions were made, a plain
+/// `--resume` would drop them without a word: a fresh-clone trial).
+fn resume_command(out: &Path, extended: Option<&Extension>) -> String {
+    let mut s = format!("tma compare --resume {}", out.display());
+    if let Some(x) = extended {
+        let csv = |v: Vec<String>| v.join(",");
+        let _ = write!(
+            s,
+            " --methods {} --seeds {}",
+            csv(x.record.methods.iter().map(|m| m.to_string()).collect()),
+            csv(x.record.seeds.iter().map(|s| s.to_string()).collect())
+        );
+    }
+    s
+}
+
 /// Says where the comparison `p` stopped on a signal during `during` and how to continue it,
 /// and ends the process with the signal's exit code.
 fn stopped(p: &Plan, during: &str) -> ! {
@@ -1214,8 +1231,8 @@ fn stopped(p: &Plan, during: &str) -> ! {
         .filter(|d| run_state(&p.out.join(d)) == RunState::Finished)
         .count();
     eprintln!(
-        "interrupt: the comparison stopped during {during} with {done} of {total} runs finished; `tma compare --resume {}` continues it (finished runs are kept, an interrupted run continues from its last checkpoint); no table or results.json was written",
-        p.out.display()
+        "interrupt: the comparison stopped during {during} with {done} of {total} runs finished; `{}` continues it (finished runs are kept, an interrupted run continues from its last checkpoint); no table or results.json was written",
+        resume_command(&p.out, p.extended.as_ref())
     );
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -1405,6 +1422,27 @@ fn first_repeat<T: PartialEq + Copy>(xs: &[T]) -> Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_resume_hint_names_the_seeds_and_methods_a_resume_adds() {
+        let out = Path::new("/tmp/cmp");
+        assert_eq!(resume_command(out, None), "tma compare --resume /tmp/cmp");
+        let x = Extension {
+            line: String::new(),
+            record: Recorded {
+                format: 1,
+                options: serde_json::Map::new(),
+                methods: vec![Method::RandomTma, Method::Centralized],
+                seeds: vec![0, 1, 2],
+                target: None,
+                title: None,
+            },
+        };
+        assert_eq!(
+            resume_command(out, Some(&x)),
+            "tma compare --resume /tmp/cmp --methods random-tma,centralized --seeds 0,1,2"
+        );
+    }
 
     fn pt(t: f64, v: f64) -> CurvePoint {
         CurvePoint {
