@@ -119,15 +119,23 @@ run() { # name, compare options...
   # one line per sitting: when, the load, which build
   echo "$name: $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg) tma $TMA, checkout $(git describe --always --dirty 2>/dev/null || echo unknown)" |
     tee -a "$OUT/load.log" >> "$OUT/$name/sittings.log"
-  ( while sleep 60; do save_records "$name" || echo "$name: records not saved this minute"; done ) &
+  # the saver: a SIGTERM ends it at once while it sleeps, or after the copy it is making
+  ( trap 'exit 0' TERM
+    while true; do
+      sleep 60 & wait $! || true
+      save_records "$name" || echo "$name: records not saved this minute"
+    done ) &
   local saver=$! rc=0
   if [ -f "$OUT/$name/compare.json" ]; then
     $TMA compare "$@" --resume "$OUT/$name" || rc=$?
   else
     $TMA compare "$@" --out "$OUT/$name" || rc=$?
   fi
-  # the saver and the copy it may be making (its children) stop before the last save
-  kill $saver 2>/dev/null; pkill -P $saver 2>/dev/null; wait $saver 2>/dev/null || true
+  # the saver stops (after the copy it may be making) before the last save; a failing kill
+  # must not end the script under set -e before that save (it did: the last run of a row
+  # went unrecorded)
+  kill $saver 2>/dev/null || true
+  wait $saver 2>/dev/null || true
   save_records "$name" || echo "$name: records not saved (see above)"
   return $rc
 }
