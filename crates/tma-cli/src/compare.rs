@@ -454,6 +454,33 @@ fn fresh_plan(o: &CompareOpts) -> Result<Plan> {
     Ok(plan_of(out))
 }
 
+/// Whether an option given to `--resume` (`given`) is the recorded one (`recorded`): the same
+/// value, or two spellings of one duration (`3s` and `3000ms`: a fresh-clone trial was refused
+/// for writing the budget another way).
+fn same_option(recorded: &Value, given: &Value) -> bool {
+    if recorded == given {
+        return true;
+    }
+    match (recorded.as_str(), given.as_str()) {
+        (Some(a), Some(b)) => matches!(
+            (humantime::parse_duration(a), humantime::parse_duration(b)),
+            (Ok(x), Ok(y)) if x == y
+        ),
+        _ => false,
+    }
+}
+
+/// An option's value as the user wrote it: text without quotes, and a single-precision number
+/// (`--lr 0.003`) as its shortest single-precision spelling, not the double it is stored as
+/// (`0.003000000026077032`).
+fn show_option(v: &Value) -> String {
+    match (v.as_str(), v.as_f64()) {
+        (Some(s), _) => s.to_string(),
+        (None, Some(x)) if v.is_f64() && f64::from(x as f32) == x => (x as f32).to_string(),
+        _ => v.to_string(),
+    }
+}
+
 /// `--resume OUT`: the comparison recorded in OUT/compare.json, refused when an option given
 /// now differs from the recorded one (each named).
 fn resume_plan(o: &CompareOpts, out: &Path) -> Result<Plan> {
@@ -478,19 +505,18 @@ fn resume_plan(o: &CompareOpts, out: &Path) -> Result<Plan> {
     if !unsupported.is_empty() {
         bail!("{}", unsupported.join("; "));
     }
-    let show = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
     let mut differ = Vec::new();
     for (k, v) in options_map(&merged)? {
         if k == "out" {
             continue;
         }
         match rec.options.get(&k) {
-            Some(r) if *r == v => {}
+            Some(r) if same_option(r, &v) => {}
             r => differ.push(format!(
                 "{} {} (recorded: {})",
                 Spelling::Flag.name(&k),
-                show(&v),
-                r.map_or_else(|| "not given".to_string(), show)
+                show_option(&v),
+                r.map_or_else(|| "not given".to_string(), show_option)
             )),
         }
     }
@@ -586,15 +612,15 @@ fn extend_list<T: PartialEq + Copy + std::fmt::Display>(
                 added.push(format!("{what} {}", new.join(", ")));
                 return g.clone();
             }
+            let why = match first_repeat(g) {
+                Some(x) => format!("; {x} is named twice"),
+                None if extends => String::new(),
+                None => "; a list that starts with the recorded one adds runs".to_string(),
+            };
             differ.push(format!(
-                "{flag} {} (recorded: {}{})",
+                "{flag} {} (recorded: {}{why})",
                 csv(g),
-                csv(recorded),
-                if extends {
-                    ""
-                } else {
-                    "; a list that starts with the recorded one adds runs"
-                }
+                csv(recorded)
             ));
             recorded.to_vec()
         }
@@ -764,7 +790,13 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
     match make_layout(p, &dir, methods[0], seed)? {
         Ok((hash, secs, warnings)) => {
             if let Some(e) = earlier.as_deref().filter(|e| *e != hash) {
-                return Err(differs(&hash, e));
+                // made from the data just now: removing it and trying again gives the same
+                // bytes (a fresh-clone trial looped on that advice); the data or the build
+                // must be the earlier one
+                let _ = std::fs::remove_dir_all(&dir);
+                bail!(
+                    "partitions {name}: made again from the data, it is not the partition the comparison's earlier runs trained on (manifest sha256 {hash}, recorded in {name}.json: {e}), so it was removed: the data (--dataset) or this build of tma differs from the ones the comparison started with; continue it with those, or start the comparison again with another --out"
+                );
             }
             match link_identical_files(&p.out.join("partitions"), &dir) {
                 Ok((0, _)) => {}
@@ -797,6 +829,49 @@ fn prepare_layout(p: &Plan, name: &str, methods: &[Method]) -> Result<Layout> {
         }
     }
     Ok(layout)
+}
+
+/// Refuses a run kept as finished (`dir`) whose `config.toml` trained with other settings
+/// than the comparison gives it now (`cfg`): a kept run is judged finished by its
+/// `summary.json`, and a run directory from another comparison must not enter the table (a
+/// fresh-clone trial). Keys of `cfg` that the kept file lacks (an older build's file) are not
+/// compared, nor the data options a partition directory sets
+/// ([`tma_train::store::DataConfig`]: the layout's, checked by its manifest sha256); the
+/// data source keys (`partitions`, `dataset`) are not part of `cfg`.
+///
+/// # Errors
+/// `config.toml` missing or unreadable, or a setting that differs (each named).
+fn check_kept_config(dir: &Path, cfg: &tma_train::TrainConfig) -> Result<()> {
+    let path = dir.join("config.toml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let kept: toml::Table = toml::from_str(&text)
+        .with_context(|| format!("{}: not a run's config.toml", path.display()))?;
+    // through the same text as the run wrote, so that single-precision numbers read alike
+    let now: toml::Table = toml::from_str(&toml::to_string(cfg)?)?;
+    // the data options a partition directory gives a run (centralized's 1 trainer) are the
+    // layout's, checked through its manifest sha256; the seed stays: it is the run's own
+    let data: toml::Table = toml::from_str(&toml::to_string(&tma_train::store::DataConfig::of(
+        cfg,
+        "",
+        cfg.num_trainers,
+    ))?)?;
+    let differ: Vec<String> = now
+        .iter()
+        .filter(|(k, _)| *k == "seed" || !data.contains_key(*k))
+        .filter_map(|(k, v)| {
+            let was = kept.get(k)?;
+            (was != v).then(|| format!("{k} = {was} (this comparison: {v})"))
+        })
+        .collect();
+    if !differ.is_empty() {
+        bail!(
+            "{} is kept as a finished run of this comparison, but it trained with other settings: {}; remove that run directory to train it again, or continue with the options it was started with",
+            dir.display(),
+            differ.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Replaces every file of the new partition directory `dir` that is byte-identical to an
@@ -991,6 +1066,7 @@ fn run_one(
     let name = format!("{method}-seed{seed}");
     let dir = p.out.join(&name);
     let state = run_state(&dir);
+    let (o, cfg, fail) = resolve(run_opts(&p.base, method, seed))?;
     if state == RunState::Finished {
         eprintln!(
             "== {method} seed {seed}: finished earlier, kept ({})",
@@ -999,15 +1075,22 @@ fn run_one(
         return Ok(());
     }
     if state == RunState::Unstarted {
+        // rounds on record but no checkpoint: records restored without the models, or a
+        // checkpoint removed (a fresh-clone trial saw such a run called "stopped before its
+        // first checkpoint")
+        let rounds = std::fs::read_to_string(dir.join("rounds.jsonl"))
+            .map_or(0, |t| t.lines().filter(|l| !l.trim().is_empty()).count());
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-        let line =
+        let line = if rounds > 0 {
+            format!("stopped after {rounds} rounds on record, but its checkpoint is not there (records kept without the model, or removed): removed and started again")
+        } else {
             "stopped before its first checkpoint (nothing to resume): removed and started again"
-                .to_string();
+                .to_string()
+        };
         eprintln!("== {method} seed {seed}: {line}");
         continued.insert(name.clone(), line);
         write_continued(&p.out, continued)?;
     }
-    let (o, cfg, fail) = resolve(run_opts(&p.base, method, seed))?;
     // each run's event file under DIR/<compare's folder>/<method>-seed<seed>/
     let tensorboard = o
         .tensorboard
@@ -1138,10 +1221,21 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     // (or start again) the run in flight under it
     let _lock = lock_comparison(&plan.out)?;
     let cfg0 = check_runs(&plan)?;
+    // the runs kept as finished trained with the settings they are given now, before any
+    // layout is made or run trained
+    for &seed in &plan.seeds {
+        for &m in &plan.methods {
+            let dir = plan.out.join(format!("{m}-seed{seed}"));
+            if run_state(&dir) == RunState::Finished {
+                check_kept_config(&dir, &resolve(run_opts(&plan.base, m, seed))?.1)?;
+            }
+        }
+    }
     let name = dataset_name(&plan.base);
     // Ctrl-C or SIGTERM: the run in flight stops after its round in flight (checkpoint and
     // summary written, as `tma train`), no further run starts, no table is written
     let interrupt = crate::interrupt::install();
+    crate::interrupt::set_resume_hint(resume_command(&plan.out, plan.extended.as_ref()));
     let stop = interrupt.0.clone();
     // the data once: one partition directory per layout, for every method and seed
     crate::interrupt::set_before_training(true);
@@ -1473,6 +1567,76 @@ mod tests {
         // one run: the value alone, no "± 0.00" (a fresh user read it as a measured spread)
         assert_eq!(Stat::show(Stat::of(&[0.125]), 3), "0.125");
         assert_eq!(Stat::show(None, 3), "—");
+    }
+
+    #[test]
+    fn extend_list_adds_a_longer_list_and_says_why_it_refuses_others() {
+        let (mut added, mut differ) = (Vec::new(), Vec::new());
+        let rec = [0u64, 1];
+        let got = extend_list(
+            "--seeds",
+            "seeds",
+            &Some(vec![0, 1, 2]),
+            &rec,
+            &mut added,
+            &mut differ,
+        );
+        assert_eq!(
+            (got, added.clone(), differ.len()),
+            (vec![0, 1, 2], vec!["seeds 2".to_string()], 0)
+        );
+        added.clear();
+        // a repeat in a list that starts with the recorded one: refused, saying which value
+        let got = extend_list(
+            "--seeds",
+            "seeds",
+            &Some(vec![0, 1, 1]),
+            &rec,
+            &mut added,
+            &mut differ,
+        );
+        assert_eq!(got, vec![0, 1]);
+        assert!(added.is_empty());
+        assert_eq!(
+            differ,
+            vec!["--seeds 0,1,1 (recorded: 0,1; 1 is named twice)".to_string()]
+        );
+        differ.clear();
+        extend_list(
+            "--seeds",
+            "seeds",
+            &Some(vec![1, 0, 2]),
+            &rec,
+            &mut added,
+            &mut differ,
+        );
+        assert_eq!(
+            differ,
+            vec![
+                "--seeds 1,0,2 (recorded: 0,1; a list that starts with the recorded one adds runs)"
+                    .to_string()
+            ]
+        );
+        differ.clear();
+        let got = extend_list("--seeds", "seeds", &None, &rec, &mut added, &mut differ);
+        assert_eq!((got, added.len(), differ.len()), (vec![0, 1], 0, 0));
+    }
+
+    #[test]
+    fn resume_options_match_across_duration_spellings_and_show_as_written() {
+        use serde_json::json;
+        assert!(same_option(&json!("3s"), &json!("3000ms")));
+        assert!(same_option(&json!("10m"), &json!("600s")));
+        assert!(!same_option(&json!("3s"), &json!("4s")));
+        assert!(!same_option(&json!("mean"), &json!("sum")));
+        assert!(!same_option(&json!(1), &json!(2)));
+        assert!(same_option(&json!(2), &json!(2)));
+        let lr = serde_json::to_value(0.003f32).unwrap();
+        assert_eq!(show_option(&lr), "0.003");
+        assert_eq!(show_option(&json!(0.1f64)), "0.1");
+        assert_eq!(show_option(&json!(4)), "4");
+        assert_eq!(show_option(&json!("10m")), "10m");
+        assert_eq!(show_option(&json!([1, 2])), "[1,2]");
     }
 
     #[test]

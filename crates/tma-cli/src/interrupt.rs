@@ -55,6 +55,44 @@ pub fn set_before_training(before: bool) {
     BEFORE_TRAINING.store(before, Ordering::SeqCst);
 }
 
+/// The command that continues the whole job when it is not the run's own `tma train --resume
+/// RUN_DIR` (`tma compare` sets `tma compare --resume OUT ...`): the second signal's message
+/// names it (a fresh-clone trial: the second Ctrl-C inside a comparison advised resuming the
+/// one run alone, outside its comparison).
+static RESUME_HINT: Mutex<Option<String>> = Mutex::new(None);
+
+/// Sets the command the second signal's message names to continue the job (see
+/// [`RESUME_HINT`]).
+pub fn set_resume_hint(command: String) {
+    if let Ok(mut h) = RESUME_HINT.lock() {
+        *h = Some(command);
+    }
+}
+
+/// The second signal's message once the run directory `slot` (see [`Cleanup`]) was dealt
+/// with: `removed` when it had no checkpoint and was removed; `hint` the command that
+/// continues the job when it is not `tma train --resume` (see [`set_resume_hint`]).
+fn stopped_at_once(slot: Option<(&std::path::Path, bool)>, hint: Option<&str>) -> String {
+    match (slot, hint) {
+        (Some((dir, true)), None) => format!(
+            "interrupt: stopped at once; the run had no checkpoint yet (nothing to resume), {} was removed",
+            dir.display()
+        ),
+        (Some((dir, true)), Some(h)) => format!(
+            "interrupt: stopped at once; the run had no checkpoint yet, {} was removed; `{h}` continues (that run starts again)",
+            dir.display()
+        ),
+        (Some((dir, false)), None) => format!(
+            "interrupt: stopped at once; `tma train --resume {}` continues from its last checkpoint",
+            dir.display()
+        ),
+        (Some((_, false)), Some(h)) | (None, Some(h)) => format!(
+            "interrupt: stopped at once; `{h}` continues (finished runs are kept, the interrupted one continues from its last checkpoint)"
+        ),
+        (None, None) => "interrupt: stopped at once".to_string(),
+    }
+}
+
 /// Routes SIGINT and SIGTERM to [`on_signal`] (which only counts; a watcher thread acts).
 /// Called before anything is made that a signal must clean up (`tma partition --out`'s
 /// staging folder), so that a signal arriving before the watcher starts is counted, not fatal;
@@ -117,19 +155,17 @@ fn install_once() -> (tma_train::StopFlag, Cleanup) {
                 }
                 if n >= 2 {
                     let slot = c.lock().map(|g| g.clone()).unwrap_or(None);
-                    match slot {
-                        Some((dir, existed)) if tma_train::run::discard_unstarted(&dir, existed) => {
-                            eprintln!(
-                                "interrupt: stopped at once; the run had no checkpoint yet (nothing to resume), {} was removed",
-                                dir.display()
-                            );
-                        }
-                        Some((dir, _)) => eprintln!(
-                            "interrupt: stopped at once; `tma train --resume {}` continues from its last checkpoint",
-                            dir.display()
-                        ),
-                        None => eprintln!("interrupt: stopped at once"),
-                    }
+                    let removed = slot
+                        .as_ref()
+                        .map(|(dir, existed)| (dir.clone(), tma_train::run::discard_unstarted(dir, *existed)));
+                    let hint = RESUME_HINT.lock().ok().and_then(|h| h.clone());
+                    eprintln!(
+                        "{}",
+                        stopped_at_once(
+                            removed.as_ref().map(|(d, r)| (d.as_path(), *r)),
+                            hint.as_deref()
+                        )
+                    );
                     std::process::exit(exit_code());
                 }
             }
@@ -209,4 +245,34 @@ pub fn remove_on_interrupt(staging: PathBuf, out: PathBuf, abort: Arc<AtomicBool
             std::process::exit(exit_code());
         })
         .expect("spawn the Ctrl-C watcher");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stopped_at_once;
+    use std::path::Path;
+
+    #[test]
+    fn the_second_signal_names_the_command_that_continues_the_job() {
+        let d = Path::new("/tmp/cmp/random-tma-seed0");
+        let hint = "tma compare --resume /tmp/cmp";
+        assert_eq!(
+            stopped_at_once(Some((d, false)), None),
+            "interrupt: stopped at once; `tma train --resume /tmp/cmp/random-tma-seed0` continues from its last checkpoint"
+        );
+        // inside a comparison: the comparison's resume, never the run's own
+        assert_eq!(
+            stopped_at_once(Some((d, false)), Some(hint)),
+            "interrupt: stopped at once; `tma compare --resume /tmp/cmp` continues (finished runs are kept, the interrupted one continues from its last checkpoint)"
+        );
+        assert_eq!(
+            stopped_at_once(Some((d, true)), Some(hint)),
+            "interrupt: stopped at once; the run had no checkpoint yet, /tmp/cmp/random-tma-seed0 was removed; `tma compare --resume /tmp/cmp` continues (that run starts again)"
+        );
+        assert_eq!(
+            stopped_at_once(Some((d, true)), None),
+            "interrupt: stopped at once; the run had no checkpoint yet (nothing to resume), /tmp/cmp/random-tma-seed0 was removed"
+        );
+        assert_eq!(stopped_at_once(None, None), "interrupt: stopped at once");
+    }
 }

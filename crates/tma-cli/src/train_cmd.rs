@@ -73,7 +73,7 @@ impl Observer for Printer {
         if !r.missing.is_empty() {
             line.push_str(&format!("  missing={:?}", r.missing));
         }
-        if r.skipped_slots > 0 {
+        if r.skipped_slots > 0 || r.late.is_some() {
             line.push_str(&format!("  ({})", skipped_text(r.skipped_slots, r.late)));
         }
         if let Some(h) = hold_text(r) {
@@ -204,10 +204,12 @@ pub(crate) fn skipped_text(n: u64, late: Option<tma_train::evaluation::record::L
         ),
         None => "late (validation or trainers behind)".to_string(),
     };
-    format!(
-        "{n} averaging slot{} skipped: the round formed {why}",
-        if n == 1 { "" } else { "s" }
-    )
+    match n {
+        // the last round, due at the time limit, skips no slot
+        0 => format!("the round formed {why}"),
+        1 => format!("1 averaging slot skipped: the round formed {why}"),
+        n => format!("{n} averaging slots skipped: the round formed {why}"),
+    }
 }
 
 /// A round's mean training loss for the round line: `-` when no trainer took a step (NaN).
@@ -634,7 +636,7 @@ fn print_training_header(
 
 /// The progress bar's words once the training budget is spent.
 const BUDGET_SPENT: &str =
-    ": training time is up; validating the rounds still queued, then testing the final and best models (the run ends after them)";
+    ": training time is up; the last round (its trainers may still be finishing a step), the validations still queued and the tests of the final and best models follow, then the run ends";
 
 /// The progress bar of the training budget, advanced by a thread from the run's clock.
 struct Progress {
@@ -1444,6 +1446,11 @@ mod tests {
         assert_eq!(
             skipped_text(1, None),
             "1 averaging slot skipped: the round formed late (validation or trainers behind)"
+        );
+        // the last round, late past the time limit: no slot to skip, the lateness said
+        assert_eq!(
+            skipped_text(0, Some(late)),
+            "the round formed 1.6s late, 1.5s waiting for validation to keep up and 0.1s for the trainers"
         );
         assert_eq!(
             failed_list(&[(1, 4.018577031), (3, f64::NAN)]),

@@ -200,6 +200,16 @@ fn a_late_round_skips_the_missed_slots_instead_of_rounds_back_to_back() {
     assert_eq!(numbers, vec![1, 2, 3, 4, 5]);
     assert_eq!(r.summary.rounds, 5);
     assert!(!r.summary.interrupted);
+    // regression (fresh-clone trial): the last round, due at the time limit, skips no slot
+    // but was late all the same; its record said nothing of it
+    let (rec, _) = run_with_a_late_round(&c, 7, Duration::from_millis(2500));
+    let at: Vec<f64> = rec.iter().map(|r| r.elapsed_s).collect();
+    assert_eq!(at, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 9.5]);
+    let skipped: Vec<u64> = rec.iter().map(|r| r.skipped_slots).collect();
+    assert_eq!(skipped, vec![0; 7]);
+    let late: Vec<Option<Late>> = rec.iter().map(|r| r.late).collect();
+    assert_eq!(late[6], trainers(2.5));
+    assert_eq!(late[..6], [None; 6]);
 }
 
 /// Decision 0015: with `sync_ramp` N the first span is cut into N equal spans, then the

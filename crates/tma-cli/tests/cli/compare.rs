@@ -400,6 +400,72 @@ fn resume_adds_seeds_to_a_finished_comparison_and_makes_a_removed_partition_agai
         json_file(&out.join("compare.json"))["seeds"],
         serde_json::json!([0, 1])
     );
+    // regression (fresh-clone trial): a layout made again from the data that differs from
+    // the record was left in place, and the advice to remove it looped; now it is removed and
+    // the data or build named
+    std::fs::remove_dir_all(out.join("partitions/random")).unwrap();
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--seeds", "0,1,2", "--quiet"]),
+        1,
+        &[
+            "partitions random: made again from the data, it is not the partition the comparison's earlier runs trained on",
+            "so it was removed",
+        ],
+    );
+    assert!(!out.join("partitions/random").exists());
+    rec["manifest_sha256"] = part("random-tma-seed0");
+    std::fs::write(&side, serde_json::to_vec(&rec).unwrap()).unwrap();
+    // regression (fresh-clone trial): a kept run is checked against the settings the
+    // comparison gives it, not judged by its summary.json alone; a repeated seed is named
+    let cfg = out.join("centralized-seed1/config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(text.contains("\nhidden = 16\n"), "{text}");
+    std::fs::write(&cfg, text.replace("\nhidden = 16\n", "\nhidden = 32\n")).unwrap();
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--quiet"]),
+        1,
+        &[
+            "centralized-seed1 is kept as a finished run of this comparison, but it trained with other settings: hidden = 32 (this comparison: 16)",
+        ],
+    );
+    std::fs::write(&cfg, &text).unwrap();
+    crate::harness::assert_fails_with(
+        &crate::harness::tma(&["compare", "--resume", o, "--seeds", "0,1,1", "--quiet"]),
+        1,
+        &["--seeds 0,1,1 (recorded: 0,1; 1 is named twice)"],
+    );
+    // the budget written another way is the same option: the table again, nothing trained
+    let r = crate::harness::tma(&[
+        "compare",
+        "--resume",
+        o,
+        "--time-limit",
+        "600000us",
+        "--quiet",
+    ]);
+    assert_success(&r);
+    assert!(!stderr(&r).contains("made once in"), "{}", stderr(&r));
+    // regression (fresh-clone trial): an interrupted run restored from its records (no
+    // checkpoint) was called "stopped before its first checkpoint"
+    let run = out.join("random-tma-seed1");
+    let rounds = std::fs::read_to_string(run.join("rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(rounds > 0);
+    let mut sum = json_file(&run.join("summary.json"));
+    sum["interrupted"] = serde_json::json!(true);
+    sum["interrupted_by"] = serde_json::json!("stop_request");
+    std::fs::write(run.join("summary.json"), serde_json::to_vec(&sum).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(run.join("checkpoint"));
+    let r = crate::harness::tma(&["compare", "--resume", o, "--quiet"]);
+    assert_success(&r);
+    assert!(
+        stderr(&r).contains(&format!("== random-tma seed 1: stopped after {rounds} rounds on record, but its checkpoint is not there")),
+        "{}",
+        stderr(&r)
+    );
+    assert_eq!(json_file(&run.join("summary.json"))["interrupted"], false);
     // regression (fresh-clone trial): a fresh comparison kept another's run directory as
     // "finished earlier"; now refused before anything is written
     let other = dir.path().join("other");

@@ -512,15 +512,20 @@ impl Rounds<'_, '_> {
             eval_cpu_s: 0.0,
             is_best: false,
             skipped_slots,
-            // where the time went when the round was late by a slot or more
-            late: (skipped_slots > 0).then(|| {
-                let late = elapsed.saturating_sub(round_due);
-                let held = self.called_late.min(late);
-                Late {
-                    validation_s: held.as_secs_f64(),
-                    trainers_s: (late - held).as_secs_f64(),
-                }
-            }),
+            // where the time went when the round was late by a slot or more (the last
+            // round, due at the time limit, skips no slot: late by a whole span counts)
+            late: (skipped_slots > 0
+                || (self.paced
+                    && !self.step_mode
+                    && elapsed.saturating_sub(round_due) >= cfg.sync_every))
+                .then(|| {
+                    let late = elapsed.saturating_sub(round_due);
+                    let held = self.called_late.min(late);
+                    Late {
+                        validation_s: held.as_secs_f64(),
+                        trainers_s: (late - held).as_secs_f64(),
+                    }
+                }),
             check: false,
             server_step: (self.hold.scale() < 1.0).then(|| self.hold.scale()),
             restored: held.map(|(r, _)| r),

@@ -177,7 +177,9 @@ pub struct RoundRecord {
     /// formed within one period of its due time, and always for step-count schedules.
     #[serde(skip_serializing_if = "is_zero")]
     pub skipped_slots: u64,
-    /// Where the time went when `skipped_slots` > 0 ([`Late`]); absent otherwise.
+    /// Where the time went when `skipped_slots` > 0, or when the last round (due at the time
+    /// limit, where no slot is left to skip) formed a whole `--sync-every` span late
+    /// ([`Late`]); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late: Option<Late>,
     /// A validation check between averaging rounds (`--val-check-interval`), not a round:
