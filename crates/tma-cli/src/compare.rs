@@ -636,12 +636,18 @@ struct Extension {
 }
 
 /// Every run's options are valid before the first one starts (e.g. --sync-every-steps, which
-/// ggs rejects, or a --fail trainer index), not minutes into the comparison. Returns the
-/// configuration of the shared options (the first method, the first seed).
+/// ggs rejects, or a --fail trainer index), not minutes into the comparison, and every run
+/// kept as finished trained with them ([`check_kept_config`]), before any layout is made.
+/// Returns the configuration of the shared options (the first method, the first seed).
 fn check_runs(p: &Plan) -> Result<tma_train::TrainConfig> {
     for &seed in &p.seeds {
         for &m in &p.methods {
-            resolve(run_opts(&p.base, m, seed)).with_context(|| format!("--methods {m}"))?;
+            let (_, cfg, _) =
+                resolve(run_opts(&p.base, m, seed)).with_context(|| format!("--methods {m}"))?;
+            let dir = p.out.join(format!("{m}-seed{seed}"));
+            if run_state(&dir) == RunState::Finished {
+                check_kept_config(&dir, &cfg)?;
+            }
         }
     }
     Ok(resolve(run_opts(&p.base, p.methods[0], p.seeds[0]))?.1)
@@ -1066,7 +1072,6 @@ fn run_one(
     let name = format!("{method}-seed{seed}");
     let dir = p.out.join(&name);
     let state = run_state(&dir);
-    let (o, cfg, fail) = resolve(run_opts(&p.base, method, seed))?;
     if state == RunState::Finished {
         eprintln!(
             "== {method} seed {seed}: finished earlier, kept ({})",
@@ -1091,6 +1096,7 @@ fn run_one(
         continued.insert(name.clone(), line);
         write_continued(&p.out, continued)?;
     }
+    let (o, cfg, fail) = resolve(run_opts(&p.base, method, seed))?;
     // each run's event file under DIR/<compare's folder>/<method>-seed<seed>/
     let tensorboard = o
         .tensorboard
@@ -1221,16 +1227,6 @@ pub fn compare(o: CompareOpts) -> Result<()> {
     // (or start again) the run in flight under it
     let _lock = lock_comparison(&plan.out)?;
     let cfg0 = check_runs(&plan)?;
-    // the runs kept as finished trained with the settings they are given now, before any
-    // layout is made or run trained
-    for &seed in &plan.seeds {
-        for &m in &plan.methods {
-            let dir = plan.out.join(format!("{m}-seed{seed}"));
-            if run_state(&dir) == RunState::Finished {
-                check_kept_config(&dir, &resolve(run_opts(&plan.base, m, seed))?.1)?;
-            }
-        }
-    }
     let name = dataset_name(&plan.base);
     // Ctrl-C or SIGTERM: the run in flight stops after its round in flight (checkpoint and
     // summary written, as `tma train`), no further run starts, no table is written
@@ -1571,55 +1567,34 @@ mod tests {
 
     #[test]
     fn extend_list_adds_a_longer_list_and_says_why_it_refuses_others() {
-        let (mut added, mut differ) = (Vec::new(), Vec::new());
-        let rec = [0u64, 1];
-        let got = extend_list(
-            "--seeds",
-            "seeds",
-            &Some(vec![0, 1, 2]),
-            &rec,
-            &mut added,
-            &mut differ,
-        );
+        // (the list kept, what it adds, why it refuses) for seeds given against 0,1
+        let seeds = |given: Option<Vec<u64>>| {
+            let (mut added, mut differ) = (Vec::new(), Vec::new());
+            let got = extend_list("--seeds", "seeds", &given, &[0, 1], &mut added, &mut differ);
+            (got, added, differ)
+        };
+        let none: Vec<String> = Vec::new();
         assert_eq!(
-            (got, added.clone(), differ.len()),
-            (vec![0, 1, 2], vec!["seeds 2".to_string()], 0)
+            seeds(Some(vec![0, 1, 2])),
+            (vec![0, 1, 2], vec!["seeds 2".to_string()], none.clone())
         );
-        added.clear();
         // a repeat in a list that starts with the recorded one: refused, saying which value
-        let got = extend_list(
-            "--seeds",
-            "seeds",
-            &Some(vec![0, 1, 1]),
-            &rec,
-            &mut added,
-            &mut differ,
-        );
-        assert_eq!(got, vec![0, 1]);
-        assert!(added.is_empty());
         assert_eq!(
-            differ,
-            vec!["--seeds 0,1,1 (recorded: 0,1; 1 is named twice)".to_string()]
-        );
-        differ.clear();
-        extend_list(
-            "--seeds",
-            "seeds",
-            &Some(vec![1, 0, 2]),
-            &rec,
-            &mut added,
-            &mut differ,
+            seeds(Some(vec![0, 1, 1])),
+            (
+                vec![0, 1],
+                none.clone(),
+                vec!["--seeds 0,1,1 (recorded: 0,1; 1 is named twice)".to_string()]
+            )
         );
         assert_eq!(
-            differ,
+            seeds(Some(vec![1, 0, 2])).2,
             vec![
                 "--seeds 1,0,2 (recorded: 0,1; a list that starts with the recorded one adds runs)"
                     .to_string()
             ]
         );
-        differ.clear();
-        let got = extend_list("--seeds", "seeds", &None, &rec, &mut added, &mut differ);
-        assert_eq!((got, added.len(), differ.len()), (vec![0, 1], 0, 0));
+        assert_eq!(seeds(None), (vec![0, 1], none.clone(), none));
     }
 
     #[test]
