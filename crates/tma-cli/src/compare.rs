@@ -640,6 +640,7 @@ struct Extension {
 /// kept as finished trained with them ([`check_kept_config`]), before any layout is made.
 /// Returns the configuration of the shared options (the first method, the first seed).
 fn check_runs(p: &Plan) -> Result<tma_train::TrainConfig> {
+    let mut first = None;
     for &seed in &p.seeds {
         for &m in &p.methods {
             let (_, cfg, _) =
@@ -648,9 +649,13 @@ fn check_runs(p: &Plan) -> Result<tma_train::TrainConfig> {
             if run_state(&dir) == RunState::Finished {
                 check_kept_config(&dir, &cfg)?;
             }
+            first.get_or_insert(cfg);
         }
     }
-    Ok(resolve(run_opts(&p.base, p.methods[0], p.seeds[0]))?.1)
+    match first {
+        Some(cfg) => Ok(cfg),
+        None => Ok(resolve(run_opts(&p.base, p.methods[0], p.seeds[0]))?.1),
+    }
 }
 
 /// The dataset's name for titles and the default --out: its folder's name, or `generated`.

@@ -495,6 +495,8 @@ impl Rounds<'_, '_> {
             0
         };
         let (loss_sum, loss_count) = self.loss;
+        // how far past its due time the round formed
+        let late_by = elapsed.saturating_sub(round_due);
         let record = RoundRecord {
             round: self.round,
             elapsed_s: elapsed.as_secs_f64(),
@@ -515,15 +517,12 @@ impl Rounds<'_, '_> {
             // where the time went when the round was late by a slot or more (the last
             // round, due at the time limit, skips no slot: late by a whole span counts)
             late: (skipped_slots > 0
-                || (self.paced
-                    && !self.step_mode
-                    && elapsed.saturating_sub(round_due) >= cfg.sync_every))
+                || (self.paced && !self.step_mode && late_by >= cfg.sync_every))
                 .then(|| {
-                    let late = elapsed.saturating_sub(round_due);
-                    let held = self.called_late.min(late);
+                    let held = self.called_late.min(late_by);
                     Late {
                         validation_s: held.as_secs_f64(),
-                        trainers_s: (late - held).as_secs_f64(),
+                        trainers_s: (late_by - held).as_secs_f64(),
                     }
                 }),
             check: false,
